@@ -1,0 +1,45 @@
+# The README's two commands:
+#   make demo   install dependencies, build, run the main job
+#   make test   install dependencies, build, run every test and the cross-build check
+# Other targets: build, bench, crosscheck, sanitize, accuracy, clean.
+SHELL := /bin/bash
+BUILD ?= build
+JOBS ?= $(shell nproc)
+
+.PHONY: deps configure build demo test crosscheck sanitize bench accuracy clean
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+
+build: configure
+	@ninja -C $(BUILD) -j $(JOBS)
+
+demo: build
+	@$(BUILD)/bin/bitgrad selftest --threads 1
+	@echo
+	@$(BUILD)/bin/bitgrad selftest --threads 2
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@bash scripts/crosscheck.sh $(BUILD)
+
+crosscheck: build
+	@bash scripts/crosscheck.sh $(BUILD)
+
+sanitize: deps
+	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITGRAD_SANITIZE=address,undefined \
+	  -DBITGRAD_BUILD_BENCH=OFF -DBITGRAD_BUILD_TOOLS=OFF >/dev/null
+	@ninja -C build-asan -j $(JOBS) bitgrad_tests
+	@cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	@bash bench/run.sh $(BUILD)
+
+accuracy: build
+	@$(BUILD)/bin/mathfn_accuracy --n 10000000
+
+clean:
+	@rm -rf $(BUILD) build-asan build-clang-O0

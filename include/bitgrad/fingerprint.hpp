@@ -1,0 +1,38 @@
+// Fingerprints: 128-bit XXH3 hashes of tensors, for proving two runs computed the same bits.
+// A tensor contributes its dtype, its shape and its row-major element bytes, so equal
+// values of different shapes or dtypes never hash alike.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bitgrad/tensor.hpp"
+
+namespace bitgrad {
+
+struct Digest128 {
+  std::uint64_t high = 0, low = 0;
+  std::string hex() const;  // 32 lowercase hex digits, high word first
+  friend bool operator==(const Digest128& a, const Digest128& b) { return a.high == b.high && a.low == b.low; }
+  friend bool operator!=(const Digest128& a, const Digest128& b) { return !(a == b); }
+};
+
+class Fingerprint {
+ public:
+  Fingerprint();
+  ~Fingerprint();
+  Fingerprint(const Fingerprint&) = delete;
+  Fingerprint& operator=(const Fingerprint&) = delete;
+  void add(const Tensor& t);
+  void add_bytes(const void* data, std::size_t n);
+  Digest128 digest() const;
+
+ private:
+  void* state_;
+};
+
+Digest128 fingerprint(const Tensor& t);
+Digest128 fingerprint(const std::vector<Tensor>& ts);
+
+}  // namespace bitgrad

@@ -1,0 +1,92 @@
+// Differentiable ops. Each records a node when grad is enabled and an input requires grad.
+// Binary ops broadcast as NumPy does. Every op's evaluation order is documented in
+// docs/numerics.md; errors name the op and the shapes involved.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "bitgrad/tensor.hpp"
+
+namespace bitgrad {
+
+// ---- elementwise ------------------------------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);  // NaN-propagating; ties split the gradient
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double s);
+Tensor sub(const Tensor& a, double s);
+Tensor rsub(double s, const Tensor& a);  // s - a
+Tensor mul(const Tensor& a, double s);
+Tensor div(const Tensor& a, double s);
+Tensor rdiv(double s, const Tensor& a);  // s / a
+Tensor pow(const Tensor& a, double p);
+
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x);  // exact (erf) GELU
+Tensor clamp(const Tensor& x, double lo, double hi);
+// cond: any dtype, nonzero is true; a and b broadcast with cond
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& x) { return neg(x); }
+inline Tensor operator+(const Tensor& a, double s) { return add(a, s); }
+inline Tensor operator+(double s, const Tensor& a) { return add(a, s); }
+inline Tensor operator-(const Tensor& a, double s) { return sub(a, s); }
+inline Tensor operator-(double s, const Tensor& a) { return rsub(s, a); }
+inline Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
+inline Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
+inline Tensor operator/(const Tensor& a, double s) { return div(a, s); }
+inline Tensor operator/(double s, const Tensor& a) { return rdiv(s, a); }
+
+// ---- reductions (docs/numerics.md, "Reductions over axes") ------------------------------
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
+Tensor max(const Tensor& x);  // NaN if any NaN; gradient to the first maximum
+Tensor max(const Tensor& x, int axis, bool keepdim = false);
+Tensor argmax(const Tensor& x, int axis, bool keepdim = false);  // i64, first maximum
+
+// ---- shape ----------------------------------------------------------------------------
+Tensor reshape(const Tensor& x, const Shape& shape);  // one dimension may be -1 via reshape_infer
+Tensor reshape_infer(const Tensor& x, const std::vector<std::int64_t>& dims);
+Tensor flatten(const Tensor& x, int start_axis = 0, int end_axis = -1);
+Tensor permute(const Tensor& x, const std::vector<int>& dims);
+Tensor transpose(const Tensor& x, int a, int b);
+Tensor expand(const Tensor& x, const Shape& shape);  // broadcast to shape (a view)
+Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t end, std::int64_t step = 1);
+Tensor concat(const std::vector<Tensor>& xs, int axis);
+Tensor index_select(const Tensor& x, int axis, const Tensor& index);  // index: 1-d i64
+Tensor gather(const Tensor& x, int axis, const Tensor& index);        // torch.gather semantics
+Tensor contiguous(const Tensor& x);
+
+// ---- linear algebra --------------------------------------------------------------------
+// matmul: 1-d and 2-d as NumPy; N-d operands are batches of matrices (equal batch
+// dimensions, or one operand 2-d and shared by every batch).
+Tensor matmul(const Tensor& a, const Tensor& b);
+// linear: x [..., in], weight [out, in], bias [out] (optional): x weight^T + bias
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- softmax and losses --------------------------------------------------------------------
+Tensor softmax(const Tensor& x, int axis = -1);
+Tensor log_softmax(const Tensor& x, int axis = -1);
+enum class Reduction { mean, sum, none };
+// logits [N, C], targets i64 [N] with values in [0, C)
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction = Reduction::mean);
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+
+}  // namespace bitgrad

@@ -1,0 +1,42 @@
+// Storage: a 64-byte aligned buffer shared by a tensor and its views. Buffers come from a
+// size-class pool, so a training step reuses the activations of the previous one instead
+// of calling the system allocator. The version counter is bumped by in-place writes so
+// autograd can refuse to use a saved tensor that was modified after it was saved.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace bitgrad {
+
+class Storage {
+ public:
+  static std::shared_ptr<Storage> allocate(std::size_t bytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  std::uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
+ private:
+  Storage(void* data, std::size_t bytes, std::size_t capacity) : data_(data), bytes_(bytes), capacity_(capacity) {}
+  void* data_;
+  std::size_t bytes_;
+  std::size_t capacity_;  // size class actually held
+  std::uint64_t version_ = 0;
+};
+
+namespace memory {
+std::size_t bytes_in_use();     // bytes held by live storages
+std::size_t peak_bytes_in_use();
+void reset_peak();
+std::size_t bytes_cached();     // bytes parked in the pool
+void release_cached();          // returns pooled buffers to the system
+}  // namespace memory
+
+}  // namespace bitgrad

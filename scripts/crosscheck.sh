@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Contract T8: the selftest fingerprint must be the same for GCC -O3 (the main build) and
+# Clang -O0, on every code path this CPU has and on several thread counts.
+# Usage: scripts/crosscheck.sh [MAIN_BUILD_DIR]
+set -euo pipefail
+main=${1:-build}
+other=build-clang-O0
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+cmake -S . -B "$other" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O0" \
+  -DBITGRAD_BUILD_TESTS=OFF -DBITGRAD_BUILD_BENCH=OFF -DBITGRAD_BUILD_TOOLS=OFF >/dev/null
+ninja -C "$other" bitgrad_cli >/dev/null
+
+isas=(scalar)
+grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && isas+=(avx2)
+grep -qw avx512f /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo && isas+=(avx512)
+
+want=$("$main/bin/bitgrad" selftest --threads 1 --isa scalar | awk '/^fingerprint/ {print $2}')
+echo "crosscheck: reference fingerprint (gcc -O3, scalar, 1 thread): $want"
+fail=0
+for build in "$main" "$other"; do
+  for isa in "${isas[@]}"; do
+    for t in 1 2 3 8; do
+      got=$("$build/bin/bitgrad" selftest --threads "$t" --isa "$isa" | awk '/^fingerprint/ {print $2}')
+      name="$(basename "$build") isa=$isa threads=$t"
+      if [ "$got" != "$want" ]; then
+        echo "crosscheck: MISMATCH $name: $got"
+        fail=1
+      fi
+    done
+  done
+done
+if [ $fail -ne 0 ]; then
+  echo "crosscheck: FAILED: builds or code paths disagree (contract T8)"
+  exit 1
+fi
+echo "crosscheck: identical for gcc -O3 and clang -O0 on ${isas[*]} at threads 1, 2, 3, 8"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs bitgrad's build, test and benchmark dependencies from Debian's archive.
+# Idempotent: packages already present are skipped, so a warm machine pays nothing.
+set -euo pipefail
+
+PKGS=(
+  # build and test
+  g++ clang cmake ninja-build make pkg-config libgtest-dev libbenchmark-dev
+  # runtime libraries
+  libxxhash-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libfmt-dev
+  # data of the main job
+  dataset-fashion-mnist
+  # oracles and peers (tests and benchmarks only)
+  libopenblas-dev libmpfr-dev libgmp-dev python3-numpy python3-torch
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,120 @@
+// The backward pass: collect the nodes reachable from the root, run them in reverse
+// creation order, accumulate each input's contributions in the order they arrive.
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "autograd/node.hpp"
+#include "bitgrad/autograd.hpp"
+#include "kernels/tensor_ops.hpp"
+
+namespace bitgrad {
+namespace {
+thread_local bool t_grad_enabled = true;
+std::atomic<std::uint64_t> g_epoch{0};
+
+void accumulate(Tensor& acc, const Tensor& g) { acc = acc.defined() ? kern::add_same_shape(acc, g) : g; }
+
+// A leaf's gradient owns its storage, so in-place updates of it cannot reach another tensor.
+Tensor owned(const Tensor& g) {
+  if (g.is_contiguous() && g.offset() == 0 && g.storage().use_count() == 1 &&
+      g.storage()->bytes() == static_cast<std::size_t>(g.numel()) * dtype_size(g.dtype()))
+    return g;
+  return g.contiguous_copy();
+}
+}  // namespace
+
+bool grad_enabled() { return t_grad_enabled; }
+void set_grad_enabled(bool on) { t_grad_enabled = on; }
+
+namespace autograd {
+
+void run_backward(const Tensor& root, const Tensor& seed_in, bool retain_graph) {
+  BITGRAD_CHECK(root.defined(), "backward", "called on an undefined tensor");
+  BITGRAD_CHECK(root.requires_grad(), "backward", "the tensor does not require grad: no input of its computation has ",
+                "requires_grad set (or it was computed under no_grad)");
+  BITGRAD_CHECK(is_floating(root.dtype()), "backward", "the tensor has dtype ", dtype_name(root.dtype()), "; expected f32 or f64");
+  Tensor seed;
+  if (seed_in.defined()) {
+    BITGRAD_CHECK(seed_in.shape() == root.shape(), "backward", "the seed gradient has shape ", seed_in.shape().str(),
+                  " but the tensor has shape ", root.shape().str());
+    BITGRAD_CHECK(seed_in.dtype() == root.dtype(), "backward", "the seed gradient has dtype ", dtype_name(seed_in.dtype()),
+                  " but the tensor has dtype ", dtype_name(root.dtype()));
+    seed = seed_in.detach();
+  } else {
+    BITGRAD_CHECK(root.numel() == 1, "backward", "a tensor of shape ", root.shape().str(),
+                  " is not a scalar: pass a seed gradient of the same shape");
+    seed = Tensor::ones(root.shape(), root.dtype());
+  }
+  NoGradGuard no_grad;
+  const std::uint64_t epoch = ++g_epoch;
+  std::vector<TensorImpl*> leaves;  // in order of first contribution
+  std::vector<std::shared_ptr<TensorImpl>> leaf_refs;
+  auto to_leaf = [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g) {
+    Tensor lt(impl);
+    AutogradMeta& m = meta(lt);
+    if (m.bw_epoch != epoch) {
+      m.bw_epoch = epoch;
+      m.bw_acc = Tensor();
+      leaves.push_back(impl.get());
+      leaf_refs.push_back(impl);
+    }
+    accumulate(m.bw_acc, g);
+  };
+
+  AutogradMeta* rm = meta_if(root);
+  if (!rm || !rm->grad_fn) {
+    to_leaf(root.impl_ptr(), seed);
+  } else {
+    // nodes reachable from the root
+    std::vector<Node*> nodes;
+    std::vector<Node*> stack{rm->grad_fn.get()};
+    rm->grad_fn->visit = epoch;
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      if (n->released)
+        detail::fail("backward", "the graph through '", n->op,
+                     "' was already freed by an earlier backward; pass retain_graph=true to the first call");
+      nodes.push_back(n);
+      for (int i = 0; i < n->n_inputs; ++i) {
+        Node* p = n->input(i).node.get();
+        if (p && p->visit != epoch) {
+          p->visit = epoch;
+          stack.push_back(p);
+        }
+      }
+    }
+    std::sort(nodes.begin(), nodes.end(), [](const Node* a, const Node* b) { return a->seq > b->seq; });
+    // keep the nodes alive while we walk them even if a release drops the last edge
+    std::vector<NodePtr> hold(nodes.begin(), nodes.end());
+    rm->grad_fn->grad = seed;
+    std::vector<Tensor> gin;
+    for (Node* n : nodes) {
+      if (!n->grad.defined()) continue;
+      gin.assign(static_cast<std::size_t>(n->n_inputs), Tensor());
+      n->backward(*n, n->grad, gin.data());
+      n->grad = Tensor();
+      for (int i = 0; i < n->n_inputs; ++i) {
+        Edge& e = n->input(i);
+        Tensor& g = gin[static_cast<std::size_t>(i)];
+        if (!e.needs_grad() || !g.defined()) continue;
+        BITGRAD_CHECK(g.shape() == n->input_shape(i), n->op, "internal: gradient of input ", i, " has shape ", g.shape().str(),
+                      ", expected ", n->input_shape(i).str());
+        if (e.node) accumulate(e.node->grad, g);
+        else to_leaf(e.leaf, g);
+      }
+      if (!retain_graph) reset_node(n);
+    }
+  }
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    Tensor lt(leaf_refs[i]);
+    AutogradMeta& m = meta(lt);
+    Tensor add = m.bw_acc;
+    m.bw_acc = Tensor();
+    m.grad = m.grad.defined() ? kern::add_same_shape(m.grad, add) : owned(add);
+  }
+}
+
+}  // namespace autograd
+}  // namespace bitgrad

@@ -1,0 +1,494 @@
+// Fast paths of the non-GEMM kernels, written once over the lane types of simd.hpp and
+// instantiated by isa_avx2.cpp and isa_avx512.cpp. Each function reproduces the order of
+// its reference in reference.cpp exactly; comments name the step they mirror.
+//
+// Included inside an ISA namespace after simd.hpp, tables.inc, mathfn_impl.hpp.
+
+constexpr int kWD = W;   // f64 lanes
+constexpr int kWF = WF;  // f32 lanes
+
+template <class T>
+struct VT;
+template <>
+struct VT<float> {
+  using V = F;
+  static constexpr int W = kWF;
+  static V load(const float* p) { return loadf(p); }
+  static V load_part(const float* p, int n, float fill) { return loadf_part(p, n, fill); }
+  static void store(float* p, V v) { storef(p, v); }
+  static void store_part(float* p, V v, int n) { storef_part(p, v, n); }
+  static float lane(V v, int i) { return lanef(v, i); }
+  static bool any_nan(V v) { return anyf(nanf_(v)); }
+  static V max_gt(V v, V m) { return selectf(gtf(v, m), v, m); }
+};
+template <>
+struct VT<double> {
+  using V = D;
+  static constexpr int W = kWD;
+  static V load(const double* p) { return ::bitgrad::kern::ISA_NS::load(p); }
+  static V load_part(const double* p, int n, double fill) { return ::bitgrad::kern::ISA_NS::load_part(p, n, fill); }
+  static void store(double* p, V v) { ::bitgrad::kern::ISA_NS::store(p, v); }
+  static void store_part(double* p, V v, int n) { ::bitgrad::kern::ISA_NS::store_part(p, v, n); }
+  static double lane(V v, int i) { return ::bitgrad::kern::ISA_NS::lane(v, i); }
+  static bool any_nan(V v) { return any(v != v); }
+  static V max_gt(V v, V m) { return select(v > m, v, m); }
+};
+
+// f64 lanes loaded from / stored to T memory (f32 values widen exactly, narrow once)
+inline D load_d(const float* p) { return load_f32(p); }
+inline D load_d(const double* p) { return load(p); }
+inline D load_d_part(const float* p, int n, double fill) { return load_f32_part(p, n, fill); }
+inline D load_d_part(const double* p, int n, double fill) { return load_part(p, n, fill); }
+inline void store_d(float* p, D v) { store_f32(p, v); }
+inline void store_d(double* p, D v) { store(p, v); }
+inline void store_d_part(float* p, D v, int n) { store_f32_part(p, v, n); }
+inline void store_d_part(double* p, D v, int n) { store_part(p, v, n); }
+
+// y[i] = f(x[i]) in f64 lanes
+template <class T, class Fn>
+inline void map_d(const T* x, T* y, std::int64_t n, Fn f) {
+  std::int64_t i = 0;
+  for (; i + kWD <= n; i += kWD) store_d(y + i, f(load_d(x + i)));
+  if (i < n) store_d_part(y + i, f(load_d_part(x + i, static_cast<int>(n - i), 0.0)), static_cast<int>(n - i));
+}
+template <class T, class Fn>
+inline void map2_d(const T* a, const T* b, T* y, std::int64_t n, Fn f) {
+  std::int64_t i = 0;
+  for (; i + kWD <= n; i += kWD) store_d(y + i, f(load_d(a + i), load_d(b + i)));
+  if (i < n) {
+    int r = static_cast<int>(n - i);
+    store_d_part(y + i, f(load_d_part(a + i, r, 0.0), load_d_part(b + i, r, 0.0)), r);
+  }
+}
+
+constexpr double kSqrtHalfD = 0x1.6a09e667f3bcdp-1;
+constexpr double kInvSqrt2PiD = 0x1.9884533d43651p-2;
+
+inline D gelu_lanes(D x) { return (D(0.5) * x) * (D(1.0) + erf_f64(x * D(kSqrtHalfD))); }
+inline D gelu_grad_lanes(D x) {
+  D cdf = D(0.5) * (D(1.0) + erf_f64(x * D(kSqrtHalfD)));
+  D pdf = exp_f64(D(-0.5) * (x * x)) * D(kInvSqrt2PiD);
+  return cdf + x * pdf;
+}
+
+template <class T>
+T maximum_s(T a, T b) {
+  if (a != a || b != b) return a + b;
+  if (a > b) return a;
+  if (b > a) return b;
+  return std::signbit(a) ? b : a;
+}
+template <class T>
+T minimum_s(T a, T b) {
+  if (a != a || b != b) return a + b;
+  if (a < b) return a;
+  if (b < a) return b;
+  return std::signbit(a) ? a : b;
+}
+
+// grain: elements per thread chunk, so small tensors stay on one thread
+constexpr std::int64_t kGrainSimple = 1 << 15;
+constexpr std::int64_t kGrainMath = 1 << 12;
+
+template <class T>
+void unary_fast(Unary op, const T* x, T* y, std::int64_t n) {
+  const bool heavy = !(op == Unary::neg || op == Unary::abs || op == Unary::relu || op == Unary::square ||
+                       op == Unary::reciprocal || op == Unary::sqrt);
+  parallel_for(n, heavy ? kGrainMath : kGrainSimple, [&](std::int64_t b, std::int64_t e) {
+    const T* xs = x + b;
+    T* ys = y + b;
+    const std::int64_t m = e - b;
+    switch (op) {
+      case Unary::neg: for (std::int64_t i = 0; i < m; ++i) ys[i] = -xs[i]; break;
+      case Unary::abs: for (std::int64_t i = 0; i < m; ++i) ys[i] = std::fabs(xs[i]); break;
+      case Unary::relu: for (std::int64_t i = 0; i < m; ++i) ys[i] = (xs[i] > T(0) || xs[i] != xs[i]) ? xs[i] : T(0); break;
+      case Unary::square: for (std::int64_t i = 0; i < m; ++i) ys[i] = xs[i] * xs[i]; break;
+      case Unary::reciprocal: for (std::int64_t i = 0; i < m; ++i) ys[i] = T(1) / xs[i]; break;
+      case Unary::sqrt: for (std::int64_t i = 0; i < m; ++i) ys[i] = std::sqrt(xs[i]); break;
+      case Unary::exp: map_d(xs, ys, m, [](D v) { return exp_f64(v); }); break;
+      case Unary::expm1: map_d(xs, ys, m, [](D v) { return expm1_f64(v); }); break;
+      case Unary::log: map_d(xs, ys, m, [](D v) { return log_f64(v); }); break;
+      case Unary::log1p: map_d(xs, ys, m, [](D v) { return log1p_f64(v); }); break;
+      case Unary::rsqrt: map_d(xs, ys, m, [](D v) { return rsqrt_f64(v); }); break;
+      case Unary::tanh: map_d(xs, ys, m, [](D v) { return tanh_f64(v); }); break;
+      case Unary::sigmoid: map_d(xs, ys, m, [](D v) { return sigmoid_f64(v); }); break;
+      case Unary::erf: map_d(xs, ys, m, [](D v) { return erf_f64(v); }); break;
+      case Unary::sin: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 0); }); break;
+      case Unary::cos: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 1); }); break;
+      case Unary::gelu: map_d(xs, ys, m, [](D v) { return gelu_lanes(v); }); break;
+    }
+  });
+}
+
+template <class T, class Op>
+inline void binary_loop(Bcast bc, const T* a, const T* b, T* y, std::int64_t o0, std::int64_t o1, std::int64_t inner, Op op) {
+  for (std::int64_t o = o0; o < o1; ++o) {
+    const T* ar = a + o * inner;
+    T* yr = y + o * inner;
+    switch (bc) {
+      case Bcast::same: { const T* br = b + o * inner; for (std::int64_t i = 0; i < inner; ++i) yr[i] = op(ar[i], br[i]); } break;
+      case Bcast::row: for (std::int64_t i = 0; i < inner; ++i) yr[i] = op(ar[i], b[i]); break;
+      case Bcast::rrow: for (std::int64_t i = 0; i < inner; ++i) yr[i] = op(b[i], ar[i]); break;
+      case Bcast::col: { const T bo = b[o]; for (std::int64_t i = 0; i < inner; ++i) yr[i] = op(ar[i], bo); } break;
+      case Bcast::rcol: { const T bo = b[o]; for (std::int64_t i = 0; i < inner; ++i) yr[i] = op(bo, ar[i]); } break;
+    }
+  }
+}
+
+template <class T>
+void pow_rows(Bcast bc, const T* a, const T* b, T* y, std::int64_t o0, std::int64_t o1, std::int64_t inner) {
+  // b broadcast patterns are expanded per row into a small buffer of f64 lanes
+  auto powd = [](D u, D v) { return pow_f64(u, v); };
+  for (std::int64_t o = o0; o < o1; ++o) {
+    const T* ar = a + o * inner;
+    T* yr = y + o * inner;
+    std::int64_t i = 0;
+    for (; i < inner; i += kWD) {
+      int r = static_cast<int>(inner - i < kWD ? inner - i : kWD);
+      D av = load_d_part(ar + i, r, 1.0), bv;
+      switch (bc) {
+        case Bcast::same: bv = load_d_part(b + o * inner + i, r, 1.0); break;
+        case Bcast::row: case Bcast::rrow: bv = load_d_part(b + i, r, 1.0); break;
+        case Bcast::col: case Bcast::rcol: bv = D(static_cast<double>(b[o])); break;
+      }
+      D res = (bc == Bcast::rrow || bc == Bcast::rcol) ? powd(bv, av) : powd(av, bv);
+      store_d_part(yr + i, res, r);
+    }
+  }
+}
+
+template <class T>
+void binary_fast(Binary op, Bcast bc, const T* a, const T* b, T* y, std::int64_t outer, std::int64_t inner) {
+  const std::int64_t grain_rows = inner >= kGrainSimple ? 1 : kGrainSimple / (inner > 0 ? inner : 1);
+  parallel_for(outer, op == Binary::pow ? (grain_rows / 8 > 0 ? grain_rows / 8 : 1) : grain_rows,
+               [&](std::int64_t o0, std::int64_t o1) {
+                 switch (op) {
+                   case Binary::add: binary_loop(bc, a, b, y, o0, o1, inner, [](T u, T v) { return u + v; }); break;
+                   case Binary::sub: binary_loop(bc, a, b, y, o0, o1, inner, [](T u, T v) { return u - v; }); break;
+                   case Binary::mul: binary_loop(bc, a, b, y, o0, o1, inner, [](T u, T v) { return u * v; }); break;
+                   case Binary::div: binary_loop(bc, a, b, y, o0, o1, inner, [](T u, T v) { return u / v; }); break;
+                   case Binary::maximum: binary_loop(bc, a, b, y, o0, o1, inner, [](T u, T v) { return maximum_s(u, v); }); break;
+                   case Binary::minimum: binary_loop(bc, a, b, y, o0, o1, inner, [](T u, T v) { return minimum_s(u, v); }); break;
+                   case Binary::pow: pow_rows(bc, a, b, y, o0, o1, inner); break;
+                 }
+               });
+}
+
+template <class T>
+void act_grad_fast(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) {
+  parallel_for(n, op == ActGrad::gelu ? kGrainMath : kGrainSimple, [&](std::int64_t b, std::int64_t e) {
+    const std::int64_t m = e - b;
+    const T* vs = v + b;
+    const T* gs = g + b;
+    T* os = out + b;
+    switch (op) {
+      case ActGrad::relu: for (std::int64_t i = 0; i < m; ++i) os[i] = vs[i] > T(0) ? gs[i] : T(0); break;
+      case ActGrad::tanh: for (std::int64_t i = 0; i < m; ++i) os[i] = gs[i] * (T(1) - vs[i] * vs[i]); break;
+      case ActGrad::sigmoid: for (std::int64_t i = 0; i < m; ++i) os[i] = (gs[i] * vs[i]) * (T(1) - vs[i]); break;
+      case ActGrad::gelu: map2_d(vs, gs, os, m, [](D x, D gg) { return gg * gelu_grad_lanes(x); }); break;
+    }
+  });
+}
+
+// ---- the row rule in lanes ----------------------------------------------------------------
+// 16 logical lanes = kNV vectors of W lanes; lane j of the block is element j mod 16.
+template <class T>
+struct Lanes16 {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  static constexpr int NV = kLanes / Tr::W;
+  static_assert(NV >= 1 && NV * Tr::W == kLanes, "16 logical lanes must fill whole vectors");
+  V acc[NV];
+  Lanes16() {
+    for (auto& a : acc) a = V(T(0));
+  }
+  // halving tree: lane j += lane j+h for h = 8, 4, 2, 1
+  T fold() const {
+    V t[NV];
+    for (int v = 0; v < NV; ++v) t[v] = acc[v];
+    for (int nv = NV; nv > 1; nv /= 2)
+      for (int v = 0; v < nv / 2; ++v) t[v] = t[v] + t[v + nv / 2];
+    T l[Tr::W];
+    for (int i = 0; i < Tr::W; ++i) l[i] = Tr::lane(t[0], i);
+    for (int h = Tr::W / 2; h >= 1; h /= 2)
+      for (int j = 0; j < h; ++j) l[j] = l[j] + l[j + h];
+    return l[0];
+  }
+};
+
+// Row rule over a row of length L; step(acc, p, count) adds elements p[0..count) (count <= 16,
+// missing lanes padded with 0) into the lanes.
+template <class T, class Step>
+inline T row_rule_fast(std::int64_t L, Step step) {
+  PairwiseStack<T> st;
+  for (std::int64_t b0 = 0; b0 < L; b0 += kRowBlock) {
+    const std::int64_t blen = (L - b0 < kRowBlock) ? L - b0 : kRowBlock;
+    Lanes16<T> ln;
+    std::int64_t t = 0;
+    for (; t + kLanes <= blen; t += kLanes) step(ln, b0 + t, kLanes);
+    if (t < blen) step(ln, b0 + t, static_cast<int>(blen - t));
+    st.push(ln.fold());
+  }
+  return st.total();
+}
+
+template <class T>
+inline void add_lanes(Lanes16<T>& ln, const T* p, int count) {
+  using Tr = VT<T>;
+  constexpr int NV = Lanes16<T>::NV;
+  if (count == kLanes) {
+    for (int v = 0; v < NV; ++v) ln.acc[v] = ln.acc[v] + Tr::load(p + v * Tr::W);
+  } else {
+    for (int v = 0; v < NV; ++v) ln.acc[v] = ln.acc[v] + Tr::load_part(p + v * Tr::W, count - v * Tr::W, T(0));
+  }
+}
+
+template <class T>
+inline void fma_lanes(Lanes16<T>& ln, const T* a, const T* b, int count) {  // acc = fma(a, b, acc)
+  using Tr = VT<T>;
+  constexpr int NV = Lanes16<T>::NV;
+  for (int v = 0; v < NV; ++v) {
+    auto x = count == kLanes ? Tr::load(a + v * Tr::W) : Tr::load_part(a + v * Tr::W, count - v * Tr::W, T(0));
+    auto y = count == kLanes ? Tr::load(b + v * Tr::W) : Tr::load_part(b + v * Tr::W, count - v * Tr::W, T(0));
+    ln.acc[v] = fma(x, y, ln.acc[v]);
+  }
+}
+
+template <class T>
+inline void sqdiff_lanes(Lanes16<T>& ln, const T* a, const T* b, int count) {  // d = a - b; acc = fma(d, d, acc)
+  using Tr = VT<T>;
+  constexpr int NV = Lanes16<T>::NV;
+  for (int v = 0; v < NV; ++v) {
+    auto x = count == kLanes ? Tr::load(a + v * Tr::W) : Tr::load_part(a + v * Tr::W, count - v * Tr::W, T(0));
+    if (b) {
+      auto y = count == kLanes ? Tr::load(b + v * Tr::W) : Tr::load_part(b + v * Tr::W, count - v * Tr::W, T(0));
+      x = x - y;
+    }
+    ln.acc[v] = fma(x, x, ln.acc[v]);
+  }
+}
+
+inline std::int64_t row_grain(std::int64_t L) { return L >= 4096 ? 1 : 4096 / (L > 0 ? L : 1); }
+
+template <class T>
+void sum_rows_fast(const T* x, std::int64_t R, std::int64_t L, T* out) {
+  parallel_for(R, row_grain(L), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* row = x + r * L;
+      out[r] = row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, row + i, c); });
+    }
+  });
+}
+
+template <class T>
+void sumsq_rows_fast(const T* a, const T* b, std::int64_t R, std::int64_t L, T* out) {
+  parallel_for(R, row_grain(L), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* ra = a + r * L;
+      const T* rb = b ? b + r * L : nullptr;
+      out[r] = row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { sqdiff_lanes(ln, ra + i, rb ? rb + i : nullptr, c); });
+    }
+  });
+}
+
+// The batch rule, vectorised across columns: U vectors of columns at a time.
+template <class T>
+void sum_cols_fast(const T* x, std::int64_t R, std::int64_t C, T* out) {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  constexpr int U = 4;
+  constexpr std::int64_t CW = U * Tr::W;
+  const std::int64_t chunks = (C + CW - 1) / CW;
+  const std::int64_t work = R * CW > 0 ? R * CW : 1;
+  parallel_for(chunks, work >= (1 << 16) ? 1 : (1 << 16) / work, [&](std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t ch = c0; ch < c1; ++ch) {
+      const std::int64_t col = ch * CW;
+      const int width = static_cast<int>(C - col < CW ? C - col : CW);
+      PairwiseStack<V> st[U];
+      for (std::int64_t r0 = 0; r0 < R; r0 += kBatchBlock) {
+        V acc[U];
+        for (auto& a : acc) a = V(T(0));
+        const std::int64_t r1 = r0 + kBatchBlock < R ? r0 + kBatchBlock : R;
+        if (width == CW) {
+          for (std::int64_t r = r0; r < r1; ++r)
+            for (int u = 0; u < U; ++u) acc[u] = acc[u] + Tr::load(x + r * C + col + u * Tr::W);
+        } else {
+          for (std::int64_t r = r0; r < r1; ++r)
+            for (int u = 0; u < U; ++u) acc[u] = acc[u] + Tr::load_part(x + r * C + col + u * Tr::W, width - u * Tr::W, T(0));
+        }
+        for (int u = 0; u < U; ++u) st[u].push(acc[u]);
+      }
+      for (int u = 0; u < U; ++u) {
+        V tot = st[u].total();
+        if (width == CW) Tr::store(out + col + u * Tr::W, tot);
+        else Tr::store_part(out + col + u * Tr::W, tot, width - u * Tr::W);
+      }
+    }
+  });
+}
+
+// ---- softmax family ---------------------------------------------------------------------
+// max over x + 0 (exact, order-free), NaN if any NaN
+template <class T>
+T row_max_fast(const T* x, std::int64_t L) {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  V m = V(-std::numeric_limits<T>::infinity());
+  bool isn = false;
+  std::int64_t i = 0;
+  for (; i + Tr::W <= L; i += Tr::W) {
+    V v = Tr::load(x + i) + V(T(0));
+    if (Tr::any_nan(v)) isn = true;
+    m = Tr::max_gt(v, m);
+  }
+  T mm = -std::numeric_limits<T>::infinity();
+  for (int l = 0; l < Tr::W; ++l) {
+    T v = Tr::lane(m, l);
+    if (v > mm) mm = v;
+  }
+  for (; i < L; ++i) {
+    T v = x[i] + T(0);
+    if (v != v) isn = true;
+    if (v > mm) mm = v;
+  }
+  return isn ? std::numeric_limits<T>::quiet_NaN() : mm;
+}
+
+template <class T>
+inline std::vector<T>& scratch() {
+  thread_local std::vector<T> buf;
+  return buf;
+}
+
+// e[i] = exp(x[i] - m) with the difference in f64, rounded once to T
+template <class T>
+inline void exp_shifted_fast(const T* x, T m, T* e, std::int64_t L) {
+  const D md = D(static_cast<double>(m));
+  map_d(x, e, L, [md](D v) { return exp_f64(v - md); });
+}
+
+template <class T>
+void softmax_rows_fast(const T* x, std::int64_t R, std::int64_t L, T* y) {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  parallel_for(R, row_grain(L) / 4 + 1, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * L;
+      T* yr = y + r * L;
+      const T m = row_max_fast(xr, L);
+      exp_shifted_fast(xr, m, yr, L);
+      const T s = row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, yr + i, c); });
+      const V sv = V(s);
+      std::int64_t i = 0;
+      for (; i + Tr::W <= L; i += Tr::W) Tr::store(yr + i, Tr::load(yr + i) / sv);
+      for (; i < L; ++i) yr[i] = yr[i] / s;
+    }
+  });
+}
+
+template <class T>
+void log_softmax_rows_fast(const T* x, std::int64_t R, std::int64_t L, T* y) {
+  parallel_for(R, row_grain(L) / 4 + 1, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * L;
+      T* yr = y + r * L;
+      const T m = row_max_fast(xr, L);
+      exp_shifted_fast(xr, m, yr, L);  // y holds the exponentials until overwritten
+      const T s = row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, yr + i, c); });
+      const D lsv = log_f64(D(static_cast<double>(s)));
+      const D md = D(static_cast<double>(m));
+      map_d(xr, yr, L, [&](D v) { return (v - md) - lsv; });
+    }
+  });
+}
+
+template <class T>
+void softmax_grad_rows_fast(const T* y, const T* gy, std::int64_t R, std::int64_t L, T* gx) {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  parallel_for(R, row_grain(L) / 2 + 1, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* yr = y + r * L;
+      const T* gr = gy + r * L;
+      T* ox = gx + r * L;
+      const T dot = row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { fma_lanes(ln, gr + i, yr + i, c); });
+      const V dv = V(dot);
+      std::int64_t i = 0;
+      for (; i + Tr::W <= L; i += Tr::W) Tr::store(ox + i, Tr::load(yr + i) * (Tr::load(gr + i) - dv));
+      for (; i < L; ++i) ox[i] = yr[i] * (gr[i] - dot);
+    }
+  });
+}
+
+template <class T>
+void log_softmax_grad_rows_fast(const T* y, const T* gy, std::int64_t R, std::int64_t L, T* gx) {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  parallel_for(R, row_grain(L) / 4 + 1, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* yr = y + r * L;
+      const T* gr = gy + r * L;
+      T* ox = gx + r * L;
+      const T sg = row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, gr + i, c); });
+      map_d(yr, ox, L, [](D v) { return exp_f64(v); });  // exp(y) rounded to T
+      const V sv = V(sg);
+      std::int64_t i = 0;
+      for (; i + Tr::W <= L; i += Tr::W) Tr::store(ox + i, Tr::load(gr + i) - Tr::load(ox + i) * sv);
+      for (; i < L; ++i) ox[i] = gr[i] - ox[i] * sg;
+    }
+  });
+}
+
+template <class T>
+void xent_rows_fast(const T* x, const std::int64_t* t, std::int64_t R, std::int64_t L, T* loss) {
+  parallel_for(R, row_grain(L) / 4 + 1, [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<T>& e = scratch<T>();
+    if (static_cast<std::int64_t>(e.size()) < L) e.resize(static_cast<std::size_t>(L));
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * L;
+      const T m = row_max_fast(xr, L);
+      exp_shifted_fast(xr, m, e.data(), L);
+      const T s = row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, e.data() + i, c); });
+      const double ls = lane(log_f64(D(static_cast<double>(s))), 0);
+      loss[r] = static_cast<T>(ls - (static_cast<double>(xr[t[r]]) - static_cast<double>(m)));
+    }
+  });
+}
+
+template <class T>
+void xent_grad_rows_fast(const T* x, const std::int64_t* t, std::int64_t R, std::int64_t L, T scale, T* gx) {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  parallel_for(R, row_grain(L) / 4 + 1, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * L;
+      T* gr = gx + r * L;
+      const T m = row_max_fast(xr, L);
+      exp_shifted_fast(xr, m, gr, L);
+      const T s = row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, gr + i, c); });
+      const T et = gr[t[r]];
+      const V sv = V(s), sc = V(scale);
+      std::int64_t i = 0;
+      for (; i + Tr::W <= L; i += Tr::W) Tr::store(gr + i, (Tr::load(gr + i) / sv) * sc);  // p - 0 = p
+      for (; i < L; ++i) gr[i] = (gr[i] / s) * scale;
+      gr[t[r]] = (et / s - T(1)) * scale;
+    }
+  });
+}
+
+template <class T>
+Table<T> fast_table(Table<T> tb) {
+  tb.unary = &unary_fast<T>;
+  tb.binary = &binary_fast<T>;
+  tb.act_grad = &act_grad_fast<T>;
+  tb.sum_rows = &sum_rows_fast<T>;
+  tb.sumsq_rows = &sumsq_rows_fast<T>;
+  tb.sum_cols = &sum_cols_fast<T>;
+  tb.softmax_rows = &softmax_rows_fast<T>;
+  tb.log_softmax_rows = &log_softmax_rows_fast<T>;
+  tb.softmax_grad_rows = &softmax_grad_rows_fast<T>;
+  tb.log_softmax_grad_rows = &log_softmax_grad_rows_fast<T>;
+  tb.xent_rows = &xent_rows_fast<T>;
+  tb.xent_grad_rows = &xent_grad_rows_fast<T>;
+  return tb;
+}

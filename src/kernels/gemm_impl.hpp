@@ -1,0 +1,315 @@
+// GEMM fast path, BLIS style: panels of A (MR rows) and B (NR columns) are packed k-major,
+// a register-blocked microkernel keeps an MR x NR tile of C in registers, and cache blocks
+// kc / mc / nc bound the working sets. The canonical order is kept exactly:
+//   chain      every C element is one fma chain over k = 0..K-1 from +0; blocking over k
+//              carries the accumulator through C (load C into the registers), so the chain
+//              is unchanged; + bias after the last k.
+//   batch_tree every block of kBatchBlock k's is a chain from +0 (one microkernel call);
+//              block tiles are merged by the pairwise stack per tile; chunks of kTreeChunk
+//              k's (a power-of-two number of blocks, so each is a complete subtree) are
+//              merged by the same stack over whole sub-matrices.
+// Threads split the output into column (or row) panels; each element is computed by one
+// thread with the full k range, so the partition never changes a bit.
+//
+// Included inside an ISA namespace after fast_impl.hpp.
+
+template <class T>
+struct AlignedBuf {
+  T* p = nullptr;
+  std::size_t cap = 0;
+  AlignedBuf() = default;
+  AlignedBuf(const AlignedBuf&) = delete;
+  AlignedBuf& operator=(const AlignedBuf&) = delete;
+  ~AlignedBuf() { std::free(p); }
+  T* get(std::size_t n) {
+    if (n > cap) {
+      std::free(p);
+      std::size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
+      p = static_cast<T*>(std::aligned_alloc(64, bytes));
+      if (!p) throw std::bad_alloc();
+      cap = n;
+    }
+    return p;
+  }
+};
+
+template <class T, int MR, int NV>
+inline void ukernel(std::int64_t kc, const T* __restrict a, const T* __restrict b, T* c, std::int64_t ldc, bool load_c,
+                    const T* bias) {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  constexpr int W = Tr::W;
+  constexpr int NR = NV * W;
+  V acc[MR][NV];
+  if (load_c) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = Tr::load(c + i * ldc + v * W);
+  } else {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = V(T(0));
+  }
+  for (std::int64_t k = 0; k < kc; ++k) {
+    V bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = Tr::load(b + v * W);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const V av = V(a[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = fma(av, bv[v], acc[i][v]);
+    }
+    a += MR;
+    b += NR;
+  }
+  if (bias) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = acc[i][v] + Tr::load(bias + v * W);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) Tr::store(c + i * ldc + v * W, acc[i][v]);
+}
+
+inline constexpr std::int64_t kTreeChunk = 4096;  // k per batch_tree chunk: 128 blocks
+static_assert(kTreeChunk % kBatchBlock == 0 && ((kTreeChunk / kBatchBlock) & (kTreeChunk / kBatchBlock - 1)) == 0,
+              "a tree chunk must hold a power-of-two number of blocks");
+
+template <class T, int MR_, int NV_, int KC_, int MC_, int NC_>
+struct Gemm {
+  static constexpr int MR = MR_;
+  static constexpr int NR = NV_ * VT<T>::W;
+  static constexpr std::int64_t KC = KC_, MC = MC_, NC = NC_;
+  static_assert(MC % MR == 0, "mc must be a multiple of mr");
+
+  // Ap: ceil(mc/MR) panels, each kc x MR (k-major), rows past mc zero
+  static void pack_a(std::int64_t mc, std::int64_t kc, const T* A, std::int64_t rsa, std::int64_t csa, T* Ap) {
+    for (std::int64_t p0 = 0; p0 < mc; p0 += MR) {
+      T* dst = Ap + (p0 / MR) * kc * MR;
+      const std::int64_t rows = mc - p0 < MR ? mc - p0 : MR;
+      if (rsa == 1) {
+        for (std::int64_t k = 0; k < kc; ++k) {
+          const T* src = A + p0 + k * csa;
+          for (std::int64_t i = 0; i < rows; ++i) dst[k * MR + i] = src[i];
+          for (std::int64_t i = rows; i < MR; ++i) dst[k * MR + i] = T(0);
+        }
+      } else {
+        for (std::int64_t i = 0; i < rows; ++i) {
+          const T* src = A + (p0 + i) * rsa;
+          for (std::int64_t k = 0; k < kc; ++k) dst[k * MR + i] = src[k * csa];
+        }
+        for (std::int64_t i = rows; i < MR; ++i)
+          for (std::int64_t k = 0; k < kc; ++k) dst[k * MR + i] = T(0);
+      }
+    }
+  }
+
+  // Bp: ceil(nc/NR) panels, each kc x NR (k-major), columns past nc zero
+  static void pack_b(std::int64_t kc, std::int64_t nc, const T* B, std::int64_t rsb, std::int64_t csb, T* Bp) {
+    for (std::int64_t q0 = 0; q0 < nc; q0 += NR) {
+      T* dst = Bp + (q0 / NR) * kc * NR;
+      const std::int64_t cols = nc - q0 < NR ? nc - q0 : NR;
+      if (csb == 1) {
+        for (std::int64_t k = 0; k < kc; ++k) {
+          const T* src = B + k * rsb + q0;
+          for (std::int64_t j = 0; j < cols; ++j) dst[k * NR + j] = src[j];
+          for (std::int64_t j = cols; j < NR; ++j) dst[k * NR + j] = T(0);
+        }
+      } else {
+        for (std::int64_t j = 0; j < cols; ++j) {
+          const T* src = B + (q0 + j) * csb;
+          for (std::int64_t k = 0; k < kc; ++k) dst[k * NR + j] = src[k * rsb];
+        }
+        for (std::int64_t j = cols; j < NR; ++j)
+          for (std::int64_t k = 0; k < kc; ++k) dst[k * NR + j] = T(0);
+      }
+    }
+  }
+
+  static AlignedBuf<T>& abuf() {
+    thread_local AlignedBuf<T> b;
+    return b;
+  }
+  static AlignedBuf<T>& bbuf() {
+    thread_local AlignedBuf<T> b;
+    return b;
+  }
+
+  // C[i0:i1, j0:j1] in chain order
+  static void run_chain(const GemmArgs<T>& g, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+    alignas(64) T tile[MR * NR];
+    alignas(64) T biasp[NR];
+    T* Bp = bbuf().get(static_cast<std::size_t>(KC * ((NC + NR - 1) / NR) * NR));
+    T* Ap = abuf().get(static_cast<std::size_t>(KC * MC));
+    for (std::int64_t jc = j0; jc < j1; jc += NC) {
+      const std::int64_t nc = j1 - jc < NC ? j1 - jc : NC;
+      for (std::int64_t pc = 0; pc < g.K; pc += KC) {
+        const std::int64_t kc = g.K - pc < KC ? g.K - pc : KC;
+        const bool first = pc == 0, last = pc + kc == g.K;
+        pack_b(kc, nc, g.B + pc * g.rsb + jc * g.csb, g.rsb, g.csb, Bp);
+        for (std::int64_t ic = i0; ic < i1; ic += MC) {
+          const std::int64_t mc = i1 - ic < MC ? i1 - ic : MC;
+          pack_a(mc, kc, g.A + ic * g.rsa + pc * g.csa, g.rsa, g.csa, Ap);
+          for (std::int64_t q0 = 0; q0 < nc; q0 += NR) {
+            const std::int64_t jj = jc + q0;
+            const int nv = static_cast<int>(nc - q0 < NR ? nc - q0 : NR);
+            const T* bp = nullptr;
+            if (last && g.bias) {
+              if (nv == NR) {
+                bp = g.bias + jj;
+              } else {
+                for (int j = 0; j < NR; ++j) biasp[j] = j < nv ? g.bias[jj + j] : T(0);
+                bp = biasp;
+              }
+            }
+            const T* bpanel = Bp + (q0 / NR) * kc * NR;
+            for (std::int64_t p0 = 0; p0 < mc; p0 += MR) {
+              const std::int64_t ii = ic + p0;
+              const int mv = static_cast<int>(mc - p0 < MR ? mc - p0 : MR);
+              const T* apanel = Ap + (p0 / MR) * kc * MR;
+              T* cp = g.C + ii * g.ldc + jj;
+              if (mv == MR && nv == NR) {
+                ukernel<T, MR, NV_>(kc, apanel, bpanel, cp, g.ldc, !first, bp);
+              } else {
+                if (!first)
+                  for (int i = 0; i < MR; ++i)
+                    for (int j = 0; j < NR; ++j) tile[i * NR + j] = (i < mv && j < nv) ? cp[i * g.ldc + j] : T(0);
+                ukernel<T, MR, NV_>(kc, apanel, bpanel, tile, NR, !first, bp);
+                for (int i = 0; i < mv; ++i)
+                  for (int j = 0; j < nv; ++j) cp[i * g.ldc + j] = tile[i * NR + j];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // Pairwise stack of whole tiles / sub-matrices: slot n holds the newest partial.
+  static void merge_push(T* slots, int* level, int& n, std::size_t size) {
+    // the newest partial was written to slot n - 1 with level 0
+    while (n >= 2 && level[n - 2] == level[n - 1]) {
+      T* left = slots + static_cast<std::size_t>(n - 2) * size;
+      const T* right = slots + static_cast<std::size_t>(n - 1) * size;
+      for (std::size_t e = 0; e < size; ++e) left[e] = left[e] + right[e];
+      level[n - 2] += 1;
+      --n;
+    }
+  }
+  static void merge_total(T* slots, int n, std::size_t size) {  // result in slot n - 1
+    T* r = slots + static_cast<std::size_t>(n - 1) * size;
+    for (int i = n - 2; i >= 0; --i) {
+      const T* left = slots + static_cast<std::size_t>(i) * size;
+      for (std::size_t e = 0; e < size; ++e) r[e] = left[e] + r[e];
+    }
+  }
+
+  // C[i0:i1, j0:j1] in batch_tree order
+  static void run_tree(const GemmArgs<T>& g, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+    constexpr int kMaxTileLevels = 10;  // 128 blocks per chunk: 8 levels suffice
+    alignas(64) T tslots[kMaxTileLevels * MR * NR];
+    int tlevel[kMaxTileLevels];
+    const std::int64_t chunk = g.K <= kTreeChunk ? g.K : kTreeChunk;
+    const std::int64_t nchunks = (g.K + chunk - 1) / chunk;
+    const std::int64_t msub = i1 - i0;
+    T* Bp = bbuf().get(static_cast<std::size_t>(chunk * ((NC + NR - 1) / NR) * NR));
+    T* Ap = abuf().get(static_cast<std::size_t>(chunk * MC));
+    // chunk-level stack over sub-matrices msub x nc (only when K spans several chunks)
+    std::vector<T> cslots;
+    std::vector<int> clevel;
+    for (std::int64_t jc = j0; jc < j1; jc += NC) {
+      const std::int64_t nc = j1 - jc < NC ? j1 - jc : NC;
+      const std::size_t csize = static_cast<std::size_t>(msub * nc);
+      int cn = 0;
+      if (nchunks > 1) {
+        int levels = 2;
+        while ((std::int64_t(1) << (levels - 2)) < nchunks) ++levels;
+        cslots.assign(csize * static_cast<std::size_t>(levels), T(0));
+        clevel.assign(static_cast<std::size_t>(levels), 0);
+      }
+      for (std::int64_t pc = 0; pc < g.K; pc += chunk) {
+        const std::int64_t kc = g.K - pc < chunk ? g.K - pc : chunk;
+        // destination of this chunk's result
+        T* dst;
+        std::int64_t ldd;
+        if (nchunks > 1) {
+          dst = cslots.data() + static_cast<std::size_t>(cn) * csize;
+          ldd = nc;
+        } else {
+          dst = g.C + i0 * g.ldc + jc;
+          ldd = g.ldc;
+        }
+        pack_b(kc, nc, g.B + pc * g.rsb + jc * g.csb, g.rsb, g.csb, Bp);
+        for (std::int64_t ic = i0; ic < i1; ic += MC) {
+          const std::int64_t mc = i1 - ic < MC ? i1 - ic : MC;
+          pack_a(mc, kc, g.A + ic * g.rsa + pc * g.csa, g.rsa, g.csa, Ap);
+          for (std::int64_t q0 = 0; q0 < nc; q0 += NR) {
+            const int nv = static_cast<int>(nc - q0 < NR ? nc - q0 : NR);
+            const T* bpanel = Bp + (q0 / NR) * kc * NR;
+            for (std::int64_t p0 = 0; p0 < mc; p0 += MR) {
+              const int mv = static_cast<int>(mc - p0 < MR ? mc - p0 : MR);
+              const T* apanel = Ap + (p0 / MR) * kc * MR;
+              int tn = 0;
+              for (std::int64_t b0 = 0; b0 < kc; b0 += kBatchBlock) {
+                const std::int64_t kb = kc - b0 < kBatchBlock ? kc - b0 : kBatchBlock;
+                ukernel<T, MR, NV_>(kb, apanel + b0 * MR, bpanel + b0 * NR, tslots + tn * MR * NR, NR, false, nullptr);
+                tlevel[tn++] = 0;
+                merge_push(tslots, tlevel, tn, static_cast<std::size_t>(MR * NR));
+              }
+              merge_total(tslots, tn, static_cast<std::size_t>(MR * NR));
+              const T* res = tslots + (tn - 1) * MR * NR;
+              T* out = dst + (ic - i0 + p0) * ldd + q0;
+              for (int i = 0; i < mv; ++i)
+                for (int j = 0; j < nv; ++j) out[i * ldd + j] = res[i * NR + j];
+            }
+          }
+        }
+        if (nchunks > 1) {
+          clevel[static_cast<std::size_t>(cn)] = 0;
+          ++cn;
+          merge_push(cslots.data(), clevel.data(), cn, csize);
+        }
+      }
+      if (nchunks > 1) {
+        merge_total(cslots.data(), cn, csize);
+        const T* res = cslots.data() + static_cast<std::size_t>(cn - 1) * csize;
+        for (std::int64_t i = 0; i < msub; ++i)
+          for (std::int64_t j = 0; j < nc; ++j) g.C[(i0 + i) * g.ldc + jc + j] = res[i * nc + j];
+      }
+    }
+  }
+
+  static void run(const GemmArgs<T>& g) {
+    if (g.M == 0 || g.N == 0) return;
+    if (g.K == 0) {
+      for (std::int64_t i = 0; i < g.M; ++i)
+        for (std::int64_t j = 0; j < g.N; ++j)
+          g.C[i * g.ldc + j] = (g.order == KOrder::chain && g.bias) ? T(0) + g.bias[j] : T(0);
+      return;
+    }
+    // split the larger panel count over threads; at least ~2^18 fmas per chunk
+    const std::int64_t mp = (g.M + MR - 1) / MR, np = (g.N + NR - 1) / NR;
+    const bool split_n = np >= mp;
+    const std::int64_t panels = split_n ? np : mp;
+    const std::int64_t per_panel = (split_n ? g.M * NR : g.N * MR) * g.K;
+    const std::int64_t grain = per_panel >= (1 << 18) ? 1 : (1 << 18) / (per_panel > 0 ? per_panel : 1);
+    parallel_for(panels, grain, [&](std::int64_t a, std::int64_t b) {
+      std::int64_t i0 = 0, i1 = g.M, j0 = 0, j1 = g.N;
+      if (split_n) {
+        j0 = a * NR;
+        j1 = b * NR < g.N ? b * NR : g.N;
+      } else {
+        i0 = a * MR;
+        i1 = b * MR < g.M ? b * MR : g.M;
+      }
+      if (g.order == KOrder::chain) run_chain(g, i0, i1, j0, j1);
+      else run_tree(g, i0, i1, j0, j1);
+    });
+  }
+};

@@ -1,0 +1,102 @@
+#include "kernels/index.hpp"
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/thread_pool.hpp"
+
+namespace bitgrad::kern {
+
+template <class T>
+void argmax_axis(const T* x, std::int64_t outer, std::int64_t L, std::int64_t inner, std::int64_t* idx) {
+  parallel_for(outer * inner, 1 << 12, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t p = b; p < e; ++p) {
+      const std::int64_t o = p / inner, i = p % inner;
+      const T* base = x + o * L * inner + i;
+      std::int64_t best = 0;
+      T bv = base[0];
+      for (std::int64_t l = 1; l < L && bv == bv; ++l) {
+        const T v = base[l * inner];
+        if (v != v || v > bv) {
+          bv = v;
+          best = l;
+        }
+      }
+      idx[p] = best;
+    }
+  });
+}
+
+template <class T>
+void index_select_rows(const T* x, std::int64_t outer, std::int64_t S, std::int64_t inner, const std::int64_t* index,
+                       std::int64_t n, T* out) {
+  parallel_for(outer * n, inner >= 4096 ? 1 : 4096 / (inner + 1) + 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t p = b; p < e; ++p) {
+      const std::int64_t o = p / n, j = p % n;
+      std::memcpy(out + p * inner, x + (o * S + index[j]) * inner, static_cast<std::size_t>(inner) * sizeof(T));
+    }
+  });
+}
+
+template <class T>
+void index_add_rows(const T* g, std::int64_t outer, std::int64_t n, std::int64_t inner, const std::int64_t* index,
+                    std::int64_t S, T* gx) {
+  // sources of each destination row, in increasing source order (stable counting sort)
+  std::vector<std::int64_t> start(static_cast<std::size_t>(S + 1), 0), src(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) ++start[static_cast<std::size_t>(index[i] + 1)];
+  for (std::int64_t r = 0; r < S; ++r) start[static_cast<std::size_t>(r + 1)] += start[static_cast<std::size_t>(r)];
+  std::vector<std::int64_t> fill(start.begin(), start.end() - 1);
+  for (std::int64_t i = 0; i < n; ++i) src[static_cast<std::size_t>(fill[static_cast<std::size_t>(index[i])]++)] = i;
+  parallel_for(outer * S, inner >= 4096 ? 1 : 4096 / (inner + 1) + 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t p = b; p < e; ++p) {
+      const std::int64_t o = p / S, r = p % S;
+      T* dst = gx + p * inner;
+      for (std::int64_t c = 0; c < inner; ++c) dst[c] = T(0);
+      for (std::int64_t s = start[static_cast<std::size_t>(r)]; s < start[static_cast<std::size_t>(r + 1)]; ++s) {
+        const T* row = g + (o * n + src[static_cast<std::size_t>(s)]) * inner;
+        for (std::int64_t c = 0; c < inner; ++c) dst[c] = dst[c] + row[c];
+      }
+    }
+  });
+}
+
+template <class T>
+void gather_axis(const T* x, std::int64_t outer, std::int64_t S, std::int64_t inner, const std::int64_t* index,
+                 std::int64_t n, T* out) {
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t i = 0; i < inner; ++i) {
+        const std::int64_t p = (o * n + j) * inner + i;
+        out[p] = x[(o * S + index[p]) * inner + i];
+      }
+}
+
+template <class T>
+void gather_axis_backward(const T* g, std::int64_t outer, std::int64_t S, std::int64_t inner, const std::int64_t* index,
+                          std::int64_t n, T* gx) {
+  for (std::int64_t p = 0; p < outer * S * inner; ++p) gx[p] = T(0);
+  // one pass in increasing source order: each destination sums its sources in that order
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t i = 0; i < inner; ++i) {
+        const std::int64_t p = (o * n + j) * inner + i;
+        T& d = gx[(o * S + index[p]) * inner + i];
+        d = d + g[p];
+      }
+}
+
+#define BITGRAD_INSTANTIATE(T)                                                                                        \
+  template void argmax_axis<T>(const T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t*);                     \
+  template void index_select_rows<T>(const T*, std::int64_t, std::int64_t, std::int64_t, const std::int64_t*,          \
+                                     std::int64_t, T*);                                                               \
+  template void index_add_rows<T>(const T*, std::int64_t, std::int64_t, std::int64_t, const std::int64_t*, std::int64_t, \
+                                  T*);                                                                                \
+  template void gather_axis<T>(const T*, std::int64_t, std::int64_t, std::int64_t, const std::int64_t*, std::int64_t, T*); \
+  template void gather_axis_backward<T>(const T*, std::int64_t, std::int64_t, std::int64_t, const std::int64_t*,       \
+                                        std::int64_t, T*);
+BITGRAD_INSTANTIATE(float)
+BITGRAD_INSTANTIATE(double)
+BITGRAD_INSTANTIATE(std::int64_t)
+#undef BITGRAD_INSTANTIATE
+
+}  // namespace bitgrad::kern

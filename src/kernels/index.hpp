@@ -1,0 +1,35 @@
+// Index kernels: exact or order-fixed by construction, one implementation for every code
+// path (no arithmetic, or sums whose order is written out below).
+#pragma once
+
+#include <cstdint>
+
+namespace bitgrad::kern {
+
+// For each (o, i) of x viewed [outer, L, inner]: index of the first maximum along L, NaN
+// counting as greater than any number and -0 equal to +0.
+template <class T>
+void argmax_axis(const T* x, std::int64_t outer, std::int64_t L, std::int64_t inner, std::int64_t* idx);
+
+// out viewed [outer, n, inner] = x viewed [outer, S, inner] at rows index[0..n)
+template <class T>
+void index_select_rows(const T* x, std::int64_t outer, std::int64_t S, std::int64_t inner, const std::int64_t* index,
+                       std::int64_t n, T* out);
+
+// The scatter-add of index_select's backward: gx[o, r, :] = sum of g[o, i, :] over the i
+// with index[i] == r, in increasing i, from +0. Parallel over destination rows.
+template <class T>
+void index_add_rows(const T* g, std::int64_t outer, std::int64_t n, std::int64_t inner, const std::int64_t* index,
+                    std::int64_t S, T* gx);
+
+// torch.gather along the middle axis: out[o, j, i] = x[o, index[o, j, i], i], x [outer, S, inner],
+// index/out [outer, n, inner]; its backward adds g into gx at the same places, each
+// destination in increasing source order (o, j, i row-major) from +0.
+template <class T>
+void gather_axis(const T* x, std::int64_t outer, std::int64_t S, std::int64_t inner, const std::int64_t* index,
+                 std::int64_t n, T* out);
+template <class T>
+void gather_axis_backward(const T* g, std::int64_t outer, std::int64_t S, std::int64_t inner, const std::int64_t* index,
+                          std::int64_t n, T* gx);
+
+}  // namespace bitgrad::kern

@@ -1,0 +1,38 @@
+// The avx2 code path: the fast kernels instantiated with avx2 lanes. Compiled with avx2
+// flags only in this file (see src/CMakeLists.txt); everything it includes lives in the
+// namespace bitgrad::kern::avx2 so no inline function leaks to another code path.
+#define BITGRAD_SIMD_LEVEL 1
+#include "math/isa_prelude.hpp"
+
+#include "kernels/kernels.hpp"
+#include "kernels/reference.hpp"
+#include "kernels/thread_pool.hpp"
+
+namespace bitgrad::kern::avx2 {
+#define ISA_NS avx2
+#include "math/simd.hpp"
+#include "math/tables.inc"
+#include "math/mathfn_impl.hpp"
+#include "kernels/fast_impl.hpp"
+#include "kernels/gemm_impl.hpp"
+#undef ISA_NS
+
+const Table<float>& table_f32() {
+  static const Table<float> t = [] {
+    Table<float> tb = fast_table<float>(ref::table_f32());
+    tb.gemm = &Gemm<float, 6, 2, 256, 72, 2048>::run;
+    return tb;
+  }();
+  return t;
+}
+
+const Table<double>& table_f64() {
+  static const Table<double> t = [] {
+    Table<double> tb = fast_table<double>(ref::table_f64());
+    tb.gemm = &Gemm<double, 6, 2, 256, 72, 2048>::run;
+    return tb;
+  }();
+  return t;
+}
+
+}  // namespace bitgrad::kern::avx2

@@ -1,0 +1,123 @@
+// Canonical kernels. Every kernel's floating-point evaluation order is a function of the
+// shapes only (docs/numerics.md); the scalar reference (reference.cpp, gemm_ref.cpp) spells
+// that order out literally, and the AVX2 / AVX-512 fast paths reproduce it bit for bit.
+// The table of the active code path is chosen at startup (BITGRAD_ISA) and can be switched
+// with set_isa(). Kernels take contiguous, row-major arrays.
+#pragma once
+
+#include <cstdint>
+
+#include "bitgrad/runtime.hpp"
+
+namespace bitgrad::kern {
+
+// ---- numerics version 1 constants -------------------------------------------------------
+inline constexpr int kBatchBlock = 32;   // samples per canonical block (batch rule)
+inline constexpr int kLanes = 16;        // logical lanes of the row rule
+inline constexpr int kRowBlock = 1024;   // elements per block of the row rule
+
+// ---- GEMM: C[i,j] = sum_k A[i,k] B[k,j] (+ bias[j]) -------------------------------------
+// chain:      one fma chain over k = 0..K-1 from +0, then + bias[j]
+// batch_tree: k split in blocks of kBatchBlock, each block an fma chain from +0, block
+//             results combined by the streaming pairwise tree (left + right); no bias
+enum class KOrder : std::uint8_t { chain, batch_tree };
+
+template <class T>
+struct GemmArgs {
+  std::int64_t M = 0, N = 0, K = 0;
+  const T* A = nullptr;
+  std::int64_t rsa = 0, csa = 0;  // A[i,k] = A[i*rsa + k*csa]
+  const T* B = nullptr;
+  std::int64_t rsb = 0, csb = 0;  // B[k,j] = B[k*rsb + j*csb]
+  T* C = nullptr;
+  std::int64_t ldc = 0;  // C[i,j] = C[i*ldc + j]
+  const T* bias = nullptr;
+  KOrder order = KOrder::chain;
+};
+
+// ---- elementwise --------------------------------------------------------------------------
+enum class Unary : std::uint8_t {
+  neg, abs, exp, expm1, log, log1p, sqrt, rsqrt, tanh, sigmoid, erf, sin, cos, relu, gelu, square, reciprocal
+};
+enum class Binary : std::uint8_t { add, sub, mul, div, pow, maximum, minimum };
+// Gradients of activations: out = g * f'(v), where v is the input x (relu, gelu) or the
+// output y (tanh, sigmoid). Orders: tanh g*(1 - y*y); sigmoid (g*y)*(1 - y);
+// relu x > 0 ? g : 0; gelu g*(Phi(x) + x phi(x)) evaluated in f64 (see numerics.md).
+enum class ActGrad : std::uint8_t { relu, gelu, tanh, sigmoid };
+
+// Broadcast patterns of binary ops on contiguous data (y has n = outer*inner elements):
+//   same:  a[i] op b[i]
+//   row:   a[o*inner + i] op b[i]        (b repeats over leading dims)
+//   col:   a[o*inner + i] op b[o]        (b repeats over trailing dims)
+//   rrow / rcol: the same with b on the left (b op a)
+enum class Bcast : std::uint8_t { same, row, col, rrow, rcol };
+
+template <class T>
+struct Table {
+  void (*gemm)(const GemmArgs<T>&);
+  void (*unary)(Unary op, const T* x, T* y, std::int64_t n);
+  void (*binary)(Binary op, Bcast bc, const T* a, const T* b, T* y, std::int64_t outer, std::int64_t inner);
+  void (*act_grad)(ActGrad op, const T* v, const T* g, T* out, std::int64_t n);
+  // row rule over each of R rows of length L
+  void (*sum_rows)(const T* x, std::int64_t R, std::int64_t L, T* out);
+  // row rule of d*d accumulated by fma, d = a - b (b may be null: d = a)
+  void (*sumsq_rows)(const T* a, const T* b, std::int64_t R, std::int64_t L, T* out);
+  // batch rule over R rows, per column: out[c] = sum_r x[r*C + c]
+  void (*sum_cols)(const T* x, std::int64_t R, std::int64_t C, T* out);
+  // softmax family over rows (max over x+0, NaN if any NaN; s = row rule of exp(x - m))
+  void (*softmax_rows)(const T* x, std::int64_t R, std::int64_t L, T* y);
+  void (*log_softmax_rows)(const T* x, std::int64_t R, std::int64_t L, T* y);
+  // gx = y * (gy - dot(gy, y)), dot by the row rule of fma(gy, y, acc)
+  void (*softmax_grad_rows)(const T* y, const T* gy, std::int64_t R, std::int64_t L, T* gx);
+  // gx = gy - exp(y) * sum(gy), sum by the row rule
+  void (*log_softmax_grad_rows)(const T* y, const T* gy, std::int64_t R, std::int64_t L, T* gx);
+  // loss[r] = log(s) - (x[t] - m); targets in [0, L)
+  void (*xent_rows)(const T* x, const std::int64_t* t, std::int64_t R, std::int64_t L, T* loss);
+  // gx[r, i] = (softmax(x_r)[i] - [i == t_r]) * scale
+  void (*xent_grad_rows)(const T* x, const std::int64_t* t, std::int64_t R, std::int64_t L, T scale, T* gx);
+};
+
+const Table<float>& table_f32(Isa isa);
+const Table<double>& table_f64(Isa isa);
+
+template <class T>
+const Table<T>& table(Isa isa) {
+  if constexpr (sizeof(T) == 4) {
+    return table_f32(isa);
+  } else {
+    return table_f64(isa);
+  }
+}
+template <class T>
+const Table<T>& active() {
+  return table<T>(active_isa());
+}
+
+// Streaming pairwise tree over a sequence of partial results (numerics.md, "batch rule"):
+// push block results in order; total() folds what is left from the top (right) down.
+// Combines left + right. Used by every batch-rule kernel.
+template <class T, int MaxLevels = 64>
+struct PairwiseStack {
+  T val[MaxLevels];
+  int level[MaxLevels];
+  int n = 0;
+  void push(T v) {
+    int l = 0;
+    while (n > 0 && level[n - 1] == l) {
+      v = val[n - 1] + v;
+      --n;
+      ++l;
+    }
+    val[n] = v;
+    level[n] = l;
+    ++n;
+  }
+  T total() const {
+    if (n == 0) return T(0);
+    T r = val[n - 1];
+    for (int i = n - 2; i >= 0; --i) r = val[i] + r;
+    return r;
+  }
+};
+
+}  // namespace bitgrad::kern

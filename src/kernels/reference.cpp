@@ -1,0 +1,322 @@
+// Scalar reference kernels: each spells out its canonical order literally (docs/numerics.md)
+// and is the `scalar` code path. The fast paths (fast_impl.hpp, gemm_impl.hpp) must give the
+// same bits; tests/kernels compares them with ==.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "bitgrad/math.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/reference.hpp"
+#include "kernels/thread_pool.hpp"
+
+namespace bitgrad::kern::ref {
+
+namespace {
+
+constexpr double kSqrtHalf = 0x1.6a09e667f3bcdp-1;       // sqrt(1/2) rounded
+constexpr double kInvSqrt2Pi = 0x1.9884533d43651p-2;     // 1/sqrt(2 pi) rounded
+
+// f32 transcendental values are the f64 value rounded once
+template <class T>
+inline T from_d(double v) {
+  return static_cast<T>(v);
+}
+
+inline double gelu_d(double x) {
+  double e = math::erf(x * kSqrtHalf);
+  return (0.5 * x) * (1.0 + e);
+}
+
+inline double gelu_grad_d(double x) {
+  double cdf = 0.5 * (1.0 + math::erf(x * kSqrtHalf));
+  double pdf = math::exp(-0.5 * (x * x)) * kInvSqrt2Pi;
+  return cdf + x * pdf;
+}
+
+template <class T>
+T maximum(T a, T b) {
+  if (a != a || b != b) return a + b;
+  if (a > b) return a;
+  if (b > a) return b;
+  return std::signbit(a) ? b : a;  // equal: +0 beats -0
+}
+template <class T>
+T minimum(T a, T b) {
+  if (a != a || b != b) return a + b;
+  if (a < b) return a;
+  if (b < a) return b;
+  return std::signbit(a) ? a : b;  // equal: -0 beats +0
+}
+
+template <class T>
+T unary_one(Unary op, T x) {
+  const double d = static_cast<double>(x);
+  switch (op) {
+    case Unary::neg: return -x;
+    case Unary::abs: return std::fabs(x);
+    case Unary::exp: return from_d<T>(math::exp(d));
+    case Unary::expm1: return from_d<T>(math::expm1(d));
+    case Unary::log: return from_d<T>(math::log(d));
+    case Unary::log1p: return from_d<T>(math::log1p(d));
+    case Unary::sqrt: return std::sqrt(x);
+    case Unary::rsqrt: return from_d<T>(math::rsqrt(d));
+    case Unary::tanh: return from_d<T>(math::tanh(d));
+    case Unary::sigmoid: return from_d<T>(math::sigmoid(d));
+    case Unary::erf: return from_d<T>(math::erf(d));
+    case Unary::sin: return from_d<T>(math::sin(d));
+    case Unary::cos: return from_d<T>(math::cos(d));
+    case Unary::relu: return (x > T(0) || x != x) ? x : T(0);
+    case Unary::gelu: return from_d<T>(gelu_d(d));
+    case Unary::square: return x * x;
+    case Unary::reciprocal: return T(1) / x;
+  }
+  return x;
+}
+
+template <class T>
+T binary_one(Binary op, T a, T b) {
+  switch (op) {
+    case Binary::add: return a + b;
+    case Binary::sub: return a - b;
+    case Binary::mul: return a * b;
+    case Binary::div: return a / b;
+    case Binary::pow: return from_d<T>(math::pow(static_cast<double>(a), static_cast<double>(b)));
+    case Binary::maximum: return maximum(a, b);
+    case Binary::minimum: return minimum(a, b);
+  }
+  return a;
+}
+
+template <class T>
+void gemm(const GemmArgs<T>& g) {
+  parallel_for(g.M, 1, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      for (std::int64_t j = 0; j < g.N; ++j) {
+        auto a = [&](std::int64_t k) { return g.A[i * g.rsa + k * g.csa]; };
+        auto b = [&](std::int64_t k) { return g.B[k * g.rsb + j * g.csb]; };
+        T c;
+        if (g.order == KOrder::chain) {
+          c = T(0);
+          for (std::int64_t k = 0; k < g.K; ++k) c = std::fma(a(k), b(k), c);
+          if (g.bias) c = c + g.bias[j];
+        } else {
+          PairwiseStack<T> st;
+          for (std::int64_t k0 = 0; k0 < g.K; k0 += kBatchBlock) {
+            T blk = T(0);
+            for (std::int64_t k = k0; k < k0 + kBatchBlock && k < g.K; ++k) blk = std::fma(a(k), b(k), blk);
+            st.push(blk);
+          }
+          c = st.total();
+        }
+        g.C[i * g.ldc + j] = c;
+      }
+    }
+  });
+}
+
+template <class T>
+void unary(Unary op, const T* x, T* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = unary_one(op, x[i]);
+}
+
+template <class T>
+void binary(Binary op, Bcast bc, const T* a, const T* b, T* y, std::int64_t outer, std::int64_t inner) {
+  for (std::int64_t o = 0; o < outer; ++o) {
+    for (std::int64_t i = 0; i < inner; ++i) {
+      const std::int64_t k = o * inner + i;
+      switch (bc) {
+        case Bcast::same: y[k] = binary_one(op, a[k], b[k]); break;
+        case Bcast::row: y[k] = binary_one(op, a[k], b[i]); break;
+        case Bcast::col: y[k] = binary_one(op, a[k], b[o]); break;
+        case Bcast::rrow: y[k] = binary_one(op, b[i], a[k]); break;
+        case Bcast::rcol: y[k] = binary_one(op, b[o], a[k]); break;
+      }
+    }
+  }
+}
+
+template <class T>
+void act_grad(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    switch (op) {
+      case ActGrad::relu: out[i] = v[i] > T(0) ? g[i] : T(0); break;
+      case ActGrad::tanh: out[i] = g[i] * (T(1) - v[i] * v[i]); break;
+      case ActGrad::sigmoid: out[i] = (g[i] * v[i]) * (T(1) - v[i]); break;
+      case ActGrad::gelu:
+        out[i] = from_d<T>(static_cast<double>(g[i]) * gelu_grad_d(static_cast<double>(v[i])));
+        break;
+    }
+  }
+}
+
+// The row rule: blocks of kRowBlock elements; in a block lane j (0..15) sums elements
+// j, j+16, ... sequentially from +0; lanes folded by the halving tree
+// (lane j += lane j+h for h = 8, 4, 2, 1); blocks combined by the pairwise stack.
+template <class T, class Term>
+T row_rule(std::int64_t L, Term term) {
+  PairwiseStack<T> st;
+  for (std::int64_t b0 = 0; b0 < L; b0 += kRowBlock) {
+    T lanes[kLanes];
+    for (T& l : lanes) l = T(0);
+    for (std::int64_t i = b0; i < b0 + kRowBlock && i < L; ++i) term(lanes[(i - b0) % kLanes], i);
+    for (int h = kLanes / 2; h >= 1; h /= 2)
+      for (int j = 0; j < h; ++j) lanes[j] = lanes[j] + lanes[j + h];
+    st.push(lanes[0]);
+  }
+  return st.total();
+}
+
+template <class T>
+void sum_rows(const T* x, std::int64_t R, std::int64_t L, T* out) {
+  for (std::int64_t r = 0; r < R; ++r) {
+    const T* row = x + r * L;
+    out[r] = row_rule<T>(L, [&](T& lane, std::int64_t i) { lane = lane + row[i]; });
+  }
+}
+
+template <class T>
+void sumsq_rows(const T* a, const T* b, std::int64_t R, std::int64_t L, T* out) {
+  for (std::int64_t r = 0; r < R; ++r) {
+    const T* ra = a + r * L;
+    const T* rb = b ? b + r * L : nullptr;
+    out[r] = row_rule<T>(L, [&](T& lane, std::int64_t i) {
+      T d = rb ? ra[i] - rb[i] : ra[i];
+      lane = std::fma(d, d, lane);
+    });
+  }
+}
+
+// The batch rule: blocks of kBatchBlock rows, each a sequential sum from +0, combined by
+// the pairwise stack.
+template <class T>
+void sum_cols(const T* x, std::int64_t R, std::int64_t C, T* out) {
+  for (std::int64_t c = 0; c < C; ++c) {
+    PairwiseStack<T> st;
+    for (std::int64_t r0 = 0; r0 < R; r0 += kBatchBlock) {
+      T acc = T(0);
+      for (std::int64_t r = r0; r < r0 + kBatchBlock && r < R; ++r) acc = acc + x[r * C + c];
+      st.push(acc);
+    }
+    out[c] = st.total();
+  }
+}
+
+// Row maximum over x + 0 (so -0 counts as +0); NaN if any element is NaN.
+template <class T>
+T row_max(const T* x, std::int64_t L) {
+  T m = -std::numeric_limits<T>::infinity();
+  bool nan = false;
+  for (std::int64_t i = 0; i < L; ++i) {
+    T v = x[i] + T(0);
+    if (v != v) nan = true;
+    if (v > m) m = v;
+  }
+  return nan ? std::numeric_limits<T>::quiet_NaN() : m;
+}
+
+// exp(x - m) with the difference taken in f64, rounded once to T
+template <class T>
+T exp_shifted(T x, T m) {
+  return from_d<T>(math::exp(static_cast<double>(x) - static_cast<double>(m)));
+}
+
+template <class T>
+void softmax_rows(const T* x, std::int64_t R, std::int64_t L, T* y) {
+  for (std::int64_t r = 0; r < R; ++r) {
+    const T* xr = x + r * L;
+    T* yr = y + r * L;
+    const T m = row_max(xr, L);
+    for (std::int64_t i = 0; i < L; ++i) yr[i] = exp_shifted(xr[i], m);
+    const T s = row_rule<T>(L, [&](T& lane, std::int64_t i) { lane = lane + yr[i]; });
+    for (std::int64_t i = 0; i < L; ++i) yr[i] = yr[i] / s;
+  }
+}
+
+template <class T>
+void log_softmax_rows(const T* x, std::int64_t R, std::int64_t L, T* y) {
+  for (std::int64_t r = 0; r < R; ++r) {
+    const T* xr = x + r * L;
+    T* yr = y + r * L;
+    const T m = row_max(xr, L);
+    const T s = row_rule<T>(L, [&](T& lane, std::int64_t i) { lane = lane + exp_shifted(xr[i], m); });
+    const double ls = math::log(static_cast<double>(s));
+    for (std::int64_t i = 0; i < L; ++i)
+      yr[i] = from_d<T>((static_cast<double>(xr[i]) - static_cast<double>(m)) - ls);
+  }
+}
+
+template <class T>
+void softmax_grad_rows(const T* y, const T* gy, std::int64_t R, std::int64_t L, T* gx) {
+  for (std::int64_t r = 0; r < R; ++r) {
+    const T* yr = y + r * L;
+    const T* gr = gy + r * L;
+    const T dot = row_rule<T>(L, [&](T& lane, std::int64_t i) { lane = std::fma(gr[i], yr[i], lane); });
+    for (std::int64_t i = 0; i < L; ++i) gx[r * L + i] = yr[i] * (gr[i] - dot);
+  }
+}
+
+template <class T>
+void log_softmax_grad_rows(const T* y, const T* gy, std::int64_t R, std::int64_t L, T* gx) {
+  for (std::int64_t r = 0; r < R; ++r) {
+    const T* yr = y + r * L;
+    const T* gr = gy + r * L;
+    const T sg = row_rule<T>(L, [&](T& lane, std::int64_t i) { lane = lane + gr[i]; });
+    for (std::int64_t i = 0; i < L; ++i) gx[r * L + i] = gr[i] - from_d<T>(math::exp(static_cast<double>(yr[i]))) * sg;
+  }
+}
+
+template <class T>
+void xent_rows(const T* x, const std::int64_t* t, std::int64_t R, std::int64_t L, T* loss) {
+  for (std::int64_t r = 0; r < R; ++r) {
+    const T* xr = x + r * L;
+    const T m = row_max(xr, L);
+    const T s = row_rule<T>(L, [&](T& lane, std::int64_t i) { lane = lane + exp_shifted(xr[i], m); });
+    const double ls = math::log(static_cast<double>(s));
+    loss[r] = from_d<T>(ls - (static_cast<double>(xr[t[r]]) - static_cast<double>(m)));
+  }
+}
+
+template <class T>
+void xent_grad_rows(const T* x, const std::int64_t* t, std::int64_t R, std::int64_t L, T scale, T* gx) {
+  for (std::int64_t r = 0; r < R; ++r) {
+    const T* xr = x + r * L;
+    T* gr = gx + r * L;
+    const T m = row_max(xr, L);
+    for (std::int64_t i = 0; i < L; ++i) gr[i] = exp_shifted(xr[i], m);
+    const T s = row_rule<T>(L, [&](T& lane, std::int64_t i) { lane = lane + gr[i]; });
+    for (std::int64_t i = 0; i < L; ++i) gr[i] = (gr[i] / s - (i == t[r] ? T(1) : T(0))) * scale;
+  }
+}
+
+template <class T>
+Table<T> make_table() {
+  Table<T> tb{};
+  tb.gemm = &gemm<T>;
+  tb.unary = &unary<T>;
+  tb.binary = &binary<T>;
+  tb.act_grad = &act_grad<T>;
+  tb.sum_rows = &sum_rows<T>;
+  tb.sumsq_rows = &sumsq_rows<T>;
+  tb.sum_cols = &sum_cols<T>;
+  tb.softmax_rows = &softmax_rows<T>;
+  tb.log_softmax_rows = &log_softmax_rows<T>;
+  tb.softmax_grad_rows = &softmax_grad_rows<T>;
+  tb.log_softmax_grad_rows = &log_softmax_grad_rows<T>;
+  tb.xent_rows = &xent_rows<T>;
+  tb.xent_grad_rows = &xent_grad_rows<T>;
+  return tb;
+}
+
+}  // namespace
+
+const Table<float>& table_f32() {
+  static const Table<float> t = make_table<float>();
+  return t;
+}
+const Table<double>& table_f64() {
+  static const Table<double> t = make_table<double>();
+  return t;
+}
+
+}  // namespace bitgrad::kern::ref

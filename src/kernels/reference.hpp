@@ -1,0 +1,19 @@
+// Tables of the scalar reference kernels and of the SIMD fast paths (internal).
+#pragma once
+
+#include "kernels/kernels.hpp"
+
+namespace bitgrad::kern {
+namespace ref {
+const Table<float>& table_f32();
+const Table<double>& table_f64();
+}  // namespace ref
+namespace avx2 {
+const Table<float>& table_f32();
+const Table<double>& table_f64();
+}  // namespace avx2
+namespace avx512 {
+const Table<float>& table_f32();
+const Table<double>& table_f64();
+}  // namespace avx512
+}  // namespace bitgrad::kern

@@ -1,0 +1,129 @@
+#include <sched.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "bitgrad/error.hpp"
+#include "bitgrad/runtime.hpp"
+#include "kernels/thread_pool.hpp"
+
+namespace bitgrad {
+namespace {
+
+int env_isa() {
+  const char* e = std::getenv("BITGRAD_ISA");
+  if (!e || !*e) return -1;
+  Isa isa = parse_isa(e);
+  if (!cpu_supports(isa)) throw Error(std::string("BITGRAD_ISA=") + e + ": this CPU does not support " + e);
+  return static_cast<int>(isa);
+}
+
+std::atomic<int>& isa_slot() {
+  static std::atomic<int> slot{[] {
+    int e = env_isa();
+    return e >= 0 ? e : static_cast<int>(best_isa());
+  }()};
+  return slot;
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return "scalar";
+    case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
+  }
+  return "?";
+}
+
+Isa parse_isa(const std::string& name) {
+  if (name == "scalar") return Isa::scalar;
+  if (name == "avx2") return Isa::avx2;
+  if (name == "avx512") return Isa::avx512;
+  throw Error("isa: unknown code path '" + name + "' (expected scalar, avx2 or avx512)");
+}
+
+bool cpu_supports(Isa isa) {
+#if defined(__x86_64__)
+  switch (isa) {
+    case Isa::scalar: return true;
+    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+  }
+  return false;
+#else
+  return isa == Isa::scalar;
+#endif
+}
+
+Isa best_isa() {
+  if (cpu_supports(Isa::avx512)) return Isa::avx512;
+  if (cpu_supports(Isa::avx2)) return Isa::avx2;
+  return Isa::scalar;
+}
+
+Isa active_isa() { return static_cast<Isa>(isa_slot().load(std::memory_order_relaxed)); }
+
+void set_isa(Isa isa) {
+  if (!cpu_supports(isa)) throw Error(std::string("set_isa: this CPU does not support ") + isa_name(isa));
+  isa_slot().store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+int default_num_threads() {
+  if (const char* e = std::getenv("BITGRAD_THREADS"); e && *e) {
+    char* end = nullptr;
+    long v = std::strtol(e, &end, 10);
+    if (!end || *end || v < 1 || v > 4096)
+      throw Error(std::string("BITGRAD_THREADS=") + e + ": expected a whole number from 1 to 4096");
+    return static_cast<int>(v);
+  }
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  unsigned h = std::thread::hardware_concurrency();
+  return h ? static_cast<int>(h) : 1;
+}
+
+int num_threads() { return kern::pool_threads(); }
+
+void set_num_threads(int n) {
+  if (n < 1) throw Error("set_num_threads: expected at least 1 thread, got " + std::to_string(n));
+  kern::pool_resize(n);
+}
+
+void check_fp_environment() {
+#if defined(__x86_64__)
+  unsigned csr = _mm_getcsr();
+  const unsigned ftz = 1u << 15, daz = 1u << 6, rc = 3u << 13;
+  if (csr & (ftz | daz))
+    throw Error("fp environment: flush-to-zero or denormals-are-zero is on (MXCSR=" + std::to_string(csr) +
+                "); a library built with -ffast-math may have set it. bitgrad needs IEEE gradual underflow.");
+  if (csr & rc)
+    throw Error("fp environment: the rounding mode is not round-to-nearest (MXCSR=" + std::to_string(csr) + ")");
+#endif
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      if (p != std::string::npos) return line.substr(p + 2);
+    }
+  }
+  return "unknown";
+}
+
+}  // namespace bitgrad

@@ -1,0 +1,163 @@
+#include "kernels/thread_pool.hpp"
+
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "bitgrad/runtime.hpp"
+
+namespace bitgrad::kern {
+namespace {
+
+thread_local bool t_in_parallel = false;
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#endif
+}
+
+class Pool {
+ public:
+  explicit Pool(int threads) : threads_(threads) {
+    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+  }
+  ~Pool() {
+    stop_.store(true);
+    generation_.fetch_add(1);
+    generation_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+  int threads() const { return threads_; }
+
+  void run(int chunks, std::int64_t n, ChunkFn fn, void* ctx) {
+    fn_ = fn;
+    ctx_ = ctx;
+    n_ = n;
+    chunks_ = chunks;
+    errors_.assign(static_cast<std::size_t>(chunks), nullptr);
+    remaining_.store(chunks - 1);
+    generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_all();
+    run_chunk(0);
+    // wait for the others: spin briefly, then block
+    for (int spin = 0; remaining_.load(std::memory_order_acquire) != 0; ++spin) {
+      if (spin < 4000) {
+        cpu_relax();
+      } else {
+        int r = remaining_.load(std::memory_order_acquire);
+        if (r != 0) remaining_.wait(r, std::memory_order_acquire);
+      }
+    }
+    for (auto& e : errors_)
+      if (e) std::rethrow_exception(e);
+  }
+
+ private:
+  void run_chunk(int c) {
+    std::int64_t b = n_ * c / chunks_, e = n_ * (c + 1) / chunks_;
+    t_in_parallel = true;
+    try {
+      if (b < e) fn_(ctx_, b, e);
+    } catch (...) {
+      errors_[static_cast<std::size_t>(c)] = std::current_exception();
+    }
+    t_in_parallel = false;
+  }
+
+  void worker(int id) {
+    // the pool is built at generation 0: a job or stop posted before this thread runs is
+    // still seen as new
+    std::uint64_t seen = 0;
+    for (;;) {
+      std::uint64_t g;
+      int spin = 0;
+      while ((g = generation_.load(std::memory_order_acquire)) == seen) {
+        if (spin++ < 4000) {
+          cpu_relax();
+        } else {
+          generation_.wait(seen, std::memory_order_acquire);
+        }
+      }
+      seen = g;
+      if (stop_.load()) return;
+      if (id < chunks_) {
+        run_chunk(id);
+        if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) remaining_.notify_all();
+      }
+    }
+  }
+
+  int threads_;
+  std::vector<std::thread> workers_;
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<int> remaining_{0};
+  std::atomic<bool> stop_{false};
+  ChunkFn fn_ = nullptr;
+  void* ctx_ = nullptr;
+  std::int64_t n_ = 0;
+  int chunks_ = 0;
+  std::vector<std::exception_ptr> errors_;
+};
+
+std::mutex g_mu;  // one parallel region at a time (callers from several threads queue here)
+Pool* g_pool = nullptr;
+int g_threads = 0;
+
+Pool& pool_locked() {
+  if (!g_pool) {
+    if (g_threads == 0) g_threads = default_num_threads();
+    g_pool = new Pool(g_threads);
+  }
+  return *g_pool;
+}
+
+}  // namespace
+
+int pool_threads() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_threads == 0) g_threads = default_num_threads();
+  return g_threads;
+}
+
+void pool_resize(int threads) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_pool && g_pool->threads() == threads) return;
+  delete g_pool;
+  g_pool = nullptr;
+  g_threads = threads;
+}
+
+void parallel_chunks(std::int64_t n, std::int64_t grain, ChunkFn fn, void* ctx) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  if (t_in_parallel) {
+    fn(ctx, 0, n);
+    return;
+  }
+  std::unique_lock<std::mutex> lock(g_mu, std::defer_lock);
+  lock.lock();
+  Pool& p = pool_locked();
+  std::int64_t max_chunks = (n + grain - 1) / grain;
+  int chunks = static_cast<int>(max_chunks < p.threads() ? max_chunks : p.threads());
+  if (chunks <= 1) {
+    lock.unlock();
+    t_in_parallel = true;
+    try {
+      fn(ctx, 0, n);
+    } catch (...) {
+      t_in_parallel = false;
+      throw;
+    }
+    t_in_parallel = false;
+    return;
+  }
+  p.run(chunks, n, fn, ctx);
+}
+
+}  // namespace bitgrad::kern

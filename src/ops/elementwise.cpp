@@ -1,0 +1,299 @@
+// Elementwise ops, forward and backward side by side.
+// Shapes: binary ops broadcast a [..] and b [..] to y [broadcast(a, b)]; unary ops keep x's.
+// The gradient of a broadcast input is summed down to its shape by the axis rules.
+#include <cmath>
+
+#include "ops/op_util.hpp"
+
+namespace bitgrad {
+namespace {
+using autograd::Node;
+using kern::Bcast;
+using kern::Binary;
+using kern::Unary;
+
+// ---- raw forward: y = a op b with broadcasting ------------------------------------------
+// Finds a kernel pattern for `small` broadcast against the full shape `out`.
+bool pattern(const Shape& small, const Shape& out, bool& row, std::int64_t& outer, std::int64_t& inner) {
+  const int n = out.ndim(), lead = n - small.ndim();
+  auto dim = [&](int d) { return d < lead ? std::int64_t(1) : small[d - lead]; };
+  if (small.numel() == 1) {
+    row = false;
+    outer = 1;
+    inner = out.numel();
+    return true;
+  }
+  // row: ones then equal trailing dims
+  int k = 0;
+  while (k < n && dim(k) == 1 && out[k] != 1) ++k;
+  bool ok = true;
+  for (int d = k; d < n; ++d) ok = ok && dim(d) == out[d];
+  if (ok) {
+    row = true;
+    inner = 1;
+    for (int d = k; d < n; ++d) inner *= out[d];
+    outer = inner ? out.numel() / inner : 0;
+    return true;
+  }
+  // col: equal leading dims then ones
+  k = n;
+  while (k > 0 && dim(k - 1) == 1 && out[k - 1] != 1) --k;
+  ok = true;
+  for (int d = 0; d < k; ++d) ok = ok && dim(d) == out[d];
+  if (ok) {
+    row = false;
+    outer = 1;
+    for (int d = 0; d < k; ++d) outer *= out[d];
+    inner = outer ? out.numel() / outer : 0;
+    return true;
+  }
+  return false;
+}
+
+Tensor binary_raw(Binary op, const Tensor& a, const Tensor& b, const char* name) {
+  ops::check_same_dtype(name, a, b);
+  const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor y = Tensor::empty(out_shape, a.dtype());
+  if (out_shape.numel() == 0) return y;
+  Tensor big = a, small = b;
+  Bcast bc = Bcast::same;
+  std::int64_t outer = 1, inner = out_shape.numel();
+  bool row = false;
+  if (a.shape() == b.shape()) {
+    bc = Bcast::same;
+  } else if (a.shape() == out_shape && pattern(b.shape(), out_shape, row, outer, inner)) {
+    bc = row ? Bcast::row : Bcast::col;
+  } else if (b.shape() == out_shape && pattern(a.shape(), out_shape, row, outer, inner)) {
+    big = b;
+    small = a;
+    bc = row ? Bcast::rrow : Bcast::rcol;
+  } else {
+    big = expand(a, out_shape).contiguous_copy();
+    small = expand(b, out_shape).contiguous_copy();
+  }
+  Tensor bg = kern::contiguous(big), sm = kern::contiguous(small);
+  BITGRAD_DISPATCH_FLOAT(a.dtype(), name, T, [&] {
+    kern::active<T>().binary(op, bc, bg.data<T>(), sm.data<T>(), kern::out_ptr<T>(y), outer, inner);
+  });
+  return y;
+}
+
+Tensor unary_raw(Unary op, const Tensor& x, const char* name) {
+  ops::check_float(name, x);
+  Tensor xc = kern::contiguous(x);
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  BITGRAD_DISPATCH_FLOAT(x.dtype(), name, T, [&] { kern::active<T>().unary(op, xc.data<T>(), kern::out_ptr<T>(y), x.numel()); });
+  return y;
+}
+
+Tensor act_grad_raw(kern::ActGrad op, const Tensor& v, const Tensor& g) {
+  Tensor vc = kern::contiguous(v), gc = kern::contiguous(g);
+  Tensor out = Tensor::empty(v.shape(), v.dtype());
+  BITGRAD_DISPATCH_FLOAT(v.dtype(), "activation backward", T, [&] {
+    kern::active<T>().act_grad(op, vc.data<T>(), gc.data<T>(), kern::out_ptr<T>(out), v.numel());
+  });
+  return out;
+}
+
+// ---- add / sub --------------------------------------------------------------------------
+void add_bw(Node& n, const Tensor& g, Tensor* gi) {
+  if (n.in[0].needs_grad()) gi[0] = ops::sum_to(g, n.in_shape[0]);
+  if (n.in[1].needs_grad()) gi[1] = ops::sum_to(g, n.in_shape[1]);
+}
+void sub_bw(Node& n, const Tensor& g, Tensor* gi) {
+  if (n.in[0].needs_grad()) gi[0] = ops::sum_to(g, n.in_shape[0]);
+  if (n.in[1].needs_grad()) gi[1] = ops::sum_to(neg(g), n.in_shape[1]);
+}
+
+// ---- mul: ga = g*b, gb = g*a ------------------------------------------------------------
+void mul_bw(Node& n, const Tensor& g, Tensor* gi) {
+  if (n.in[0].needs_grad()) gi[0] = ops::sum_to(mul(g, n.saved_tensor(1)), n.in_shape[0]);
+  if (n.in[1].needs_grad()) gi[1] = ops::sum_to(mul(g, n.saved_tensor(0)), n.in_shape[1]);
+}
+
+// ---- div: t = g/b; ga = t, gb = -(t*y) with y = a/b ----------------------------------------
+void div_bw(Node& n, const Tensor& g, Tensor* gi) {
+  Tensor t = div(g, n.saved_tensor(1));
+  if (n.in[0].needs_grad()) gi[0] = ops::sum_to(t, n.in_shape[0]);
+  if (n.in[1].needs_grad()) gi[1] = ops::sum_to(neg(mul(t, n.saved_tensor(2))), n.in_shape[1]);
+}
+
+// ---- pow: ga = g*(b*a^(b-1)), gb = g*(y*log a) ---------------------------------------------
+void pow_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const Tensor& a = n.saved_tensor(0);
+  const Tensor& b = n.saved_tensor(1);
+  if (n.in[0].needs_grad()) gi[0] = ops::sum_to(mul(g, mul(b, pow(a, sub(b, 1.0)))), n.in_shape[0]);
+  if (n.in[1].needs_grad()) gi[1] = ops::sum_to(mul(g, mul(n.saved_tensor(2), log(a))), n.in_shape[1]);
+}
+
+// ---- maximum / minimum: the larger (smaller) input takes g; ties give g/2 to each ----------
+template <bool Max>
+void minmax_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const Shape& ys = g.shape();
+  Tensor a = expand(n.saved_tensor(0), ys).contiguous_copy();
+  Tensor b = expand(n.saved_tensor(1), ys).contiguous_copy();
+  Tensor gc = kern::contiguous(g);
+  Tensor ga = Tensor::empty(ys, g.dtype()), gb = Tensor::empty(ys, g.dtype());
+  BITGRAD_DISPATCH_FLOAT(g.dtype(), Max ? "maximum" : "minimum", T, [&] {
+    const T *pa = a.data<T>(), *pb = b.data<T>(), *pg = gc.data<T>();
+    T *qa = kern::out_ptr<T>(ga), *qb = kern::out_ptr<T>(gb);
+    for (std::int64_t i = 0; i < g.numel(); ++i) {
+      const bool a_wins = Max ? pa[i] > pb[i] : pa[i] < pb[i];
+      const bool b_wins = Max ? pb[i] > pa[i] : pb[i] < pa[i];
+      const bool tie = pa[i] == pb[i];
+      const T half = pg[i] * T(0.5);
+      qa[i] = a_wins ? pg[i] : (tie ? half : T(0));
+      qb[i] = b_wins ? pg[i] : (tie ? half : T(0));
+    }
+  });
+  if (n.in[0].needs_grad()) gi[0] = ops::sum_to(ga, n.in_shape[0]);
+  if (n.in[1].needs_grad()) gi[1] = ops::sum_to(gb, n.in_shape[1]);
+}
+
+Tensor binary_op(Binary op, const Tensor& a, const Tensor& b, const char* name) {
+  Tensor y = binary_raw(op, a, b, name);
+  switch (op) {
+    case Binary::add: ops::record(name, add_bw, {&a, &b}, y); break;
+    case Binary::sub: ops::record(name, sub_bw, {&a, &b}, y); break;
+    case Binary::mul:
+      if (Node* n = ops::record(name, mul_bw, {&a, &b}, y)) {
+        n->save(0, a);
+        n->save(1, b);
+      }
+      break;
+    case Binary::div:
+      if (Node* n = ops::record(name, div_bw, {&a, &b}, y)) {
+        n->save(1, b);
+        n->save(2, y);
+      }
+      break;
+    case Binary::pow:
+      if (Node* n = ops::record(name, pow_bw, {&a, &b}, y)) {
+        n->save(0, a);
+        n->save(1, b);
+        n->save(2, y);
+      }
+      break;
+    case Binary::maximum:
+    case Binary::minimum:
+      if (Node* n = ops::record(name, op == Binary::maximum ? minmax_bw<true> : minmax_bw<false>, {&a, &b}, y)) {
+        n->save(0, a);
+        n->save(1, b);
+      }
+      break;
+  }
+  return y;
+}
+
+// ---- unary ---------------------------------------------------------------------------
+void neg_bw(Node&, const Tensor& g, Tensor* gi) { gi[0] = neg(g); }
+void exp_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = mul(g, n.saved_tensor(0)); }          // g*y
+void log_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = div(g, n.saved_tensor(0)); }          // g/x
+void sqrt_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = div(g, mul(n.saved_tensor(0), 2.0)); }  // g/(2y)
+void tanh_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = act_grad_raw(kern::ActGrad::tanh, n.saved_tensor(0), g); }
+void sigmoid_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = act_grad_raw(kern::ActGrad::sigmoid, n.saved_tensor(0), g); }
+void relu_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = act_grad_raw(kern::ActGrad::relu, n.saved_tensor(0), g); }
+void gelu_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = act_grad_raw(kern::ActGrad::gelu, n.saved_tensor(0), g); }
+
+Tensor unary_op(Unary op, const Tensor& x, const char* name, autograd::BackwardFn bw, bool save_output) {
+  Tensor y = unary_raw(op, x, name);
+  if (Node* n = ops::record(name, bw, {&x}, y)) n->save(0, save_output ? y : x);
+  return y;
+}
+
+// ---- pow with a scalar exponent: g*(p*x^(p-1)) -------------------------------------------
+void pow_scalar_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const double p = n.dv[0];
+  gi[0] = mul(g, mul(pow(n.saved_tensor(0), p - 1.0), p));
+}
+
+// ---- clamp: g where lo <= x <= hi, else 0 --------------------------------------------------
+void clamp_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const Tensor x = kern::contiguous(n.saved_tensor(0));
+  const Tensor gc = kern::contiguous(g);
+  Tensor out = Tensor::empty(g.shape(), g.dtype());
+  BITGRAD_DISPATCH_FLOAT(g.dtype(), "clamp", T, [&] {
+    const T lo = static_cast<T>(n.dv[0]), hi = static_cast<T>(n.dv[1]);
+    const T *px = x.data<T>(), *pg = gc.data<T>();
+    T* po = kern::out_ptr<T>(out);
+    for (std::int64_t i = 0; i < g.numel(); ++i) po[i] = (px[i] >= lo && px[i] <= hi) ? pg[i] : T(0);
+  });
+  gi[0] = out;
+}
+
+// ---- where: ga = g where cond, gb = g where not cond ----------------------------------------
+void where_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const Tensor& cond = n.saved_tensor(0);
+  Tensor zero = Tensor::zeros(Shape{}, g.dtype());
+  if (n.in[1].needs_grad()) gi[1] = ops::sum_to(where(cond, g, zero), n.in_shape[1]);
+  if (n.in[2].needs_grad()) gi[2] = ops::sum_to(where(cond, zero, g), n.in_shape[2]);
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary_op(Binary::add, a, b, "add"); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary_op(Binary::sub, a, b, "sub"); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary_op(Binary::mul, a, b, "mul"); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary_op(Binary::div, a, b, "div"); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(Binary::pow, a, b, "pow"); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(Binary::maximum, a, b, "maximum"); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(Binary::minimum, a, b, "minimum"); }
+
+Tensor add(const Tensor& a, double s) { return add(a, ops::scalar_like(a, s)); }
+Tensor sub(const Tensor& a, double s) { return sub(a, ops::scalar_like(a, s)); }
+Tensor rsub(double s, const Tensor& a) { return sub(ops::scalar_like(a, s), a); }
+Tensor mul(const Tensor& a, double s) { return mul(a, ops::scalar_like(a, s)); }
+Tensor div(const Tensor& a, double s) { return div(a, ops::scalar_like(a, s)); }
+Tensor rdiv(double s, const Tensor& a) { return div(ops::scalar_like(a, s), a); }
+
+Tensor pow(const Tensor& a, double p) {
+  Tensor y = binary_raw(Binary::pow, a, ops::scalar_like(a, p), "pow");
+  if (Node* n = ops::record("pow", pow_scalar_bw, {&a}, y)) {
+    n->save(0, a);
+    n->dv[0] = p;
+  }
+  return y;
+}
+
+Tensor neg(const Tensor& x) { return unary_op(Unary::neg, x, "neg", neg_bw, false); }
+Tensor exp(const Tensor& x) { return unary_op(Unary::exp, x, "exp", exp_bw, true); }
+Tensor log(const Tensor& x) { return unary_op(Unary::log, x, "log", log_bw, false); }
+Tensor sqrt(const Tensor& x) { return unary_op(Unary::sqrt, x, "sqrt", sqrt_bw, true); }
+Tensor tanh(const Tensor& x) { return unary_op(Unary::tanh, x, "tanh", tanh_bw, true); }
+Tensor sigmoid(const Tensor& x) { return unary_op(Unary::sigmoid, x, "sigmoid", sigmoid_bw, true); }
+Tensor relu(const Tensor& x) { return unary_op(Unary::relu, x, "relu", relu_bw, false); }
+Tensor gelu(const Tensor& x) { return unary_op(Unary::gelu, x, "gelu", gelu_bw, false); }
+
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  ops::check_float("clamp", x);
+  BITGRAD_CHECK(!(lo > hi), "clamp", "lower bound ", lo, " is above upper bound ", hi);
+  Tensor y = minimum(maximum(x.detach(), ops::scalar_like(x, lo)), ops::scalar_like(x, hi)).detach();
+  if (Node* n = ops::record("clamp", clamp_bw, {&x}, y)) {
+    n->save(0, x);
+    n->dv[0] = lo;
+    n->dv[1] = hi;
+  }
+  return y;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  ops::check_same_dtype("where", a, b);
+  BITGRAD_CHECK(cond.defined(), "where", "the condition is undefined");
+  const Shape s = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Tensor c = expand(cond, s).contiguous_copy();
+  Tensor ac = expand(a.detach(), s).contiguous_copy();
+  Tensor bc = expand(b.detach(), s).contiguous_copy();
+  Tensor y = Tensor::empty(s, a.dtype());
+  Tensor cb = c.cast(DType::f64);  // nonzero (and NaN) is true, whatever the dtype
+  BITGRAD_DISPATCH_FLOAT(a.dtype(), "where", T, [&] {
+    const double* pc = cb.data<double>();
+    const T *pa = ac.data<T>(), *pb = bc.data<T>();
+    T* py = kern::out_ptr<T>(y);
+    for (std::int64_t i = 0; i < y.numel(); ++i) py[i] = pc[i] != 0.0 ? pa[i] : pb[i];
+  });
+  Tensor condt = cond;
+  if (Node* n = ops::record("where", where_bw, {&condt, &a, &b}, y)) n->save(0, cond);
+  return y;
+}
+
+}  // namespace bitgrad

@@ -1,0 +1,129 @@
+// Losses, forward and backward side by side.
+//   cross_entropy: logits [N, C], targets i64 [N] -> per-sample l_n = log(s_n) - (x_t - m_n)
+//     mean: batch rule over the N losses, / N;  backward: (softmax - onehot) * (g / N)
+//   mse_loss: input, target [N, ..] -> per-sample row rule of (a-b)^2 (fma), batch rule over N,
+//     / numel;  backward: (a - b) * ((g * 2) / numel), and its negation for the target
+#include "ops/op_util.hpp"
+
+namespace bitgrad {
+namespace {
+using autograd::Node;
+
+// batch rule over a vector of per-sample values [N] -> scalar
+Tensor batch_sum(const Tensor& v) {
+  Tensor out = Tensor::empty(Shape{}, v.dtype());
+  BITGRAD_DISPATCH_FLOAT(v.dtype(), "loss", T, [&] { kern::active<T>().sum_cols(v.data<T>(), v.numel(), 1, kern::out_ptr<T>(out)); });
+  return out;
+}
+
+// saved 0 = logits (contiguous), 1 = targets; iv[0] = reduction
+void xent_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const Tensor& x = n.saved_tensor(0);
+  const Tensor& t = n.saved_tensor(1);
+  const std::int64_t N = x.shape()[0], C = x.shape()[1];
+  const auto red = static_cast<Reduction>(n.iv[0]);
+  Tensor gx = Tensor::empty(x.shape(), x.dtype());
+  BITGRAD_DISPATCH_FLOAT(x.dtype(), "cross_entropy", T, [&] {
+    const T* px = x.data<T>();
+    const std::int64_t* pt = t.data<std::int64_t>();
+    T* pg = kern::out_ptr<T>(gx);
+    if (red == Reduction::none) {
+      kern::active<T>().xent_grad_rows(px, pt, N, C, T(1), pg);
+      Tensor gc = kern::contiguous(g);
+      kern::active<T>().binary(kern::Binary::mul, kern::Bcast::col, pg, gc.data<T>(), pg, N, C);
+    } else {
+      const T gs = static_cast<T>(g.item());
+      const T scale = red == Reduction::mean ? gs / static_cast<T>(N) : gs;
+      kern::active<T>().xent_grad_rows(px, pt, N, C, scale, pg);
+    }
+  });
+  gi[0] = gx;
+}
+
+// saved 0 = input, 1 = target (both contiguous); iv[0] = reduction, iv[1] = N
+void mse_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const Tensor& a = n.saved_tensor(0);
+  const Tensor& b = n.saved_tensor(1);
+  const auto red = static_cast<Reduction>(n.iv[0]);
+  Tensor d = sub(a, b);
+  Tensor ga;
+  if (red == Reduction::none) {
+    ga = mul(d, mul(g, 2.0));
+  } else {
+    double c = g.item() * 2.0;
+    Tensor cs = Tensor::scalar(c, g.dtype());  // (g * 2) in the dtype, then / count
+    if (red == Reduction::mean) cs = div(cs, static_cast<double>(a.numel()));
+    ga = mul(d, cs);
+  }
+  if (n.in[0].needs_grad()) gi[0] = ga;
+  if (n.in[1].needs_grad()) gi[1] = neg(ga);
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction) {
+  ops::check_float("cross_entropy", logits);
+  BITGRAD_CHECK(logits.ndim() == 2, "cross_entropy", "logits must be [N, C], got ", logits.shape().str());
+  const std::int64_t N = logits.shape()[0], C = logits.shape()[1];
+  BITGRAD_CHECK(C > 0, "cross_entropy", "logits have no classes (shape ", logits.shape().str(), ")");
+  BITGRAD_CHECK(targets.defined() && targets.dtype() == DType::i64 && targets.ndim() == 1 && targets.shape()[0] == N,
+                "cross_entropy", "targets must be i64 [", N, "] for logits ", logits.shape().str(), ", got ",
+                targets.defined() ? dtype_name(targets.dtype()) : "undefined", " ",
+                targets.defined() ? targets.shape().str() : "");
+  Tensor tc = kern::contiguous(targets);
+  const std::int64_t* pt = tc.data<std::int64_t>();
+  for (std::int64_t i = 0; i < N; ++i)
+    BITGRAD_CHECK(pt[i] >= 0 && pt[i] < C, "cross_entropy", "target ", pt[i], " of sample ", i, " is out of range [0, ", C, ")");
+  BITGRAD_CHECK(reduction != Reduction::mean || N > 0, "cross_entropy", "mean over an empty batch");
+  Tensor x = kern::contiguous(logits);
+  Tensor per = Tensor::empty(Shape{N}, logits.dtype());
+  BITGRAD_DISPATCH_FLOAT(logits.dtype(), "cross_entropy", T, [&] {
+    kern::active<T>().xent_rows(x.data<T>(), pt, N, C, kern::out_ptr<T>(per));
+  });
+  Tensor y;
+  {
+    NoGradGuard ng;
+    if (reduction == Reduction::none) y = per;
+    else if (reduction == Reduction::sum) y = batch_sum(per);
+    else y = div(batch_sum(per), static_cast<double>(N));
+  }
+  if (Node* n = ops::record("cross_entropy", xent_bw, {&logits}, y)) {
+    n->save(0, x);
+    n->save(1, tc);
+    n->iv[0] = static_cast<std::int64_t>(reduction);
+  }
+  return y;
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  ops::check_same_dtype("mse_loss", input, target);
+  BITGRAD_CHECK(input.shape() == target.shape(), "mse_loss", "input ", input.shape().str(), " and target ",
+                target.shape().str(), " must have the same shape");
+  Tensor a = kern::contiguous(input), b = kern::contiguous(target);
+  Tensor y;
+  {
+    NoGradGuard ng;
+    if (reduction == Reduction::none) {
+      Tensor d = sub(a, b);
+      y = mul(d, d);
+    } else {
+      BITGRAD_CHECK(reduction != Reduction::mean || a.numel() > 0, "mse_loss", "mean over an empty tensor");
+      const std::int64_t N = a.ndim() == 0 ? 1 : a.shape()[0];
+      const std::int64_t L = N ? a.numel() / N : 0;
+      Tensor per = Tensor::empty(Shape{N}, a.dtype());
+      BITGRAD_DISPATCH_FLOAT(a.dtype(), "mse_loss", T, [&] {
+        kern::active<T>().sumsq_rows(a.data<T>(), b.data<T>(), N, L, kern::out_ptr<T>(per));
+      });
+      y = batch_sum(per);
+      if (reduction == Reduction::mean) y = div(y, static_cast<double>(a.numel()));
+    }
+  }
+  if (Node* n = ops::record("mse_loss", mse_bw, {&input, &target}, y)) {
+    n->save(0, a);
+    n->save(1, b);
+    n->iv[0] = static_cast<std::int64_t>(reduction);
+  }
+  return y;
+}
+
+}  // namespace bitgrad

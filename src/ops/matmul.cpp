@@ -1,0 +1,192 @@
+// matmul and linear, forward and backward side by side.
+//   linear: x [N.., in], W [out, in], b [out] -> y [N.., out] = chain(x W^T) + b
+//           dx = dy W (chain over out), dW = dy^T x (batch tree over the N rows),
+//           db = batch rule over the N rows of dy
+//   matmul: a [.., M, K], b [.., K, N] -> c [.., M, N] = chain over K
+//           da = dc b^T (chain over N); db = a^T dc (batch tree over M; over all rows
+//           when b is shared by a batch of a); a shared by a batch of b: per-batch da
+//           summed over the batch by the batch rule
+#include "ops/op_util.hpp"
+
+namespace bitgrad {
+namespace {
+using autograd::Node;
+using kern::KOrder;
+
+// c[M, N] (+)= op(a) op(b) for contiguous row-major storage; ta/tb: the stored matrix is
+// the transpose of the operand.
+template <class T>
+void gemm_raw(std::int64_t M, std::int64_t N, std::int64_t K, const T* a, bool ta, const T* b, bool tb, T* c,
+              KOrder order, const T* bias = nullptr) {
+  kern::GemmArgs<T> g;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.A = a;
+  g.rsa = ta ? 1 : K;
+  g.csa = ta ? M : 1;
+  g.B = b;
+  g.rsb = tb ? 1 : N;
+  g.csb = tb ? K : 1;
+  g.C = c;
+  g.ldc = N;
+  g.bias = bias;
+  g.order = order;
+  kern::active<T>().gemm(g);
+}
+
+// ---- linear ---------------------------------------------------------------------------------
+// saved: 0 = x (as [N, in]), 1 = W; iv[0] = N, iv[1] = in, iv[2] = out
+void linear_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const std::int64_t N = n.iv[0], in = n.iv[1], out = n.iv[2];
+  const Tensor& x = n.saved_tensor(0);
+  const Tensor& W = n.saved_tensor(1);
+  Tensor gc = kern::contiguous(g);
+  BITGRAD_DISPATCH_FLOAT(g.dtype(), "linear", T, [&] {
+    if (n.in[0].needs_grad()) {
+      Tensor dx = Tensor::empty(n.in_shape[0], g.dtype());
+      gemm_raw<T>(N, in, out, gc.data<T>(), false, W.data<T>(), false, kern::out_ptr<T>(dx), KOrder::chain);
+      gi[0] = dx;
+    }
+    if (n.in[1].needs_grad()) {
+      Tensor dW = Tensor::empty(n.in_shape[1], g.dtype());
+      gemm_raw<T>(out, in, N, gc.data<T>(), true, x.data<T>(), false, kern::out_ptr<T>(dW), KOrder::batch_tree);
+      gi[1] = dW;
+    }
+    if (n.n_inputs > 2 && n.in[2].needs_grad()) {
+      Tensor db = Tensor::empty(n.in_shape[2], g.dtype());
+      kern::active<T>().sum_cols(gc.data<T>(), N, out, kern::out_ptr<T>(db));
+      gi[2] = db;
+    }
+  });
+}
+
+// ---- matmul ---------------------------------------------------------------------------------
+// Canonical form: a3 [Ba, M, K], b3 [Bb, K, N], Ba, Bb in {1, B}; iv: B, Ba, Bb, M, K, N
+void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const std::int64_t B = n.iv[0], Ba = n.iv[1], Bb = n.iv[2], M = n.iv[3], K = n.iv[4], N = n.iv[5];
+  const Tensor& a = n.saved_tensor(0);
+  const Tensor& b = n.saved_tensor(1);
+  Tensor gc = kern::contiguous(g);
+  BITGRAD_DISPATCH_FLOAT(g.dtype(), "matmul", T, [&] {
+    const T *pa = a.data<T>(), *pb = b.data<T>(), *pg = gc.data<T>();
+    if (n.in[0].needs_grad()) {
+      // da_b = dc_b b_b^T, per batch of the broadcast; a shared: summed over the batch
+      Tensor da = Tensor::empty(Shape{B, M, K}, g.dtype());
+      T* pd = kern::out_ptr<T>(da);
+      for (std::int64_t i = 0; i < B; ++i)
+        gemm_raw<T>(M, K, N, pg + i * M * N, false, pb + (Bb == 1 ? 0 : i) * K * N, true, pd + i * M * K, KOrder::chain);
+      gi[0] = Ba == B ? reshape(da, n.in_shape[0]) : reshape(ops::reduce_sum(da, {0}), n.in_shape[0]);
+    }
+    if (n.in[1].needs_grad()) {
+      Tensor db;
+      if (Bb == B) {
+        db = Tensor::empty(Shape{B, K, N}, g.dtype());
+        T* pd = kern::out_ptr<T>(db);
+        for (std::int64_t i = 0; i < B; ++i)
+          gemm_raw<T>(K, N, M, pa + (Ba == 1 ? 0 : i) * M * K, true, pg + i * M * N, false, pd + i * K * N, KOrder::batch_tree);
+      } else {
+        // b shared: the rows of every batch of a form one batch of B*M rows
+        db = Tensor::empty(Shape{K, N}, g.dtype());
+        gemm_raw<T>(K, N, B * M, pa, true, pg, false, kern::out_ptr<T>(db), KOrder::batch_tree);
+      }
+      gi[1] = reshape(db, n.in_shape[1]);
+    }
+  });
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  ops::check_same_dtype("linear", x, weight);
+  BITGRAD_CHECK(weight.ndim() == 2, "linear", "the weight must be 2-d [out, in], got ", weight.shape().str());
+  BITGRAD_CHECK(x.ndim() >= 1, "linear", "the input must have at least one dimension");
+  const std::int64_t in = weight.shape()[1], out = weight.shape()[0];
+  BITGRAD_CHECK(x.shape()[x.ndim() - 1] == in, "linear", "the input has ", x.shape()[x.ndim() - 1], " features (shape ",
+                x.shape().str(), ") but the weight is ", weight.shape().str(), " (", in, " input features)");
+  if (bias.defined()) {
+    ops::check_same_dtype("linear", x, bias);
+    BITGRAD_CHECK(bias.ndim() == 1 && bias.shape()[0] == out, "linear", "the bias must be [", out, "] for weight ",
+                  weight.shape().str(), ", got ", bias.shape().str());
+  }
+  const std::int64_t rows = x.shape().without(x.ndim() - 1).numel();
+  Shape out_shape = x.shape();
+  out_shape[out_shape.ndim() - 1] = out;
+  Tensor xc = kern::contiguous(x), wc = kern::contiguous(weight);
+  Tensor bc = bias.defined() ? kern::contiguous(bias) : Tensor();
+  Tensor y = Tensor::empty(out_shape, x.dtype());
+  BITGRAD_DISPATCH_FLOAT(x.dtype(), "linear", T, [&] {
+    gemm_raw<T>(rows, out, in, xc.data<T>(), false, wc.data<T>(), true, kern::out_ptr<T>(y), KOrder::chain,
+                bc.defined() ? bc.data<T>() : nullptr);
+  });
+  Node* n = bias.defined() ? ops::record("linear", linear_bw, {&x, &weight, &bias}, y)
+                           : ops::record("linear", linear_bw, {&x, &weight}, y);
+  if (n) {
+    n->save(0, xc);
+    n->save(1, wc);
+    n->iv[0] = rows;
+    n->iv[1] = in;
+    n->iv[2] = out;
+  }
+  return y;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  ops::check_same_dtype("matmul", a, b);
+  BITGRAD_CHECK(a.ndim() >= 1 && b.ndim() >= 1, "matmul", "operands must have at least one dimension, got ", a.shape().str(),
+                " and ", b.shape().str());
+  // promote vectors: a [K] -> [1, K], b [K] -> [K, 1]; the added dimension is dropped at the end
+  // (plain views: the node below records a and b themselves)
+  Tensor a2 = a.ndim() == 1 ? Tensor::view_of(a, Shape{1, a.shape()[0]}, Shape{a.shape()[0] * a.strides()[0], a.strides()[0]}, a.offset()) : a;
+  Tensor b2 = b.ndim() == 1 ? Tensor::view_of(b, Shape{b.shape()[0], 1}, Shape{b.strides()[0], 1}, b.offset()) : b;
+  const Shape& as = a2.shape();
+  const Shape& bs = b2.shape();
+  const std::int64_t M = as[as.ndim() - 2], K = as[as.ndim() - 1], K2 = bs[bs.ndim() - 2], N = bs[bs.ndim() - 1];
+  BITGRAD_CHECK(K == K2, "matmul", "inner dimensions differ: a is ", a.shape().str(), ", b is ", b.shape().str());
+  Shape abatch, bbatch;
+  for (int d = 0; d < as.ndim() - 2; ++d) abatch.push_back(as[d]);
+  for (int d = 0; d < bs.ndim() - 2; ++d) bbatch.push_back(bs[d]);
+  Shape batch;
+  std::int64_t Ba = abatch.numel(), Bb = bbatch.numel(), B;
+  if (abatch.ndim() == 0 || bbatch.ndim() == 0 || abatch == bbatch) {
+    batch = abatch.ndim() ? abatch : bbatch;
+    B = batch.numel();
+    if (abatch.ndim() == 0) Ba = 1;
+    if (bbatch.ndim() == 0) Bb = 1;
+  } else {
+    detail::fail("matmul", "batch dimensions must be equal or absent on one side: a is ", a.shape().str(), ", b is ",
+                 b.shape().str());
+  }
+  Tensor ac = kern::contiguous(a2), bc = kern::contiguous(b2);
+  Shape out3{B, M, N};
+  Tensor c = Tensor::empty(out3, a.dtype());
+  BITGRAD_DISPATCH_FLOAT(a.dtype(), "matmul", T, [&] {
+    const T *pa = ac.data<T>(), *pb = bc.data<T>();
+    T* pc = kern::out_ptr<T>(c);
+    if (Bb == 1) {
+      // b shared (or no batch): one GEMM over all B*M rows of a
+      gemm_raw<T>(B * M, N, K, pa, false, pb, false, pc, KOrder::chain);
+    } else {
+      for (std::int64_t i = 0; i < B; ++i)
+        gemm_raw<T>(M, N, K, pa + (Ba == 1 ? 0 : i) * M * K, false, pb + i * K * N, false, pc + i * M * N, KOrder::chain);
+    }
+  });
+  // the result's shape: batch.., M (unless a was a vector), N (unless b was a vector)
+  Shape out = batch;
+  if (a.ndim() > 1) out.push_back(M);
+  if (b.ndim() > 1) out.push_back(N);
+  Tensor y = Tensor::view_of(c, out, contiguous_strides(out), 0);
+  if (Node* n = ops::record("matmul", matmul_bw, {&a, &b}, y)) {
+    n->save(0, ac);
+    n->save(1, bc);
+    n->iv[0] = B;
+    n->iv[1] = Ba;
+    n->iv[2] = Bb;
+    n->iv[3] = M;
+    n->iv[4] = K;
+    n->iv[5] = N;
+  }
+  return y;
+}
+
+}  // namespace bitgrad

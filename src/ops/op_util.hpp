@@ -1,0 +1,37 @@
+// Shared machinery of the ops (internal): recording nodes, dtype checks, the axis-reduction
+// rules used by sum and by the backward of broadcasting.
+#pragma once
+
+#include <initializer_list>
+#include <vector>
+
+#include "autograd/node.hpp"
+#include "bitgrad/autograd.hpp"
+#include "bitgrad/ops.hpp"
+#include "kernels/tensor_ops.hpp"
+
+namespace bitgrad::ops {
+
+using autograd::Node;
+
+// Records a node for `out` when grad is enabled and some input requires grad; returns it
+// (owned by out) or nullptr. Inputs are referenced in argument order.
+Node* record(const char* op, autograd::BackwardFn fn, std::initializer_list<const Tensor*> inputs, Tensor& out);
+Node* record(const char* op, autograd::BackwardFn fn, const std::vector<Tensor>& inputs, Tensor& out);
+
+void check_float(const char* op, const Tensor& t);
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
+
+// Sum over `axes` by the axis rules (numerics.md): reduced axes other than 0 by the row rule
+// (moved last, flattened), then axis 0 by the batch rule; a 1-d tensor by the row rule.
+// Returns the kept shape (no keepdim).
+Tensor reduce_sum(const Tensor& x, std::vector<int> axes);
+// Gradient of a broadcast: g (shape of the broadcast result) summed down to `shape`.
+Tensor sum_to(const Tensor& g, const Shape& shape);
+// shape with ones at the reduced axes (keepdim form)
+Shape keepdim_shape(const Shape& s, const std::vector<int>& axes);
+std::vector<int> normalize_axes(const Shape& s, std::vector<int> axes, const char* op);
+
+Tensor scalar_like(const Tensor& ref, double v);
+
+}  // namespace bitgrad::ops

@@ -1,0 +1,145 @@
+// Reductions, forward and backward side by side.
+//   sum/mean: x [..] -> y [kept dims] (keepdim: ones at reduced axes); order: the axis rules
+//   max(axis): x [.., L, ..] -> y [.., ..], gradient to the first maximum
+#include <algorithm>
+
+#include "kernels/index.hpp"
+#include "ops/op_util.hpp"
+
+namespace bitgrad {
+namespace {
+using autograd::Node;
+
+std::vector<int> all_axes(const Tensor& x) {
+  std::vector<int> a;
+  for (int d = 0; d < x.ndim(); ++d) a.push_back(d);
+  return a;
+}
+
+// g (kept shape) broadcast back over the reduced axes of the input
+Tensor spread(const Tensor& g, const Shape& in_shape, const Shape& keep_shape) {
+  Tensor gk = reshape(g, keep_shape);
+  return expand(gk, in_shape).contiguous_copy();
+}
+
+// iv[0..n) = reduced axes, iv[7] = count; sv[0] = keepdim shape
+void sum_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = spread(g, n.in_shape[0], n.sv[0]); }
+void mean_bw(Node& n, const Tensor& g, Tensor* gi) {
+  gi[0] = spread(div(g, static_cast<double>(n.iv[7])), n.in_shape[0], n.sv[0]);
+}
+
+Tensor reduce_op(const Tensor& x, std::vector<int> axes, bool keepdim, bool is_mean) {
+  const char* name = is_mean ? "mean" : "sum";
+  ops::check_float(name, x);
+  axes = ops::normalize_axes(x.shape(), axes, name);
+  Tensor y = ops::reduce_sum(x, axes);
+  std::int64_t count = 1;
+  for (int a : axes) count *= x.shape()[a];
+  if (is_mean) {
+    BITGRAD_CHECK(count > 0, "mean", "mean over an empty set of elements (shape ", x.shape().str(), ")");
+    NoGradGuard ng;
+    y = div(y, static_cast<double>(count));
+  }
+  const Shape keep = ops::keepdim_shape(x.shape(), axes);
+  if (keepdim) y = Tensor::view_of(y, keep, contiguous_strides(keep), y.offset());
+  if (Node* n = ops::record(name, is_mean ? mean_bw : sum_bw, {&x}, y)) {
+    n->iv[7] = count;
+    n->sv[0] = keep;
+  }
+  return y;
+}
+
+// iv[0] = axis, iv[1] = outer, iv[2] = L, iv[3] = inner; saved 0 = argmax indices
+void max_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const std::int64_t outer = n.iv[1], L = n.iv[2], inner = n.iv[3];
+  const Tensor& idx = n.saved_tensor(0);
+  Tensor gc = kern::contiguous(g);
+  Tensor out = Tensor::zeros(n.in_shape[0], g.dtype());
+  BITGRAD_DISPATCH_FLOAT(g.dtype(), "max", T, [&] {
+    const T* pg = gc.data<T>();
+    const std::int64_t* pi = idx.data<std::int64_t>();
+    T* po = kern::out_ptr<T>(out);
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t i = 0; i < inner; ++i) po[(o * L + pi[o * inner + i]) * inner + i] = pg[o * inner + i];
+  });
+  gi[0] = out;
+}
+
+// argmax along `axis` of x viewed [outer, L, inner]
+Tensor argmax_raw(const Tensor& x, int axis, std::int64_t& outer, std::int64_t& L, std::int64_t& inner) {
+  const Shape& s = x.shape();
+  outer = 1;
+  inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= s[d];
+  for (int d = axis + 1; d < s.ndim(); ++d) inner *= s[d];
+  L = s[axis];
+  BITGRAD_CHECK(L > 0, "max", "reduction over an empty axis ", axis, " of shape ", s.str());
+  Tensor xc = kern::contiguous(x);
+  Tensor idx = Tensor::empty(s.without(axis), DType::i64);
+  switch (x.dtype()) {
+    case DType::f32: kern::argmax_axis(xc.data<float>(), outer, L, inner, kern::out_ptr<std::int64_t>(idx)); break;
+    case DType::f64: kern::argmax_axis(xc.data<double>(), outer, L, inner, kern::out_ptr<std::int64_t>(idx)); break;
+    case DType::i64: kern::argmax_axis(xc.data<std::int64_t>(), outer, L, inner, kern::out_ptr<std::int64_t>(idx)); break;
+    default: detail::fail("argmax", "unsupported dtype ", dtype_name(x.dtype()));
+  }
+  return idx;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x) { return reduce_op(x, all_axes(x), false, false); }
+Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim) { return reduce_op(x, axes, keepdim, false); }
+Tensor mean(const Tensor& x) { return reduce_op(x, all_axes(x), false, true); }
+Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim) { return reduce_op(x, axes, keepdim, true); }
+
+Tensor argmax(const Tensor& x, int axis, bool keepdim) {
+  BITGRAD_CHECK(x.defined(), "argmax", "the input is undefined");
+  axis = x.shape().normalize_axis(axis, "argmax");
+  std::int64_t outer, L, inner;
+  Tensor idx = argmax_raw(x, axis, outer, L, inner);
+  if (keepdim) {
+    Shape k = x.shape();
+    k[axis] = 1;
+    idx = Tensor::view_of(idx, k, contiguous_strides(k), 0);
+  }
+  return idx;
+}
+
+Tensor max(const Tensor& x, int axis, bool keepdim) {
+  ops::check_float("max", x);
+  axis = x.shape().normalize_axis(axis, "max");
+  std::int64_t outer, L, inner;
+  Tensor idx = argmax_raw(x, axis, outer, L, inner);
+  Tensor xc = kern::contiguous(x);
+  Shape out_shape = x.shape().without(axis);
+  Tensor y = Tensor::empty(out_shape, x.dtype());
+  BITGRAD_DISPATCH_FLOAT(x.dtype(), "max", T, [&] {
+    const T* px = xc.data<T>();
+    const std::int64_t* pi = idx.data<std::int64_t>();
+    T* py = kern::out_ptr<T>(y);
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t i = 0; i < inner; ++i) py[o * inner + i] = px[(o * L + pi[o * inner + i]) * inner + i];
+  });
+  if (keepdim) {
+    Shape k = x.shape();
+    k[axis] = 1;
+    y = Tensor::view_of(y, k, contiguous_strides(k), 0);
+  }
+  if (Node* n = ops::record("max", max_bw, {&x}, y)) {
+    n->save(0, idx);
+    n->iv[0] = axis;
+    n->iv[1] = outer;
+    n->iv[2] = L;
+    n->iv[3] = inner;
+  }
+  return y;
+}
+
+Tensor max(const Tensor& x) {
+  ops::check_float("max", x);
+  BITGRAD_CHECK(x.numel() > 0, "max", "the maximum of an empty tensor (shape ", x.shape().str(), ") is undefined");
+  Tensor flat = reshape(x, Shape{x.numel()});
+  return max(flat, 0, false);
+}
+
+}  // namespace bitgrad

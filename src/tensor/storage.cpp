@@ -1,0 +1,110 @@
+// Size-class pool for tensor buffers. Classes: multiples of 64 bytes up to 4 KiB, then four
+// classes per power of two. Freed buffers are parked per class and reused; the pool never
+// holds more than kMaxCachedBytes. Which buffer is reused can never reach a result: every
+// op writes its whole output before it is read.
+#include "bitgrad/storage.hpp"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "bitgrad/error.hpp"
+
+namespace bitgrad {
+namespace {
+
+constexpr std::size_t kAlign = 64;
+constexpr std::size_t kMaxCachedBytes = std::size_t(4) << 30;
+
+std::size_t size_class(std::size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  if (bytes <= 4096) return (bytes + kAlign - 1) / kAlign * kAlign;
+  std::size_t p = 4096;
+  while (p * 2 < bytes) p *= 2;  // p < bytes <= 2p
+  std::size_t step = p / 4;
+  return (bytes + step - 1) / step * step;
+}
+
+struct Pool {
+  std::mutex mu;
+  std::map<std::size_t, std::vector<void*>> free;  // ordered by class; never iterated for results
+  std::size_t cached = 0;
+  std::size_t in_use = 0;
+  std::size_t peak = 0;
+};
+
+Pool& pool() {
+  static Pool* p = new Pool();  // never destroyed: storages may die during static teardown
+  return *p;
+}
+
+}  // namespace
+
+std::shared_ptr<Storage> Storage::allocate(std::size_t bytes) {
+  const std::size_t cap = size_class(bytes);
+  void* ptr = nullptr;
+  Pool& p = pool();
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    auto it = p.free.find(cap);
+    if (it != p.free.end() && !it->second.empty()) {
+      ptr = it->second.back();
+      it->second.pop_back();
+      p.cached -= cap;
+    }
+    p.in_use += cap;
+    if (p.in_use > p.peak) p.peak = p.in_use;
+  }
+  if (!ptr) {
+    ptr = std::aligned_alloc(kAlign, cap);
+    if (!ptr) {
+      std::lock_guard<std::mutex> lock(p.mu);
+      p.in_use -= cap;
+      throw Error("storage: out of memory allocating " + std::to_string(bytes) + " bytes");
+    }
+  }
+  return std::shared_ptr<Storage>(new Storage(ptr, bytes, cap));
+}
+
+Storage::~Storage() {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.in_use -= capacity_;
+  if (p.cached + capacity_ <= kMaxCachedBytes) {
+    p.free[capacity_].push_back(data_);
+    p.cached += capacity_;
+  } else {
+    std::free(data_);
+  }
+}
+
+namespace memory {
+std::size_t bytes_in_use() {
+  std::lock_guard<std::mutex> lock(pool().mu);
+  return pool().in_use;
+}
+std::size_t peak_bytes_in_use() {
+  std::lock_guard<std::mutex> lock(pool().mu);
+  return pool().peak;
+}
+void reset_peak() {
+  std::lock_guard<std::mutex> lock(pool().mu);
+  pool().peak = pool().in_use;
+}
+std::size_t bytes_cached() {
+  std::lock_guard<std::mutex> lock(pool().mu);
+  return pool().cached;
+}
+void release_cached() {
+  std::lock_guard<std::mutex> lock(pool().mu);
+  for (auto& [cap, v] : pool().free) {
+    for (void* ptr : v) std::free(ptr);
+    v.clear();
+  }
+  pool().cached = 0;
+}
+}  // namespace memory
+
+}  // namespace bitgrad

@@ -1,0 +1,188 @@
+#include "bitgrad/tensor.hpp"
+
+#include <cstring>
+
+#include "tensor/strided.hpp"
+
+namespace bitgrad {
+
+namespace {
+std::shared_ptr<TensorImpl> make_impl(const Shape& shape, DType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return impl;
+}
+
+template <class F>
+void dispatch_any(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: f(float{}); break;
+    case DType::f64: f(double{}); break;
+    case DType::i64: f(std::int64_t{}); break;
+    case DType::u8: f(std::uint8_t{}); break;
+  }
+}
+}  // namespace
+
+TensorImpl& Tensor::impl() const {
+  if (!impl_) throw Error("tensor: use of an undefined tensor");
+  return *impl_;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) { return Tensor(make_impl(shape, dtype)); }
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  std::memset(t.impl().storage->data(), 0, static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
+  return t;
+}
+
+Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  t.fill_(value);
+  return t;
+}
+
+Tensor Tensor::scalar(double value, DType dtype) { return full(Shape{}, value, dtype); }
+
+Tensor Tensor::arange(std::int64_t n, DType dtype) {
+  BITGRAD_CHECK(n >= 0, "arange", "length must be >= 0, got ", n);
+  Tensor t = empty(Shape{n}, dtype);
+  dispatch_any(dtype, [&](auto z) {
+    using T = decltype(z);
+    T* p = static_cast<T*>(t.impl().storage->data());
+    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(i);
+  });
+  return t;
+}
+
+template <class T>
+Tensor Tensor::from(std::span<const T> values, const Shape& shape) {
+  BITGRAD_CHECK(static_cast<std::int64_t>(values.size()) == shape.numel(), "tensor", "got ", values.size(),
+                " values for shape ", shape.str(), " (", shape.numel(), " elements)");
+  Tensor t = empty(shape, dtype_of<T>());
+  if (!values.empty()) std::memcpy(t.impl().storage->data(), values.data(), values.size() * sizeof(T));
+  return t;
+}
+template Tensor Tensor::from<float>(std::span<const float>, const Shape&);
+template Tensor Tensor::from<double>(std::span<const double>, const Shape&);
+template Tensor Tensor::from<std::int64_t>(std::span<const std::int64_t>, const Shape&);
+template Tensor Tensor::from<std::uint8_t>(std::span<const std::uint8_t>, const Shape&);
+
+Tensor Tensor::view_of(const Tensor& base, const Shape& shape, const Shape& strides, std::int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.impl().storage;
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
+bool Tensor::is_contiguous() const {
+  const TensorImpl& t = impl();
+  std::int64_t acc = 1;
+  for (int i = t.shape.ndim() - 1; i >= 0; --i) {
+    if (t.shape[i] != 1 && t.strides[i] != acc) return false;
+    acc *= t.shape[i];
+  }
+  return true;
+}
+
+template <class T>
+const T* Tensor::data() const {
+  const TensorImpl& t = impl();
+  BITGRAD_CHECK(t.dtype == dtype_of<T>(), "tensor", "data access as ", dtype_name(dtype_of<T>()), " but the tensor is ",
+                dtype_name(t.dtype));
+  return static_cast<const T*>(t.storage->data()) + t.offset;
+}
+template <class T>
+T* Tensor::mutable_data() {
+  TensorImpl& t = impl();
+  BITGRAD_CHECK(t.dtype == dtype_of<T>(), "tensor", "data access as ", dtype_name(dtype_of<T>()), " but the tensor is ",
+                dtype_name(t.dtype));
+  t.storage->bump_version();
+  return static_cast<T*>(t.storage->data()) + t.offset;
+}
+template const float* Tensor::data<float>() const;
+template const double* Tensor::data<double>() const;
+template const std::int64_t* Tensor::data<std::int64_t>() const;
+template const std::uint8_t* Tensor::data<std::uint8_t>() const;
+template float* Tensor::mutable_data<float>();
+template double* Tensor::mutable_data<double>();
+template std::int64_t* Tensor::mutable_data<std::int64_t>();
+template std::uint8_t* Tensor::mutable_data<std::uint8_t>();
+
+Tensor Tensor::contiguous_copy() const { return cast(dtype()); }
+
+Tensor Tensor::cast(DType to) const {
+  const TensorImpl& s = impl();
+  Tensor out = empty(s.shape, to);
+  Shape dst_strides = contiguous_strides(s.shape);
+  dispatch_any(s.dtype, [&](auto zs) {
+    using S = decltype(zs);
+    const S* src = static_cast<const S*>(s.storage->data()) + s.offset;
+    dispatch_any(to, [&](auto zd) {
+      using Dt = decltype(zd);
+      Dt* dst = static_cast<Dt*>(out.impl().storage->data());
+      detail::for_each_strided2(s.shape, s.strides, dst_strides,
+                                [&](std::int64_t a, std::int64_t b) { dst[b] = static_cast<Dt>(src[a]); });
+    });
+  });
+  return out;
+}
+
+double Tensor::item() const {
+  BITGRAD_CHECK(numel() == 1, "item", "needs a tensor with one element, got shape ", shape().str());
+  double v = 0;
+  const TensorImpl& s = impl();
+  dispatch_any(s.dtype, [&](auto z) {
+    using T = decltype(z);
+    v = static_cast<double>(static_cast<const T*>(s.storage->data())[s.offset]);
+  });
+  return v;
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = cast(dtype_of<T>());
+  const T* p = static_cast<const T*>(c.impl().storage->data());
+  return std::vector<T>(p, p + c.numel());
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<std::int64_t> Tensor::to_vector<std::int64_t>() const;
+template std::vector<std::uint8_t> Tensor::to_vector<std::uint8_t>() const;
+
+void Tensor::copy_from(const Tensor& src) {
+  TensorImpl& d = impl();
+  const TensorImpl& s = src.impl();
+  BITGRAD_CHECK(d.shape == s.shape, "copy_from", "shapes differ: destination ", d.shape.str(), ", source ", s.shape.str());
+  BITGRAD_CHECK(d.dtype == s.dtype, "copy_from", "dtypes differ: destination ", dtype_name(d.dtype), ", source ",
+                dtype_name(s.dtype));
+  d.storage->bump_version();
+  const std::size_t es = dtype_size(d.dtype);
+  const char* sp = static_cast<const char*>(s.storage->data()) + s.offset * static_cast<std::int64_t>(es);
+  char* dp = static_cast<char*>(d.storage->data()) + d.offset * static_cast<std::int64_t>(es);
+  detail::for_each_strided2(d.shape, s.strides, d.strides, [&](std::int64_t a, std::int64_t b) {
+    std::memcpy(dp + b * static_cast<std::int64_t>(es), sp + a * static_cast<std::int64_t>(es), es);
+  });
+}
+
+void Tensor::fill_(double value) {
+  TensorImpl& d = impl();
+  d.storage->bump_version();
+  dispatch_any(d.dtype, [&](auto z) {
+    using T = decltype(z);
+    T* p = static_cast<T*>(d.storage->data()) + d.offset;
+    const T v = static_cast<T>(value);
+    detail::for_each_strided2(d.shape, d.strides, d.strides, [&](std::int64_t a, std::int64_t) { p[a] = v; });
+  });
+}
+
+}  // namespace bitgrad

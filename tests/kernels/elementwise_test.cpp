@@ -1,0 +1,103 @@
+// Elementwise kernels: fast paths equal the reference bit for bit (odd sizes, specials,
+// threads 1..8).
+#include <cmath>
+#include <sstream>
+
+#include "support/kernel_check.hpp"
+
+namespace bitgrad::test {
+namespace {
+
+using kern::ActGrad;
+using kern::Bcast;
+using kern::Binary;
+using kern::Unary;
+
+const std::int64_t kSizes[] = {0, 1, 7, 33, 127, 129, 1000, 70001};
+
+const char* uname(Unary u) {
+  static const char* n[] = {"neg", "abs", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid",
+                            "erf", "sin", "cos", "relu", "gelu", "square", "reciprocal"};
+  return n[static_cast<int>(u)];
+}
+
+template <class T>
+void unary_cases() {
+  for (int u = 0; u <= static_cast<int>(Unary::reciprocal); ++u) {
+    const Unary op = static_cast<Unary>(u);
+    for (std::int64_t n : kSizes) {
+      // a wide range so that every branch of the elementary functions is taken
+      auto x = random_vec<T>(static_cast<std::size_t>(n), 100 + static_cast<std::uint64_t>(u), -30, 30, true);
+      if (n > 10) {
+        x[3] = T(1e6);
+        x[4] = T(-3e7);
+        x[5] = std::numeric_limits<T>::infinity();
+        x[6] = std::numeric_limits<T>::quiet_NaN();
+        x[7] = T(1e30);
+      }
+      std::ostringstream name;
+      name << "unary(" << uname(op) << "," << tname(T{}) << ",n=" << n << ")";
+      expect_fast_equals_reference<T>(name.str(), [&](const kern::Table<T>& tb) {
+        std::vector<T> y(static_cast<std::size_t>(n));
+        tb.unary(op, x.data(), y.data(), n);
+        return y;
+      });
+    }
+  }
+}
+
+TEST(Elementwise, UnaryF32) { unary_cases<float>(); }
+TEST(Elementwise, UnaryF64) { unary_cases<double>(); }
+
+template <class T>
+void binary_cases() {
+  const char* bn[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum"};
+  const char* bcn[] = {"same", "row", "col", "rrow", "rcol"};
+  const std::pair<std::int64_t, std::int64_t> shapes[] = {{0, 3}, {1, 1}, {3, 7}, {33, 17}, {5, 129}, {129, 600}};
+  for (int o = 0; o <= static_cast<int>(Binary::minimum); ++o) {
+    for (int b = 0; b <= static_cast<int>(Bcast::rcol); ++b) {
+      for (auto [outer, inner] : shapes) {
+        const Binary op = static_cast<Binary>(o);
+        const Bcast bc = static_cast<Bcast>(b);
+        const std::size_t n = static_cast<std::size_t>(outer * inner);
+        const std::size_t nb = bc == Bcast::same ? n : static_cast<std::size_t>(bc == Bcast::row || bc == Bcast::rrow ? inner : outer);
+        auto a = random_vec<T>(n, 200 + static_cast<std::uint64_t>(o), -4, 4, true);
+        auto bb = random_vec<T>(nb, 300 + static_cast<std::uint64_t>(b), -4, 4, true);
+        std::ostringstream name;
+        name << "binary(" << bn[o] << "," << bcn[b] << "," << tname(T{}) << ",outer=" << outer << ",inner=" << inner << ")";
+        expect_fast_equals_reference<T>(name.str(), [&](const kern::Table<T>& tb) {
+          std::vector<T> y(n);
+          tb.binary(op, bc, a.data(), bb.data(), y.data(), outer, inner);
+          return y;
+        });
+      }
+    }
+  }
+}
+
+TEST(Elementwise, BinaryF32) { binary_cases<float>(); }
+TEST(Elementwise, BinaryF64) { binary_cases<double>(); }
+
+template <class T>
+void act_grad_cases() {
+  const char* an[] = {"relu", "gelu", "tanh", "sigmoid"};
+  for (int a = 0; a <= static_cast<int>(ActGrad::sigmoid); ++a) {
+    for (std::int64_t n : kSizes) {
+      auto v = random_vec<T>(static_cast<std::size_t>(n), 400 + static_cast<std::uint64_t>(a), -8, 8, true);
+      auto g = random_vec<T>(static_cast<std::size_t>(n), 500, -2, 2, true);
+      std::ostringstream name;
+      name << "act_grad(" << an[a] << "," << tname(T{}) << ",n=" << n << ")";
+      expect_fast_equals_reference<T>(name.str(), [&](const kern::Table<T>& tb) {
+        std::vector<T> y(static_cast<std::size_t>(n));
+        tb.act_grad(static_cast<ActGrad>(a), v.data(), g.data(), y.data(), n);
+        return y;
+      });
+    }
+  }
+}
+
+TEST(Elementwise, ActivationGradF32) { act_grad_cases<float>(); }
+TEST(Elementwise, ActivationGradF64) { act_grad_cases<double>(); }
+
+}  // namespace
+}  // namespace bitgrad::test

@@ -1,0 +1,89 @@
+// Shared helpers for the tests: deterministic data, bitwise comparison, and the loops over
+// code paths and thread counts that every determinism test runs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "bitgrad/rng.hpp"
+#include "bitgrad/runtime.hpp"
+
+namespace bitgrad::test {
+
+inline const std::vector<int>& thread_counts() {
+  static const std::vector<int> v = {1, 2, 3, 4, 7, 8};
+  return v;
+}
+
+// Every code path this CPU has, the scalar reference first.
+inline std::vector<Isa> isas() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx512})
+    if (cpu_supports(i)) v.push_back(i);
+  return v;
+}
+inline std::vector<Isa> fast_isas() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::avx2, Isa::avx512})
+    if (cpu_supports(i)) v.push_back(i);
+  return v;
+}
+
+// Restores the code path and thread count when a test ends.
+struct RuntimeGuard {
+  Isa isa = active_isa();
+  int threads = num_threads();
+  ~RuntimeGuard() {
+    set_isa(isa);
+    set_num_threads(threads);
+  }
+};
+
+// Values in [lo, hi) from a Philox stream; with `specials`, sprinkles zeros, -0, tiny and
+// huge magnitudes so that sign-of-zero and subnormal handling is exercised.
+template <class T>
+std::vector<T> random_vec(std::size_t n, std::uint64_t seed, double lo = -1.0, double hi = 1.0, bool specials = false) {
+  rng::Stream s(seed, "test");
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    double u = s.uniform_f64(i);
+    v[i] = static_cast<T>(lo + (hi - lo) * u);
+    if (specials) {
+      std::uint64_t k = s.u64(i + n) % 61;
+      if (k == 0) v[i] = T(0);
+      if (k == 1) v[i] = T(-0.0);
+      if (k == 2) v[i] = static_cast<T>(v[i] * T(1e-38));
+      if (k == 3) v[i] = static_cast<T>(v[i] * T(1e30));
+    }
+  }
+  return v;
+}
+
+// Index of the first element whose bits differ, or -1.
+template <class T>
+std::int64_t first_bit_difference(const T* a, const T* b, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::memcmp(a + i, b + i, sizeof(T)) != 0) return static_cast<std::int64_t>(i);
+  return -1;
+}
+
+template <class T>
+::testing::AssertionResult bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size())
+    return ::testing::AssertionFailure() << "sizes differ: " << a.size() << " vs " << b.size();
+  std::int64_t i = first_bit_difference(a.data(), b.data(), a.size());
+  if (i < 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "first difference at element " << i << ": " << std::hexfloat
+                                       << static_cast<double>(a[static_cast<std::size_t>(i)]) << " vs "
+                                       << static_cast<double>(b[static_cast<std::size_t>(i)]) << std::defaultfloat;
+}
+
+}  // namespace bitgrad::test
