@@ -6,7 +6,7 @@ SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test crosscheck sanitize bench accuracy clean
+.PHONY: deps configure build demo test crosscheck sanitize tsan bench accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -32,8 +32,15 @@ crosscheck: build
 sanitize: deps
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITGRAD_SANITIZE=address,undefined \
 	  -DBITGRAD_BUILD_BENCH=OFF -DBITGRAD_BUILD_TOOLS=OFF >/dev/null
-	@ninja -C build-asan -j $(JOBS) bitgrad_tests
+	@ninja -C build-asan -j $(JOBS)
 	@cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+# ThreadSanitizer on the threaded code: the pool, the kernels, the selftest
+tsan: deps
+	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITGRAD_SANITIZE=thread \
+	  -DBITGRAD_BUILD_BENCH=OFF -DBITGRAD_BUILD_TOOLS=OFF >/dev/null
+	@ninja -C build-tsan -j $(JOBS)
+	@build-tsan/bin/bitgrad_tests --gtest_filter='ThreadPool.*:Gemm.*:Reduce.*:GoldenFingerprint.*:BatchInvariance.*'
 
 bench: build
 	@bash bench/run.sh $(BUILD)
@@ -42,4 +49,4 @@ accuracy: build
 	@$(BUILD)/bin/mathfn_accuracy --n 10000000
 
 clean:
-	@rm -rf $(BUILD) build-asan build-clang-O0
+	@rm -rf $(BUILD) build-asan build-tsan build-clang-O0

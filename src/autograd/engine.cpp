@@ -17,7 +17,7 @@ void accumulate(Tensor& acc, const Tensor& g) { acc = acc.defined() ? kern::add_
 
 // A leaf's gradient owns its storage, so in-place updates of it cannot reach another tensor.
 Tensor owned(const Tensor& g) {
-  if (g.is_contiguous() && g.offset() == 0 && g.storage().use_count() == 1 &&
+  if (g.is_contiguous() && g.offset() == 0 && g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
       g.storage()->bytes() == static_cast<std::size_t>(g.numel()) * dtype_size(g.dtype()))
     return g;
   return g.contiguous_copy();
@@ -110,7 +110,7 @@ void run_backward(const Tensor& root, const Tensor& seed_in, bool retain_graph) 
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     Tensor lt(leaf_refs[i]);
     AutogradMeta& m = meta(lt);
-    Tensor add = m.bw_acc;
+    Tensor add = std::move(m.bw_acc);
     m.bw_acc = Tensor();
     m.grad = m.grad.defined() ? kern::add_same_shape(m.grad, add) : owned(add);
   }

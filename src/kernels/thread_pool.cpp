@@ -41,7 +41,9 @@ class Pool {
     n_ = n;
     chunks_ = chunks;
     errors_.assign(static_cast<std::size_t>(chunks), nullptr);
-    remaining_.store(chunks - 1);
+    // every worker acknowledges every job (idle ones too), so no worker can still be reading
+    // this job's fields when the next one is posted
+    remaining_.store(threads_ - 1);
     generation_.fetch_add(1, std::memory_order_release);
     generation_.notify_all();
     run_chunk(0);
@@ -86,10 +88,8 @@ class Pool {
       }
       seen = g;
       if (stop_.load()) return;
-      if (id < chunks_) {
-        run_chunk(id);
-        if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) remaining_.notify_all();
-      }
+      if (id < chunks_) run_chunk(id);
+      if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) remaining_.notify_all();
     }
   }
 

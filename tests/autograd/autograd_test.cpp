@@ -1,0 +1,140 @@
+// Autograd semantics: accumulation order, graph lifetime, misuse errors, no_grad, detach.
+#include <bit>
+
+#include "autograd/node.hpp"
+#include "support/op_harness.hpp"
+
+namespace bitgrad::test {
+namespace {
+
+Tensor vec(std::vector<double> v) { return Tensor::from<double>(v, Shape{static_cast<std::int64_t>(v.size())}); }
+
+TEST(Autograd, ContributionsAddInReverseCreationOrder) {
+  // x feeds three consumers created in order a, b, c: grad = (c' + b') + a'
+  Tensor x = Tensor::from<float>(std::vector<float>{1.0f}, Shape{1});
+  x.set_requires_grad(true);
+  const float ka = 1.0f, kb = 1e8f, kc = -1e8f;
+  Tensor a = mul(x, static_cast<double>(ka));
+  Tensor b = mul(x, static_cast<double>(kb));
+  Tensor c = mul(x, static_cast<double>(kc));
+  Tensor y = add(add(a, b), c);
+  y.backward(Tensor::ones({1}));
+  const float want = (kc + kb) + ka;  // (-1e8 + 1e8) + 1 = 1, while (1 + 1e8) - 1e8 = 0 in f32
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(want), std::bit_cast<std::uint32_t>(x.grad().to_vector<float>()[0]));
+  EXPECT_NE(want, (ka + kb) + kc) << "the test must be able to tell the orders apart";
+}
+
+TEST(Autograd, LeafGradientsAccumulateAcrossCalls) {
+  Tensor x = vec({1, 2, 3});
+  x.set_requires_grad(true);
+  sum(mul(x, x)).backward();
+  sum(mul(x, 3.0)).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{5, 7, 9}));
+  x.zero_grad();
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Autograd, BackwardTwiceNeedsRetainGraph) {
+  Tensor x = vec({1, 2});
+  x.set_requires_grad(true);
+  Tensor y = sum(exp(x));
+  y.backward(Tensor(), true);
+  y.backward();  // allowed: the first call retained the graph
+  try {
+    y.backward();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("already freed by an earlier backward"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Autograd, MisuseErrors) {
+  Tensor x = vec({1, 2});
+  EXPECT_THROW(sum(x).backward(), Error) << "no input requires grad";
+  x.set_requires_grad(true);
+  Tensor y = mul(x, 2.0);
+  try {
+    y.backward();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a scalar: pass a seed gradient"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(y.backward(Tensor::ones({3}, DType::f64)), Error) << "seed of the wrong shape";
+  EXPECT_THROW(y.set_requires_grad(false), Error) << "only leaves change requires_grad";
+  EXPECT_THROW(Tensor::zeros({2}, DType::i64).set_requires_grad(true), Error);
+  EXPECT_THROW(Tensor().backward(), Error);
+}
+
+TEST(Autograd, NoGradAndDetach) {
+  Tensor x = vec({1, 2});
+  x.set_requires_grad(true);
+  {
+    NoGradGuard ng;
+    Tensor y = mul(x, 2.0);
+    EXPECT_FALSE(y.requires_grad());
+  }
+  Tensor z = mul(x, 2.0);
+  EXPECT_TRUE(z.requires_grad());
+  EXPECT_STREQ(autograd::producer(z), "mul");
+  Tensor d = z.detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_TRUE(d.is_leaf());
+  EXPECT_EQ(d.storage().get(), z.storage().get());
+  Tensor w = add(mul(d, 3.0), x);
+  sum(w).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1, 1})) << "nothing flows through the detached path";
+}
+
+TEST(Autograd, InPlaceModificationOfASavedTensorIsAnError) {
+  Tensor x = vec({1, 2});
+  x.set_requires_grad(true);
+  Tensor w = vec({3, 4});
+  w.set_requires_grad(true);
+  Tensor y = sum(mul(x, w));
+  w.mutable_data<double>()[0] = 5;  // an optimizer step before backward, say
+  try {
+    y.backward();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("modified in place after it was saved"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Autograd, NonScalarSeedAndRequiresGradPropagation) {
+  Tensor x = vec({1, 2, 3});
+  x.set_requires_grad(true);
+  Tensor c = vec({1, 1, 1});
+  Tensor y = add(mul(x, x), c);
+  EXPECT_TRUE(y.requires_grad());
+  EXPECT_FALSE(mul(c, c).requires_grad());
+  y.backward(vec({1, 0, 2}));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 0, 12}));
+}
+
+TEST(Autograd, GraphsAreFreed) {
+  const std::size_t before = autograd::live_nodes();
+  {
+    Tensor x = vec({1, 2, 3});
+    x.set_requires_grad(true);
+    Tensor h = x;
+    for (int i = 0; i < 20000; ++i) h = add(h, 1.0);  // a long chain: freed without deep recursion
+    sum(h).backward();
+  }
+  {
+    Tensor x = vec({1});
+    x.set_requires_grad(true);
+    Tensor unused = exp(mul(x, 2.0));  // never backpropagated
+  }
+  EXPECT_EQ(autograd::live_nodes(), before);
+}
+
+TEST(Autograd, LeafGradientOwnsItsStorage) {
+  Tensor a = vec({1, 2}), b = vec({3, 4});
+  a.set_requires_grad(true);
+  b.set_requires_grad(true);
+  sum(add(a, b)).backward();
+  EXPECT_NE(a.grad().storage().get(), b.grad().storage().get());
+}
+
+}  // namespace
+}  // namespace bitgrad::test

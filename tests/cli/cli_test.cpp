@@ -1,0 +1,59 @@
+// The bitgrad command, run as a user would.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <regex>
+#include <string>
+
+#include "bitgrad/version.hpp"
+#include "support/test_util.hpp"
+
+namespace bitgrad::test {
+namespace {
+
+struct CmdResult {
+  int code;
+  std::string out;
+};
+
+CmdResult run_cmd(const std::string& args) {
+  const std::string cmd = std::string(BITGRAD_BINARY_DIR) + "/bin/bitgrad " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  CmdResult r{-1, ""};
+  if (!p) return r;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) r.out += buf;
+  int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+TEST(Cli, Version) {
+  CmdResult r = run_cmd("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find(std::string("bitgrad ") + kVersion + " (numerics " + std::to_string(kNumericsVersion)), std::string::npos) << r.out;
+}
+
+TEST(Cli, SelftestEndsWithTheFingerprint) {
+  CmdResult r = run_cmd("selftest --threads 3");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("numerics 1\n"), std::string::npos) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("fingerprint ([0-9a-f]{32})\n$"))) << "last line: " << r.out;
+  CmdResult r1 = run_cmd("selftest --threads 1 --isa scalar");
+  ASSERT_EQ(r1.code, 0) << r1.out;
+  EXPECT_NE(r1.out.find("fingerprint " + m[1].str()), std::string::npos) << "same fingerprint on 1 thread, scalar";
+}
+
+TEST(Cli, ErrorsAreOneLineAndExitTwo) {
+  for (const char* bad : {"selftest --threads 0", "selftest --isa sse9", "frobnicate", "selftest --threads"}) {
+    CmdResult r = run_cmd(bad);
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << bad << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("bitgrad: error: ", 0), 0u) << bad << ": " << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace bitgrad::test

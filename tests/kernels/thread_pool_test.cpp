@@ -1,0 +1,60 @@
+// The thread pool: every index once, contiguous chunks, exceptions, nesting.
+#include <atomic>
+#include <stdexcept>
+#include <vector>
+
+#include "bitgrad/error.hpp"
+#include "kernels/thread_pool.hpp"
+#include "support/test_util.hpp"
+
+namespace bitgrad::test {
+namespace {
+
+TEST(ThreadPool, CoversEveryIndexOnce) {
+  RuntimeGuard g;
+  for (int t : thread_counts()) {
+    set_num_threads(t);
+    for (std::int64_t n : {0, 1, 5, 8, 1001}) {
+      std::vector<int> hits(static_cast<std::size_t>(n), 0);
+      kern::parallel_for(n, 1, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)]++;
+      });
+      for (int h : hits) ASSERT_EQ(h, 1) << "threads=" << t << " n=" << n;
+    }
+  }
+}
+
+TEST(ThreadPool, GrainLimitsTheChunks) {
+  RuntimeGuard g;
+  set_num_threads(8);
+  std::atomic<int> chunks{0};
+  kern::parallel_for(100, 50, [&](std::int64_t, std::int64_t) { chunks++; });
+  EXPECT_EQ(chunks.load(), 2);
+}
+
+TEST(ThreadPool, ExceptionsPropagateAndThePoolSurvives) {
+  RuntimeGuard g;
+  set_num_threads(4);
+  EXPECT_THROW(kern::parallel_for(100, 1, [&](std::int64_t b, std::int64_t) {
+                 if (b > 0) throw std::runtime_error("chunk failed");
+               }),
+               std::runtime_error);
+  std::atomic<std::int64_t> s{0};
+  kern::parallel_for(100, 1, [&](std::int64_t b, std::int64_t e) { s += e - b; });
+  EXPECT_EQ(s.load(), 100);
+}
+
+TEST(ThreadPool, NestedCallsRunSerially) {
+  RuntimeGuard g;
+  set_num_threads(3);
+  std::atomic<std::int64_t> total{0};
+  kern::parallel_for(6, 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i)
+      kern::parallel_for(10, 1, [&](std::int64_t bb, std::int64_t ee) { total += ee - bb; });
+  });
+  EXPECT_EQ(total.load(), 60);
+  EXPECT_THROW(set_num_threads(0), Error);
+}
+
+}  // namespace
+}  // namespace bitgrad::test

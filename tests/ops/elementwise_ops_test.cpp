@@ -1,0 +1,74 @@
+// Elementwise ops: gradients against finite differences (f64) and bitwise determinism (f32).
+#include "support/op_harness.hpp"
+
+namespace bitgrad::test {
+namespace {
+
+using V = const std::vector<Tensor>&;
+
+TEST(ElementwiseOps, BinaryWithBroadcasting) {
+  std::vector<OpCase> cases = {
+      {"add(a=[3,4],b=[3,4])", {{3, 4}, {3, 4}}, [](V x) { return add(x[0], x[1]); }},
+      {"add(a=[3,4],b=[4])", {{3, 4}, {4}}, [](V x) { return add(x[0], x[1]); }},
+      {"add(a=[3,4],b=[3,1])", {{3, 4}, {3, 1}}, [](V x) { return add(x[0], x[1]); }},
+      {"add(a=[4],b=[2,3,4])", {{4}, {2, 3, 4}}, [](V x) { return add(x[0], x[1]); }},
+      {"add(a=[2,1,4],b=[3,1])", {{2, 1, 4}, {3, 1}}, [](V x) { return add(x[0], x[1]); }},
+      {"sub(a=[2,3,4],b=[3,1])", {{2, 3, 4}, {3, 1}}, [](V x) { return sub(x[0], x[1]); }},
+      {"sub(a=[],b=[5])", {{}, {5}}, [](V x) { return sub(x[0], x[1]); }},
+      {"mul(a=[3,4],b=[4])", {{3, 4}, {4}}, [](V x) { return mul(x[0], x[1]); }},
+      {"mul(a=[2,1,4],b=[3,1])", {{2, 1, 4}, {3, 1}}, [](V x) { return mul(x[0], x[1]); }},
+      {"mul(a=x,b=x)", {{5}}, [](V x) { return mul(x[0], x[0]); }},
+      {"div(a=[3,4],b=[3,1])", {{3, 4}, {3, 1}}, [](V x) { return div(x[0], add(x[1], 2.0)); }},
+      {"div(a=[4],b=[3,4])", {{4}, {3, 4}}, [](V x) { return div(x[0], add(x[1], 2.0)); }},
+      {"pow(a=[3,4],b=[4])", {{3, 4}, {4}}, [](V x) { return pow(x[0], x[1]); }, 0.5, 2.0},
+      {"maximum(a=[3,4],b=[4])", {{3, 4}, {4}}, [](V x) { return maximum(x[0], x[1]); }},
+      {"minimum(a=[3,1],b=[3,4])", {{3, 1}, {3, 4}}, [](V x) { return minimum(x[0], x[1]); }},
+      {"scalar ops(x=[7])", {{7}}, [](V x) { return rdiv(3.0, add(rsub(2.5, mul(add(sub(x[0], 1.5), 0.25), 2.0)), 4.0)); }},
+  };
+  run_all_modes(cases);
+}
+
+TEST(ElementwiseOps, Unary) {
+  std::vector<OpCase> cases = {
+      {"neg(x=[2,3])", {{2, 3}}, [](V x) { return neg(x[0]); }},
+      {"exp(x=[2,3])", {{2, 3}}, [](V x) { return exp(x[0]); }, -3, 3},
+      {"log(x=[2,3])", {{2, 3}}, [](V x) { return log(x[0]); }, 0.2, 5},
+      {"sqrt(x=[2,3])", {{2, 3}}, [](V x) { return sqrt(x[0]); }, 0.2, 5},
+      {"tanh(x=[2,3])", {{2, 3}}, [](V x) { return tanh(x[0]); }, -3, 3},
+      {"sigmoid(x=[2,3])", {{2, 3}}, [](V x) { return sigmoid(x[0]); }, -4, 4},
+      {"relu(x=[17])", {{17}}, [](V x) { return relu(x[0]); }},
+      {"gelu(x=[17])", {{17}}, [](V x) { return gelu(x[0]); }, -4, 4},
+      {"pow(x=[6],2.5)", {{6}}, [](V x) { return pow(x[0], 2.5); }, 0.2, 3},
+      {"pow(x=[6],3)", {{6}}, [](V x) { return pow(x[0], 3.0); }, -2, 2},
+      {"clamp(x=[20],-0.5,0.5)", {{20}}, [](V x) { return clamp(x[0], -0.5, 0.5); }},
+      {"where(c,a=[3,4],b=[4])", {{3, 4}, {4}}, [](V x) { return where(x[2], x[0], x[1]); }, -1, 1,
+       {Tensor::from<std::uint8_t>(std::vector<std::uint8_t>{1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1}, Shape{3, 4})}},
+  };
+  run_all_modes(cases);
+}
+
+TEST(ElementwiseOps, Errors) {
+  Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({4});
+  try {
+    add(a, b);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("add: shapes [2, 3] and [4] cannot be broadcast"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(mul(Tensor::zeros({2}), Tensor::zeros({2}, DType::f64)), Error);
+  EXPECT_THROW(exp(Tensor::zeros({2}, DType::i64)), Error);
+  EXPECT_THROW(clamp(a, 1.0, -1.0), Error);
+}
+
+TEST(ElementwiseOps, ValuesAndSpecialCases) {
+  Tensor x = Tensor::from<float>(std::vector<float>{-1.0f, 0.0f, 2.0f}, Shape{3});
+  auto r = relu(x).to_vector<float>();
+  EXPECT_EQ(r, (std::vector<float>{0.0f, 0.0f, 2.0f}));
+  auto m = maximum(Tensor::from<float>(std::vector<float>{-0.0f}, Shape{1}), Tensor::from<float>(std::vector<float>{0.0f}, Shape{1}));
+  EXPECT_FALSE(std::signbit(m.to_vector<float>()[0])) << "maximum(-0, +0) is +0";
+  auto n = maximum(Tensor::from<float>(std::vector<float>{NAN}, Shape{1}), Tensor::from<float>(std::vector<float>{1.0f}, Shape{1}));
+  EXPECT_TRUE(std::isnan(n.to_vector<float>()[0])) << "maximum propagates NaN";
+}
+
+}  // namespace
+}  // namespace bitgrad::test

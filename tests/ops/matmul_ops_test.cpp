@@ -1,0 +1,48 @@
+// matmul and linear: gradients (f64), determinism (f32), shapes and errors.
+#include "support/op_harness.hpp"
+
+namespace bitgrad::test {
+namespace {
+
+using V = const std::vector<Tensor>&;
+
+TEST(MatmulOps, Gradients) {
+  std::vector<OpCase> cases = {
+      {"matmul(a=[3,4],b=[4,5])", {{3, 4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul(a=[4],b=[4,5])", {{4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul(a=[3,4],b=[4])", {{3, 4}, {4}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul(a=[4],b=[4])", {{4}, {4}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul(a=[2,3,4],b=[4,5])", {{2, 3, 4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul(a=[3,4],b=[2,4,5])", {{3, 4}, {2, 4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul(a=[2,3,4],b=[2,4,5])", {{2, 3, 4}, {2, 4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul(a=[3,40],b=[40,2]) (k crosses a block)", {{3, 40}, {40, 2}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul(a=[35,3],b=[3,2]) (m crosses a block)", {{35, 3}, {3, 2}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"linear(x=[5,4],w=[3,4],b=[3])", {{5, 4}, {3, 4}, {3}}, [](V x) { return linear(x[0], x[1], x[2]); }},
+      {"linear(x=[2,3,4],w=[3,4])", {{2, 3, 4}, {3, 4}}, [](V x) { return linear(x[0], x[1]); }},
+      {"linear(x=[37,2],w=[3,2],b=[3])", {{37, 2}, {3, 2}, {3}}, [](V x) { return linear(x[0], x[1], x[2]); }},
+  };
+  run_all_modes(cases);
+}
+
+TEST(MatmulOps, LinearEqualsMatmulPlusBias) {
+  auto xv = random_vec<float>(40, 1), wv = random_vec<float>(24, 2), bv = random_vec<float>(3, 3);
+  Tensor x = Tensor::from<float>(xv, Shape{5, 8}), w = Tensor::from<float>(wv, Shape{3, 8}), b = Tensor::from<float>(bv, Shape{3});
+  Tensor a = linear(x, w, b);
+  Tensor c = add(matmul(x, transpose(w, 0, 1)), b);
+  EXPECT_TRUE(bitwise_equal(a.to_vector<float>(), c.to_vector<float>())) << "both are one fma chain over k, then + bias";
+}
+
+TEST(MatmulOps, Errors) {
+  try {
+    matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 5}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("matmul: inner dimensions differ: a is [2, 3], b is [4, 5]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(linear(Tensor::zeros({2, 3}), Tensor::zeros({4, 5})), Error);
+  EXPECT_THROW(linear(Tensor::zeros({2, 5}), Tensor::zeros({4, 5}), Tensor::zeros({3})), Error);
+  EXPECT_THROW(matmul(Tensor::zeros({2, 2, 3}), Tensor::zeros({3, 3, 4})), Error);
+}
+
+}  // namespace
+}  // namespace bitgrad::test

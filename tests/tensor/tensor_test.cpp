@@ -1,0 +1,75 @@
+// Tensor, Shape and Storage.
+#include "support/op_harness.hpp"
+
+namespace bitgrad::test {
+namespace {
+
+TEST(Shape, BasicsAndBroadcasting) {
+  Shape s{2, 3, 4};
+  EXPECT_EQ(s.ndim(), 3);
+  EXPECT_EQ(s.numel(), 24);
+  EXPECT_EQ(s.at(-1), 4);
+  EXPECT_EQ(s.str(), "[2, 3, 4]");
+  EXPECT_EQ(contiguous_strides(s), (Shape{12, 4, 1}));
+  EXPECT_EQ(broadcast_shapes(Shape{3, 1}, Shape{2, 1, 4}, "t"), (Shape{2, 3, 4}));
+  EXPECT_EQ(Shape{}.numel(), 1);
+  EXPECT_THROW(broadcast_shapes(Shape{3}, Shape{4}, "t"), Error);
+  EXPECT_THROW((Shape{1, 2, 3, 4, 5, 6, 7, 8, 9}), Error);
+  EXPECT_THROW((Shape{2, -1}), Error);
+  EXPECT_THROW(s.at(3), Error);
+}
+
+TEST(Tensor, FactoriesAndAccess) {
+  Tensor z = Tensor::zeros({2, 3});
+  EXPECT_EQ(z.numel(), 6);
+  EXPECT_EQ(z.dtype(), DType::f32);
+  EXPECT_TRUE(z.is_contiguous());
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(z.data<float>()) % 64, 0u) << "storage is 64-byte aligned";
+  EXPECT_EQ(Tensor::full({2}, 2.5, DType::f64).to_vector<double>(), (std::vector<double>{2.5, 2.5}));
+  EXPECT_EQ(Tensor::arange(4, DType::i64).to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(Tensor::scalar(3.0).item(), 3.0);
+  EXPECT_THROW(z.data<double>(), Error) << "dtype checked";
+  EXPECT_THROW(z.item(), Error);
+  EXPECT_THROW(Tensor::from<float>(std::vector<float>{1, 2}, Shape{3}), Error);
+  EXPECT_THROW(Tensor().shape(), Error);
+}
+
+TEST(Tensor, CastCopyFill) {
+  Tensor x = Tensor::from<double>(std::vector<double>{1.5, -2.25, 3}, Shape{3});
+  EXPECT_EQ(x.cast(DType::f32).to_vector<float>(), (std::vector<float>{1.5f, -2.25f, 3.0f}));
+  EXPECT_EQ(x.cast(DType::i64).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, -2, 3}));
+  Tensor y = Tensor::zeros({3}, DType::f64);
+  y.copy_from(x);
+  EXPECT_EQ(y.to_vector<double>(), x.to_vector<double>());
+  const auto v0 = y.storage()->version();
+  y.fill_(7);
+  EXPECT_GT(y.storage()->version(), v0) << "in-place writes bump the version";
+  EXPECT_THROW(y.copy_from(Tensor::zeros({4}, DType::f64)), Error);
+}
+
+TEST(Tensor, Printing) {
+  Tensor x = Tensor::from<float>(std::vector<float>{1.5f, -2.0f, 0.25f, 3.0f}, Shape{2, 2});
+  EXPECT_EQ(x.str(), "tensor([[1.5, -2], [0.25, 3]], f32, shape=[2, 2])");
+  x.set_requires_grad(true);
+  EXPECT_NE(x.str().find("requires_grad"), std::string::npos);
+  Tensor big = Tensor::arange(20, DType::i64);
+  EXPECT_EQ(big.str(), "tensor([0, 1, 2, ..., 17, 18, 19], i64, shape=[20])");
+  EXPECT_EQ(Tensor().str(), "tensor(undefined)");
+}
+
+TEST(Storage, PoolReusesBuffersAndTracksPeak) {
+  memory::reset_peak();
+  const std::size_t base = memory::bytes_in_use();
+  const void* p1;
+  {
+    Tensor a = Tensor::empty({1000});
+    p1 = a.data<float>();
+    EXPECT_GE(memory::bytes_in_use(), base + 4000);
+  }
+  Tensor b = Tensor::empty({1000});
+  EXPECT_EQ(b.data<float>(), p1) << "a freed buffer of the same class is reused";
+  EXPECT_GE(memory::peak_bytes_in_use(), base + 4000);
+}
+
+}  // namespace
+}  // namespace bitgrad::test
