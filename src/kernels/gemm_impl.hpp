@@ -77,6 +77,96 @@ inline void ukernel(std::int64_t kc, const T* __restrict a, const T* __restrict 
     for (int v = 0; v < NV; ++v) Tr::store(c + i * ldc + v * W, acc[i][v]);
 }
 
+// The same microkernel reading A in place (row-major, row stride lda): a[i*lda + k].
+// Used when A's rows are contiguous in k, which saves packing A.
+template <class T, int MR, int NV>
+inline void ukernel_rows(std::int64_t kc, const T* __restrict a, std::int64_t lda, const T* __restrict b, T* c,
+                         std::int64_t ldc, bool load_c, const T* bias) {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  constexpr int W = Tr::W;
+  constexpr int NR = NV * W;
+  V acc[MR][NV];
+  if (load_c) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = Tr::load(c + i * ldc + v * W);
+  } else {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = V(T(0));
+  }
+  for (std::int64_t k = 0; k < kc; ++k) {
+    V bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = Tr::load(b + v * W);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const V av = V(a[i * lda + k]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = fma(av, bv[v], acc[i][v]);
+    }
+    b += NR;
+  }
+  if (bias) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = acc[i][v] + Tr::load(bias + v * W);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) Tr::store(c + i * ldc + v * W, acc[i][v]);
+}
+
+// One canonical block of the batch tree: acc = chain over the block's k from +0, then the
+// pairwise stack of tiles (slots, levels, n) absorbs it in registers: while the top slot
+// has the same level, acc = top + acc (left + right).
+template <class T, int MR, int NV>
+inline void ukernel_tree(std::int64_t kb, const T* __restrict a, const T* __restrict b, T* slots, int* level, int& n) {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  constexpr int W = Tr::W;
+  constexpr int NR = NV * W;
+  V acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = V(T(0));
+  for (std::int64_t k = 0; k < kb; ++k) {
+    V bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = Tr::load(b + v * W);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const V av = V(a[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = fma(av, bv[v], acc[i][v]);
+    }
+    a += MR;
+    b += NR;
+  }
+  int lv = 0;
+  while (n > 0 && level[n - 1] == lv) {
+    const T* left = slots + (n - 1) * MR * NR;
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = Tr::load(left + i * NR + v * W) + acc[i][v];
+    --n;
+    ++lv;
+  }
+  T* dst = slots + n * MR * NR;
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) Tr::store(dst + i * NR + v * W, acc[i][v]);
+  level[n++] = lv;
+}
+
 inline constexpr std::int64_t kTreeChunk = 4096;  // k per batch_tree chunk: 128 blocks
 static_assert(kTreeChunk % kBatchBlock == 0 && ((kTreeChunk / kBatchBlock) & (kTreeChunk / kBatchBlock - 1)) == 0,
               "a tree chunk must hold a power-of-two number of blocks");
@@ -122,9 +212,18 @@ struct Gemm {
           for (std::int64_t j = cols; j < NR; ++j) dst[k * NR + j] = T(0);
         }
       } else {
+        std::int64_t k0 = 0;
+        if constexpr (std::is_same_v<T, float>) {
+          // B stored transposed (rows of W contiguous in k): SIMD block transposes
+          if (rsb == 1 && cols == NR) {
+            for (; k0 + kWF <= kc; k0 += kWF)
+              for (int v = 0; v < NR / kWF; ++v)
+                transpose_f32_block(B + (q0 + v * kWF) * csb + k0, csb, dst + k0 * NR + v * kWF, NR);
+          }
+        }
         for (std::int64_t j = 0; j < cols; ++j) {
           const T* src = B + (q0 + j) * csb;
-          for (std::int64_t k = 0; k < kc; ++k) dst[k * NR + j] = src[k * rsb];
+          for (std::int64_t k = k0; k < kc; ++k) dst[k * NR + j] = src[k * rsb];
         }
         for (std::int64_t j = cols; j < NR; ++j)
           for (std::int64_t k = 0; k < kc; ++k) dst[k * NR + j] = T(0);
@@ -153,9 +252,16 @@ struct Gemm {
         const std::int64_t kc = g.K - pc < KC ? g.K - pc : KC;
         const bool first = pc == 0, last = pc + kc == g.K;
         pack_b(kc, nc, g.B + pc * g.rsb + jc * g.csb, g.rsb, g.csb, Bp);
+        // row-major A is read in place by full panels; only its last partial panel is packed
+        const bool a_rows = g.csa == 1 && g.rsa >= 1;
         for (std::int64_t ic = i0; ic < i1; ic += MC) {
           const std::int64_t mc = i1 - ic < MC ? i1 - ic : MC;
-          pack_a(mc, kc, g.A + ic * g.rsa + pc * g.csa, g.rsa, g.csa, Ap);
+          if (!a_rows) {
+            pack_a(mc, kc, g.A + ic * g.rsa + pc * g.csa, g.rsa, g.csa, Ap);
+          } else if (mc % MR) {
+            const std::int64_t p_last = mc / MR * MR;
+            pack_a(mc - p_last, kc, g.A + (ic + p_last) * g.rsa + pc, g.rsa, 1, Ap + (p_last / MR) * kc * MR);
+          }
           for (std::int64_t q0 = 0; q0 < nc; q0 += NR) {
             const std::int64_t jj = jc + q0;
             const int nv = static_cast<int>(nc - q0 < NR ? nc - q0 : NR);
@@ -174,13 +280,17 @@ struct Gemm {
               const int mv = static_cast<int>(mc - p0 < MR ? mc - p0 : MR);
               const T* apanel = Ap + (p0 / MR) * kc * MR;
               T* cp = g.C + ii * g.ldc + jj;
+              const bool in_place = a_rows && mv == MR;
+              const T* arow = g.A + ii * g.rsa + pc;
               if (mv == MR && nv == NR) {
-                ukernel<T, MR, NV_>(kc, apanel, bpanel, cp, g.ldc, !first, bp);
+                if (in_place) ukernel_rows<T, MR, NV_>(kc, arow, g.rsa, bpanel, cp, g.ldc, !first, bp);
+                else ukernel<T, MR, NV_>(kc, apanel, bpanel, cp, g.ldc, !first, bp);
               } else {
                 if (!first)
                   for (int i = 0; i < MR; ++i)
                     for (int j = 0; j < NR; ++j) tile[i * NR + j] = (i < mv && j < nv) ? cp[i * g.ldc + j] : T(0);
-                ukernel<T, MR, NV_>(kc, apanel, bpanel, tile, NR, !first, bp);
+                if (in_place) ukernel_rows<T, MR, NV_>(kc, arow, g.rsa, bpanel, tile, NR, !first, bp);
+                else ukernel<T, MR, NV_>(kc, apanel, bpanel, tile, NR, !first, bp);
                 for (int i = 0; i < mv; ++i)
                   for (int j = 0; j < nv; ++j) cp[i * g.ldc + j] = tile[i * NR + j];
               }
@@ -258,9 +368,7 @@ struct Gemm {
               int tn = 0;
               for (std::int64_t b0 = 0; b0 < kc; b0 += kBatchBlock) {
                 const std::int64_t kb = kc - b0 < kBatchBlock ? kc - b0 : kBatchBlock;
-                ukernel<T, MR, NV_>(kb, apanel + b0 * MR, bpanel + b0 * NR, tslots + tn * MR * NR, NR, false, nullptr);
-                tlevel[tn++] = 0;
-                merge_push(tslots, tlevel, tn, static_cast<std::size_t>(MR * NR));
+                ukernel_tree<T, MR, NV_>(kb, apanel + b0 * MR, bpanel + b0 * NR, tslots, tlevel, tn);
               }
               merge_total(tslots, tn, static_cast<std::size_t>(MR * NR));
               const T* res = tslots + (tn - 1) * MR * NR;
@@ -285,7 +393,43 @@ struct Gemm {
     }
   }
 
+  // Fraction of a padded tile grid that holds real elements.
+  static double fill(std::int64_t m, std::int64_t n) {
+    return (static_cast<double>(m) / (((m + MR - 1) / MR) * MR)) * (static_cast<double>(n) / (((n + NR - 1) / NR) * NR));
+  }
+
   static void run(const GemmArgs<T>& g) {
+    if (g.M == 0 || g.N == 0) return;
+    // A narrow C wastes most of each NR-wide tile: compute C^T = B^T A^T instead (each
+    // element is the same fma chain, fma(a, b, c) == fma(b, a, c)) and transpose it back.
+    if (g.K > 0 && g.N < NR && fill(g.N, g.M) > 1.5 * fill(g.M, g.N)) {
+      thread_local std::vector<T> ct;
+      ct.resize(static_cast<std::size_t>(g.M * g.N));
+      GemmArgs<T> s;
+      s.M = g.N;
+      s.N = g.M;
+      s.K = g.K;
+      s.A = g.B;
+      s.rsa = g.csb;
+      s.csa = g.rsb;
+      s.B = g.A;
+      s.rsb = g.csa;
+      s.csb = g.rsa;
+      s.C = ct.data();
+      s.ldc = g.M;
+      s.order = g.order;
+      run_split(s);
+      for (std::int64_t i = 0; i < g.M; ++i)
+        for (std::int64_t j = 0; j < g.N; ++j) {
+          const T v = ct[static_cast<std::size_t>(j * g.M + i)];
+          g.C[i * g.ldc + j] = g.bias ? v + g.bias[j] : v;
+        }
+      return;
+    }
+    run_split(g);
+  }
+
+  static void run_split(const GemmArgs<T>& g) {
     if (g.M == 0 || g.N == 0) return;
     if (g.K == 0) {
       for (std::int64_t i = 0; i < g.M; ++i)

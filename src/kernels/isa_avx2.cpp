@@ -20,7 +20,7 @@ namespace bitgrad::kern::avx2 {
 const Table<float>& table_f32() {
   static const Table<float> t = [] {
     Table<float> tb = fast_table<float>(ref::table_f32());
-    tb.gemm = &Gemm<float, 6, 2, 256, 72, 2048>::run;
+    tb.gemm = &Gemm<float, 6, 2, 384, 72, 2048>::run;
     return tb;
   }();
   return t;
@@ -29,7 +29,7 @@ const Table<float>& table_f32() {
 const Table<double>& table_f64() {
   static const Table<double> t = [] {
     Table<double> tb = fast_table<double>(ref::table_f64());
-    tb.gemm = &Gemm<double, 6, 2, 256, 72, 2048>::run;
+    tb.gemm = &Gemm<double, 4, 3, 256, 72, 2048>::run;
     return tb;
   }();
   return t;

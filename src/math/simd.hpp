@@ -300,6 +300,25 @@ inline float lanef(F v, int i) {
   _mm256_store_ps(t, v.v);
   return t[i];
 }
+// dst[c*ldd + r] = src[r*lds + c] for an 8 x 8 block
+inline void transpose_f32_block(const float* src, std::int64_t lds, float* dst, std::int64_t ldd) {
+  __m256 r[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+  }
+}
 
 #elif BITGRAD_SIMD_LEVEL == 2
 
@@ -336,6 +355,34 @@ inline float lanef(F v, int i) {
   alignas(64) float t[16];
   _mm512_store_ps(t, v.v);
   return t[i];
+}
+// dst[c*ldd + r] = src[r*lds + c] for a 16 x 16 block
+inline void transpose_f32_block(const float* src, std::int64_t lds, float* dst, std::int64_t ldd) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    __m512d c = _mm512_castps_pd(t[4 * i + 2]), e = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, e));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, e));
+  }
+  for (int i = 0; i < 4; ++i) {
+    for (int h = 0; h < 2; ++h) {
+      const int j = i + 8 * h;
+      t[j] = _mm512_shuffle_f32x4(r[j], r[j + 4], 0x88);
+      t[j + 4] = _mm512_shuffle_f32x4(r[j], r[j + 4], 0xdd);
+    }
+  }
+  for (int i = 0; i < 8; ++i) {
+    _mm512_storeu_ps(dst + i * ldd, _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88));
+    _mm512_storeu_ps(dst + (i + 8) * ldd, _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd));
+  }
 }
 
 #endif
