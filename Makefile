@@ -18,9 +18,7 @@ build: configure
 	@ninja -C $(BUILD) -j $(JOBS)
 
 demo: build
-	@$(BUILD)/bin/bitgrad selftest --threads 1
-	@echo
-	@$(BUILD)/bin/bitgrad selftest --threads 2
+	@bash scripts/demo.sh $(BUILD)
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

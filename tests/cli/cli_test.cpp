@@ -6,6 +6,7 @@
 #include <regex>
 #include <string>
 
+#include "bitgrad/runtime.hpp"
 #include "bitgrad/version.hpp"
 #include "support/test_util.hpp"
 
@@ -53,6 +54,27 @@ TEST(Cli, ErrorsAreOneLineAndExitTwo) {
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << bad << ": " << r.out;
     EXPECT_EQ(r.out.rfind("bitgrad: error: ", 0), 0u) << bad << ": " << r.out;
   }
+}
+
+TEST(Cli, EnvironmentSettingsChangeNoResult) {
+  std::string first;
+  for (const char* env : {"BITGRAD_THREADS=1 BITGRAD_ISA=scalar", "BITGRAD_THREADS=3", "BITGRAD_THREADS=2 BITGRAD_ISA=avx2"}) {
+    if (std::string(env).find("avx2") != std::string::npos && !cpu_supports(Isa::avx2)) continue;
+    const std::string cmd = std::string("env ") + env + " " + BITGRAD_BINARY_DIR + "/bin/quickstart";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[256] = {};
+    ASSERT_NE(std::fgets(buf, sizeof buf, p), nullptr) << env;
+    pclose(p);
+    if (first.empty()) first = buf;
+    EXPECT_EQ(first, std::string(buf)) << env;
+  }
+  const std::string cmd = std::string("BITGRAD_ISA=sse9 ") + BITGRAD_BINARY_DIR + "/bin/bitgrad selftest 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[512] = {};
+  ASSERT_NE(std::fgets(buf, sizeof buf, p), nullptr);
+  EXPECT_EQ(WEXITSTATUS(pclose(p)), 2);
+  EXPECT_NE(std::string(buf).find("unknown code path 'sse9'"), std::string::npos) << buf;
 }
 
 }  // namespace
