@@ -60,6 +60,12 @@ Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim = false)
 Tensor max(const Tensor& x);  // NaN if any NaN; gradient to the first maximum
 Tensor max(const Tensor& x, int axis, bool keepdim = false);
 Tensor argmax(const Tensor& x, int axis, bool keepdim = false);  // i64, first maximum
+Tensor min(const Tensor& x);  // NaN if any NaN; gradient to the first minimum
+Tensor min(const Tensor& x, int axis, bool keepdim = false);
+Tensor argmin(const Tensor& x, int axis, bool keepdim = false);  // i64, first minimum
+// L2 norm: sqrt of the sum of squares, the squares summed by the axis rules with fma
+// (row rule per sample, then the batch rule); gradient g * x / norm (0 where norm is 0)
+Tensor norm(const Tensor& x);
 
 // ---- shape ----------------------------------------------------------------------------
 Tensor reshape(const Tensor& x, const Shape& shape);  // one dimension may be -1 via reshape_infer

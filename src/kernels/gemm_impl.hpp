@@ -33,137 +33,105 @@ struct AlignedBuf {
   }
 };
 
+// An MR x (NV vectors) tile of C held in registers.
+template <class T, int MR, int NV>
+struct Acc {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  static constexpr int W = Tr::W;
+  static constexpr int NR = NV * W;
+  V v[MR][NV];
+
+  inline void zero() {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) v[i][j] = V(T(0));
+  }
+  inline void load(const T* c, std::int64_t ldc) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) v[i][j] = Tr::load(c + i * ldc + j * W);
+  }
+  inline void store(T* c, std::int64_t ldc) const {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) Tr::store(c + i * ldc + j * W, v[i][j]);
+  }
+  // v = v + bias (one bias row for every row of the tile)
+  inline void add_bias(const T* bias) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) v[i][j] = v[i][j] + Tr::load(bias + j * W);
+  }
+  // v = left + v, for the pairwise tree
+  inline void add_left(const T* left, std::int64_t ld) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) v[i][j] = Tr::load(left + i * ld + j * W) + v[i][j];
+  }
+  // v[i] = fma(a(i, k), b[k], v[i]) for k = 0 .. kc-1: the canonical chain
+  template <class AAt>
+  inline void chain(std::int64_t kc, AAt a_at, const T* __restrict b) {
+    for (std::int64_t k = 0; k < kc; ++k) {
+      V bv[NV];
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) bv[j] = Tr::load(b + j * W);
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        const V av = V(a_at(i, k));
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; ++j) v[i][j] = fma(av, bv[j], v[i][j]);
+      }
+      b += NR;
+    }
+  }
+};
+
+// C tile (+)= packed A panel (k-major, MR per k) x packed B panel (k-major, NR per k).
 template <class T, int MR, int NV>
 inline void ukernel(std::int64_t kc, const T* __restrict a, const T* __restrict b, T* c, std::int64_t ldc, bool load_c,
                     const T* bias) {
-  using Tr = VT<T>;
-  using V = typename Tr::V;
-  constexpr int W = Tr::W;
-  constexpr int NR = NV * W;
-  V acc[MR][NV];
-  if (load_c) {
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] = Tr::load(c + i * ldc + v * W);
-  } else {
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] = V(T(0));
-  }
-  for (std::int64_t k = 0; k < kc; ++k) {
-    V bv[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = Tr::load(b + v * W);
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      const V av = V(a[i]);
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] = fma(av, bv[v], acc[i][v]);
-    }
-    a += MR;
-    b += NR;
-  }
-  if (bias) {
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] = acc[i][v] + Tr::load(bias + v * W);
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) Tr::store(c + i * ldc + v * W, acc[i][v]);
+  Acc<T, MR, NV> acc;
+  if (load_c) acc.load(c, ldc);
+  else acc.zero();
+  acc.chain(kc, [a](int i, std::int64_t k) { return a[k * MR + i]; }, b);
+  if (bias) acc.add_bias(bias);
+  acc.store(c, ldc);
 }
 
-// The same microkernel reading A in place (row-major, row stride lda): a[i*lda + k].
-// Used when A's rows are contiguous in k, which saves packing A.
+// The same reading row-major A in place (row stride lda): saves packing A.
 template <class T, int MR, int NV>
 inline void ukernel_rows(std::int64_t kc, const T* __restrict a, std::int64_t lda, const T* __restrict b, T* c,
                          std::int64_t ldc, bool load_c, const T* bias) {
-  using Tr = VT<T>;
-  using V = typename Tr::V;
-  constexpr int W = Tr::W;
-  constexpr int NR = NV * W;
-  V acc[MR][NV];
-  if (load_c) {
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] = Tr::load(c + i * ldc + v * W);
-  } else {
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] = V(T(0));
-  }
-  for (std::int64_t k = 0; k < kc; ++k) {
-    V bv[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = Tr::load(b + v * W);
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      const V av = V(a[i * lda + k]);
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] = fma(av, bv[v], acc[i][v]);
-    }
-    b += NR;
-  }
-  if (bias) {
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] = acc[i][v] + Tr::load(bias + v * W);
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) Tr::store(c + i * ldc + v * W, acc[i][v]);
+  Acc<T, MR, NV> acc;
+  if (load_c) acc.load(c, ldc);
+  else acc.zero();
+  acc.chain(kc, [a, lda](int i, std::int64_t k) { return a[i * lda + k]; }, b);
+  if (bias) acc.add_bias(bias);
+  acc.store(c, ldc);
 }
 
-// One canonical block of the batch tree: acc = chain over the block's k from +0, then the
+// One canonical block of the batch tree: a chain over the block's k from +0, then the
 // pairwise stack of tiles (slots, levels, n) absorbs it in registers: while the top slot
 // has the same level, acc = top + acc (left + right).
 template <class T, int MR, int NV>
 inline void ukernel_tree(std::int64_t kb, const T* __restrict a, const T* __restrict b, T* slots, int* level, int& n) {
-  using Tr = VT<T>;
-  using V = typename Tr::V;
-  constexpr int W = Tr::W;
-  constexpr int NR = NV * W;
-  V acc[MR][NV];
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[i][v] = V(T(0));
-  for (std::int64_t k = 0; k < kb; ++k) {
-    V bv[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = Tr::load(b + v * W);
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      const V av = V(a[i]);
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] = fma(av, bv[v], acc[i][v]);
-    }
-    a += MR;
-    b += NR;
-  }
+  using A = Acc<T, MR, NV>;
+  A acc;
+  acc.zero();
+  acc.chain(kb, [a](int i, std::int64_t k) { return a[k * MR + i]; }, b);
   int lv = 0;
   while (n > 0 && level[n - 1] == lv) {
-    const T* left = slots + (n - 1) * MR * NR;
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] = Tr::load(left + i * NR + v * W) + acc[i][v];
+    acc.add_left(slots + (n - 1) * MR * A::NR, A::NR);
     --n;
     ++lv;
   }
-  T* dst = slots + n * MR * NR;
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) Tr::store(dst + i * NR + v * W, acc[i][v]);
+  acc.store(slots + n * MR * A::NR, A::NR);
   level[n++] = lv;
 }
 

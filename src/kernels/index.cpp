@@ -7,7 +7,7 @@
 
 namespace bitgrad::kern {
 
-template <class T>
+template <class T, bool Max>
 void argmax_axis(const T* x, std::int64_t outer, std::int64_t L, std::int64_t inner, std::int64_t* idx) {
   parallel_for(outer * inner, 1 << 12, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t p = b; p < e; ++p) {
@@ -17,7 +17,7 @@ void argmax_axis(const T* x, std::int64_t outer, std::int64_t L, std::int64_t in
       T bv = base[0];
       for (std::int64_t l = 1; l < L && bv == bv; ++l) {
         const T v = base[l * inner];
-        if (v != v || v > bv) {
+        if (v != v || (Max ? v > bv : v < bv)) {
           bv = v;
           best = l;
         }
@@ -86,7 +86,8 @@ void gather_axis_backward(const T* g, std::int64_t outer, std::int64_t S, std::i
 }
 
 #define BITGRAD_INSTANTIATE(T)                                                                                        \
-  template void argmax_axis<T>(const T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t*);                     \
+  template void argmax_axis<T, true>(const T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t*);               \
+  template void argmax_axis<T, false>(const T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t*);              \
   template void index_select_rows<T>(const T*, std::int64_t, std::int64_t, std::int64_t, const std::int64_t*,          \
                                      std::int64_t, T*);                                                               \
   template void index_add_rows<T>(const T*, std::int64_t, std::int64_t, std::int64_t, const std::int64_t*, std::int64_t, \

@@ -6,9 +6,9 @@
 
 namespace bitgrad::kern {
 
-// For each (o, i) of x viewed [outer, L, inner]: index of the first maximum along L, NaN
-// counting as greater than any number and -0 equal to +0.
-template <class T>
+// For each (o, i) of x viewed [outer, L, inner]: index of the first maximum (Max) or minimum
+// along L; the first NaN wins over any number; -0 and +0 are equal (the first one wins).
+template <class T, bool Max = true>
 void argmax_axis(const T* x, std::int64_t outer, std::int64_t L, std::int64_t inner, std::int64_t* idx);
 
 // out viewed [outer, n, inner] = x viewed [outer, S, inner] at rows index[0..n)

@@ -2,6 +2,7 @@
 //   sum/mean: x [..] -> y [kept dims] (keepdim: ones at reduced axes); order: the axis rules
 //   max(axis): x [.., L, ..] -> y [.., ..], gradient to the first maximum
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/index.hpp"
 #include "ops/op_util.hpp"
@@ -65,7 +66,8 @@ void max_bw(Node& n, const Tensor& g, Tensor* gi) {
   gi[0] = out;
 }
 
-// argmax along `axis` of x viewed [outer, L, inner]
+// argmax (argmin) along `axis` of x viewed [outer, L, inner]
+template <bool Max>
 Tensor argmax_raw(const Tensor& x, int axis, std::int64_t& outer, std::int64_t& L, std::int64_t& inner) {
   const Shape& s = x.shape();
   outer = 1;
@@ -73,14 +75,14 @@ Tensor argmax_raw(const Tensor& x, int axis, std::int64_t& outer, std::int64_t& 
   for (int d = 0; d < axis; ++d) outer *= s[d];
   for (int d = axis + 1; d < s.ndim(); ++d) inner *= s[d];
   L = s[axis];
-  BITGRAD_CHECK(L > 0, "max", "reduction over an empty axis ", axis, " of shape ", s.str());
+  BITGRAD_CHECK(L > 0, Max ? "max" : "min", "reduction over an empty axis ", axis, " of shape ", s.str());
   Tensor xc = kern::contiguous(x);
   Tensor idx = Tensor::empty(s.without(axis), DType::i64);
   switch (x.dtype()) {
-    case DType::f32: kern::argmax_axis(xc.data<float>(), outer, L, inner, kern::out_ptr<std::int64_t>(idx)); break;
-    case DType::f64: kern::argmax_axis(xc.data<double>(), outer, L, inner, kern::out_ptr<std::int64_t>(idx)); break;
-    case DType::i64: kern::argmax_axis(xc.data<std::int64_t>(), outer, L, inner, kern::out_ptr<std::int64_t>(idx)); break;
-    default: detail::fail("argmax", "unsupported dtype ", dtype_name(x.dtype()));
+    case DType::f32: kern::argmax_axis<float, Max>(xc.data<float>(), outer, L, inner, kern::out_ptr<std::int64_t>(idx)); break;
+    case DType::f64: kern::argmax_axis<double, Max>(xc.data<double>(), outer, L, inner, kern::out_ptr<std::int64_t>(idx)); break;
+    case DType::i64: kern::argmax_axis<std::int64_t, Max>(xc.data<std::int64_t>(), outer, L, inner, kern::out_ptr<std::int64_t>(idx)); break;
+    default: detail::fail(Max ? "argmax" : "argmin", "unsupported dtype ", dtype_name(x.dtype()));
   }
   return idx;
 }
@@ -92,11 +94,14 @@ Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim) { return
 Tensor mean(const Tensor& x) { return reduce_op(x, all_axes(x), false, true); }
 Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim) { return reduce_op(x, axes, keepdim, true); }
 
-Tensor argmax(const Tensor& x, int axis, bool keepdim) {
-  BITGRAD_CHECK(x.defined(), "argmax", "the input is undefined");
-  axis = x.shape().normalize_axis(axis, "argmax");
+namespace {
+template <bool Max>
+Tensor arg_op(const Tensor& x, int axis, bool keepdim) {
+  const char* name = Max ? "argmax" : "argmin";
+  BITGRAD_CHECK(x.defined(), name, "the input is undefined");
+  axis = x.shape().normalize_axis(axis, name);
   std::int64_t outer, L, inner;
-  Tensor idx = argmax_raw(x, axis, outer, L, inner);
+  Tensor idx = argmax_raw<Max>(x, axis, outer, L, inner);
   if (keepdim) {
     Shape k = x.shape();
     k[axis] = 1;
@@ -105,15 +110,17 @@ Tensor argmax(const Tensor& x, int axis, bool keepdim) {
   return idx;
 }
 
-Tensor max(const Tensor& x, int axis, bool keepdim) {
-  ops::check_float("max", x);
-  axis = x.shape().normalize_axis(axis, "max");
+template <bool Max>
+Tensor extreme_op(const Tensor& x, int axis, bool keepdim) {
+  const char* name = Max ? "max" : "min";
+  ops::check_float(name, x);
+  axis = x.shape().normalize_axis(axis, name);
   std::int64_t outer, L, inner;
-  Tensor idx = argmax_raw(x, axis, outer, L, inner);
+  Tensor idx = argmax_raw<Max>(x, axis, outer, L, inner);
   Tensor xc = kern::contiguous(x);
   Shape out_shape = x.shape().without(axis);
   Tensor y = Tensor::empty(out_shape, x.dtype());
-  BITGRAD_DISPATCH_FLOAT(x.dtype(), "max", T, [&] {
+  BITGRAD_DISPATCH_FLOAT(x.dtype(), name, T, [&] {
     const T* px = xc.data<T>();
     const std::int64_t* pi = idx.data<std::int64_t>();
     T* py = kern::out_ptr<T>(y);
@@ -125,7 +132,7 @@ Tensor max(const Tensor& x, int axis, bool keepdim) {
     k[axis] = 1;
     y = Tensor::view_of(y, k, contiguous_strides(k), 0);
   }
-  if (Node* n = ops::record("max", max_bw, {&x}, y)) {
+  if (Node* n = ops::record(name, max_bw, {&x}, y)) {
     n->save(0, idx);
     n->iv[0] = axis;
     n->iv[1] = outer;
@@ -135,11 +142,53 @@ Tensor max(const Tensor& x, int axis, bool keepdim) {
   return y;
 }
 
-Tensor max(const Tensor& x) {
-  ops::check_float("max", x);
-  BITGRAD_CHECK(x.numel() > 0, "max", "the maximum of an empty tensor (shape ", x.shape().str(), ") is undefined");
-  Tensor flat = reshape(x, Shape{x.numel()});
-  return max(flat, 0, false);
+template <bool Max>
+Tensor extreme_all(const Tensor& x) {
+  const char* name = Max ? "max" : "min";
+  ops::check_float(name, x);
+  BITGRAD_CHECK(x.numel() > 0, name, "the ", Max ? "maximum" : "minimum", " of an empty tensor (shape ", x.shape().str(),
+                ") is undefined");
+  return extreme_op<Max>(reshape(x, Shape{x.numel()}), 0, false);
+}
+
+// saved 0 = x, 1 = the norm (scalar)
+void norm_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const Tensor& x = n.saved_tensor(0);
+  const Tensor& nr = n.saved_tensor(1);
+  // g * x / norm, with 0 where the norm is 0 (the subgradient at the origin)
+  Tensor scale = nr.item() == 0.0 ? Tensor::zeros(Shape{}, x.dtype()) : div(g, nr);
+  gi[0] = mul(x, scale);
+}
+}  // namespace
+
+Tensor argmax(const Tensor& x, int axis, bool keepdim) { return arg_op<true>(x, axis, keepdim); }
+Tensor argmin(const Tensor& x, int axis, bool keepdim) { return arg_op<false>(x, axis, keepdim); }
+Tensor max(const Tensor& x, int axis, bool keepdim) { return extreme_op<true>(x, axis, keepdim); }
+Tensor min(const Tensor& x, int axis, bool keepdim) { return extreme_op<false>(x, axis, keepdim); }
+Tensor max(const Tensor& x) { return extreme_all<true>(x); }
+Tensor min(const Tensor& x) { return extreme_all<false>(x); }
+
+Tensor norm(const Tensor& x) {
+  ops::check_float("norm", x);
+  Tensor xc = kern::contiguous(x);
+  // sum of squares: row rule (fma) per sample of axis 0, then the batch rule over samples;
+  // a 1-d (or 0-d) tensor: the row rule over all of it
+  const bool rows = x.ndim() >= 2;
+  const std::int64_t N = rows ? x.shape()[0] : 1;
+  const std::int64_t L = N ? x.numel() / N : 0;
+  Tensor per = Tensor::empty(Shape{N}, x.dtype());
+  Tensor y = Tensor::empty(Shape{}, x.dtype());
+  BITGRAD_DISPATCH_FLOAT(x.dtype(), "norm", T, [&] {
+    kern::active<T>().sumsq_rows(xc.data<T>(), nullptr, N, L, kern::out_ptr<T>(per));
+    T ss = per.data<T>()[0];
+    if (rows) kern::active<T>().sum_cols(per.data<T>(), N, 1, &ss);
+    kern::out_ptr<T>(y)[0] = std::sqrt(ss);
+  });
+  if (Node* n = ops::record("norm", norm_bw, {&x}, y)) {
+    n->save(0, xc);
+    n->save(1, y);
+  }
+  return y;
 }
 
 }  // namespace bitgrad

@@ -20,6 +20,10 @@ TEST(ReduceOps, Gradients) {
       {"max(x=[13])", {{13}}, [](V x) { return max(x[0]); }},
       {"max(x=[3,5],axis=1)", {{3, 5}}, [](V x) { return max(x[0], 1); }},
       {"max(x=[4,3,2],axis=0,keepdim)", {{4, 3, 2}}, [](V x) { return max(x[0], 0, true); }},
+      {"min(x=[13])", {{13}}, [](V x) { return min(x[0]); }},
+      {"min(x=[3,5],axis=-1)", {{3, 5}}, [](V x) { return min(x[0], -1); }},
+      {"norm(x=[40])", {{40}}, [](V x) { return norm(x[0]); }},
+      {"norm(x=[35,3])", {{35, 3}}, [](V x) { return norm(x[0]); }},
   };
   run_all_modes(cases);
 }
@@ -55,6 +59,13 @@ TEST(ReduceOps, MaxSemantics) {
   EXPECT_TRUE(std::isnan(max(y).item()));
   EXPECT_EQ(argmax(y, 0).item(), 1.0);
   EXPECT_THROW(max(Tensor::zeros({0})), Error);
+  EXPECT_EQ(min(x).item(), -2.0);
+  EXPECT_EQ(argmin(Tensor::from<float>(std::vector<float>{2, -1, -1}, Shape{3}), 0).item(), 1.0) << "first minimum";
+  EXPECT_EQ(norm(Tensor::from<float>(std::vector<float>{3, 4}, Shape{2})).item(), 5.0);
+  Tensor z = Tensor::zeros({3}, DType::f64);
+  z.set_requires_grad(true);
+  norm(z).backward();
+  EXPECT_EQ(z.grad().to_vector<double>(), (std::vector<double>{0, 0, 0})) << "subgradient 0 at the origin";
   EXPECT_THROW(mean(Tensor::zeros({0, 3})), Error);
 }
 
