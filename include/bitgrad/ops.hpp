@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "bitgrad/rng.hpp"
 #include "bitgrad/tensor.hpp"
 
 namespace bitgrad {
@@ -86,6 +87,21 @@ Tensor contiguous(const Tensor& x);
 Tensor matmul(const Tensor& a, const Tensor& b);
 // linear: x [..., in], weight [out, in], bias [out] (optional): x weight^T + bias
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- neural-network ops ------------------------------------------------------------------
+// x [N, C, H, W], weight [OC, C, KH, KW], bias [OC] (optional) -> [N, OC, OH, OW];
+// OH = (H + 2 padding - KH) / stride + 1
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), int stride = 1, int padding = 0);
+// windows of kernel x kernel, stride (0: = kernel), no padding; x [N, C, H, W]
+Tensor max_pool2d(const Tensor& x, int kernel, int stride = 0);
+Tensor avg_pool2d(const Tensor& x, int kernel, int stride = 0);
+// normalises over the last dimension D; gamma, beta [D] (either may be undefined)
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps = 1e-5);
+// Inverted dropout: element k of x (row-major) is kept, scaled by 1/(1-p), when
+// stream.uniform(first_index + k) >= p, else zeroed. p in [0, 1).
+Tensor dropout(const Tensor& x, double p, const rng::Stream& stream, std::uint64_t first_index);
+// weight [num, dim], indices i64 [..] -> [.., dim]
+Tensor embedding(const Tensor& weight, const Tensor& indices);
 
 // ---- softmax and losses --------------------------------------------------------------------
 Tensor softmax(const Tensor& x, int axis = -1);

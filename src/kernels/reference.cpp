@@ -8,6 +8,7 @@
 #include "bitgrad/math.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/reference.hpp"
+#include "kernels/row_rule.hpp"
 #include "kernels/thread_pool.hpp"
 
 namespace bitgrad::kern::ref {
@@ -150,23 +151,6 @@ void act_grad(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) {
   }
 }
 
-// The row rule: blocks of kRowBlock elements; in a block lane j (0..15) sums elements
-// j, j+16, ... sequentially from +0; lanes folded by the halving tree
-// (lane j += lane j+h for h = 8, 4, 2, 1); blocks combined by the pairwise stack.
-template <class T, class Term>
-T row_rule(std::int64_t L, Term term) {
-  PairwiseStack<T> st;
-  for (std::int64_t b0 = 0; b0 < L; b0 += kRowBlock) {
-    T lanes[kLanes];
-    for (T& l : lanes) l = T(0);
-    for (std::int64_t i = b0; i < b0 + kRowBlock && i < L; ++i) term(lanes[(i - b0) % kLanes], i);
-    for (int h = kLanes / 2; h >= 1; h /= 2)
-      for (int j = 0; j < h; ++j) lanes[j] = lanes[j] + lanes[j + h];
-    st.push(lanes[0]);
-  }
-  return st.total();
-}
-
 template <class T>
 void sum_rows(const T* x, std::int64_t R, std::int64_t L, T* out) {
   for (std::int64_t r = 0; r < R; ++r) {
@@ -187,19 +171,9 @@ void sumsq_rows(const T* a, const T* b, std::int64_t R, std::int64_t L, T* out) 
   }
 }
 
-// The batch rule: blocks of kBatchBlock rows, each a sequential sum from +0, combined by
-// the pairwise stack.
 template <class T>
 void sum_cols(const T* x, std::int64_t R, std::int64_t C, T* out) {
-  for (std::int64_t c = 0; c < C; ++c) {
-    PairwiseStack<T> st;
-    for (std::int64_t r0 = 0; r0 < R; r0 += kBatchBlock) {
-      T acc = T(0);
-      for (std::int64_t r = r0; r < r0 + kBatchBlock && r < R; ++r) acc = acc + x[r * C + c];
-      st.push(acc);
-    }
-    out[c] = st.total();
-  }
+  for (std::int64_t c = 0; c < C; ++c) out[c] = batch_rule<T>(R, [&](std::int64_t r) { return x[r * C + c]; });
 }
 
 // Row maximum over x + 0 (so -0 counts as +0); NaN if any element is NaN.

@@ -37,6 +37,12 @@ const std::map<std::string, Fn>& ops() {
       {"index_select", [](V x) { return index_select(x[0], 0, x[1]); }},
       {"gather", [](V x) { return gather(x[0], 1, x[1]); }},
       {"relu", [](V x) { return relu(x[0]); }},
+      {"conv2d", [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); }},
+      {"conv2d_stride2", [](V x) { return conv2d(x[0], x[1], Tensor(), 2, 0); }},
+      {"max_pool2d", [](V x) { return max_pool2d(x[0], 2); }},
+      {"avg_pool2d", [](V x) { return avg_pool2d(x[0], 3, 1); }},
+      {"layer_norm", [](V x) { return layer_norm(x[0], x[1], x[2], 1e-5); }},
+      {"embedding", [](V x) { return embedding(x[0], x[1]); }},
   };
   return m;
 }

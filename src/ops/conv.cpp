@@ -1,0 +1,298 @@
+// conv2d, max_pool2d and avg_pool2d, forward and backward side by side.
+//   conv2d: x [N, C, H, W], w [OC, C, KH, KW], b [OC] -> y [N, OC, OH, OW]
+//     per sample: cols [C*KH*KW, OH*OW] (im2col, padding +0); y = w cols, each output one fma
+//     chain over (c, kh, kw) row-major (the canonical GEMM), then + b[oc]
+//     dw: per sample dy cols^T (chain over positions), then the batch rule over samples
+//     db: per sample the row rule over positions, then the batch rule over samples
+//     dx: per sample dcols = w^T dy (chain over oc); col2im adds each dcols element into its
+//         input pixel in row-major order of (c, kh, kw, oh, ow), from +0
+//   max_pool2d: first maximum of each window (row-major; NaN wins); dx: g added at that pixel,
+//     windows in row-major order
+//   avg_pool2d: (sum of the window, row-major from +0) / (k*k); dx: t = g / (k*k) added to each
+//     pixel of the window, windows and pixels in row-major order
+#include "kernels/row_rule.hpp"
+#include "kernels/thread_pool.hpp"
+#include "ops/op_util.hpp"
+
+namespace bitgrad {
+namespace {
+using autograd::Node;
+
+struct ConvGeom {
+  std::int64_t N, C, H, W, OC, KH, KW, OH, OW, s, p;
+  std::int64_t ckk() const { return C * KH * KW; }
+  std::int64_t positions() const { return OH * OW; }
+};
+
+template <class T>
+void im2col(const T* x, const ConvGeom& g, T* cols) {  // x: one sample [C, H, W]
+  const std::int64_t P = g.positions();
+  for (std::int64_t c = 0; c < g.C; ++c)
+    for (std::int64_t kh = 0; kh < g.KH; ++kh)
+      for (std::int64_t kw = 0; kw < g.KW; ++kw) {
+        T* row = cols + ((c * g.KH + kh) * g.KW + kw) * P;
+        for (std::int64_t oh = 0; oh < g.OH; ++oh) {
+          const std::int64_t ih = oh * g.s + kh - g.p;
+          for (std::int64_t ow = 0; ow < g.OW; ++ow) {
+            const std::int64_t iw = ow * g.s + kw - g.p;
+            row[oh * g.OW + ow] = (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) ? x[(c * g.H + ih) * g.W + iw] : T(0);
+          }
+        }
+      }
+}
+
+template <class T>
+void col2im(const T* dcols, const ConvGeom& g, T* dx) {  // dx: one sample [C, H, W]
+  const std::int64_t P = g.positions();
+  for (std::int64_t i = 0; i < g.C * g.H * g.W; ++i) dx[i] = T(0);
+  for (std::int64_t c = 0; c < g.C; ++c)
+    for (std::int64_t kh = 0; kh < g.KH; ++kh)
+      for (std::int64_t kw = 0; kw < g.KW; ++kw) {
+        const T* row = dcols + ((c * g.KH + kh) * g.KW + kw) * P;
+        for (std::int64_t oh = 0; oh < g.OH; ++oh) {
+          const std::int64_t ih = oh * g.s + kh - g.p;
+          if (ih < 0 || ih >= g.H) continue;
+          for (std::int64_t ow = 0; ow < g.OW; ++ow) {
+            const std::int64_t iw = ow * g.s + kw - g.p;
+            if (iw < 0 || iw >= g.W) continue;
+            T& d = dx[(c * g.H + ih) * g.W + iw];
+            d = d + row[oh * g.OW + ow];
+          }
+        }
+      }
+}
+
+template <class T>
+void gemm_rm(std::int64_t M, std::int64_t N, std::int64_t K, const T* a, std::int64_t rsa, std::int64_t csa, const T* b,
+             std::int64_t rsb, std::int64_t csb, T* c) {
+  kern::GemmArgs<T> g;
+  g.M = M, g.N = N, g.K = K, g.A = a, g.rsa = rsa, g.csa = csa, g.B = b, g.rsb = rsb, g.csb = csb, g.C = c, g.ldc = N;
+  kern::active<T>().gemm(g);
+}
+
+// iv: N, C, H, W, OC, KH, KW, stride; sv[0] = {OH, OW, padding}; saved: 0 cols, 1 weight
+ConvGeom geom_of(const Node& n) {
+  return {n.iv[0], n.iv[1], n.iv[2], n.iv[3], n.iv[4], n.iv[5], n.iv[6], n.sv[0][0], n.sv[0][1], n.iv[7], n.sv[0][2]};
+}
+
+void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const ConvGeom G = geom_of(n);
+  const std::int64_t P = G.positions(), CKK = G.ckk();
+  const Tensor& cols = n.saved_tensor(0);
+  const Tensor& w = n.saved_tensor(1);
+  Tensor gc = kern::contiguous(g);
+  BITGRAD_DISPATCH_FLOAT(g.dtype(), "conv2d", T, [&] {
+    const T* pg = gc.data<T>();
+    const T* pc = cols.data<T>();
+    const T* pw = w.data<T>();
+    if (n.in[0].needs_grad()) {
+      Tensor dx = Tensor::empty(n.in_shape[0], g.dtype());
+      T* pdx = kern::out_ptr<T>(dx);
+      kern::parallel_for(G.N, 1, [&](std::int64_t b, std::int64_t e) {
+        std::vector<T> dcols(static_cast<std::size_t>(CKK * P));
+        for (std::int64_t i = b; i < e; ++i) {
+          gemm_rm<T>(CKK, P, G.OC, pw, 1, CKK, pg + i * G.OC * P, P, 1, dcols.data());
+          col2im(dcols.data(), G, pdx + i * G.C * G.H * G.W);
+        }
+      });
+      gi[0] = dx;
+    }
+    if (n.in[1].needs_grad()) {
+      Tensor part = Tensor::empty(Shape{G.N, G.OC * CKK}, g.dtype());
+      T* pp = kern::out_ptr<T>(part);
+      kern::parallel_for(G.N, 1, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i)
+          gemm_rm<T>(G.OC, CKK, P, pg + i * G.OC * P, P, 1, pc + i * CKK * P, 1, P, pp + i * G.OC * CKK);
+      });
+      Tensor dw = Tensor::empty(n.in_shape[1], g.dtype());
+      kern::active<T>().sum_cols(pp, G.N, G.OC * CKK, kern::out_ptr<T>(dw));
+      gi[1] = dw;
+    }
+    if (n.n_inputs > 2 && n.in[2].needs_grad()) {
+      Tensor per = Tensor::empty(Shape{G.N, G.OC}, g.dtype());
+      kern::active<T>().sum_rows(pg, G.N * G.OC, P, kern::out_ptr<T>(per));
+      Tensor db = Tensor::empty(n.in_shape[2], g.dtype());
+      kern::active<T>().sum_cols(per.data<T>(), G.N, G.OC, kern::out_ptr<T>(db));
+      gi[2] = db;
+    }
+  });
+}
+
+// ---- pooling -----------------------------------------------------------------------------
+struct PoolGeom {
+  std::int64_t planes, H, W, k, s, OH, OW;
+};
+
+PoolGeom pool_geom(const char* op, const Tensor& x, int kernel, int& stride) {
+  ops::check_float(op, x);
+  BITGRAD_CHECK(x.ndim() == 4, op, "expects x [N, C, H, W], got ", x.shape().str());
+  BITGRAD_CHECK(kernel >= 1, op, "kernel must be >= 1, got ", kernel);
+  if (stride == 0) stride = kernel;
+  BITGRAD_CHECK(stride >= 1, op, "stride must be >= 1, got ", stride);
+  const std::int64_t H = x.shape()[2], W = x.shape()[3];
+  BITGRAD_CHECK(H >= kernel && W >= kernel, op, "kernel ", kernel, " is larger than the input ", x.shape().str());
+  return {x.shape()[0] * x.shape()[1], H, W, kernel, stride, (H - kernel) / stride + 1, (W - kernel) / stride + 1};
+}
+
+PoolGeom pool_geom_of(const Node& n) { return {n.iv[0], n.iv[1], n.iv[2], n.iv[3], n.iv[4], n.iv[5], n.iv[6]}; }
+void set_pool(Node* n, const PoolGeom& g) {
+  n->iv[0] = g.planes, n->iv[1] = g.H, n->iv[2] = g.W, n->iv[3] = g.k, n->iv[4] = g.s, n->iv[5] = g.OH, n->iv[6] = g.OW;
+}
+
+void max_pool_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const PoolGeom G = pool_geom_of(n);
+  const std::int64_t* idx = n.saved_tensor(0).data<std::int64_t>();
+  Tensor gc = kern::contiguous(g);
+  Tensor dx = Tensor::zeros(n.in_shape[0], g.dtype());
+  BITGRAD_DISPATCH_FLOAT(g.dtype(), "max_pool2d", T, [&] {
+    const T* pg = gc.data<T>();
+    T* pd = kern::out_ptr<T>(dx);
+    kern::parallel_for(G.planes, 8, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t q = b; q < e; ++q)
+        for (std::int64_t o = 0; o < G.OH * G.OW; ++o) {
+          T& d = pd[q * G.H * G.W + idx[q * G.OH * G.OW + o]];
+          d = d + pg[q * G.OH * G.OW + o];
+        }
+    });
+  });
+  gi[0] = dx;
+}
+
+void avg_pool_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const PoolGeom G = pool_geom_of(n);
+  Tensor gc = kern::contiguous(g);
+  Tensor dx = Tensor::zeros(n.in_shape[0], g.dtype());
+  BITGRAD_DISPATCH_FLOAT(g.dtype(), "avg_pool2d", T, [&] {
+    const T* pg = gc.data<T>();
+    T* pd = kern::out_ptr<T>(dx);
+    const T area = static_cast<T>(G.k * G.k);
+    kern::parallel_for(G.planes, 8, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t q = b; q < e; ++q)
+        for (std::int64_t oh = 0; oh < G.OH; ++oh)
+          for (std::int64_t ow = 0; ow < G.OW; ++ow) {
+            const T t = pg[(q * G.OH + oh) * G.OW + ow] / area;
+            for (std::int64_t kh = 0; kh < G.k; ++kh)
+              for (std::int64_t kw = 0; kw < G.k; ++kw) {
+                T& d = pd[(q * G.H + oh * G.s + kh) * G.W + ow * G.s + kw];
+                d = d + t;
+              }
+          }
+    });
+  });
+  gi[0] = dx;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int padding) {
+  ops::check_same_dtype("conv2d", x, weight);
+  BITGRAD_CHECK(x.ndim() == 4, "conv2d", "expects x [N, C, H, W], got ", x.shape().str());
+  BITGRAD_CHECK(weight.ndim() == 4, "conv2d", "expects weight [OC, C, KH, KW], got ", weight.shape().str());
+  BITGRAD_CHECK(weight.shape()[1] == x.shape()[1], "conv2d", "the input has ", x.shape()[1], " channels (", x.shape().str(),
+                ") but the weight expects ", weight.shape()[1], " (", weight.shape().str(), ")");
+  BITGRAD_CHECK(stride >= 1 && padding >= 0, "conv2d", "stride must be >= 1 and padding >= 0, got ", stride, " and ", padding);
+  ConvGeom G{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], weight.shape()[0], weight.shape()[2], weight.shape()[3],
+             0, 0, stride, padding};
+  BITGRAD_CHECK(G.H + 2 * G.p >= G.KH && G.W + 2 * G.p >= G.KW, "conv2d", "kernel ", weight.shape().str(),
+                " is larger than the padded input ", x.shape().str(), " (padding ", padding, ")");
+  G.OH = (G.H + 2 * G.p - G.KH) / G.s + 1;
+  G.OW = (G.W + 2 * G.p - G.KW) / G.s + 1;
+  if (bias.defined()) {
+    ops::check_same_dtype("conv2d", x, bias);
+    BITGRAD_CHECK(bias.ndim() == 1 && bias.shape()[0] == G.OC, "conv2d", "bias must be [", G.OC, "], got ", bias.shape().str());
+  }
+  const std::int64_t P = G.positions(), CKK = G.ckk();
+  Tensor xc = kern::contiguous(x), wc = kern::contiguous(weight);
+  Tensor bc = bias.defined() ? kern::contiguous(bias) : Tensor();
+  Tensor cols = Tensor::empty(Shape{G.N, CKK, P}, x.dtype());
+  Tensor y = Tensor::empty(Shape{G.N, G.OC, G.OH, G.OW}, x.dtype());
+  BITGRAD_DISPATCH_FLOAT(x.dtype(), "conv2d", T, [&] {
+    const T* px = xc.data<T>();
+    const T* pw = wc.data<T>();
+    const T* pb = bc.defined() ? bc.data<T>() : nullptr;
+    T* pc = kern::out_ptr<T>(cols);
+    T* py = kern::out_ptr<T>(y);
+    kern::parallel_for(G.N, 1, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) {
+        im2col(px + i * G.C * G.H * G.W, G, pc + i * CKK * P);
+        T* yi = py + i * G.OC * P;
+        gemm_rm<T>(G.OC, P, CKK, pw, CKK, 1, pc + i * CKK * P, P, 1, yi);
+        if (pb)
+          for (std::int64_t o = 0; o < G.OC; ++o)
+            for (std::int64_t q = 0; q < P; ++q) yi[o * P + q] = yi[o * P + q] + pb[o];
+      }
+    });
+  });
+  Node* n = bias.defined() ? ops::record("conv2d", conv2d_bw, {&x, &weight, &bias}, y)
+                           : ops::record("conv2d", conv2d_bw, {&x, &weight}, y);
+  if (n) {
+    n->save(0, cols);
+    n->save(1, wc);
+    n->iv[0] = G.N, n->iv[1] = G.C, n->iv[2] = G.H, n->iv[3] = G.W, n->iv[4] = G.OC, n->iv[5] = G.KH, n->iv[6] = G.KW;
+    n->iv[7] = G.s;
+    n->sv[0] = Shape{G.OH, G.OW, G.p};
+  }
+  return y;
+}
+
+Tensor max_pool2d(const Tensor& x, int kernel, int stride) {
+  const PoolGeom G = pool_geom("max_pool2d", x, kernel, stride);
+  Tensor xc = kern::contiguous(x);
+  Tensor y = Tensor::empty(Shape{x.shape()[0], x.shape()[1], G.OH, G.OW}, x.dtype());
+  Tensor idx = Tensor::empty(Shape{G.planes * G.OH * G.OW}, DType::i64);
+  BITGRAD_DISPATCH_FLOAT(x.dtype(), "max_pool2d", T, [&] {
+    const T* px = xc.data<T>();
+    T* py = kern::out_ptr<T>(y);
+    std::int64_t* pi = kern::out_ptr<std::int64_t>(idx);
+    kern::parallel_for(G.planes, 8, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t q = b; q < e; ++q)
+        for (std::int64_t oh = 0; oh < G.OH; ++oh)
+          for (std::int64_t ow = 0; ow < G.OW; ++ow) {
+            std::int64_t best = oh * G.s * G.W + ow * G.s;
+            T bv = px[q * G.H * G.W + best];
+            for (std::int64_t kh = 0; kh < G.k && bv == bv; ++kh)
+              for (std::int64_t kw = 0; kw < G.k; ++kw) {
+                const std::int64_t at = (oh * G.s + kh) * G.W + ow * G.s + kw;
+                const T v = px[q * G.H * G.W + at];
+                if (v != v || v > bv) {
+                  bv = v;
+                  best = at;
+                  if (v != v) break;
+                }
+              }
+            py[(q * G.OH + oh) * G.OW + ow] = bv;
+            pi[(q * G.OH + oh) * G.OW + ow] = best;
+          }
+    });
+  });
+  if (Node* n = ops::record("max_pool2d", max_pool_bw, {&x}, y)) {
+    n->save(0, idx);
+    set_pool(n, G);
+  }
+  return y;
+}
+
+Tensor avg_pool2d(const Tensor& x, int kernel, int stride) {
+  const PoolGeom G = pool_geom("avg_pool2d", x, kernel, stride);
+  Tensor xc = kern::contiguous(x);
+  Tensor y = Tensor::empty(Shape{x.shape()[0], x.shape()[1], G.OH, G.OW}, x.dtype());
+  BITGRAD_DISPATCH_FLOAT(x.dtype(), "avg_pool2d", T, [&] {
+    const T* px = xc.data<T>();
+    T* py = kern::out_ptr<T>(y);
+    const T area = static_cast<T>(G.k * G.k);
+    kern::parallel_for(G.planes, 8, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t q = b; q < e; ++q)
+        for (std::int64_t oh = 0; oh < G.OH; ++oh)
+          for (std::int64_t ow = 0; ow < G.OW; ++ow) {
+            T acc = T(0);
+            for (std::int64_t kh = 0; kh < G.k; ++kh)
+              for (std::int64_t kw = 0; kw < G.k; ++kw) acc = acc + px[(q * G.H + oh * G.s + kh) * G.W + ow * G.s + kw];
+            py[(q * G.OH + oh) * G.OW + ow] = acc / area;
+          }
+    });
+  });
+  if (Node* n = ops::record("avg_pool2d", avg_pool_bw, {&x}, y)) set_pool(n, G);
+  return y;
+}
+
+}  // namespace bitgrad

@@ -1,0 +1,57 @@
+// dropout and embedding, forward and backward side by side.
+//   dropout: y[k] = x[k] * s where s = 1/(1-p) if stream.uniform(first + k) >= p, else 0
+//     (s rounded once to the dtype); dx = g * s with the same mask
+//   embedding: weight [num, dim], indices [..] -> [.., dim] = index_select(weight, 0, flat indices);
+//     the gradient of each weight row sums its uses in index order (see index_select)
+#include "ops/op_util.hpp"
+
+namespace bitgrad {
+namespace {
+using autograd::Node;
+
+// the mask scale of every element: 0 or 1/(1-p)
+Tensor dropout_scale(const Shape& s, DType dt, double p, const rng::Stream& stream, std::uint64_t first) {
+  Tensor m = Tensor::empty(s, dt);
+  BITGRAD_DISPATCH_FLOAT(dt, "dropout", T, [&] {
+    T* pm = kern::out_ptr<T>(m);
+    const T keep = static_cast<T>(1.0 / (1.0 - p));
+    const T thr = static_cast<T>(p);
+    for (std::int64_t k = 0; k < m.numel(); ++k) {
+      const T u = static_cast<T>(sizeof(T) == 4 ? static_cast<double>(stream.uniform_f32(first + static_cast<std::uint64_t>(k)))
+                                                : stream.uniform_f64(first + static_cast<std::uint64_t>(k)));
+      pm[k] = u >= thr ? keep : T(0);
+    }
+  });
+  return m;
+}
+
+void dropout_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = mul(g, n.saved_tensor(0)); }
+
+}  // namespace
+
+Tensor dropout(const Tensor& x, double p, const rng::Stream& stream, std::uint64_t first_index) {
+  ops::check_float("dropout", x);
+  BITGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout", "probability must be in [0, 1), got ", p);
+  if (p == 0.0) return x;
+  Tensor scale = dropout_scale(x.shape(), x.dtype(), p, stream, first_index);
+  Tensor y;
+  {
+    NoGradGuard ng;
+    y = mul(x, scale);
+  }
+  if (Node* n = ops::record("dropout", dropout_bw, {&x}, y)) n->save(0, scale);
+  return y;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  ops::check_float("embedding", weight);
+  BITGRAD_CHECK(weight.ndim() == 2, "embedding", "the weight must be [num, dim], got ", weight.shape().str());
+  BITGRAD_CHECK(indices.defined() && indices.dtype() == DType::i64, "embedding", "indices must be an i64 tensor");
+  Tensor flat = reshape(indices, Shape{indices.numel()});
+  Tensor rows = index_select(weight, 0, flat);
+  Shape out = indices.shape();
+  out.push_back(weight.shape()[1]);
+  return reshape(rows, out);
+}
+
+}  // namespace bitgrad

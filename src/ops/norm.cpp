@@ -1,0 +1,126 @@
+// layer_norm over the last dimension, forward and backward side by side.
+//   x [R.., D], gamma [D], beta [D] -> y [R.., D]
+//   per row: mean = rowrule(x)/D; d = x - mean; var = rowrule(fma(d, d))/D;
+//            rstd = 1/sqrt(var + eps); xhat = d*rstd; y = xhat*gamma + beta
+//   backward: gx = g*gamma; a = rowrule(gx)/D; b = rowrule(fma(gx, xhat))/D;
+//             dx = rstd*((gx - a) - xhat*b); dgamma = batch rule over rows of g*xhat;
+//             dbeta = batch rule over rows of g
+#include <cmath>
+
+#include "kernels/row_rule.hpp"
+#include "kernels/thread_pool.hpp"
+#include "ops/op_util.hpp"
+
+namespace bitgrad {
+namespace {
+using autograd::Node;
+
+// saved: 0 x (contiguous), 1 gamma, 2 rstd [R], 3 mean [R]; iv[0] R, iv[1] D
+void layer_norm_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const std::int64_t R = n.iv[0], D = n.iv[1];
+  const Tensor& x = n.saved_tensor(0);
+  const Tensor& gamma = n.saved_tensor(1);
+  const Tensor& rstd = n.saved_tensor(2);
+  const Tensor& mean = n.saved_tensor(3);
+  Tensor gc = kern::contiguous(g);
+  BITGRAD_DISPATCH_FLOAT(g.dtype(), "layer_norm", T, [&] {
+    const T *px = x.data<T>(), *pg = gc.data<T>(), *pr = rstd.data<T>(), *pm = mean.data<T>();
+    const T* pga = gamma.defined() ? gamma.data<T>() : nullptr;
+    Tensor xhat = Tensor::empty(Shape{R, D}, g.dtype());
+    T* ph = kern::out_ptr<T>(xhat);
+    for (std::int64_t i = 0; i < R * D; ++i) ph[i] = (px[i] - pm[i / D]) * pr[i / D];
+    if (n.in[0].needs_grad()) {
+      Tensor dx = Tensor::empty(n.in_shape[0], g.dtype());
+      T* pd = kern::out_ptr<T>(dx);
+      kern::parallel_for(R, 16, [&](std::int64_t b, std::int64_t e) {
+        std::vector<T> gx(static_cast<std::size_t>(D));
+        for (std::int64_t r = b; r < e; ++r) {
+          const T* gr = pg + r * D;
+          const T* hr = ph + r * D;
+          for (std::int64_t j = 0; j < D; ++j) gx[static_cast<std::size_t>(j)] = pga ? gr[j] * pga[j] : gr[j];
+          const T a = kern::row_rule<T>(D, [&](T& l, std::int64_t j) { l = l + gx[static_cast<std::size_t>(j)]; }) / static_cast<T>(D);
+          const T bb = kern::row_rule<T>(D, [&](T& l, std::int64_t j) { l = std::fma(gx[static_cast<std::size_t>(j)], hr[j], l); }) /
+                       static_cast<T>(D);
+          for (std::int64_t j = 0; j < D; ++j) pd[r * D + j] = pr[r] * ((gx[static_cast<std::size_t>(j)] - a) - hr[j] * bb);
+        }
+      });
+      gi[0] = dx;
+    }
+    if (n.n_inputs > 1 && n.in[1].needs_grad()) {
+      Tensor prod = Tensor::empty(Shape{R, D}, g.dtype());
+      T* pp = kern::out_ptr<T>(prod);
+      for (std::int64_t i = 0; i < R * D; ++i) pp[i] = pg[i] * ph[i];
+      Tensor dg = Tensor::empty(Shape{D}, g.dtype());
+      kern::active<T>().sum_cols(pp, R, D, kern::out_ptr<T>(dg));
+      gi[1] = dg;
+    }
+    if (n.n_inputs > 2 && n.in[2].needs_grad()) {
+      Tensor dbeta = Tensor::empty(Shape{D}, g.dtype());
+      kern::active<T>().sum_cols(pg, R, D, kern::out_ptr<T>(dbeta));
+      gi[2] = dbeta;
+    }
+  });
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
+  ops::check_float("layer_norm", x);
+  BITGRAD_CHECK(x.ndim() >= 1, "layer_norm", "needs at least one dimension");
+  const std::int64_t D = x.shape()[x.ndim() - 1];
+  BITGRAD_CHECK(D > 0, "layer_norm", "the last dimension is empty (shape ", x.shape().str(), ")");
+  BITGRAD_CHECK(eps >= 0, "layer_norm", "eps must be >= 0, got ", eps);
+  for (const Tensor* p : {&gamma, &beta}) {
+    if (!p->defined()) continue;
+    ops::check_same_dtype("layer_norm", x, *p);
+    BITGRAD_CHECK(p->ndim() == 1 && p->shape()[0] == D, "layer_norm", "gamma and beta must be [", D, "] for input ",
+                  x.shape().str(), ", got ", p->shape().str());
+  }
+  const std::int64_t R = x.numel() / D;
+  Tensor xc = kern::contiguous(x);
+  Tensor gc = gamma.defined() ? kern::contiguous(gamma) : Tensor();
+  Tensor bc = beta.defined() ? kern::contiguous(beta) : Tensor();
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  Tensor rstd = Tensor::empty(Shape{R}, x.dtype()), mean = Tensor::empty(Shape{R}, x.dtype());
+  BITGRAD_DISPATCH_FLOAT(x.dtype(), "layer_norm", T, [&] {
+    const T* px = xc.data<T>();
+    const T* pga = gc.defined() ? gc.data<T>() : nullptr;
+    const T* pbe = bc.defined() ? bc.data<T>() : nullptr;
+    T *py = kern::out_ptr<T>(y), *pr = kern::out_ptr<T>(rstd), *pm = kern::out_ptr<T>(mean);
+    const T e = static_cast<T>(eps);
+    kern::parallel_for(R, 16, [&](std::int64_t b, std::int64_t en) {
+      for (std::int64_t r = b; r < en; ++r) {
+        const T* xr = px + r * D;
+        const T m = kern::row_rule<T>(D, [&](T& l, std::int64_t j) { l = l + xr[j]; }) / static_cast<T>(D);
+        const T var = kern::row_rule<T>(D, [&](T& l, std::int64_t j) {
+                        const T d = xr[j] - m;
+                        l = std::fma(d, d, l);
+                      }) /
+                      static_cast<T>(D);
+        const T rs = T(1) / std::sqrt(var + e);
+        pm[r] = m;
+        pr[r] = rs;
+        for (std::int64_t j = 0; j < D; ++j) {
+          T h = (xr[j] - m) * rs;
+          if (pga) h = h * pga[j];
+          if (pbe) h = h + pbe[j];
+          py[r * D + j] = h;
+        }
+      }
+    });
+  });
+  std::vector<Tensor> in{x};
+  if (gamma.defined() || beta.defined()) in.push_back(gamma.defined() ? gamma : Tensor::zeros(Shape{D}, x.dtype()));
+  if (beta.defined()) in.push_back(beta);
+  if (Node* n = ops::record("layer_norm", layer_norm_bw, in, y)) {
+    n->save(0, xc);
+    if (gc.defined()) n->save(1, gc);
+    n->save(2, rstd);
+    n->save(3, mean);
+    n->iv[0] = R;
+    n->iv[1] = D;
+  }
+  return y;
+}
+
+}  // namespace bitgrad
