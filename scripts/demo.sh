@@ -1,28 +1,26 @@
 #!/usr/bin/env bash
-# The main job until the training issue lands: the selftest (forward and backward of a fixed
-# MLP) on 1 and 2 threads and on every code path of this CPU; all fingerprints must agree.
+# The main job: train examples/fashion_mlp.toml (784-512-512-10 MLP on Fashion-MNIST) for one
+# epoch on 1 thread, and again on 2 threads with 3 data-loader workers; the two runs must end
+# with the same fingerprint of their trained weights and optimizer state.
 set -euo pipefail
-bin=${1:-build}/bin/bitgrad
+build=${1:-build}
+bin=$build/bin/bitgrad
+runs=$build/demo-runs
+rm -rf "$runs"
 "$bin" --version
-first=$("$bin" selftest --threads 1 --isa scalar)
-echo "$first" | sed -n 's/^model /selftest: /p'
-want=$(echo "$first" | awk '/^fingerprint/ {print $2}')
-isas=(scalar)
-grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && isas+=(avx2)
-grep -qw avx512f /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo && isas+=(avx512)
-same=1
-for t in 1 2; do
-  for isa in "${isas[@]}"; do
-    out=$("$bin" selftest --threads "$t" --isa "$isa")
-    loss=$(echo "$out" | awk '/^loss/ {print $2}')
-    fp=$(echo "$out" | awk '/^fingerprint/ {print $2}')
-    printf '  threads %d  %-7s  loss %s  fingerprint %s\n' "$t" "$isa" "$loss" "$fp"
-    [ "$fp" = "$want" ] || same=0
-  done
-done
-if [ $same -eq 1 ]; then
-  echo "identical gradients on every thread count and code path"
+echo
+echo "== run 1: 1 thread, loading on the training thread"
+"$bin" train examples/fashion_mlp.toml --epochs 1 --threads 1 --workers 0 --out "$runs/threads1" --no-progress | tee "$runs.1.log"
+echo
+echo "== run 2: 2 threads, 3 data-loader workers"
+"$bin" train examples/fashion_mlp.toml --epochs 1 --threads 2 --workers 3 --out "$runs/threads2" --no-progress | tee "$runs.2.log"
+a=$(tail -n 1 "$runs.1.log" | awk '{print $2}')
+b=$(tail -n 1 "$runs.2.log" | awk '{print $2}')
+acc=$(grep -o 'test accuracy [0-9.]*%' "$runs.2.log" | tail -n 1)
+echo
+if [ "$a" = "$b" ]; then
+  echo "identical fingerprints: $a ($acc)"
 else
-  echo "FINGERPRINTS DIFFER: the reproducibility contract is broken" >&2
+  echo "FINGERPRINTS DIFFER: $a vs $b — the reproducibility contract is broken" >&2
   exit 1
 fi

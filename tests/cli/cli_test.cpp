@@ -56,6 +56,30 @@ TEST(Cli, ErrorsAreOneLineAndExitTwo) {
   }
 }
 
+TEST(Cli, TrainEndsWithTheFingerprintAndRefusesBadInput) {
+  const std::string dir = ::testing::TempDir() + "/bitgrad_cli_train_" + std::to_string(::getpid());
+  std::system(("rm -rf " + dir).c_str());
+  const std::string cfg = std::string(BITGRAD_SOURCE_DIR) + "/examples/adder.toml";
+  CmdResult r = run_cmd("train " + cfg + " --steps 3 --threads 2 --out " + dir + " --no-progress");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\nfingerprint [0-9a-f]{32}\n$"))) << r.out;
+  EXPECT_NE(r.out.find("trained 3 steps"), std::string::npos) << r.out;
+  // an existing run is not written over; a bad option or a bad file is one line and exit 2
+  const std::string bad_cfg = ::testing::TempDir() + "/bitgrad_cli_bad.toml";
+  std::FILE* f = std::fopen(bad_cfg.c_str(), "w");
+  std::fputs("seed = 1\n[train]\nbatch_sise = 3\n[model]\nlayers = [ { type = \"relu\" } ]\n", f);
+  std::fclose(f);
+  for (const std::string& args : std::vector<std::string>{"train " + cfg + " --steps 3 --out " + dir, "train " + cfg + " --threads 0", std::string("train /nonexistent.toml"),
+                                  "train " + bad_cfg, "train " + cfg + " --resume /nonexistent"}) {
+    CmdResult b = run_cmd(args);
+    EXPECT_EQ(b.code, 2) << args << ": " << b.out;
+    EXPECT_EQ(std::count(b.out.begin(), b.out.end(), '\n'), 1) << args << ": " << b.out;
+    EXPECT_EQ(b.out.rfind("bitgrad: error: ", 0), 0u) << args << ": " << b.out;
+  }
+  CmdResult typo = run_cmd("train " + bad_cfg);
+  EXPECT_NE(typo.out.find(bad_cfg + ":3: unknown key 'batch_sise' in [train]"), std::string::npos) << typo.out;
+}
+
 TEST(Cli, EnvironmentSettingsChangeNoResult) {
   std::string first;
   for (const char* env : {"BITGRAD_THREADS=1 BITGRAD_ISA=scalar", "BITGRAD_THREADS=3", "BITGRAD_THREADS=2 BITGRAD_ISA=avx2"}) {

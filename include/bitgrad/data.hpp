@@ -1,0 +1,96 @@
+// Datasets, the sampler and the data loader. A batch is a pure function of (dataset, seed,
+// epoch, batch index): the epoch order is bitgrad's own Fisher-Yates on the Philox stream
+// (seed, "shuffle").sub(epoch), augmentations draw from (seed, "augment").sub(epoch) by sample
+// id, and loader workers only decide who builds a batch, never what is in it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bitgrad/tensor.hpp"
+
+namespace bitgrad::data {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual std::int64_t size() const = 0;
+  virtual Shape sample_shape() const = 0;                 // one sample, no batch dimension
+  virtual std::int64_t num_classes() const { return 0; }  // > 0: i64 class labels
+  virtual Shape target_shape() const { return Shape{}; }  // f32 targets when num_classes() == 0
+  // Writes sample i: sample_shape().numel() floats to x and either *label or the target to y.
+  virtual void get(std::int64_t i, float* x, std::int64_t* label, float* y) const = 0;
+  virtual std::string describe() const = 0;
+};
+
+// Fashion-MNIST from the gzipped IDX files of Debian's dataset-fashion-mnist
+// (/usr/share/datasets/fashion-mnist). Pixels become p / 255 (f32), and with `normalize`
+// (v - 0.2860) / 0.3530. Samples are [1, 28, 28]; 10 classes.
+std::shared_ptr<Dataset> fashion_mnist(const std::string& dir, bool train, bool normalize = true);
+inline const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+// Numbers separated by commas, one sample per line; `label_column` >= 0 makes a classification
+// dataset with that column as the class (an integer in [0, classes)), otherwise the last
+// `targets` columns are f32 regression targets. A header line is skipped when `header`.
+std::shared_ptr<Dataset> csv_dataset(const std::string& path, bool header, int label_column, int targets = 1);
+
+// The "adder" regression: sample i has `features` values uniform in [0, 1) from
+// (seed, "adder").sub(first + i); the target is their sum, added left to right in f32.
+std::shared_ptr<Dataset> adder_dataset(std::int64_t n, int features, std::uint64_t seed, std::int64_t first = 0);
+
+struct Augment {
+  int crop_padding = 0;  // random crop of the zero-padded image back to its size
+  bool hflip = false;    // horizontal flip with probability 1/2
+  bool active() const { return crop_padding > 0 || hflip; }
+};
+
+struct LoaderOptions {
+  std::int64_t batch_size = 64;
+  bool shuffle = true;
+  bool drop_last = true;  // drop a last partial batch
+  int workers = 0;        // 0: batches are built on the calling thread
+  int prefetch = 4;       // batches built ahead per worker
+  std::uint64_t seed = 0;
+  Augment augment;
+};
+
+struct Batch {
+  Tensor x;  // [B, sample...] f32
+  Tensor y;  // [B] i64 labels, or [B, target...] f32
+  std::int64_t epoch = 0, index = 0;  // position: batch `index` of epoch `epoch`
+};
+
+// The order of the samples in an epoch: (seed, "shuffle").sub(epoch).permutation(n), or 0..n-1.
+std::vector<std::int64_t> epoch_order(std::int64_t n, bool shuffle, std::uint64_t seed, std::int64_t epoch);
+
+// Builds batch `index` of epoch `epoch` (a pure function; used by the loader and the tests).
+Batch make_batch(const Dataset& ds, const LoaderOptions& o, const std::vector<std::int64_t>& order, std::int64_t epoch,
+                 std::int64_t index);
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const Dataset> ds, LoaderOptions o);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  std::int64_t batches_per_epoch() const;
+  // The next batch in order; after the last batch of an epoch comes batch 0 of the next one.
+  Batch next();
+  // Continue from batch `index` of epoch `epoch` (resuming a run).
+  void seek(std::int64_t epoch, std::int64_t index);
+  std::int64_t epoch() const;  // of the batch next() returns next
+  std::int64_t index() const;
+  const Dataset& dataset() const { return *ds_; }
+  const LoaderOptions& options() const { return o_; }
+
+ private:
+  struct State;
+  std::shared_ptr<const Dataset> ds_;
+  LoaderOptions o_;
+  std::unique_ptr<State> st_;
+};
+
+}  // namespace bitgrad::data

@@ -1,0 +1,36 @@
+// Files: atomic writes, safetensors (the public format: 8-byte little-endian header length,
+// JSON header, raw little-endian data) with a bitgrad checksum in its metadata, and checkpoint
+// directories. Every write goes to a temporary file that is fsynced and renamed into place, so
+// an interrupted run never leaves a half-written file where a complete one was.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bitgrad/tensor.hpp"
+
+namespace bitgrad::io {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using Metadata = std::map<std::string, std::string>;
+
+void write_file_atomic(const std::string& path, const std::string& bytes);
+std::string read_file(const std::string& path);
+void make_dirs(const std::string& path);
+bool exists(const std::string& path);
+
+// Writes tensors in order; metadata gains "bitgrad.checksum" (XXH3-128 of the data section).
+std::string safetensors_bytes(const NamedTensors& tensors, Metadata metadata);
+void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata);
+struct SafeTensors {
+  NamedTensors tensors;  // in the order of their data
+  Metadata metadata;
+};
+// Validates the header, dtypes, shapes and offsets, and the checksum when present; errors
+// name the file and what is wrong.
+SafeTensors load_safetensors(const std::string& path);
+SafeTensors parse_safetensors(const std::string& bytes, const std::string& name);
+
+}  // namespace bitgrad::io

@@ -1,0 +1,167 @@
+// Neural-network modules. A Module owns named parameters in registration order (children's
+// parameters are prefixed "<index or name>."), infers its output shape from its input shape
+// (so a model is checked before it runs), and computes forward passes with the ops of ops.hpp.
+// Randomness (initialisation, dropout) comes from named Philox streams, so a model is a pure
+// function of its seed.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bitgrad/autograd.hpp"
+#include "bitgrad/ops.hpp"
+#include "bitgrad/rng.hpp"
+
+namespace bitgrad::nn {
+
+// What a forward pass needs to know besides its input.
+struct Context {
+  bool training = false;
+  std::uint64_t seed = 0;       // root seed of the run (dropout streams)
+  std::uint64_t step = 0;       // optimizer step (dropout masks change every step)
+  std::int64_t row_offset = 0;  // first sample of this micro-batch inside the step's batch
+};
+
+// ---- initialisation ------------------------------------------------------------------------
+enum class Init { kaiming_uniform, kaiming_normal, xavier_uniform, xavier_normal, zeros };
+Init parse_init(const std::string& name);  // throws on unknown names
+const char* init_name(Init init);
+// Fills t from stream (element k from draw k): kaiming: gain sqrt(2), bound sqrt(3) gain / sqrt(fan_in),
+// std gain / sqrt(fan_in); xavier: bound sqrt(6 / (fan_in + fan_out)), std sqrt(2 / (fan_in + fan_out)).
+void init_tensor(Tensor& t, Init init, std::int64_t fan_in, std::int64_t fan_out, const rng::Stream& stream);
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  virtual Tensor forward(const Tensor& x, const Context& ctx) = 0;
+  // Output shape for an input shape (batch dimension included); throws naming the module
+  // when the shapes do not chain.
+  virtual Shape output_shape(const Shape& in) const = 0;
+  virtual std::string describe() const = 0;
+
+  // Draws every parameter from (seed, "init").sub(index), index counting parameters in
+  // registration order across the model; the default recurses into the children.
+  virtual void init(Init weights, std::uint64_t seed, std::uint64_t& index);
+
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+
+ protected:
+  Tensor& register_parameter(const std::string& name, Tensor t);
+  void register_module(const std::string& name, std::shared_ptr<Module> m);
+
+ private:
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+// ---- layers --------------------------------------------------------------------------------
+class Linear : public Module {
+ public:
+  Linear(std::int64_t in, std::int64_t out, bool bias = true);
+  void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+  Tensor weight, bias;
+  std::int64_t in_features, out_features;
+};
+
+class Conv2d : public Module {
+ public:
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, int kernel, int stride = 1, int padding = 0, bool bias = true);
+  void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+  Tensor weight, bias;
+  std::int64_t in_channels, out_channels;
+  int kernel, stride, padding;
+};
+
+enum class Activation { relu, gelu, tanh, sigmoid };
+class Act : public Module {
+ public:
+  explicit Act(Activation a) : a_(a) {}
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override { return in; }
+  std::string describe() const override;
+
+ private:
+  Activation a_;
+};
+
+// Inverted dropout in training mode, identity in evaluation. Masks come from the stream
+// (seed, "dropout").sub(layer_id).sub(step), element index = row_offset * row size + k.
+class Dropout : public Module {
+ public:
+  Dropout(double p, std::uint64_t layer_id);
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override { return in; }
+  std::string describe() const override;
+
+ private:
+  double p_;
+  std::uint64_t id_;
+};
+
+class Flatten : public Module {  // [N, ...] -> [N, prod(...)]
+ public:
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override { return "Flatten()"; }
+};
+
+class Pool2d : public Module {
+ public:
+  Pool2d(bool max, int kernel, int stride = 0) : max_(max), kernel_(kernel), stride_(stride ? stride : kernel) {}
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+
+ private:
+  bool max_;
+  int kernel_, stride_;
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(std::int64_t features, double eps = 1e-5);
+  void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+  Tensor gamma, beta;
+
+ private:
+  std::int64_t features_;
+  double eps_;
+};
+
+class Embedding : public Module {  // i64 indices [..] -> [.., dim]
+ public:
+  Embedding(std::int64_t num, std::int64_t dim);
+  void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+  Tensor weight;
+};
+
+class Sequential : public Module {
+ public:
+  void add(std::shared_ptr<Module> m);
+  std::size_t size() const { return children().size(); }
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+};
+
+// Initialises every parameter of m: weights with `weights` (fans of the layer), biases with
+// uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), layer-norm gamma 1 and beta 0, embeddings normal(0, 1).
+void initialize(Module& m, Init weights, std::uint64_t seed);
+
+}  // namespace bitgrad::nn

@@ -1,0 +1,197 @@
+// Fashion-MNIST (gzipped IDX), CSV and the synthetic adder.
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "bitgrad/data.hpp"
+#include "bitgrad/rng.hpp"
+
+namespace bitgrad::data {
+namespace {
+
+std::vector<unsigned char> read_gz(const std::string& path, const char* what) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f)
+    throw Error(std::string(what) + ": cannot open " + path + " (" + std::strerror(errno ? errno : ENOENT) +
+                "); install Debian's dataset-fashion-mnist package or set [data] path to the directory holding the files");
+  std::vector<unsigned char> out;
+  unsigned char buf[1 << 16];
+  for (;;) {
+    int n = gzread(f, buf, sizeof buf);
+    if (n < 0) {
+      int err = 0;
+      std::string msg = gzerror(f, &err);
+      gzclose(f);
+      throw Error(std::string(what) + ": " + path + " is not a readable gzip file (" + msg + ")");
+    }
+    if (n == 0) break;
+    out.insert(out.end(), buf, buf + n);
+  }
+  gzclose(f);
+  return out;
+}
+
+std::uint32_t be32(const std::vector<unsigned char>& b, std::size_t at) {
+  return (std::uint32_t(b[at]) << 24) | (std::uint32_t(b[at + 1]) << 16) | (std::uint32_t(b[at + 2]) << 8) | b[at + 3];
+}
+
+class FashionMnist : public Dataset {
+ public:
+  FashionMnist(const std::string& dir, bool train, bool normalize) : train_(train), normalize_(normalize) {
+    const std::string prefix = dir + "/" + (train ? "train" : "t10k");
+    const std::string ipath = prefix + "-images-idx3-ubyte.gz", lpath = prefix + "-labels-idx1-ubyte.gz";
+    images_ = read_gz(ipath, "fashion-mnist");
+    labels_ = read_gz(lpath, "fashion-mnist");
+    auto bad = [&](const std::string& path, const std::string& why) { throw Error("fashion-mnist: " + path + ": " + why); };
+    if (images_.size() < 16 || be32(images_, 0) != 0x00000803) bad(ipath, "not an IDX image file (magic 0x00000803 expected)");
+    if (labels_.size() < 8 || be32(labels_, 0) != 0x00000801) bad(lpath, "not an IDX label file (magic 0x00000801 expected)");
+    n_ = be32(images_, 4);
+    const std::uint32_t rows = be32(images_, 8), cols = be32(images_, 12);
+    if (rows != 28 || cols != 28) bad(ipath, "images are " + std::to_string(rows) + "x" + std::to_string(cols) + ", expected 28x28");
+    if (images_.size() != 16 + std::size_t(n_) * 784)
+      bad(ipath, "holds " + std::to_string(images_.size() - 16) + " pixel bytes, expected " + std::to_string(std::size_t(n_) * 784) +
+                     " (truncated?)");
+    if (be32(labels_, 4) != n_ || labels_.size() != 8 + std::size_t(n_))
+      bad(lpath, "has " + std::to_string(labels_.size() - 8) + " labels for " + std::to_string(n_) + " images");
+    for (std::size_t i = 8; i < labels_.size(); ++i)
+      if (labels_[i] > 9) bad(lpath, "label " + std::to_string(labels_[i]) + " of image " + std::to_string(i - 8) + " is not in [0, 10)");
+  }
+  std::int64_t size() const override { return n_; }
+  Shape sample_shape() const override { return Shape{1, 28, 28}; }
+  std::int64_t num_classes() const override { return 10; }
+  void get(std::int64_t i, float* x, std::int64_t* label, float*) const override {
+    const unsigned char* px = images_.data() + 16 + std::size_t(i) * 784;
+    for (int k = 0; k < 784; ++k) {
+      float v = static_cast<float>(px[k]) / 255.0f;
+      if (normalize_) v = (v - 0.2860f) / 0.3530f;
+      x[k] = v;
+    }
+    *label = labels_[8 + std::size_t(i)];
+  }
+  std::string describe() const override {
+    return std::string("fashion-mnist ") + (train_ ? "train" : "test") + " (" + std::to_string(n_) + " images" +
+           (normalize_ ? ", normalised" : "") + ")";
+  }
+
+ private:
+  bool train_, normalize_;
+  std::uint32_t n_ = 0;
+  std::vector<unsigned char> images_, labels_;
+};
+
+class Csv : public Dataset {
+ public:
+  Csv(const std::string& path, bool header, int label_column, int targets) : path_(path), label_(label_column), targets_(targets) {
+    std::ifstream f(path);
+    if (!f) throw Error("csv: cannot open " + path + " (" + std::strerror(errno ? errno : ENOENT) + ")");
+    std::string line;
+    std::int64_t lineno = 0;
+    int width = -1;
+    while (std::getline(f, line)) {
+      ++lineno;
+      if (header && lineno == 1) continue;
+      if (line.empty() || line == "\r") continue;
+      std::vector<double> vals;
+      std::stringstream ss(line);
+      std::string cell;
+      while (std::getline(ss, cell, ',')) {
+        char* end = nullptr;
+        errno = 0;
+        double v = std::strtod(cell.c_str(), &end);
+        while (end && (*end == ' ' || *end == '\r' || *end == '\t')) ++end;
+        if (cell.empty() || !end || *end != '\0' || errno == ERANGE)
+          throw Error("csv: " + path + ":" + std::to_string(lineno) + ": column " + std::to_string(vals.size() + 1) + " ('" + cell +
+                      "') is not a number");
+        vals.push_back(v);
+      }
+      if (width < 0) width = static_cast<int>(vals.size());
+      if (static_cast<int>(vals.size()) != width)
+        throw Error("csv: " + path + ":" + std::to_string(lineno) + ": " + std::to_string(vals.size()) + " columns, expected " +
+                    std::to_string(width));
+      rows_.push_back(std::move(vals));
+    }
+    if (rows_.empty()) throw Error("csv: " + path + " has no data rows");
+    width_ = width;
+    if (label_ >= 0) {
+      if (label_ >= width_) throw Error("csv: " + path + ": label column " + std::to_string(label_) + " does not exist (" +
+                                        std::to_string(width_) + " columns)");
+      for (std::size_t r = 0; r < rows_.size(); ++r) {
+        const double v = rows_[r][std::size_t(label_)];
+        if (v < 0 || v != static_cast<double>(static_cast<std::int64_t>(v)))
+          throw Error("csv: " + path + ": row " + std::to_string(r + 1) + ": label " + std::to_string(v) + " is not a class index");
+        classes_ = std::max<std::int64_t>(classes_, static_cast<std::int64_t>(v) + 1);
+      }
+    } else if (targets_ < 1 || targets_ >= width_) {
+      throw Error("csv: " + path + ": " + std::to_string(targets_) + " target columns of " + std::to_string(width_) +
+                  " leave no features");
+    }
+  }
+  std::int64_t size() const override { return static_cast<std::int64_t>(rows_.size()); }
+  Shape sample_shape() const override { return Shape{width_ - (label_ >= 0 ? 1 : targets_)}; }
+  std::int64_t num_classes() const override { return label_ >= 0 ? classes_ : 0; }
+  Shape target_shape() const override { return label_ >= 0 ? Shape{} : Shape{targets_}; }
+  void get(std::int64_t i, float* x, std::int64_t* label, float* y) const override {
+    const auto& r = rows_[std::size_t(i)];
+    int k = 0;
+    for (int c = 0; c < width_; ++c) {
+      if (label_ >= 0) {
+        if (c == label_) *label = static_cast<std::int64_t>(r[std::size_t(c)]);
+        else x[k++] = static_cast<float>(r[std::size_t(c)]);
+      } else {
+        if (c < width_ - targets_) x[k++] = static_cast<float>(r[std::size_t(c)]);
+        else y[c - (width_ - targets_)] = static_cast<float>(r[std::size_t(c)]);
+      }
+    }
+  }
+  std::string describe() const override { return "csv " + path_ + " (" + std::to_string(rows_.size()) + " rows)"; }
+
+ private:
+  std::string path_;
+  int label_, targets_, width_ = 0;
+  std::int64_t classes_ = 0;
+  std::vector<std::vector<double>> rows_;
+};
+
+class Adder : public Dataset {
+ public:
+  Adder(std::int64_t n, int features, std::uint64_t seed, std::int64_t first) : n_(n), first_(first), f_(features), seed_(seed) {
+    BITGRAD_CHECK(n > 0 && features > 0, "adder", "needs n > 0 and features > 0, got ", n, " and ", features);
+  }
+  std::int64_t size() const override { return n_; }
+  Shape sample_shape() const override { return Shape{f_}; }
+  Shape target_shape() const override { return Shape{1}; }
+  void get(std::int64_t i, float* x, std::int64_t*, float* y) const override {
+    rng::Stream s = rng::Stream(seed_, "adder").sub(static_cast<std::uint64_t>(first_ + i));
+    float sum = 0.0f;
+    for (int j = 0; j < f_; ++j) {
+      x[j] = s.uniform_f32(static_cast<std::uint64_t>(j));
+      sum = sum + x[j];
+    }
+    y[0] = sum;
+  }
+  std::string describe() const override {
+    return "adder (" + std::to_string(n_) + " samples of " + std::to_string(f_) + " features, target their sum)";
+  }
+
+ private:
+  std::int64_t n_, first_;
+  int f_;
+  std::uint64_t seed_;
+};
+
+}  // namespace
+
+std::shared_ptr<Dataset> fashion_mnist(const std::string& dir, bool train, bool normalize) {
+  return std::make_shared<FashionMnist>(dir, train, normalize);
+}
+std::shared_ptr<Dataset> csv_dataset(const std::string& path, bool header, int label_column, int targets) {
+  return std::make_shared<Csv>(path, header, label_column, targets);
+}
+std::shared_ptr<Dataset> adder_dataset(std::int64_t n, int features, std::uint64_t seed, std::int64_t first) {
+  return std::make_shared<Adder>(n, features, seed, first);
+}
+
+}  // namespace bitgrad::data

@@ -1,0 +1,81 @@
+// Atomic writes: temporary file in the same directory, fsync, rename, fsync of the directory.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "bitgrad/io.hpp"
+
+namespace bitgrad::io {
+namespace {
+[[noreturn]] void sys_fail(const std::string& what, const std::string& path) {
+  throw Error("io: " + what + " " + path + ": " + std::strerror(errno));
+}
+std::string dir_of(const std::string& path) {
+  auto p = path.find_last_of('/');
+  return p == std::string::npos ? "." : (p == 0 ? "/" : path.substr(0, p));
+}
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) sys_fail("cannot create", tmp);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      sys_fail("cannot write", tmp);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    sys_fail("cannot sync", tmp);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    sys_fail("cannot rename into", path);
+  }
+  int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("io: cannot open " + path + ": " + std::strerror(errno ? errno : ENOENT));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) throw Error("io: cannot read " + path);
+  return ss.str();
+}
+
+void make_dirs(const std::string& path) {
+  std::string cur(!path.empty() && path[0] == '/' ? 1 : 0, '/');
+  std::stringstream ss(path);
+  std::string part;
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur.append(part).push_back('/');
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) sys_fail("cannot create directory", cur);
+  }
+}
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace bitgrad::io

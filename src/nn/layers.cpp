@@ -1,0 +1,176 @@
+// The layers: forward with the ops, output shapes checked before anything runs.
+#include <sstream>
+
+#include "bitgrad/math.hpp"
+#include "bitgrad/nn.hpp"
+
+namespace bitgrad::nn {
+namespace {
+
+template <class... A>
+std::string str(const A&... a) {
+  std::ostringstream os;
+  (os << ... << a);
+  return os.str();
+}
+
+// bias uniform(-1/sqrt(fan_in), 1/sqrt(fan_in))
+void init_bias(Tensor& b, std::int64_t fan_in, const rng::Stream& s) {
+  if (!b.defined()) return;
+  const double bound = 1.0 / math::sqrt(static_cast<double>(fan_in > 0 ? fan_in : 1));
+  NoGradGuard ng;
+  BITGRAD_DISPATCH_FLOAT(b.dtype(), "init", T, [&] {
+    s.fill_uniform(b.mutable_data<T>(), b.numel(), 0, static_cast<T>(-bound), static_cast<T>(bound));
+  });
+}
+
+rng::Stream init_stream(std::uint64_t seed, std::uint64_t& index) { return rng::Stream(seed, "init").sub(index++); }
+
+}  // namespace
+
+// ---- Linear --------------------------------------------------------------------------------
+Linear::Linear(std::int64_t in, std::int64_t out, bool with_bias) : in_features(in), out_features(out) {
+  BITGRAD_CHECK(in > 0 && out > 0, "Linear", "features must be positive, got in=", in, ", out=", out);
+  weight = register_parameter("weight", Tensor::zeros(Shape{out, in}));
+  if (with_bias) bias = register_parameter("bias", Tensor::zeros(Shape{out}));
+}
+void Linear::init(Init w, std::uint64_t seed, std::uint64_t& index) {
+  init_tensor(weight, w, in_features, out_features, init_stream(seed, index));
+  if (bias.defined()) init_bias(bias, in_features, init_stream(seed, index));
+}
+Tensor Linear::forward(const Tensor& x, const Context&) { return linear(x, weight, bias); }
+Shape Linear::output_shape(const Shape& in) const {
+  BITGRAD_CHECK(in.ndim() >= 2 && in[in.ndim() - 1] == in_features, describe().c_str(), "expects inputs [N, ", in_features,
+                "], got ", in.str());
+  Shape o = in;
+  o[o.ndim() - 1] = out_features;
+  return o;
+}
+std::string Linear::describe() const { return str("Linear(", in_features, ", ", out_features, bias.defined() ? "" : ", no bias", ")"); }
+
+// ---- Conv2d --------------------------------------------------------------------------------
+Conv2d::Conv2d(std::int64_t ic, std::int64_t oc, int k, int s, int p, bool with_bias)
+    : in_channels(ic), out_channels(oc), kernel(k), stride(s), padding(p) {
+  BITGRAD_CHECK(ic > 0 && oc > 0 && k > 0 && s > 0 && p >= 0, "Conv2d", "invalid geometry: channels ", ic, " -> ", oc, ", kernel ",
+                k, ", stride ", s, ", padding ", p);
+  weight = register_parameter("weight", Tensor::zeros(Shape{oc, ic, k, k}));
+  if (with_bias) bias = register_parameter("bias", Tensor::zeros(Shape{oc}));
+}
+void Conv2d::init(Init w, std::uint64_t seed, std::uint64_t& index) {
+  const std::int64_t kk = static_cast<std::int64_t>(kernel) * kernel;
+  init_tensor(weight, w, in_channels * kk, out_channels * kk, init_stream(seed, index));
+  if (bias.defined()) init_bias(bias, in_channels * kk, init_stream(seed, index));
+}
+Tensor Conv2d::forward(const Tensor& x, const Context&) { return conv2d(x, weight, bias, stride, padding); }
+Shape Conv2d::output_shape(const Shape& in) const {
+  BITGRAD_CHECK(in.ndim() == 4 && in[1] == in_channels, describe().c_str(), "expects inputs [N, ", in_channels, ", H, W], got ",
+                in.str());
+  const std::int64_t h = in[2] + 2 * padding - kernel, w = in[3] + 2 * padding - kernel;
+  BITGRAD_CHECK(h >= 0 && w >= 0, describe().c_str(), "the kernel is larger than the padded input ", in.str());
+  return Shape{in[0], out_channels, h / stride + 1, w / stride + 1};
+}
+std::string Conv2d::describe() const {
+  return str("Conv2d(", in_channels, ", ", out_channels, ", kernel=", kernel, ", stride=", stride, ", padding=", padding, ")");
+}
+
+// ---- activations, dropout, flatten, pooling ----------------------------------------------------
+Tensor Act::forward(const Tensor& x, const Context&) {
+  switch (a_) {
+    case Activation::relu: return relu(x);
+    case Activation::gelu: return gelu(x);
+    case Activation::tanh: return tanh(x);
+    case Activation::sigmoid: return sigmoid(x);
+  }
+  return x;
+}
+std::string Act::describe() const {
+  switch (a_) {
+    case Activation::relu: return "ReLU()";
+    case Activation::gelu: return "GELU()";
+    case Activation::tanh: return "Tanh()";
+    case Activation::sigmoid: return "Sigmoid()";
+  }
+  return "?";
+}
+
+Dropout::Dropout(double p, std::uint64_t layer_id) : p_(p), id_(layer_id) {
+  BITGRAD_CHECK(p >= 0.0 && p < 1.0, "Dropout", "probability must be in [0, 1), got ", p);
+}
+Tensor Dropout::forward(const Tensor& x, const Context& ctx) {
+  if (!ctx.training || p_ == 0.0) return x;
+  const std::int64_t rows = x.ndim() ? x.shape()[0] : 1;
+  const std::int64_t row_size = rows ? x.numel() / rows : 0;
+  rng::Stream s = rng::Stream(ctx.seed, "dropout").sub(id_).sub(ctx.step);
+  return dropout(x, p_, s, static_cast<std::uint64_t>(ctx.row_offset * row_size));
+}
+std::string Dropout::describe() const { return str("Dropout(p=", p_, ")"); }
+
+Tensor Flatten::forward(const Tensor& x, const Context&) { return flatten(x, 1, -1); }
+Shape Flatten::output_shape(const Shape& in) const {
+  BITGRAD_CHECK(in.ndim() >= 2, "Flatten()", "expects inputs [N, ...], got ", in.str());
+  return Shape{in[0], in.numel() / (in[0] ? in[0] : 1)};
+}
+
+Tensor Pool2d::forward(const Tensor& x, const Context&) { return max_ ? max_pool2d(x, kernel_, stride_) : avg_pool2d(x, kernel_, stride_); }
+Shape Pool2d::output_shape(const Shape& in) const {
+  BITGRAD_CHECK(in.ndim() == 4 && in[2] >= kernel_ && in[3] >= kernel_, describe().c_str(), "expects inputs [N, C, H, W] with H, W >= ",
+                kernel_, ", got ", in.str());
+  return Shape{in[0], in[1], (in[2] - kernel_) / stride_ + 1, (in[3] - kernel_) / stride_ + 1};
+}
+std::string Pool2d::describe() const { return str(max_ ? "MaxPool2d(" : "AvgPool2d(", kernel_, ", stride=", stride_, ")"); }
+
+// ---- LayerNorm, Embedding ---------------------------------------------------------------------
+LayerNorm::LayerNorm(std::int64_t features, double eps) : features_(features), eps_(eps) {
+  BITGRAD_CHECK(features > 0, "LayerNorm", "features must be positive, got ", features);
+  gamma = register_parameter("gamma", Tensor::ones(Shape{features}));
+  beta = register_parameter("beta", Tensor::zeros(Shape{features}));
+}
+void LayerNorm::init(Init, std::uint64_t, std::uint64_t& index) {
+  NoGradGuard ng;
+  gamma.fill_(1.0);
+  beta.fill_(0.0);
+  index += 2;
+}
+Tensor LayerNorm::forward(const Tensor& x, const Context&) { return layer_norm(x, gamma, beta, eps_); }
+Shape LayerNorm::output_shape(const Shape& in) const {
+  BITGRAD_CHECK(in.ndim() >= 1 && in[in.ndim() - 1] == features_, describe().c_str(), "expects inputs [..., ", features_, "], got ",
+                in.str());
+  return in;
+}
+std::string LayerNorm::describe() const { return str("LayerNorm(", features_, ")"); }
+
+Embedding::Embedding(std::int64_t num, std::int64_t dim) {
+  BITGRAD_CHECK(num > 0 && dim > 0, "Embedding", "sizes must be positive, got ", num, " x ", dim);
+  weight = register_parameter("weight", Tensor::zeros(Shape{num, dim}));
+}
+void Embedding::init(Init, std::uint64_t seed, std::uint64_t& index) {
+  NoGradGuard ng;
+  init_stream(seed, index).fill_normal(weight.mutable_data<float>(), weight.numel(), 0, 0.0f, 1.0f);
+}
+Tensor Embedding::forward(const Tensor& x, const Context&) { return embedding(weight, x); }
+Shape Embedding::output_shape(const Shape& in) const {
+  Shape o = in;
+  o.push_back(weight.shape()[1]);
+  return o;
+}
+std::string Embedding::describe() const { return str("Embedding(", weight.shape()[0], ", ", weight.shape()[1], ")"); }
+
+// ---- Sequential ---------------------------------------------------------------------------------
+void Sequential::add(std::shared_ptr<Module> m) { register_module(std::to_string(size()), std::move(m)); }
+Tensor Sequential::forward(const Tensor& x, const Context& ctx) {
+  Tensor h = x;
+  for (const auto& [name, m] : children()) h = m->forward(h, ctx);
+  return h;
+}
+Shape Sequential::output_shape(const Shape& in) const {
+  Shape s = in;
+  for (const auto& [name, m] : children()) s = m->output_shape(s);
+  return s;
+}
+std::string Sequential::describe() const {
+  std::string out = "Sequential(";
+  for (std::size_t i = 0; i < children().size(); ++i) out += (i ? ", " : "") + children()[i].second->describe();
+  return out + ")";
+}
+
+}  // namespace bitgrad::nn

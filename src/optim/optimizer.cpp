@@ -1,0 +1,206 @@
+// Optimizers: elementwise updates in a fixed operation order (docs/numerics.md).
+#include <cmath>
+#include <sstream>
+
+#include "bitgrad/autograd.hpp"
+#include "bitgrad/math.hpp"
+#include "bitgrad/optim.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/tensor_ops.hpp"
+
+namespace bitgrad::optim {
+
+Optimizer::Optimizer(NamedTensors params) : params_(std::move(params)) {
+  for (auto& [name, p] : params_) {
+    BITGRAD_CHECK(p.defined() && is_floating(p.dtype()), "optimizer", "parameter '", name, "' is not a floating tensor");
+    BITGRAD_CHECK(p.is_contiguous(), "optimizer", "parameter '", name, "' must be contiguous");
+  }
+}
+
+NamedTensors Optimizer::make_buffers(const std::string& prefix) const {
+  NamedTensors b;
+  for (const auto& [name, p] : params_) b.emplace_back(prefix + name, Tensor::zeros(p.shape(), p.dtype()));
+  return b;
+}
+
+void Optimizer::step(double lr) {
+  NoGradGuard ng;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i].second;
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    update(i, p, kern::contiguous(g), lr);
+  }
+  ++steps_;
+}
+
+void Optimizer::zero_grad() {
+  for (auto& [name, p] : params_) p.zero_grad();
+}
+
+void Optimizer::load_state(const NamedTensors& state, std::int64_t steps) {
+  NamedTensors& mine = mutable_state();
+  for (auto& [name, buf] : mine) {
+    const Tensor* src = nullptr;
+    for (const auto& [n, t] : state)
+      if (n == name) src = &t;
+    BITGRAD_CHECK(src, "optimizer state", "missing entry '", name, "'");
+    BITGRAD_CHECK(src->shape() == buf.shape() && src->dtype() == buf.dtype(), "optimizer state", "entry '", name, "' is ",
+                  dtype_name(src->dtype()), " ", src->shape().str(), ", expected ", dtype_name(buf.dtype()), " ", buf.shape().str());
+    buf.copy_from(*src);
+  }
+  BITGRAD_CHECK(state.size() == mine.size(), "optimizer state", "has ", state.size(), " entries, expected ", mine.size());
+  steps_ = steps;
+}
+
+// ---- SGD: g' = g + wd*p; v = m*v + g'; d = nesterov ? g' + m*v : v (or g' without momentum);
+//      p = p - lr*d ------------------------------------------------------------------------
+Sgd::Sgd(NamedTensors params, SgdOptions o) : Optimizer(std::move(params)), o_(o) {
+  BITGRAD_CHECK(o.momentum >= 0 && o.weight_decay >= 0, "sgd", "momentum and weight_decay must be >= 0");
+  BITGRAD_CHECK(!o.nesterov || o.momentum > 0, "sgd", "nesterov needs momentum > 0");
+  if (o_.momentum != 0) velocity_ = make_buffers("momentum.");
+}
+
+std::string Sgd::describe() const {
+  std::ostringstream os;
+  os << "SGD(momentum=" << o_.momentum << ", nesterov=" << (o_.nesterov ? "true" : "false") << ", weight_decay=" << o_.weight_decay
+     << ")";
+  return os.str();
+}
+
+void Sgd::update(std::size_t i, Tensor& p, const Tensor& g, double lr) {
+  BITGRAD_DISPATCH_FLOAT(p.dtype(), "sgd", T, [&] {
+    T* pp = p.mutable_data<T>();
+    const T* pg = g.data<T>();
+    T* pv = o_.momentum != 0 ? velocity_[i].second.mutable_data<T>() : nullptr;
+    const T lr_t = static_cast<T>(lr), m = static_cast<T>(o_.momentum), wd = static_cast<T>(o_.weight_decay);
+    const bool decay = o_.weight_decay != 0, nest = o_.nesterov;
+    for (std::int64_t k = 0; k < p.numel(); ++k) {
+      T gk = pg[k];
+      if (decay) gk = gk + wd * pp[k];
+      T d = gk;
+      if (pv) {
+        pv[k] = m * pv[k] + gk;
+        d = nest ? gk + m * pv[k] : pv[k];
+      }
+      pp[k] = pp[k] - lr_t * d;
+    }
+  });
+}
+
+// ---- Adam / AdamW: t = steps + 1; c1 = lr / (1 - b1^t), s2 = sqrt(1 - b2^t) (f64);
+//      Adam: g' = g + wd*p; AdamW: p = p * (1 - lr*wd);
+//      m = b1*m + (1-b1)*g'; v = b2*v + (1-b2)*(g'*g'); p = p - c1*(m / (sqrt(v)/s2 + eps)) ----
+Adam::Adam(NamedTensors params, AdamOptions o) : Optimizer(std::move(params)), o_(o) {
+  BITGRAD_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "adam", "betas must be in [0, 1), got ", o.beta1, " and ",
+                o.beta2);
+  BITGRAD_CHECK(o.eps > 0 && o.weight_decay >= 0, "adam", "eps must be > 0 and weight_decay >= 0");
+  all_ = make_buffers("exp_avg.");
+  NamedTensors sq = make_buffers("exp_avg_sq.");
+  all_.insert(all_.end(), sq.begin(), sq.end());
+}
+
+std::string Adam::describe() const {
+  std::ostringstream os;
+  os << (o_.decoupled ? "AdamW" : "Adam") << "(beta1=" << o_.beta1 << ", beta2=" << o_.beta2 << ", eps=" << o_.eps
+     << ", weight_decay=" << o_.weight_decay << ")";
+  return os.str();
+}
+
+NamedTensors Adam::state() const { return all_; }
+
+void Adam::update(std::size_t i, Tensor& p, const Tensor& g, double lr) {
+  const double t = static_cast<double>(steps_ + 1);
+  const double c1 = lr / (1.0 - math::pow(o_.beta1, t));
+  const double s2 = math::sqrt(1.0 - math::pow(o_.beta2, t));
+  const std::size_t n = params_.size();
+  BITGRAD_DISPATCH_FLOAT(p.dtype(), "adam", T, [&] {
+    T* pp = p.mutable_data<T>();
+    const T* pg = g.data<T>();
+    T* pm = all_[i].second.mutable_data<T>();
+    T* pv = all_[n + i].second.mutable_data<T>();
+    const T b1 = static_cast<T>(o_.beta1), b2 = static_cast<T>(o_.beta2);
+    const T ob1 = static_cast<T>(1.0 - o_.beta1), ob2 = static_cast<T>(1.0 - o_.beta2);
+    const T c1t = static_cast<T>(c1), s2t = static_cast<T>(s2), eps = static_cast<T>(o_.eps);
+    const T wd = static_cast<T>(o_.weight_decay), shrink = static_cast<T>(1.0 - lr * o_.weight_decay);
+    const bool decay = o_.weight_decay != 0;
+    for (std::int64_t k = 0; k < p.numel(); ++k) {
+      T gk = pg[k];
+      if (decay) {
+        if (o_.decoupled) pp[k] = pp[k] * shrink;
+        else gk = gk + wd * pp[k];
+      }
+      pm[k] = b1 * pm[k] + ob1 * gk;
+      pv[k] = b2 * pv[k] + ob2 * (gk * gk);
+      const T denom = std::sqrt(pv[k]) / s2t + eps;
+      pp[k] = pp[k] - c1t * (pm[k] / denom);
+    }
+  });
+}
+
+// ---- schedules ------------------------------------------------------------------------------
+double Schedule::at(std::int64_t step) const {
+  double base = lr;
+  switch (kind) {
+    case Kind::constant: break;
+    case Kind::step: base = lr * math::pow(gamma, static_cast<double>(step / (step_size > 0 ? step_size : 1))); break;
+    case Kind::cosine: {
+      const double T = static_cast<double>(total_steps > 0 ? total_steps : 1);
+      const double s = static_cast<double>(step < total_steps ? step : total_steps);
+      base = min_lr + (lr - min_lr) * (0.5 * (1.0 + math::cos(3.141592653589793 * (s / T))));
+      break;
+    }
+  }
+  if (step < warmup_steps) base = base * (static_cast<double>(step + 1) / static_cast<double>(warmup_steps));
+  return base;
+}
+
+std::string Schedule::describe() const {
+  std::ostringstream os;
+  switch (kind) {
+    case Kind::constant: os << "constant(lr=" << lr << ")"; break;
+    case Kind::step: os << "step(lr=" << lr << ", gamma=" << gamma << ", every " << step_size << ")"; break;
+    case Kind::cosine: os << "cosine(lr=" << lr << " -> " << min_lr << " over " << total_steps << ")"; break;
+  }
+  if (warmup_steps > 0) os << " + linear warm-up " << warmup_steps;
+  return os.str();
+}
+
+// ---- gradient clipping ------------------------------------------------------------------------
+double grad_norm(const std::vector<Tensor>& params) {
+  kern::PairwiseStack<double> st;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    Tensor gc = kern::contiguous(g);
+    double s = 0;
+    BITGRAD_DISPATCH_FLOAT(g.dtype(), "clip_grad_norm", T, [&] {
+      T v = T(0);
+      kern::active<T>().sumsq_rows(gc.data<T>(), nullptr, 1, gc.numel(), &v);
+      s = static_cast<double>(v);
+    });
+    st.push(s);
+  }
+  return math::sqrt(st.total());
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  BITGRAD_CHECK(max_norm > 0, "clip_grad_norm", "max_norm must be > 0, got ", max_norm);
+  const double norm = grad_norm(params);
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0) {
+    NoGradGuard ng;
+    for (const Tensor& p : params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      BITGRAD_DISPATCH_FLOAT(g.dtype(), "clip_grad_norm", T, [&] {
+        T* pg = g.mutable_data<T>();
+        const T c = static_cast<T>(coef);
+        for (std::int64_t k = 0; k < g.numel(); ++k) pg[k] = pg[k] * c;
+      });
+    }
+  }
+  return norm;
+}
+
+}  // namespace bitgrad::optim

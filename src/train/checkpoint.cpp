@@ -1,0 +1,114 @@
+#include "train/checkpoint.hpp"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "bitgrad/version.hpp"
+
+namespace bitgrad::train {
+namespace {
+
+std::string name_of(std::int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%09lld", static_cast<long long>(step));
+  return buf;
+}
+
+void remove_tree(const std::string& dir) {
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n == "." || n == "..") continue;
+      ::unlink((dir + "/" + n).c_str());
+    }
+    ::closedir(d);
+  }
+  ::rmdir(dir.c_str());
+}
+
+std::int64_t meta_int(const io::SafeTensors& st, const std::string& key, const std::string& file) {
+  auto it = st.metadata.find(key);
+  if (it == st.metadata.end()) throw Error("checkpoint: " + file + ": metadata '" + key + "' is missing");
+  char* end = nullptr;
+  const long long v = std::strtoll(it->second.c_str(), &end, 10);
+  if (!end || *end) throw Error("checkpoint: " + file + ": metadata '" + key + "' is not an integer");
+  return v;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& run_dir, const io::NamedTensors& params, const io::NamedTensors& optimizer,
+                     const CheckpointInfo& info, int keep) {
+  const std::string root = run_dir + "/checkpoints";
+  io::make_dirs(root);
+  const std::string name = name_of(info.step);
+  const std::string tmp = root + "/.tmp-" + name + "-" + std::to_string(::getpid());
+  remove_tree(tmp);
+  io::make_dirs(tmp);
+  io::Metadata meta = {{"format", "bitgrad checkpoint 1"},
+                       {"bitgrad.version", kVersion},
+                       {"bitgrad.numerics", std::to_string(kNumericsVersion)},
+                       {"config_hash", info.config_hash},
+                       {"step", std::to_string(info.step)}};
+  io::save_safetensors(tmp + "/model.safetensors", params, meta);
+  meta["epoch"] = std::to_string(info.epoch);
+  meta["index"] = std::to_string(info.index);
+  meta["optimizer_steps"] = std::to_string(info.opt_steps);
+  io::save_safetensors(tmp + "/optimizer.safetensors", optimizer, meta);
+  const std::string final_dir = root + "/" + name;
+  remove_tree(final_dir);
+  if (std::rename(tmp.c_str(), final_dir.c_str()) != 0) throw Error("checkpoint: cannot move " + tmp + " to " + final_dir);
+  io::write_file_atomic(root + "/latest", name + "\n");
+  // keep the newest `keep`
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(root.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.rfind("step-", 0) == 0) names.push_back(n);
+    }
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < names.size(); ++i) remove_tree(root + "/" + names[i]);
+}
+
+Checkpoint load_latest_checkpoint(const std::string& run_dir) {
+  const std::string root = run_dir + "/checkpoints";
+  const std::string latest = root + "/latest";
+  if (!io::exists(latest)) throw Error("checkpoint: " + latest + " does not exist: " + run_dir + " holds no checkpoint to resume from");
+  std::string name = io::read_file(latest);
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  if (name.rfind("step-", 0) != 0 || name.find('/') != std::string::npos)
+    throw Error("checkpoint: " + latest + " does not name a checkpoint ('" + name + "')");
+  Checkpoint c;
+  c.name = name;
+  const std::string mf = root + "/" + name + "/model.safetensors", of = root + "/" + name + "/optimizer.safetensors";
+  io::SafeTensors m = io::load_safetensors(mf);
+  io::SafeTensors o = io::load_safetensors(of);
+  for (const io::SafeTensors* s : {&m, &o}) {
+    const std::string& f = s == &m ? mf : of;
+    auto fmt = s->metadata.find("format");
+    if (fmt == s->metadata.end() || fmt->second != "bitgrad checkpoint 1") throw Error("checkpoint: " + f + " is not a bitgrad checkpoint");
+    auto num = s->metadata.find("bitgrad.numerics");
+    if (num == s->metadata.end() || num->second != std::to_string(kNumericsVersion))
+      throw Error("checkpoint: " + f + " was written with numerics version " + (num == s->metadata.end() ? "?" : num->second) +
+                  "; this build is numerics " + std::to_string(kNumericsVersion) + " and cannot continue it bit for bit");
+  }
+  c.info.step = meta_int(o, "step", of);
+  c.info.epoch = meta_int(o, "epoch", of);
+  c.info.index = meta_int(o, "index", of);
+  c.info.opt_steps = meta_int(o, "optimizer_steps", of);
+  c.info.config_hash = o.metadata.at("config_hash");
+  if (meta_int(m, "step", mf) != c.info.step || m.metadata.at("config_hash") != c.info.config_hash)
+    throw Error("checkpoint: " + mf + " and " + of + " belong to different checkpoints");
+  c.params = std::move(m.tensors);
+  c.optimizer = std::move(o.tensors);
+  return c;
+}
+
+}  // namespace bitgrad::train

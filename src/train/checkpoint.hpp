@@ -1,0 +1,35 @@
+// Checkpoint directories (internal to the trainer):
+//   RUN/checkpoints/step-000000468/model.safetensors      parameters (public format)
+//   RUN/checkpoints/step-000000468/optimizer.safetensors  optimizer buffers; metadata: step,
+//                                                          epoch, batch index, config hash, ...
+//   RUN/checkpoints/latest                                 name of the newest complete one
+// A checkpoint is written into a temporary directory and renamed into place before `latest`
+// moves (atomically) to it: an interrupted write leaves the previous checkpoint in charge.
+#pragma once
+
+#include <string>
+
+#include "bitgrad/io.hpp"
+
+namespace bitgrad::train {
+
+struct CheckpointInfo {
+  std::int64_t step = 0;       // completed optimizer steps
+  std::int64_t epoch = 0;      // of the next batch
+  std::int64_t index = 0;      // of the next batch within its epoch
+  std::int64_t opt_steps = 0;  // the optimizer's own count
+  std::string config_hash;
+};
+
+struct Checkpoint {
+  CheckpointInfo info;
+  io::NamedTensors params, optimizer;
+  std::string name;  // directory name, e.g. step-000000468
+};
+
+void save_checkpoint(const std::string& run_dir, const io::NamedTensors& params, const io::NamedTensors& optimizer,
+                     const CheckpointInfo& info, int keep = 3);
+// The checkpoint `latest` names; errors name the file and what is wrong.
+Checkpoint load_latest_checkpoint(const std::string& run_dir);
+
+}  // namespace bitgrad::train

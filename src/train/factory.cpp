@@ -1,0 +1,84 @@
+// The datasets and the model a configuration describes.
+#include "bitgrad/train.hpp"
+
+namespace bitgrad::train {
+namespace {
+[[noreturn]] void fail_at(const std::string& file, int line, const std::string& what) {
+  throw Error(file + ":" + std::to_string(line) + ": " + what);
+}
+}  // namespace
+
+std::shared_ptr<data::Dataset> train_dataset(const Config& c) {
+  if (c.dataset == "fashion-mnist") return data::fashion_mnist(c.path, true, c.normalize);
+  if (c.dataset == "csv") return data::csv_dataset(c.train_csv, c.csv_header, c.label_column, c.targets);
+  return data::adder_dataset(c.samples, c.features, c.seed);
+}
+
+std::shared_ptr<data::Dataset> test_dataset(const Config& c) {
+  if (c.dataset == "fashion-mnist") return data::fashion_mnist(c.path, false, c.normalize);
+  if (c.dataset == "csv") return c.test_csv.empty() ? nullptr : data::csv_dataset(c.test_csv, c.csv_header, c.label_column, c.targets);
+  return c.test_samples > 0 ? data::adder_dataset(c.test_samples, c.features, c.seed, c.samples) : nullptr;
+}
+
+std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset& ds) {
+  auto model = std::make_shared<nn::Sequential>();
+  Shape shape{1};
+  for (std::int64_t d : ds.sample_shape()) shape.push_back(d);
+  std::uint64_t dropout_id = 0;
+  for (std::size_t i = 0; i < c.layers.size(); ++i) {
+    const LayerSpec& l = c.layers[i];
+    const std::string where = "model.layers[" + std::to_string(i) + "] (" + l.type + ")";
+    std::shared_ptr<nn::Module> m;
+    try {
+      if (l.type == "linear") {
+        if (shape.ndim() < 2) fail_at(c.file, l.line, where + ": no input");
+        m = std::make_shared<nn::Linear>(shape[shape.ndim() - 1], l.out, l.bias);
+      } else if (l.type == "conv2d") {
+        if (shape.ndim() != 4) fail_at(c.file, l.line, where + " expects images [N, C, H, W], the layer before gives " + shape.str());
+        m = std::make_shared<nn::Conv2d>(shape[1], l.out, l.kernel, l.stride, l.padding, l.bias);
+      } else if (l.type == "flatten") {
+        m = std::make_shared<nn::Flatten>();
+      } else if (l.type == "relu") {
+        m = std::make_shared<nn::Act>(nn::Activation::relu);
+      } else if (l.type == "gelu") {
+        m = std::make_shared<nn::Act>(nn::Activation::gelu);
+      } else if (l.type == "tanh") {
+        m = std::make_shared<nn::Act>(nn::Activation::tanh);
+      } else if (l.type == "sigmoid") {
+        m = std::make_shared<nn::Act>(nn::Activation::sigmoid);
+      } else if (l.type == "dropout") {
+        m = std::make_shared<nn::Dropout>(l.p, dropout_id++);
+      } else if (l.type == "maxpool2d" || l.type == "avgpool2d") {
+        m = std::make_shared<nn::Pool2d>(l.type == "maxpool2d", l.kernel, l.stride);
+      } else if (l.type == "layernorm") {
+        m = std::make_shared<nn::LayerNorm>(shape[shape.ndim() - 1], l.eps);
+      }
+      if (l.type == "linear" && shape.ndim() > 2)
+        fail_at(c.file, l.line, where + " expects inputs [N, features], the layer before gives " + shape.str() + "; add a flatten layer");
+      shape = m->output_shape(shape);
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      if (msg.rfind(c.file + ":", 0) == 0) throw;
+      fail_at(c.file, l.line, where + ": " + msg);
+    }
+    model->add(m);
+  }
+  const std::int64_t outputs = shape.ndim() >= 2 ? shape.numel() / shape[0] : 0;
+  if (ds.num_classes() > 0) {
+    if (c.loss != "cross_entropy")
+      fail_at(c.file, c.layers.back().line, "the dataset has class labels; use loss = \"cross_entropy\" in [train]");
+    if (shape.ndim() != 2 || outputs != ds.num_classes())
+      fail_at(c.file, c.layers.back().line, "the model gives " + shape.str() + " per batch but the dataset has " +
+                                                std::to_string(ds.num_classes()) + " classes: the last layer must give [N, " +
+                                                std::to_string(ds.num_classes()) + "]");
+  } else {
+    if (c.loss != "mse") fail_at(c.file, c.layers.back().line, "the dataset has real-valued targets; use loss = \"mse\" in [train]");
+    if (outputs != ds.target_shape().numel())
+      fail_at(c.file, c.layers.back().line, "the model gives " + std::to_string(outputs) + " values per sample but the targets have " +
+                                                std::to_string(ds.target_shape().numel()));
+  }
+  nn::initialize(*model, nn::parse_init(c.init), c.seed);
+  return model;
+}
+
+}  // namespace bitgrad::train

@@ -1,0 +1,232 @@
+// The training loop: contracts T2/T3 (threads, loader workers), T5 (micro-batches), T7
+// (stop and resume mid-epoch), damaged checkpoints, configuration errors.
+#include <fstream>
+#include <sstream>
+
+#include "bitgrad/io.hpp"
+#include "bitgrad/runtime.hpp"
+#include "bitgrad/train.hpp"
+#include "support/fashion.hpp"
+#include "support/test_util.hpp"
+
+namespace bitgrad::test {
+namespace {
+
+// A small MLP on Fashion-MNIST: fast enough for a test, real data.
+const char* kMlp = R"(
+seed = 5
+[data]
+dataset = "fashion-mnist"
+[model]
+layers = [
+  { type = "flatten" },
+  { type = "linear", out = 64 },
+  { type = "relu" },
+  { type = "dropout", p = 0.2 },
+  { type = "linear", out = 10 },
+]
+[train]
+batch_size = 128
+epochs = 1
+[optimizer]
+type = "sgd"
+lr = 0.05
+momentum = 0.9
+[schedule]
+type = "cosine"
+warmup_steps = 3
+[eval]
+each_epoch = false
+)";
+
+const char* kAdder = R"(
+seed = 1
+[data]
+dataset = "adder"
+samples = 4000
+test_samples = 500
+[model]
+layers = [ { type = "linear", out = 1 } ]
+[train]
+batch_size = 100
+epochs = 3
+loss = "mse"
+[optimizer]
+type = "adam"
+lr = 0.05
+)";
+
+std::string fresh_dir(const std::string& name) {
+  static int n = 0;
+  const std::string d = ::testing::TempDir() + "/bitgrad_train_" + std::to_string(::getpid()) + "_" + name + "_" + std::to_string(n++);
+  std::system(("rm -rf " + d).c_str());
+  return d;
+}
+
+train::RunResult run(const char* text, train::RunOptions o, std::string* log = nullptr) {
+  train::Config c = train::parse_config(text, "test.toml");
+  if (o.out.empty() && o.resume.empty()) o.out = fresh_dir("run");
+  o.progress = 0;
+  std::ostringstream out;
+  train::RunResult r = train::run(c, o, out);
+  if (log) *log = out.str();
+  return r;
+}
+
+TEST(Train, AdderLearnsTheSum) {
+  RuntimeGuard g;
+  train::RunOptions o;
+  train::RunResult r = run(kAdder, o);
+  EXPECT_EQ(r.steps, 120);
+  ASSERT_EQ(r.test_loss.size(), 3u);
+  EXPECT_LT(r.test_loss[1], r.test_loss[0]);
+  EXPECT_LT(r.test_loss[2], r.test_loss[1]);
+  EXPECT_LT(r.test_loss.back(), 0.1) << "the weights approach 1 (the target variance is 10/12)";
+}
+
+TEST(Train, ThreadsAndWorkersChangeNoBit) {
+  BITGRAD_NEED_FASHION_MNIST();
+  RuntimeGuard g;
+  train::RunOptions o;
+  o.steps = 25;
+  o.threads = 1;
+  o.workers = 0;
+  const std::string want = run(kMlp, o).fingerprint.hex();
+  for (auto [t, w] : {std::pair{2, 3}, std::pair{3, 1}, std::pair{4, 2}}) {
+    o.threads = t;
+    o.workers = w;
+    EXPECT_EQ(run(kMlp, o).fingerprint.hex(), want) << "threads=" << t << " workers=" << w;
+  }
+}
+
+TEST(Train, MicroBatchesOfWholeBlocksGiveTheSameBits) {
+  BITGRAD_NEED_FASHION_MNIST();
+  RuntimeGuard g;
+  train::RunOptions o;
+  o.steps = 20;
+  std::string log;
+  const train::RunResult whole = run(kMlp, o, &log);
+  EXPECT_EQ(log.find("T5 does not hold"), std::string::npos);
+  for (std::int64_t k : {2, 4}) {  // 2 x 64 and 4 x 32: 2 and 1 canonical blocks each
+    o.accumulate = k;
+    const train::RunResult split = run(kMlp, o, &log);
+    EXPECT_EQ(split.fingerprint.hex(), whole.fingerprint.hex()) << "accumulate=" << k;
+    EXPECT_EQ(split.last_loss, whole.last_loss) << "accumulate=" << k;
+    EXPECT_EQ(log.find("T5 does not hold"), std::string::npos);
+  }
+  o.accumulate = 8;  // micro-batches of 16 samples: half a block
+  run(kMlp, o, &log);
+  EXPECT_NE(log.find("contract T5 does not hold for this configuration"), std::string::npos) << log;
+}
+
+TEST(Train, ResumeMidEpochEqualsTrainingStraight) {
+  BITGRAD_NEED_FASHION_MNIST();
+  RuntimeGuard g;
+  train::RunOptions o;
+  o.steps = 30;
+  o.workers = 2;
+  const std::string straight = run(kMlp, o).fingerprint.hex();
+  // 13 steps, stop, resume to 30 (a checkpoint every 5 steps along the way)
+  const std::string dir = fresh_dir("resume");
+  o.out = dir;
+  o.steps = 13;
+  o.checkpoint_every = 5;
+  run(kMlp, o);
+  train::RunOptions r;
+  r.resume = dir;
+  r.steps = 30;
+  std::string log;
+  EXPECT_EQ(run(kMlp, r, &log).fingerprint.hex(), straight);
+  EXPECT_NE(log.find("resumed at step 13"), std::string::npos) << log;
+  // the metrics hold each step once
+  std::istringstream m(io::read_file(dir + "/metrics.jsonl"));
+  std::string line;
+  int lines = 0;
+  while (std::getline(m, line)) ++lines;
+  EXPECT_EQ(lines, 30);
+}
+
+TEST(Train, DamagedCheckpointsAndChangedConfigsAreRefused) {
+  RuntimeGuard g;
+  const std::string dir = fresh_dir("damage");
+  train::RunOptions o;
+  o.out = dir;
+  o.steps = 12;
+  run(kAdder, o);
+  const std::string ck = dir + "/checkpoints/step-000000012/optimizer.safetensors";
+  const std::string good = io::read_file(ck);
+  train::RunOptions r;
+  r.resume = dir;
+  r.steps = 20;
+  std::string bad = good;
+  bad[bad.size() - 3] ^= 1;
+  io::write_file_atomic(ck, bad);
+  try {
+    run(kAdder, r);
+    FAIL() << "a flipped byte must be detected";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+  }
+  io::write_file_atomic(ck, good.substr(0, good.size() / 2));
+  try {
+    run(kAdder, r);
+    FAIL() << "a truncated file must be detected";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+  }
+  io::write_file_atomic(ck, good);
+  std::string changed = kAdder;
+  changed.replace(changed.find("lr = 0.05"), 9, "lr = 0.06");
+  try {
+    run(changed.c_str(), r);
+    FAIL() << "a different configuration must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the configuration differs"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(run(kAdder, r).steps, 20) << "the intact checkpoint resumes";
+  train::RunOptions again;
+  again.out = dir;
+  EXPECT_THROW(run(kAdder, again), Error) << "an existing run is not written over";
+}
+
+void expect_config_error(const std::string& text, const std::string& message) {
+  try {
+    train::Config c = train::parse_config(text, "cfg.toml");
+    auto ds = train::train_dataset(c);
+    train::build_model(c, *ds);
+    FAIL() << "expected: " << message;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+  }
+}
+
+TEST(Train, ConfigurationErrorsNameFileLineAndKey) {
+  const std::string base = kAdder;
+  expect_config_error(base + "\n[extra]\nx = 1\n", "cfg.toml:17: unknown key 'extra' in top level");
+  std::string typo = base;
+  typo.replace(typo.find("lr = 0.05"), 9, "lrr = 0.05");
+  expect_config_error(typo, "cfg.toml:15: unknown key 'lrr' in [optimizer]");
+  std::string wrong = base;
+  wrong.replace(wrong.find("batch_size = 100"), 16, "batch_size = \"100\"");
+  expect_config_error(wrong, "cfg.toml:10: [train] batch_size must be an integer, got a string");
+  std::string layer = base;
+  layer.replace(layer.find("type = \"linear\""), 15, "type = \"lstm\"");
+  expect_config_error(layer, "cfg.toml:8: model.layers[0] type is 'lstm'; expected one of linear");
+  std::string chain = base;
+  chain.replace(chain.find("{ type = \"linear\", out = 1 }"), 28, "{ type = \"linear\", out = 3 }");
+  expect_config_error(chain, "the model gives 3 values per sample but the targets have 1");
+  expect_config_error("[data\n", "cfg.toml:1: malformed TOML");
+  expect_config_error("seed = 1\n[data]\ndataset = \"fashion-mnist\"\npath = \"/nope\"\n[model]\nlayers = [ { type = \"flatten\" } ]\n",
+                      "dataset-fashion-mnist");
+  std::string big = base;
+  big.replace(big.find("batch_size = 100"), 16, "batch_size = 5000");
+  try {
+    run(big.c_str(), train::RunOptions{});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("batch size 5000 is larger than the dataset"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace bitgrad::test
