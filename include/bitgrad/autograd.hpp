@@ -6,6 +6,8 @@
 // decides any order. Leaf gradients accumulate across backward calls: grad = grad + new.
 #pragma once
 
+#include <string>
+
 #include "bitgrad/tensor.hpp"
 
 namespace bitgrad {
@@ -25,7 +27,53 @@ class NoGradGuard {
   bool prev_;
 };
 
+// Where an op was called from. Like std::source_location::current() (which Clang 14 cannot
+// compile with libstdc++ 12), taken as a defaulted last argument of every op.
+class CallSite {
+ public:
+  const char* file = "";
+  int line = 0;
+  constexpr CallSite() = default;
+  static constexpr CallSite current(const char* f = __builtin_FILE(), int l = __builtin_LINE()) noexcept {
+    return CallSite(f, l, Tag{});
+  }
+
+ private:
+  // only current() makes one, so a braced list such as sum(x, {0, 2}) never converts to a site
+  struct Tag {};
+  constexpr CallSite(const char* f, int l, Tag) : file(f), line(l) {}
+};
+
+// A name for the ops computed in a scope (modules push their path, users what they like);
+// nested scopes join with '/'. Shown in op traces and anomaly reports.
+class LabelScope {
+ public:
+  explicit LabelScope(const std::string& name);
+  ~LabelScope();
+  LabelScope(const LabelScope&) = delete;
+  LabelScope& operator=(const LabelScope&) = delete;
+
+ private:
+  std::size_t restore_;
+};
+const std::string& current_label();
+
 namespace autograd {
+// Observes every op's output (forward) and every gradient an op produces for an input
+// (backward). One hook per thread; instruments install it (op traces, anomaly detection).
+struct OpEvent {
+  const char* op;
+  const Tensor& value;
+  CallSite site;
+  const std::string& label;
+  bool backward;
+  int input;  // backward: which input the gradient is for
+};
+using OpHook = void (*)(void* ctx, const OpEvent& e);
+void set_op_hook(OpHook hook, void* ctx);  // nullptr to remove
+bool op_hook_active();
+void emit_forward(const char* op, const Tensor& out, CallSite site);
+
 // Number of live graph nodes in this process (for tests and leak checks).
 std::size_t live_nodes();
 // Name of the op that produced t ("" for a leaf).

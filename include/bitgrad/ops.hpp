@@ -1,4 +1,5 @@
 // Differentiable ops. Each records a node when grad is enabled and an input requires grad.
+// The last argument, defaulted, is the caller's source location (op traces, anomaly reports).
 // Binary ops broadcast as NumPy does. Every op's evaluation order is documented in
 // docs/numerics.md; errors name the op and the shapes involved.
 #pragma once
@@ -6,38 +7,39 @@
 #include <cstdint>
 #include <vector>
 
+#include "bitgrad/autograd.hpp"
 #include "bitgrad/rng.hpp"
 #include "bitgrad/tensor.hpp"
 
 namespace bitgrad {
 
 // ---- elementwise ------------------------------------------------------------------------
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
-Tensor pow(const Tensor& a, const Tensor& b);
-Tensor maximum(const Tensor& a, const Tensor& b);  // NaN-propagating; ties split the gradient
-Tensor minimum(const Tensor& a, const Tensor& b);
-Tensor add(const Tensor& a, double s);
-Tensor sub(const Tensor& a, double s);
-Tensor rsub(double s, const Tensor& a);  // s - a
-Tensor mul(const Tensor& a, double s);
-Tensor div(const Tensor& a, double s);
-Tensor rdiv(double s, const Tensor& a);  // s / a
-Tensor pow(const Tensor& a, double p);
+Tensor add(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
+Tensor sub(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
+Tensor mul(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
+Tensor div(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
+Tensor pow(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
+Tensor maximum(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());  // NaN-propagating; ties split the gradient
+Tensor minimum(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
+Tensor add(const Tensor& a, double s, CallSite site = CallSite::current());
+Tensor sub(const Tensor& a, double s, CallSite site = CallSite::current());
+Tensor rsub(double s, const Tensor& a, CallSite site = CallSite::current());  // s - a
+Tensor mul(const Tensor& a, double s, CallSite site = CallSite::current());
+Tensor div(const Tensor& a, double s, CallSite site = CallSite::current());
+Tensor rdiv(double s, const Tensor& a, CallSite site = CallSite::current());  // s / a
+Tensor pow(const Tensor& a, double p, CallSite site = CallSite::current());
 
-Tensor neg(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor relu(const Tensor& x);
-Tensor gelu(const Tensor& x);  // exact (erf) GELU
-Tensor clamp(const Tensor& x, double lo, double hi);
+Tensor neg(const Tensor& x, CallSite site = CallSite::current());
+Tensor exp(const Tensor& x, CallSite site = CallSite::current());
+Tensor log(const Tensor& x, CallSite site = CallSite::current());
+Tensor sqrt(const Tensor& x, CallSite site = CallSite::current());
+Tensor tanh(const Tensor& x, CallSite site = CallSite::current());
+Tensor sigmoid(const Tensor& x, CallSite site = CallSite::current());
+Tensor relu(const Tensor& x, CallSite site = CallSite::current());
+Tensor gelu(const Tensor& x, CallSite site = CallSite::current());  // exact (erf) GELU
+Tensor clamp(const Tensor& x, double lo, double hi, CallSite site = CallSite::current());
 // cond: any dtype, nonzero is true; a and b broadcast with cond
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -54,61 +56,61 @@ inline Tensor operator/(const Tensor& a, double s) { return div(a, s); }
 inline Tensor operator/(double s, const Tensor& a) { return rdiv(s, a); }
 
 // ---- reductions (docs/numerics.md, "Reductions over axes") ------------------------------
-Tensor sum(const Tensor& x);
-Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
-Tensor mean(const Tensor& x);
-Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim = false);
-Tensor max(const Tensor& x);  // NaN if any NaN; gradient to the first maximum
-Tensor max(const Tensor& x, int axis, bool keepdim = false);
-Tensor argmax(const Tensor& x, int axis, bool keepdim = false);  // i64, first maximum
-Tensor min(const Tensor& x);  // NaN if any NaN; gradient to the first minimum
-Tensor min(const Tensor& x, int axis, bool keepdim = false);
-Tensor argmin(const Tensor& x, int axis, bool keepdim = false);  // i64, first minimum
+Tensor sum(const Tensor& x, CallSite site = CallSite::current());
+Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim = false, CallSite site = CallSite::current());
+Tensor mean(const Tensor& x, CallSite site = CallSite::current());
+Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim = false, CallSite site = CallSite::current());
+Tensor max(const Tensor& x, CallSite site = CallSite::current());  // NaN if any NaN; gradient to the first maximum
+Tensor max(const Tensor& x, int axis, bool keepdim = false, CallSite site = CallSite::current());
+Tensor argmax(const Tensor& x, int axis, bool keepdim = false, CallSite site = CallSite::current());  // i64, first maximum
+Tensor min(const Tensor& x, CallSite site = CallSite::current());  // NaN if any NaN; gradient to the first minimum
+Tensor min(const Tensor& x, int axis, bool keepdim = false, CallSite site = CallSite::current());
+Tensor argmin(const Tensor& x, int axis, bool keepdim = false, CallSite site = CallSite::current());  // i64, first minimum
 // L2 norm: sqrt of the sum of squares, the squares summed by the axis rules with fma
 // (row rule per sample, then the batch rule); gradient g * x / norm (0 where norm is 0)
-Tensor norm(const Tensor& x);
+Tensor norm(const Tensor& x, CallSite site = CallSite::current());
 
 // ---- shape ----------------------------------------------------------------------------
-Tensor reshape(const Tensor& x, const Shape& shape);  // one dimension may be -1 via reshape_infer
-Tensor reshape_infer(const Tensor& x, const std::vector<std::int64_t>& dims);
-Tensor flatten(const Tensor& x, int start_axis = 0, int end_axis = -1);
-Tensor permute(const Tensor& x, const std::vector<int>& dims);
-Tensor transpose(const Tensor& x, int a, int b);
-Tensor expand(const Tensor& x, const Shape& shape);  // broadcast to shape (a view)
-Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t end, std::int64_t step = 1);
-Tensor concat(const std::vector<Tensor>& xs, int axis);
-Tensor index_select(const Tensor& x, int axis, const Tensor& index);  // index: 1-d i64
-Tensor gather(const Tensor& x, int axis, const Tensor& index);        // torch.gather semantics
-Tensor contiguous(const Tensor& x);
+Tensor reshape(const Tensor& x, const Shape& shape, CallSite site = CallSite::current());  // one dimension may be -1 via reshape_infer
+Tensor reshape_infer(const Tensor& x, const std::vector<std::int64_t>& dims, CallSite site = CallSite::current());
+Tensor flatten(const Tensor& x, int start_axis = 0, int end_axis = -1, CallSite site = CallSite::current());
+Tensor permute(const Tensor& x, const std::vector<int>& dims, CallSite site = CallSite::current());
+Tensor transpose(const Tensor& x, int a, int b, CallSite site = CallSite::current());
+Tensor expand(const Tensor& x, const Shape& shape, CallSite site = CallSite::current());  // broadcast to shape (a view)
+Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t end, std::int64_t step = 1, CallSite site = CallSite::current());
+Tensor concat(const std::vector<Tensor>& xs, int axis, CallSite site = CallSite::current());
+Tensor index_select(const Tensor& x, int axis, const Tensor& index, CallSite site = CallSite::current());  // index: 1-d i64
+Tensor gather(const Tensor& x, int axis, const Tensor& index, CallSite site = CallSite::current());        // torch.gather semantics
+Tensor contiguous(const Tensor& x, CallSite site = CallSite::current());
 
 // ---- linear algebra --------------------------------------------------------------------
 // matmul: 1-d and 2-d as NumPy; N-d operands are batches of matrices (equal batch
 // dimensions, or one operand 2-d and shared by every batch).
-Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor matmul(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
 // linear: x [..., in], weight [out, in], bias [out] (optional): x weight^T + bias
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), CallSite site = CallSite::current());
 
 // ---- neural-network ops ------------------------------------------------------------------
 // x [N, C, H, W], weight [OC, C, KH, KW], bias [OC] (optional) -> [N, OC, OH, OW];
 // OH = (H + 2 padding - KH) / stride + 1
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), int stride = 1, int padding = 0);
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), int stride = 1, int padding = 0, CallSite site = CallSite::current());
 // windows of kernel x kernel, stride (0: = kernel), no padding; x [N, C, H, W]
-Tensor max_pool2d(const Tensor& x, int kernel, int stride = 0);
-Tensor avg_pool2d(const Tensor& x, int kernel, int stride = 0);
+Tensor max_pool2d(const Tensor& x, int kernel, int stride = 0, CallSite site = CallSite::current());
+Tensor avg_pool2d(const Tensor& x, int kernel, int stride = 0, CallSite site = CallSite::current());
 // normalises over the last dimension D; gamma, beta [D] (either may be undefined)
-Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps = 1e-5);
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps = 1e-5, CallSite site = CallSite::current());
 // Inverted dropout: element k of x (row-major) is kept, scaled by 1/(1-p), when
 // stream.uniform(first_index + k) >= p, else zeroed. p in [0, 1).
-Tensor dropout(const Tensor& x, double p, const rng::Stream& stream, std::uint64_t first_index);
+Tensor dropout(const Tensor& x, double p, const rng::Stream& stream, std::uint64_t first_index, CallSite site = CallSite::current());
 // weight [num, dim], indices i64 [..] -> [.., dim]
-Tensor embedding(const Tensor& weight, const Tensor& indices);
+Tensor embedding(const Tensor& weight, const Tensor& indices, CallSite site = CallSite::current());
 
 // ---- softmax and losses --------------------------------------------------------------------
-Tensor softmax(const Tensor& x, int axis = -1);
-Tensor log_softmax(const Tensor& x, int axis = -1);
+Tensor softmax(const Tensor& x, int axis = -1, CallSite site = CallSite::current());
+Tensor log_softmax(const Tensor& x, int axis = -1, CallSite site = CallSite::current());
 enum class Reduction { mean, sum, none };
 // logits [N, C], targets i64 [N] with values in [0, C)
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction = Reduction::mean);
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction = Reduction::mean, CallSite site = CallSite::current());
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, CallSite site = CallSite::current());
 
 }  // namespace bitgrad

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <vector>
 
+#include "autograd/hooks_internal.hpp"
 #include "autograd/node.hpp"
 #include "bitgrad/autograd.hpp"
 #include "kernels/tensor_ops.hpp"
@@ -47,6 +48,7 @@ void run_backward(const Tensor& root, const Tensor& seed_in, bool retain_graph) 
     seed = Tensor::ones(root.shape(), root.dtype());
   }
   NoGradGuard no_grad;
+  SuppressForward quiet;  // the ops of backward functions are not forward events
   const std::uint64_t epoch = ++g_epoch;
   std::vector<TensorImpl*> leaves;  // in order of first contribution
   std::vector<std::shared_ptr<TensorImpl>> leaf_refs;
@@ -101,6 +103,7 @@ void run_backward(const Tensor& root, const Tensor& seed_in, bool retain_graph) 
         if (!e.needs_grad() || !g.defined()) continue;
         BITGRAD_CHECK(g.shape() == n->input_shape(i), n->op, "internal: gradient of input ", i, " has shape ", g.shape().str(),
                       ", expected ", n->input_shape(i).str());
+        if (op_hook_active()) emit_backward(n->op, g, n->site, n->label, i);
         if (e.node) accumulate(e.node->grad, g);
         else to_leaf(e.leaf, g);
       }

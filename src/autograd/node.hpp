@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "bitgrad/autograd.hpp"
 #include "bitgrad/tensor.hpp"
 
 namespace bitgrad::autograd {
@@ -72,6 +73,8 @@ struct Node {
 
   Shape out_shape;
   DType out_dtype = DType::f32;
+  CallSite site;      // where the op was called
+  std::string label;  // the label scope when it was recorded
   Tensor grad;  // gradient of the output, accumulated during backward
 
   Edge& input(int i) { return i < kInlineInputs ? in[i] : more_in[static_cast<std::size_t>(i - kInlineInputs)]; }

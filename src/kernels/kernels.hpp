@@ -88,8 +88,21 @@ const Table<T>& table(Isa isa) {
     return table_f64(isa);
   }
 }
+// ---- order perturbation (opt-in; docs/numerics.md §19) --------------------------------------
+// While a seed is set on this thread, every reduction of the active table runs on its input
+// permuted by (seed, "perturb").sub(step).sub(call): another IEEE order, chosen at random.
+void set_perturbation(bool on, std::uint64_t seed = 0);
+bool perturbation_active();
+void perturb_step(std::uint64_t step);  // restarts the call count: a step's orders are reproducible
+const Table<float>& perturbed_table_f32();
+const Table<double>& perturbed_table_f64();
+
 template <class T>
 const Table<T>& active() {
+  if (perturbation_active()) {
+    if constexpr (sizeof(T) == 4) return perturbed_table_f32();
+    else return perturbed_table_f64();
+  }
   return table<T>(active_isa());
 }
 

@@ -184,7 +184,7 @@ void avg_pool_bw(Node& n, const Tensor& g, Tensor* gi) {
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int padding) {
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int padding, CallSite site) {
   ops::check_same_dtype("conv2d", x, weight);
   BITGRAD_CHECK(x.ndim() == 4, "conv2d", "expects x [N, C, H, W], got ", x.shape().str());
   BITGRAD_CHECK(weight.ndim() == 4, "conv2d", "expects weight [OC, C, KH, KW], got ", weight.shape().str());
@@ -223,8 +223,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int str
       }
     });
   });
-  Node* n = bias.defined() ? ops::record("conv2d", conv2d_bw, {&x, &weight, &bias}, y)
-                           : ops::record("conv2d", conv2d_bw, {&x, &weight}, y);
+  Node* n = bias.defined() ? ops::record("conv2d", conv2d_bw, {&x, &weight, &bias}, y, site)
+                           : ops::record("conv2d", conv2d_bw, {&x, &weight}, y, site);
   if (n) {
     n->save(0, cols);
     n->save(1, wc);
@@ -235,7 +235,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int str
   return y;
 }
 
-Tensor max_pool2d(const Tensor& x, int kernel, int stride) {
+Tensor max_pool2d(const Tensor& x, int kernel, int stride, CallSite site) {
   const PoolGeom G = pool_geom("max_pool2d", x, kernel, stride);
   Tensor xc = kern::contiguous(x);
   Tensor y = Tensor::empty(Shape{x.shape()[0], x.shape()[1], G.OH, G.OW}, x.dtype());
@@ -265,14 +265,14 @@ Tensor max_pool2d(const Tensor& x, int kernel, int stride) {
           }
     });
   });
-  if (Node* n = ops::record("max_pool2d", max_pool_bw, {&x}, y)) {
+  if (Node* n = ops::record("max_pool2d", max_pool_bw, {&x}, y, site)) {
     n->save(0, idx);
     set_pool(n, G);
   }
   return y;
 }
 
-Tensor avg_pool2d(const Tensor& x, int kernel, int stride) {
+Tensor avg_pool2d(const Tensor& x, int kernel, int stride, CallSite site) {
   const PoolGeom G = pool_geom("avg_pool2d", x, kernel, stride);
   Tensor xc = kern::contiguous(x);
   Tensor y = Tensor::empty(Shape{x.shape()[0], x.shape()[1], G.OH, G.OW}, x.dtype());
@@ -291,7 +291,7 @@ Tensor avg_pool2d(const Tensor& x, int kernel, int stride) {
           }
     });
   });
-  if (Node* n = ops::record("avg_pool2d", avg_pool_bw, {&x}, y)) set_pool(n, G);
+  if (Node* n = ops::record("avg_pool2d", avg_pool_bw, {&x}, y, site)) set_pool(n, G);
   return y;
 }
 

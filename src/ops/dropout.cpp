@@ -29,7 +29,7 @@ void dropout_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = mul(g, n.saved_t
 
 }  // namespace
 
-Tensor dropout(const Tensor& x, double p, const rng::Stream& stream, std::uint64_t first_index) {
+Tensor dropout(const Tensor& x, double p, const rng::Stream& stream, std::uint64_t first_index, CallSite site) {
   ops::check_float("dropout", x);
   BITGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout", "probability must be in [0, 1), got ", p);
   if (p == 0.0) return x;
@@ -39,19 +39,19 @@ Tensor dropout(const Tensor& x, double p, const rng::Stream& stream, std::uint64
     NoGradGuard ng;
     y = mul(x, scale);
   }
-  if (Node* n = ops::record("dropout", dropout_bw, {&x}, y)) n->save(0, scale);
+  if (Node* n = ops::record("dropout", dropout_bw, {&x}, y, site)) n->save(0, scale);
   return y;
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, CallSite site) {
   ops::check_float("embedding", weight);
   BITGRAD_CHECK(weight.ndim() == 2, "embedding", "the weight must be [num, dim], got ", weight.shape().str());
   BITGRAD_CHECK(indices.defined() && indices.dtype() == DType::i64, "embedding", "indices must be an i64 tensor");
-  Tensor flat = reshape(indices, Shape{indices.numel()});
-  Tensor rows = index_select(weight, 0, flat);
+  Tensor flat = reshape(indices, Shape{indices.numel()}, site);
+  Tensor rows = index_select(weight, 0, flat, site);
   Shape out = indices.shape();
   out.push_back(weight.shape()[1]);
-  return reshape(rows, out);
+  return reshape(rows, out, site);
 }
 
 }  // namespace bitgrad

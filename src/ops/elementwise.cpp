@@ -150,25 +150,25 @@ void minmax_bw(Node& n, const Tensor& g, Tensor* gi) {
   if (n.in[1].needs_grad()) gi[1] = ops::sum_to(gb, n.in_shape[1]);
 }
 
-Tensor binary_op(Binary op, const Tensor& a, const Tensor& b, const char* name) {
+Tensor binary_op(Binary op, const Tensor& a, const Tensor& b, const char* name, CallSite site) {
   Tensor y = binary_raw(op, a, b, name);
   switch (op) {
-    case Binary::add: ops::record(name, add_bw, {&a, &b}, y); break;
-    case Binary::sub: ops::record(name, sub_bw, {&a, &b}, y); break;
+    case Binary::add: ops::record(name, add_bw, {&a, &b}, y, site); break;
+    case Binary::sub: ops::record(name, sub_bw, {&a, &b}, y, site); break;
     case Binary::mul:
-      if (Node* n = ops::record(name, mul_bw, {&a, &b}, y)) {
+      if (Node* n = ops::record(name, mul_bw, {&a, &b}, y, site)) {
         n->save(0, a);
         n->save(1, b);
       }
       break;
     case Binary::div:
-      if (Node* n = ops::record(name, div_bw, {&a, &b}, y)) {
+      if (Node* n = ops::record(name, div_bw, {&a, &b}, y, site)) {
         n->save(1, b);
         n->save(2, y);
       }
       break;
     case Binary::pow:
-      if (Node* n = ops::record(name, pow_bw, {&a, &b}, y)) {
+      if (Node* n = ops::record(name, pow_bw, {&a, &b}, y, site)) {
         n->save(0, a);
         n->save(1, b);
         n->save(2, y);
@@ -176,7 +176,7 @@ Tensor binary_op(Binary op, const Tensor& a, const Tensor& b, const char* name) 
       break;
     case Binary::maximum:
     case Binary::minimum:
-      if (Node* n = ops::record(name, op == Binary::maximum ? minmax_bw<true> : minmax_bw<false>, {&a, &b}, y)) {
+      if (Node* n = ops::record(name, op == Binary::maximum ? minmax_bw<true> : minmax_bw<false>, {&a, &b}, y, site)) {
         n->save(0, a);
         n->save(1, b);
       }
@@ -195,9 +195,9 @@ void sigmoid_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = act_grad_raw(ker
 void relu_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = act_grad_raw(kern::ActGrad::relu, n.saved_tensor(0), g); }
 void gelu_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = act_grad_raw(kern::ActGrad::gelu, n.saved_tensor(0), g); }
 
-Tensor unary_op(Unary op, const Tensor& x, const char* name, autograd::BackwardFn bw, bool save_output) {
+Tensor unary_op(Unary op, const Tensor& x, const char* name, autograd::BackwardFn bw, bool save_output, CallSite site) {
   Tensor y = unary_raw(op, x, name);
-  if (Node* n = ops::record(name, bw, {&x}, y)) n->save(0, save_output ? y : x);
+  if (Node* n = ops::record(name, bw, {&x}, y, site)) n->save(0, save_output ? y : x);
   return y;
 }
 
@@ -231,44 +231,44 @@ void where_bw(Node& n, const Tensor& g, Tensor* gi) {
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary_op(Binary::add, a, b, "add"); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary_op(Binary::sub, a, b, "sub"); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary_op(Binary::mul, a, b, "mul"); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary_op(Binary::div, a, b, "div"); }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(Binary::pow, a, b, "pow"); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(Binary::maximum, a, b, "maximum"); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(Binary::minimum, a, b, "minimum"); }
+Tensor add(const Tensor& a, const Tensor& b, CallSite site) { return binary_op(Binary::add, a, b, "add", site); }
+Tensor sub(const Tensor& a, const Tensor& b, CallSite site) { return binary_op(Binary::sub, a, b, "sub", site); }
+Tensor mul(const Tensor& a, const Tensor& b, CallSite site) { return binary_op(Binary::mul, a, b, "mul", site); }
+Tensor div(const Tensor& a, const Tensor& b, CallSite site) { return binary_op(Binary::div, a, b, "div", site); }
+Tensor pow(const Tensor& a, const Tensor& b, CallSite site) { return binary_op(Binary::pow, a, b, "pow", site); }
+Tensor maximum(const Tensor& a, const Tensor& b, CallSite site) { return binary_op(Binary::maximum, a, b, "maximum", site); }
+Tensor minimum(const Tensor& a, const Tensor& b, CallSite site) { return binary_op(Binary::minimum, a, b, "minimum", site); }
 
-Tensor add(const Tensor& a, double s) { return add(a, ops::scalar_like(a, s)); }
-Tensor sub(const Tensor& a, double s) { return sub(a, ops::scalar_like(a, s)); }
-Tensor rsub(double s, const Tensor& a) { return sub(ops::scalar_like(a, s), a); }
-Tensor mul(const Tensor& a, double s) { return mul(a, ops::scalar_like(a, s)); }
-Tensor div(const Tensor& a, double s) { return div(a, ops::scalar_like(a, s)); }
-Tensor rdiv(double s, const Tensor& a) { return div(ops::scalar_like(a, s), a); }
+Tensor add(const Tensor& a, double s, CallSite site) { return add(a, ops::scalar_like(a, s), site); }
+Tensor sub(const Tensor& a, double s, CallSite site) { return sub(a, ops::scalar_like(a, s), site); }
+Tensor rsub(double s, const Tensor& a, CallSite site) { return sub(ops::scalar_like(a, s), a, site); }
+Tensor mul(const Tensor& a, double s, CallSite site) { return mul(a, ops::scalar_like(a, s), site); }
+Tensor div(const Tensor& a, double s, CallSite site) { return div(a, ops::scalar_like(a, s), site); }
+Tensor rdiv(double s, const Tensor& a, CallSite site) { return div(ops::scalar_like(a, s), a, site); }
 
-Tensor pow(const Tensor& a, double p) {
+Tensor pow(const Tensor& a, double p, CallSite site) {
   Tensor y = binary_raw(Binary::pow, a, ops::scalar_like(a, p), "pow");
-  if (Node* n = ops::record("pow", pow_scalar_bw, {&a}, y)) {
+  if (Node* n = ops::record("pow", pow_scalar_bw, {&a}, y, site)) {
     n->save(0, a);
     n->dv[0] = p;
   }
   return y;
 }
 
-Tensor neg(const Tensor& x) { return unary_op(Unary::neg, x, "neg", neg_bw, false); }
-Tensor exp(const Tensor& x) { return unary_op(Unary::exp, x, "exp", exp_bw, true); }
-Tensor log(const Tensor& x) { return unary_op(Unary::log, x, "log", log_bw, false); }
-Tensor sqrt(const Tensor& x) { return unary_op(Unary::sqrt, x, "sqrt", sqrt_bw, true); }
-Tensor tanh(const Tensor& x) { return unary_op(Unary::tanh, x, "tanh", tanh_bw, true); }
-Tensor sigmoid(const Tensor& x) { return unary_op(Unary::sigmoid, x, "sigmoid", sigmoid_bw, true); }
-Tensor relu(const Tensor& x) { return unary_op(Unary::relu, x, "relu", relu_bw, false); }
-Tensor gelu(const Tensor& x) { return unary_op(Unary::gelu, x, "gelu", gelu_bw, false); }
+Tensor neg(const Tensor& x, CallSite site) { return unary_op(Unary::neg, x, "neg", neg_bw, false, site); }
+Tensor exp(const Tensor& x, CallSite site) { return unary_op(Unary::exp, x, "exp", exp_bw, true, site); }
+Tensor log(const Tensor& x, CallSite site) { return unary_op(Unary::log, x, "log", log_bw, false, site); }
+Tensor sqrt(const Tensor& x, CallSite site) { return unary_op(Unary::sqrt, x, "sqrt", sqrt_bw, true, site); }
+Tensor tanh(const Tensor& x, CallSite site) { return unary_op(Unary::tanh, x, "tanh", tanh_bw, true, site); }
+Tensor sigmoid(const Tensor& x, CallSite site) { return unary_op(Unary::sigmoid, x, "sigmoid", sigmoid_bw, true, site); }
+Tensor relu(const Tensor& x, CallSite site) { return unary_op(Unary::relu, x, "relu", relu_bw, false, site); }
+Tensor gelu(const Tensor& x, CallSite site) { return unary_op(Unary::gelu, x, "gelu", gelu_bw, false, site); }
 
-Tensor clamp(const Tensor& x, double lo, double hi) {
+Tensor clamp(const Tensor& x, double lo, double hi, CallSite site) {
   ops::check_float("clamp", x);
   BITGRAD_CHECK(!(lo > hi), "clamp", "lower bound ", lo, " is above upper bound ", hi);
   Tensor y = minimum(maximum(x.detach(), ops::scalar_like(x, lo)), ops::scalar_like(x, hi)).detach();
-  if (Node* n = ops::record("clamp", clamp_bw, {&x}, y)) {
+  if (Node* n = ops::record("clamp", clamp_bw, {&x}, y, site)) {
     n->save(0, x);
     n->dv[0] = lo;
     n->dv[1] = hi;
@@ -276,7 +276,7 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
   return y;
 }
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, CallSite site) {
   ops::check_same_dtype("where", a, b);
   BITGRAD_CHECK(cond.defined(), "where", "the condition is undefined");
   const Shape s = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
@@ -292,7 +292,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     for (std::int64_t i = 0; i < y.numel(); ++i) py[i] = pc[i] != 0.0 ? pa[i] : pb[i];
   });
   Tensor condt = cond;
-  if (Node* n = ops::record("where", where_bw, {&condt, &a, &b}, y)) n->save(0, cond);
+  if (Node* n = ops::record("where", where_bw, {&condt, &a, &b}, y, site)) n->save(0, cond);
   return y;
 }
 

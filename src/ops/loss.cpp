@@ -61,7 +61,7 @@ void mse_bw(Node& n, const Tensor& g, Tensor* gi) {
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction, CallSite site) {
   ops::check_float("cross_entropy", logits);
   BITGRAD_CHECK(logits.ndim() == 2, "cross_entropy", "logits must be [N, C], got ", logits.shape().str());
   const std::int64_t N = logits.shape()[0], C = logits.shape()[1];
@@ -87,7 +87,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
     else if (reduction == Reduction::sum) y = batch_sum(per);
     else y = div(batch_sum(per), static_cast<double>(N));
   }
-  if (Node* n = ops::record("cross_entropy", xent_bw, {&logits}, y)) {
+  if (Node* n = ops::record("cross_entropy", xent_bw, {&logits}, y, site)) {
     n->save(0, x);
     n->save(1, tc);
     n->iv[0] = static_cast<std::int64_t>(reduction);
@@ -95,7 +95,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
   return y;
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction, CallSite site) {
   ops::check_same_dtype("mse_loss", input, target);
   BITGRAD_CHECK(input.shape() == target.shape(), "mse_loss", "input ", input.shape().str(), " and target ",
                 target.shape().str(), " must have the same shape");
@@ -118,7 +118,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
       if (reduction == Reduction::mean) y = div(y, static_cast<double>(a.numel()));
     }
   }
-  if (Node* n = ops::record("mse_loss", mse_bw, {&input, &target}, y)) {
+  if (Node* n = ops::record("mse_loss", mse_bw, {&input, &target}, y, site)) {
     n->save(0, a);
     n->save(1, b);
     n->iv[0] = static_cast<std::int64_t>(reduction);

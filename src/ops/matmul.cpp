@@ -97,7 +97,7 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
 
 }  // namespace
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, CallSite site) {
   ops::check_same_dtype("linear", x, weight);
   BITGRAD_CHECK(weight.ndim() == 2, "linear", "the weight must be 2-d [out, in], got ", weight.shape().str());
   BITGRAD_CHECK(x.ndim() >= 1, "linear", "the input must have at least one dimension");
@@ -119,8 +119,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     gemm_raw<T>(rows, out, in, xc.data<T>(), false, wc.data<T>(), true, kern::out_ptr<T>(y), KOrder::chain,
                 bc.defined() ? bc.data<T>() : nullptr);
   });
-  Node* n = bias.defined() ? ops::record("linear", linear_bw, {&x, &weight, &bias}, y)
-                           : ops::record("linear", linear_bw, {&x, &weight}, y);
+  Node* n = bias.defined() ? ops::record("linear", linear_bw, {&x, &weight, &bias}, y, site)
+                           : ops::record("linear", linear_bw, {&x, &weight}, y, site);
   if (n) {
     n->save(0, xc);
     n->save(1, wc);
@@ -131,7 +131,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return y;
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a, const Tensor& b, CallSite site) {
   ops::check_same_dtype("matmul", a, b);
   BITGRAD_CHECK(a.ndim() >= 1 && b.ndim() >= 1, "matmul", "operands must have at least one dimension, got ", a.shape().str(),
                 " and ", b.shape().str());
@@ -176,7 +176,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.ndim() > 1) out.push_back(M);
   if (b.ndim() > 1) out.push_back(N);
   Tensor y = Tensor::view_of(c, out, contiguous_strides(out), 0);
-  if (Node* n = ops::record("matmul", matmul_bw, {&a, &b}, y)) {
+  if (Node* n = ops::record("matmul", matmul_bw, {&a, &b}, y, site)) {
     n->save(0, ac);
     n->save(1, bc);
     n->iv[0] = B;

@@ -64,7 +64,7 @@ void layer_norm_bw(Node& n, const Tensor& g, Tensor* gi) {
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, CallSite site) {
   ops::check_float("layer_norm", x);
   BITGRAD_CHECK(x.ndim() >= 1, "layer_norm", "needs at least one dimension");
   const std::int64_t D = x.shape()[x.ndim() - 1];
@@ -112,7 +112,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
   std::vector<Tensor> in{x};
   if (gamma.defined() || beta.defined()) in.push_back(gamma.defined() ? gamma : Tensor::zeros(Shape{D}, x.dtype()));
   if (beta.defined()) in.push_back(beta);
-  if (Node* n = ops::record("layer_norm", layer_norm_bw, in, y)) {
+  if (Node* n = ops::record("layer_norm", layer_norm_bw, in, y, site)) {
     n->save(0, xc);
     if (gc.defined()) n->save(1, gc);
     n->save(2, rstd);

@@ -7,9 +7,11 @@ namespace bitgrad::ops {
 namespace {
 std::atomic<std::uint64_t> g_seq{0};
 
-Node* make(const char* op, autograd::BackwardFn fn, const Tensor* const* in, int n, Tensor& out) {
+Node* make(const char* op, autograd::BackwardFn fn, const Tensor* const* in, int n, Tensor& out, CallSite site) {
   Node* node = autograd::allocate_node();
   node->op = op;
+  node->site = site;
+  node->label = current_label();
   node->backward = fn;
   node->seq = ++g_seq;
   node->n_inputs = n;
@@ -35,22 +37,24 @@ Node* make(const char* op, autograd::BackwardFn fn, const Tensor* const* in, int
 }
 }  // namespace
 
-Node* record(const char* op, autograd::BackwardFn fn, std::initializer_list<const Tensor*> inputs, Tensor& out) {
+Node* record(const char* op, autograd::BackwardFn fn, std::initializer_list<const Tensor*> inputs, Tensor& out, CallSite site) {
+  autograd::emit_forward(op, out, site);
   if (!grad_enabled()) return nullptr;
   bool any = false;
   for (const Tensor* t : inputs) any = any || (t->defined() && t->requires_grad());
   if (!any) return nullptr;
-  return make(op, fn, inputs.begin(), static_cast<int>(inputs.size()), out);
+  return make(op, fn, inputs.begin(), static_cast<int>(inputs.size()), out, site);
 }
 
-Node* record(const char* op, autograd::BackwardFn fn, const std::vector<Tensor>& inputs, Tensor& out) {
+Node* record(const char* op, autograd::BackwardFn fn, const std::vector<Tensor>& inputs, Tensor& out, CallSite site) {
+  autograd::emit_forward(op, out, site);
   if (!grad_enabled()) return nullptr;
   bool any = false;
   for (const Tensor& t : inputs) any = any || t.requires_grad();
   if (!any) return nullptr;
   std::vector<const Tensor*> ptrs;
   for (const Tensor& t : inputs) ptrs.push_back(&t);
-  return make(op, fn, ptrs.data(), static_cast<int>(ptrs.size()), out);
+  return make(op, fn, ptrs.data(), static_cast<int>(ptrs.size()), out, site);
 }
 
 void check_float(const char* op, const Tensor& t) {

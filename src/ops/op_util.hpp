@@ -16,8 +16,9 @@ using autograd::Node;
 
 // Records a node for `out` when grad is enabled and some input requires grad; returns it
 // (owned by out) or nullptr. Inputs are referenced in argument order.
-Node* record(const char* op, autograd::BackwardFn fn, std::initializer_list<const Tensor*> inputs, Tensor& out);
-Node* record(const char* op, autograd::BackwardFn fn, const std::vector<Tensor>& inputs, Tensor& out);
+// Also reports the output to the op hook (traces), with the call site and the label scope.
+Node* record(const char* op, autograd::BackwardFn fn, std::initializer_list<const Tensor*> inputs, Tensor& out, CallSite site);
+Node* record(const char* op, autograd::BackwardFn fn, const std::vector<Tensor>& inputs, Tensor& out, CallSite site);
 
 void check_float(const char* op, const Tensor& t);
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);

@@ -29,7 +29,7 @@ void mean_bw(Node& n, const Tensor& g, Tensor* gi) {
   gi[0] = spread(div(g, static_cast<double>(n.iv[7])), n.in_shape[0], n.sv[0]);
 }
 
-Tensor reduce_op(const Tensor& x, std::vector<int> axes, bool keepdim, bool is_mean) {
+Tensor reduce_op(const Tensor& x, std::vector<int> axes, bool keepdim, bool is_mean, CallSite site) {
   const char* name = is_mean ? "mean" : "sum";
   ops::check_float(name, x);
   axes = ops::normalize_axes(x.shape(), axes, name);
@@ -43,7 +43,7 @@ Tensor reduce_op(const Tensor& x, std::vector<int> axes, bool keepdim, bool is_m
   }
   const Shape keep = ops::keepdim_shape(x.shape(), axes);
   if (keepdim) y = Tensor::view_of(y, keep, contiguous_strides(keep), y.offset());
-  if (Node* n = ops::record(name, is_mean ? mean_bw : sum_bw, {&x}, y)) {
+  if (Node* n = ops::record(name, is_mean ? mean_bw : sum_bw, {&x}, y, site)) {
     n->iv[7] = count;
     n->sv[0] = keep;
   }
@@ -89,14 +89,14 @@ Tensor argmax_raw(const Tensor& x, int axis, std::int64_t& outer, std::int64_t& 
 
 }  // namespace
 
-Tensor sum(const Tensor& x) { return reduce_op(x, all_axes(x), false, false); }
-Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim) { return reduce_op(x, axes, keepdim, false); }
-Tensor mean(const Tensor& x) { return reduce_op(x, all_axes(x), false, true); }
-Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim) { return reduce_op(x, axes, keepdim, true); }
+Tensor sum(const Tensor& x, CallSite site) { return reduce_op(x, all_axes(x), false, false, site); }
+Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdim, CallSite site) { return reduce_op(x, axes, keepdim, false, site); }
+Tensor mean(const Tensor& x, CallSite site) { return reduce_op(x, all_axes(x), false, true, site); }
+Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdim, CallSite site) { return reduce_op(x, axes, keepdim, true, site); }
 
 namespace {
 template <bool Max>
-Tensor arg_op(const Tensor& x, int axis, bool keepdim) {
+Tensor arg_op(const Tensor& x, int axis, bool keepdim, CallSite site) {
   const char* name = Max ? "argmax" : "argmin";
   BITGRAD_CHECK(x.defined(), name, "the input is undefined");
   axis = x.shape().normalize_axis(axis, name);
@@ -107,11 +107,12 @@ Tensor arg_op(const Tensor& x, int axis, bool keepdim) {
     k[axis] = 1;
     idx = Tensor::view_of(idx, k, contiguous_strides(k), 0);
   }
+  autograd::emit_forward(name, idx, site);
   return idx;
 }
 
 template <bool Max>
-Tensor extreme_op(const Tensor& x, int axis, bool keepdim) {
+Tensor extreme_op(const Tensor& x, int axis, bool keepdim, CallSite site) {
   const char* name = Max ? "max" : "min";
   ops::check_float(name, x);
   axis = x.shape().normalize_axis(axis, name);
@@ -132,7 +133,7 @@ Tensor extreme_op(const Tensor& x, int axis, bool keepdim) {
     k[axis] = 1;
     y = Tensor::view_of(y, k, contiguous_strides(k), 0);
   }
-  if (Node* n = ops::record(name, max_bw, {&x}, y)) {
+  if (Node* n = ops::record(name, max_bw, {&x}, y, site)) {
     n->save(0, idx);
     n->iv[0] = axis;
     n->iv[1] = outer;
@@ -143,12 +144,12 @@ Tensor extreme_op(const Tensor& x, int axis, bool keepdim) {
 }
 
 template <bool Max>
-Tensor extreme_all(const Tensor& x) {
+Tensor extreme_all(const Tensor& x, CallSite site) {
   const char* name = Max ? "max" : "min";
   ops::check_float(name, x);
   BITGRAD_CHECK(x.numel() > 0, name, "the ", Max ? "maximum" : "minimum", " of an empty tensor (shape ", x.shape().str(),
                 ") is undefined");
-  return extreme_op<Max>(reshape(x, Shape{x.numel()}), 0, false);
+  return extreme_op<Max>(reshape(x, Shape{x.numel()}), 0, false, site);
 }
 
 // saved 0 = x, 1 = the norm (scalar)
@@ -161,14 +162,14 @@ void norm_bw(Node& n, const Tensor& g, Tensor* gi) {
 }
 }  // namespace
 
-Tensor argmax(const Tensor& x, int axis, bool keepdim) { return arg_op<true>(x, axis, keepdim); }
-Tensor argmin(const Tensor& x, int axis, bool keepdim) { return arg_op<false>(x, axis, keepdim); }
-Tensor max(const Tensor& x, int axis, bool keepdim) { return extreme_op<true>(x, axis, keepdim); }
-Tensor min(const Tensor& x, int axis, bool keepdim) { return extreme_op<false>(x, axis, keepdim); }
-Tensor max(const Tensor& x) { return extreme_all<true>(x); }
-Tensor min(const Tensor& x) { return extreme_all<false>(x); }
+Tensor argmax(const Tensor& x, int axis, bool keepdim, CallSite site) { return arg_op<true>(x, axis, keepdim, site); }
+Tensor argmin(const Tensor& x, int axis, bool keepdim, CallSite site) { return arg_op<false>(x, axis, keepdim, site); }
+Tensor max(const Tensor& x, int axis, bool keepdim, CallSite site) { return extreme_op<true>(x, axis, keepdim, site); }
+Tensor min(const Tensor& x, int axis, bool keepdim, CallSite site) { return extreme_op<false>(x, axis, keepdim, site); }
+Tensor max(const Tensor& x, CallSite site) { return extreme_all<true>(x, site); }
+Tensor min(const Tensor& x, CallSite site) { return extreme_all<false>(x, site); }
 
-Tensor norm(const Tensor& x) {
+Tensor norm(const Tensor& x, CallSite site) {
   ops::check_float("norm", x);
   Tensor xc = kern::contiguous(x);
   // sum of squares: row rule (fma) per sample of axis 0, then the batch rule over samples;
@@ -184,7 +185,7 @@ Tensor norm(const Tensor& x) {
     if (rows) kern::active<T>().sum_cols(per.data<T>(), N, 1, &ss);
     kern::out_ptr<T>(y)[0] = std::sqrt(ss);
   });
-  if (Node* n = ops::record("norm", norm_bw, {&x}, y)) {
+  if (Node* n = ops::record("norm", norm_bw, {&x}, y, site)) {
     n->save(0, xc);
     n->save(1, y);
   }

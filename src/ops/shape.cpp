@@ -101,17 +101,17 @@ void split3(const Shape& s, int axis, std::int64_t& outer, std::int64_t& inner) 
 
 }  // namespace
 
-Tensor reshape(const Tensor& x, const Shape& shape) {
+Tensor reshape(const Tensor& x, const Shape& shape, CallSite site) {
   BITGRAD_CHECK(x.defined(), "reshape", "the input is undefined");
   BITGRAD_CHECK(shape.numel() == x.numel(), "reshape", "cannot reshape ", x.shape().str(), " (", x.numel(), " elements) into ",
                 shape.str(), " (", shape.numel(), " elements)");
   Tensor base = x.is_contiguous() ? x : x.contiguous_copy();
   Tensor y = view(base, shape, contiguous_strides(shape), base.offset());
-  ops::record("reshape", reshape_bw, {&x}, y);
+  ops::record("reshape", reshape_bw, {&x}, y, site);
   return y;
 }
 
-Tensor reshape_infer(const Tensor& x, const std::vector<std::int64_t>& dims) {
+Tensor reshape_infer(const Tensor& x, const std::vector<std::int64_t>& dims, CallSite site) {
   std::vector<std::int64_t> d = dims;
   int infer = -1;
   std::int64_t known = 1;
@@ -129,11 +129,11 @@ Tensor reshape_infer(const Tensor& x, const std::vector<std::int64_t>& dims) {
                   x.numel(), " elements from the others (product ", known, ")");
     d[static_cast<std::size_t>(infer)] = x.numel() / known;
   }
-  return reshape(x, Shape(d));
+  return reshape(x, Shape(d), site);
 }
 
-Tensor flatten(const Tensor& x, int start_axis, int end_axis) {
-  if (x.ndim() == 0) return reshape(x, Shape{1});
+Tensor flatten(const Tensor& x, int start_axis, int end_axis, CallSite site) {
+  if (x.ndim() == 0) return reshape(x, Shape{1}, site);
   const int s = x.shape().normalize_axis(start_axis, "flatten");
   const int e = x.shape().normalize_axis(end_axis, "flatten");
   BITGRAD_CHECK(s <= e, "flatten", "start axis ", start_axis, " is after end axis ", end_axis);
@@ -143,10 +143,10 @@ Tensor flatten(const Tensor& x, int start_axis, int end_axis) {
   for (int d = s; d <= e; ++d) m *= x.shape()[d];
   out.push_back(m);
   for (int d = e + 1; d < x.ndim(); ++d) out.push_back(x.shape()[d]);
-  return reshape(x, out);
+  return reshape(x, out, site);
 }
 
-Tensor permute(const Tensor& x, const std::vector<int>& dims) {
+Tensor permute(const Tensor& x, const std::vector<int>& dims, CallSite site) {
   BITGRAD_CHECK(x.defined(), "permute", "the input is undefined");
   BITGRAD_CHECK(static_cast<int>(dims.size()) == x.ndim(), "permute", "got ", dims.size(), " dimensions for a tensor of shape ",
                 x.shape().str());
@@ -162,22 +162,22 @@ Tensor permute(const Tensor& x, const std::vector<int>& dims) {
     st.push_back(x.strides()[a]);
   }
   Tensor y = view(x, sh, st, x.offset());
-  if (Node* n = ops::record("permute", permute_bw, {&x}, y))
+  if (Node* n = ops::record("permute", permute_bw, {&x}, y, site))
     for (std::size_t i = 0; i < nd.size(); ++i) n->iv[i] = nd[i];
   return y;
 }
 
-Tensor transpose(const Tensor& x, int a, int b) {
+Tensor transpose(const Tensor& x, int a, int b, CallSite site) {
   BITGRAD_CHECK(x.defined(), "transpose", "the input is undefined");
   std::vector<int> dims(static_cast<std::size_t>(x.ndim()));
   std::iota(dims.begin(), dims.end(), 0);
   a = x.shape().normalize_axis(a, "transpose");
   b = x.shape().normalize_axis(b, "transpose");
   std::swap(dims[static_cast<std::size_t>(a)], dims[static_cast<std::size_t>(b)]);
-  return permute(x, dims);
+  return permute(x, dims, site);
 }
 
-Tensor expand(const Tensor& x, const Shape& shape) {
+Tensor expand(const Tensor& x, const Shape& shape, CallSite site) {
   BITGRAD_CHECK(x.defined(), "expand", "the input is undefined");
   const int lead = shape.ndim() - x.ndim();
   BITGRAD_CHECK(lead >= 0, "expand", "cannot expand ", x.shape().str(), " to fewer dimensions ", shape.str());
@@ -193,11 +193,11 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     st[d] = xd == shape[d] ? x.strides()[d - lead] : 0;
   }
   Tensor y = view(x, shape, st, x.offset());
-  ops::record("expand", expand_bw, {&x}, y);
+  ops::record("expand", expand_bw, {&x}, y, site);
   return y;
 }
 
-Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t end, std::int64_t step) {
+Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t end, std::int64_t step, CallSite site) {
   BITGRAD_CHECK(x.defined(), "slice", "the input is undefined");
   axis = x.shape().normalize_axis(axis, "slice");
   BITGRAD_CHECK(step >= 1, "slice", "step must be >= 1, got ", step);
@@ -214,7 +214,7 @@ Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t end, st
   const std::int64_t off = x.offset() + start * st[axis];
   st[axis] *= step;
   Tensor y = view(x, sh, st, off);
-  if (Node* n = ops::record("slice", slice_bw, {&x}, y)) {
+  if (Node* n = ops::record("slice", slice_bw, {&x}, y, site)) {
     n->iv[0] = axis;
     n->iv[1] = start;
     n->iv[2] = step;
@@ -222,7 +222,7 @@ Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t end, st
   return y;
 }
 
-Tensor concat(const std::vector<Tensor>& xs, int axis) {
+Tensor concat(const std::vector<Tensor>& xs, int axis, CallSite site) {
   BITGRAD_CHECK(!xs.empty(), "concat", "needs at least one tensor");
   const Tensor& f = xs[0];
   BITGRAD_CHECK(f.defined(), "concat", "tensor 0 is undefined");
@@ -250,11 +250,11 @@ Tensor concat(const std::vector<Tensor>& xs, int axis) {
     region.copy_from(t);
     at += t.shape()[axis];
   }
-  if (Node* n = ops::record("concat", concat_bw, xs, y)) n->iv[0] = axis;
+  if (Node* n = ops::record("concat", concat_bw, xs, y, site)) n->iv[0] = axis;
   return y;
 }
 
-Tensor index_select(const Tensor& x, int axis, const Tensor& index) {
+Tensor index_select(const Tensor& x, int axis, const Tensor& index, CallSite site) {
   BITGRAD_CHECK(x.defined(), "index_select", "the input is undefined");
   axis = x.shape().normalize_axis(axis, "index_select");
   BITGRAD_CHECK(index.defined() && index.ndim() == 1, "index_select", "the index must be 1-d, got shape ",
@@ -273,7 +273,7 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& index) {
     case DType::i64: kern::index_select_rows(xc.data<std::int64_t>(), outer, S, inner, ic.data<std::int64_t>(), ic.numel(), kern::out_ptr<std::int64_t>(y)); break;
     default: detail::fail("index_select", "unsupported dtype ", dtype_name(x.dtype()));
   }
-  if (Node* n = ops::record("index_select", index_select_bw, {&x}, y)) {
+  if (Node* n = ops::record("index_select", index_select_bw, {&x}, y, site)) {
     n->save(0, ic);
     n->iv[0] = outer;
     n->iv[1] = S;
@@ -283,7 +283,7 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& index) {
   return y;
 }
 
-Tensor gather(const Tensor& x, int axis, const Tensor& index) {
+Tensor gather(const Tensor& x, int axis, const Tensor& index, CallSite site) {
   BITGRAD_CHECK(x.defined(), "gather", "the input is undefined");
   axis = x.shape().normalize_axis(axis, "gather");
   BITGRAD_CHECK(index.defined() && index.ndim() == x.ndim(), "gather", "the index must have ", x.ndim(),
@@ -301,7 +301,7 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index) {
   BITGRAD_DISPATCH_FLOAT(x.dtype(), "gather", T, [&] {
     kern::gather_axis(xc.data<T>(), outer, S, inner, ic.data<std::int64_t>(), cnt, kern::out_ptr<T>(y));
   });
-  if (Node* n = ops::record("gather", gather_bw, {&x}, y)) {
+  if (Node* n = ops::record("gather", gather_bw, {&x}, y, site)) {
     n->save(0, ic);
     n->iv[0] = outer;
     n->iv[1] = S;
@@ -311,10 +311,10 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index) {
   return y;
 }
 
-Tensor contiguous(const Tensor& x) {
+Tensor contiguous(const Tensor& x, CallSite site) {
   BITGRAD_CHECK(x.defined(), "contiguous", "the input is undefined");
   Tensor y = x.contiguous_copy();
-  ops::record("contiguous", identity_bw, {&x}, y);
+  ops::record("contiguous", identity_bw, {&x}, y, site);
   return y;
 }
 

@@ -56,13 +56,13 @@ void rows_bw(Node& n, const Tensor& g, Tensor* gi) {
 }
 
 template <bool Log>
-Tensor rows_op(const Tensor& x, int axis) {
+Tensor rows_op(const Tensor& x, int axis, CallSite site) {
   const char* name = Log ? "log_softmax" : "softmax";
   ops::check_float(name, x);
   BITGRAD_CHECK(x.ndim() >= 1, name, "needs at least one dimension, got a scalar");
   axis = x.shape().normalize_axis(axis, name);
   Tensor y = rows_fwd<Log>(x, axis);
-  if (Node* n = ops::record(name, rows_bw<Log>, {&x}, y)) {
+  if (Node* n = ops::record(name, rows_bw<Log>, {&x}, y, site)) {
     n->save(0, y);
     n->iv[0] = axis;
   }
@@ -70,7 +70,7 @@ Tensor rows_op(const Tensor& x, int axis) {
 }
 }  // namespace
 
-Tensor softmax(const Tensor& x, int axis) { return rows_op<false>(x, axis); }
-Tensor log_softmax(const Tensor& x, int axis) { return rows_op<true>(x, axis); }
+Tensor softmax(const Tensor& x, int axis, CallSite site) { return rows_op<false>(x, axis, site); }
+Tensor log_softmax(const Tensor& x, int axis, CallSite site) { return rows_op<true>(x, axis, site); }
 
 }  // namespace bitgrad

@@ -1,8 +1,10 @@
 #include "bitgrad/fingerprint.hpp"
 
-#include <xxhash.h>
-
 #include <cstdio>
+#include <cstdlib>
+#include <new>
+
+#include "repro/xxh_dispatch.hpp"
 
 namespace bitgrad {
 
@@ -12,16 +14,16 @@ std::string Digest128::hex() const {
   return buf;
 }
 
-Fingerprint::Fingerprint() : state_(XXH3_createState()) {
-  if (!state_) throw Error("fingerprint: out of memory");
-  XXH3_128bits_reset(static_cast<XXH3_state_t*>(state_));
+Fingerprint::Fingerprint() {
+  const repro::HashImpl& h = repro::hash_impl();
+  state_ = std::aligned_alloc(64, (h.state_size + 63) / 64 * 64);
+  if (!state_) throw std::bad_alloc();
+  h.reset(state_);
 }
 
-Fingerprint::~Fingerprint() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+Fingerprint::~Fingerprint() { std::free(state_); }
 
-void Fingerprint::add_bytes(const void* data, std::size_t n) {
-  XXH3_128bits_update(static_cast<XXH3_state_t*>(state_), data, n);
-}
+void Fingerprint::add_bytes(const void* data, std::size_t n) { repro::hash_impl().update(state_, data, n); }
 
 void Fingerprint::add(const Tensor& t) {
   BITGRAD_CHECK(t.defined(), "fingerprint", "cannot hash an undefined tensor");
@@ -38,8 +40,9 @@ void Fingerprint::add(const Tensor& t) {
 }
 
 Digest128 Fingerprint::digest() const {
-  XXH128_hash_t h = XXH3_128bits_digest(static_cast<XXH3_state_t*>(state_));
-  return {h.high64, h.low64};
+  Digest128 d;
+  repro::hash_impl().digest(state_, &d.high, &d.low);
+  return d;
 }
 
 Digest128 fingerprint(const Tensor& t) {
