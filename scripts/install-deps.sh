@@ -10,6 +10,8 @@ PKGS=(
   libxxhash-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libfmt-dev zlib1g-dev
   # data of the main job
   dataset-fashion-mnist
+  # report test (headless rendering)
+  chromium
   # oracles and peers (tests and benchmarks only)
   libopenblas-dev libmpfr-dev libgmp-dev python3-numpy python3-torch
 )

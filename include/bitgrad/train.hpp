@@ -92,6 +92,11 @@ struct RunOptions {
   std::string resume;            // run directory to continue
   std::int64_t checkpoint_every = 0;
   int progress = -1;             // -1: a bar when stdout is a terminal, 0: log lines, 1: bar
+  std::string trace = "steps";   // none | steps (trace.jsonl) | ops (also ops.jsonl)
+  bool detect_anomaly = false;   // stop at the first non-finite op output or gradient
+  std::optional<std::uint64_t> perturb_order;  // evaluate every reduction in a seeded random order
+  std::int64_t grad_stats_every = 0;  // per-parameter gradient statistics into the metrics
+  std::string command;                // recorded in the manifest
 };
 
 struct RunResult {
@@ -104,5 +109,42 @@ struct RunResult {
 };
 
 RunResult run(Config cfg, const RunOptions& opt, std::ostream& out);
+
+// ---- instruments (docs/cli.md) ----------------------------------------------------------------
+// Compares two run directories: manifests, then the traces step by step; names the first step,
+// tensor (and op, with op traces) that differ and, replaying that step from the nearest
+// checkpoint, the largest absolute and ULP difference. Returns 0 when identical, 1 when not;
+// throws Error for what cannot be compared (not runs, different models, damaged traces).
+struct DiffOptions {
+  bool replay = true;
+};
+int diff(const std::string& run_a, const std::string& run_b, const DiffOptions& opt, std::ostream& out);
+
+// Trains the configuration once per run, cycling through the combinations of threads, loader
+// workers and accumulate (threads vary fastest); prints and writes (audit.json) the pairwise
+// total absolute differences of the final predictions on a fixed evaluation batch, the last
+// loss, and the last step's weight and bias gradients. Returns 0 when every entry is zero.
+struct AuditOptions {
+  int runs = 0;  // 0: one per combination
+  std::vector<int> threads{1}, workers{0};
+  std::vector<std::int64_t> accumulate{1};
+  std::int64_t steps = -1;  // -1: the configuration's plan
+  std::string out;          // directory for audit.json and manifest.json ("": runs/audit-<name>)
+  std::string command;
+};
+int audit(const Config& cfg, const AuditOptions& opt, std::ostream& out);
+
+// Trains the canonical run and `members` runs with perturbed reduction orders (seeds
+// 1..members) side by side; reports per step the spread of the loss and the relative distance
+// of the members' parameters to the canonical ones, the growth rate of that distance, and the
+// spread of the final test accuracy; writes sensitivity.json.
+struct SensitivityOptions {
+  int members = 4;
+  std::int64_t steps = -1;
+  std::int64_t print_every = 0;  // 0: about 10 lines
+  std::string out;
+  std::string command;
+};
+void sensitivity(const Config& cfg, const SensitivityOptions& opt, std::ostream& out);
 
 }  // namespace bitgrad::train

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "bitgrad/bitgrad.hpp"
+#include "bitgrad/repro.hpp"
 #include "bitgrad/train.hpp"
 
 namespace {
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
 
   int threads = 0;
   std::string isa;
+  CLI::App* env = app.add_subcommand("env", "Print the manifest of this machine and build (JSON)");
   CLI::App* selftest = app.add_subcommand("selftest", "Forward and backward of a fixed MLP; prints the gradient fingerprint");
   selftest->add_option("--threads", threads, "kernel threads (default: BITGRAD_THREADS or all CPUs)")->check(CLI::Range(1, 4096));
   selftest->add_option("--isa", isa, "code path: scalar, avx2 or avx512 (default: BITGRAD_ISA or the best available)");
@@ -68,8 +70,42 @@ int main(int argc, char** argv) {
                          ->check(CLI::ExistingDirectory);
   out_opt->excludes(resume_opt);
   train->add_option("--checkpoint-every", run.checkpoint_every, "also checkpoint every N steps")->check(CLI::Range(1L, 1L << 50));
+  train->add_option("--trace", run.trace, "fingerprint trace: none, steps (trace.jsonl, default) or ops (also ops.jsonl)")
+      ->check(CLI::IsMember({"none", "steps", "ops"}));
+  train->add_flag("--detect-anomaly", run.detect_anomaly, "stop at the first non-finite op output or gradient, naming the op");
+  std::uint64_t perturb = 0;
+  auto* perturb_opt = train->add_option("--perturb-order", perturb, "evaluate every reduction in an order drawn from this seed (analysis)");
+  train->add_option("--grad-stats", run.grad_stats_every, "every N steps, per-parameter gradient norm, mean and max |g| into the metrics")
+      ->check(CLI::Range(1L, 1L << 50));
   bool progress = false;
   auto* bar = train->add_flag("--progress,!--no-progress", progress, "progress bar (default: when stdout is a terminal)");
+
+  std::string run_a, run_b;
+  bool no_replay = false;
+  CLI::App* diffc = app.add_subcommand("diff", "Where two runs part: manifests, first step, tensor and op, size of the difference");
+  diffc->add_option("run_a", run_a, "run directory")->required()->check(CLI::ExistingDirectory);
+  diffc->add_option("run_b", run_b, "run directory")->required()->check(CLI::ExistingDirectory);
+  diffc->add_flag("--no-replay", no_replay, "do not replay the first differing step to measure the difference");
+
+  std::string audit_cfg;
+  bitgrad::train::AuditOptions aud;
+  CLI::App* auditc = app.add_subcommand("audit", "Repeat a training across settings; pairwise error matrices (all zero is the promise)");
+  auditc->add_option("config", audit_cfg, "configuration file")->required()->check(CLI::ExistingFile);
+  auditc->add_option("--runs", aud.runs, "number of runs (default: one per combination)")->check(CLI::Range(2, 1000));
+  auditc->add_option("--threads", aud.threads, "thread counts, e.g. 1,2,3")->delimiter(',')->check(CLI::Range(1, 4096));
+  auditc->add_option("--workers", aud.workers, "loader worker counts, e.g. 0,2")->delimiter(',')->check(CLI::Range(0, 256));
+  auditc->add_option("--accumulate", aud.accumulate, "micro-batch counts, e.g. 1,2,4")->delimiter(',')->check(CLI::Range(1L, 1L << 20));
+  auditc->add_option("--steps", aud.steps, "steps per run (default: the configuration's plan)")->check(CLI::Range(1L, 1L << 50));
+  auditc->add_option("--out", aud.out, "directory for audit.json (default: runs/audit-<config name>)");
+
+  std::string sens_cfg;
+  bitgrad::train::SensitivityOptions sens;
+  CLI::App* sensc = app.add_subcommand("sensitivity", "Train perturbed-order members beside the canonical run; divergence and spread");
+  sensc->add_option("config", sens_cfg, "configuration file")->required()->check(CLI::ExistingFile);
+  sensc->add_option("--members", sens.members, "perturbed runs beside the canonical one")->check(CLI::Range(1, 64));
+  sensc->add_option("--steps", sens.steps, "steps (default: the configuration's plan)")->check(CLI::Range(1L, 1L << 50));
+  sensc->add_option("--threads", threads, "kernel threads")->check(CLI::Range(1, 4096));
+  sensc->add_option("--out", sens.out, "directory for sensitivity.json (default: runs/sensitivity-<config name>)");
 
   try {
     app.parse(argc, argv);
@@ -85,8 +121,31 @@ int main(int argc, char** argv) {
   }
   try {
     if (selftest->parsed()) return cmd_selftest(threads, isa);
+    std::string command;
+    for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+    if (diffc->parsed()) {
+      bitgrad::train::DiffOptions o;
+      o.replay = !no_replay;
+      return bitgrad::train::diff(run_a, run_b, o, std::cout);
+    }
+    if (auditc->parsed()) {
+      aud.command = command;
+      return bitgrad::train::audit(bitgrad::train::load_config(audit_cfg), aud, std::cout);
+    }
+    if (sensc->parsed()) {
+      sens.command = command;
+      if (threads > 0) bitgrad::set_num_threads(threads);
+      bitgrad::train::sensitivity(bitgrad::train::load_config(sens_cfg), sens, std::cout);
+      return 0;
+    }
+    if (env->parsed()) {
+      std::cout << bitgrad::repro::machine_manifest_json();
+      return 0;
+    }
     if (train->parsed()) {
       if (seed_opt->count()) run.seed = seed;
+      if (perturb_opt->count()) run.perturb_order = perturb;
+      for (int i = 0; i < argc; ++i) run.command += (i ? " " : "") + std::string(argv[i]);
       if (bar->count()) run.progress = progress ? 1 : 0;
       return cmd_train(config, run);
     }

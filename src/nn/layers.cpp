@@ -159,7 +159,15 @@ std::string Embedding::describe() const { return str("Embedding(", weight.shape(
 void Sequential::add(std::shared_ptr<Module> m) { register_module(std::to_string(size()), std::move(m)); }
 Tensor Sequential::forward(const Tensor& x, const Context& ctx) {
   Tensor h = x;
-  for (const auto& [name, m] : children()) h = m->forward(h, ctx);
+  const bool labels = autograd::op_hook_active();  // names for op traces: "2:Linear(784, 512)"
+  for (const auto& [name, m] : children()) {
+    if (labels) {
+      LabelScope scope(name + ":" + m->describe());
+      h = m->forward(h, ctx);
+    } else {
+      h = m->forward(h, ctx);
+    }
+  }
   return h;
 }
 Shape Sequential::output_shape(const Shape& in) const {

@@ -42,6 +42,8 @@ std::int64_t meta_int(const io::SafeTensors& st, const std::string& key, const s
 
 }  // namespace
 
+std::string checkpoint_name(std::int64_t step) { return name_of(step); }
+
 void save_checkpoint(const std::string& run_dir, const io::NamedTensors& params, const io::NamedTensors& optimizer,
                      const CheckpointInfo& info, int keep) {
   const std::string root = run_dir + "/checkpoints";
@@ -74,7 +76,22 @@ void save_checkpoint(const std::string& run_dir, const io::NamedTensors& params,
     ::closedir(d);
   }
   std::sort(names.begin(), names.end());
-  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < names.size(); ++i) remove_tree(root + "/" + names[i]);
+  // the initial state (step 0) stays: `bitgrad diff` replays from it
+  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < names.size(); ++i)
+    if (names[i] != name_of(0)) remove_tree(root + "/" + names[i]);
+}
+
+std::vector<std::int64_t> list_checkpoints(const std::string& run_dir) {
+  std::vector<std::int64_t> steps;
+  if (DIR* d = ::opendir((run_dir + "/checkpoints").c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.rfind("step-", 0) == 0) steps.push_back(std::atoll(n.c_str() + 5));
+    }
+    ::closedir(d);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
 }
 
 Checkpoint load_latest_checkpoint(const std::string& run_dir) {
@@ -85,6 +102,11 @@ Checkpoint load_latest_checkpoint(const std::string& run_dir) {
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
   if (name.rfind("step-", 0) != 0 || name.find('/') != std::string::npos)
     throw Error("checkpoint: " + latest + " does not name a checkpoint ('" + name + "')");
+  return load_checkpoint(run_dir, name);
+}
+
+Checkpoint load_checkpoint(const std::string& run_dir, const std::string& name) {
+  const std::string root = run_dir + "/checkpoints";
   Checkpoint c;
   c.name = name;
   const std::string mf = root + "/" + name + "/model.safetensors", of = root + "/" + name + "/optimizer.safetensors";

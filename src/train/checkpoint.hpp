@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "bitgrad/io.hpp"
 
@@ -31,5 +32,9 @@ void save_checkpoint(const std::string& run_dir, const io::NamedTensors& params,
                      const CheckpointInfo& info, int keep = 3);
 // The checkpoint `latest` names; errors name the file and what is wrong.
 Checkpoint load_latest_checkpoint(const std::string& run_dir);
+Checkpoint load_checkpoint(const std::string& run_dir, const std::string& name);
+std::string checkpoint_name(std::int64_t step);  // "step-000000468"
+// Steps of the checkpoints in a run directory, ascending.
+std::vector<std::int64_t> list_checkpoints(const std::string& run_dir);
 
 }  // namespace bitgrad::train

@@ -1,11 +1,6 @@
-// The step loop. One optimizer step:
-//   batch = loader.next(); split into `accumulate` micro-batches of m rows;
-//   for each: forward (row_offset = its first row), S = loss summed over its samples (batch
-//   rule), backward of S / divisor (divisor = batch size x target size, the same for every
-//   micro-batch); the micro-batches' parameter gradients and their S are combined by the
-//   pairwise tree; loss = S_total / divisor; [clip]; optimizer step with lr = schedule(step).
-// A micro-batch of a power-of-two number of 32-sample blocks is a complete subtree of the
-// batch's canonical tree, so accumulate = k gives the bits of accumulate = 1 (contract T5).
+// `bitgrad train`: a session stepped to the stop point, with the run directory (resolved
+// configuration, manifest, metrics, traces, checkpoints), progress output, evaluation at each
+// epoch's end, anomaly detection and resume.
 #include <unistd.h>
 
 #include <chrono>
@@ -13,118 +8,19 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <ostream>
 #include <sstream>
 
 #include "bitgrad/autograd.hpp"
 #include "bitgrad/io.hpp"
-#include "bitgrad/optim.hpp"
+#include "bitgrad/repro.hpp"
 #include "bitgrad/runtime.hpp"
-#include "bitgrad/train.hpp"
 #include "bitgrad/version.hpp"
-#include "kernels/kernels.hpp"
-#include "kernels/tensor_ops.hpp"
-#include "train/checkpoint.hpp"
+#include "train/session.hpp"
 
 namespace bitgrad::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Per-parameter pairwise trees of micro-batch gradients.
-struct GradTree {
-  std::vector<Tensor> val;
-  std::vector<int> level;
-  void push(Tensor g) {
-    int l = 0;
-    while (!val.empty() && level.back() == l) {
-      g = kern::add_same_shape(val.back(), g);
-      val.pop_back();
-      level.pop_back();
-      ++l;
-    }
-    val.push_back(std::move(g));
-    level.push_back(l);
-  }
-  Tensor total() const {
-    if (val.empty()) return Tensor();
-    Tensor r = val.back();
-    for (std::size_t i = val.size() - 1; i-- > 0;) r = kern::add_same_shape(val[i], r);
-    return r;
-  }
-};
-
-bool t5_holds(std::int64_t micro) {
-  if (micro % kern::kBatchBlock) return false;
-  const std::int64_t blocks = micro / kern::kBatchBlock;
-  return (blocks & (blocks - 1)) == 0;
-}
-
-std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const optim::NamedTensors& params) {
-  if (c.optimizer == "sgd") {
-    optim::SgdOptions o;
-    o.momentum = c.momentum;
-    o.nesterov = c.nesterov;
-    o.weight_decay = c.weight_decay;
-    return std::make_unique<optim::Sgd>(params, o);
-  }
-  optim::AdamOptions o;
-  o.beta1 = c.beta1;
-  o.beta2 = c.beta2;
-  o.eps = c.eps;
-  o.weight_decay = c.weight_decay;
-  o.decoupled = c.optimizer == "adamw";
-  return std::make_unique<optim::Adam>(params, o);
-}
-
-optim::Schedule make_schedule(const Config& c, std::int64_t planned) {
-  optim::Schedule s;
-  s.kind = c.schedule == "step" ? optim::Schedule::Kind::step
-                                : (c.schedule == "cosine" ? optim::Schedule::Kind::cosine : optim::Schedule::Kind::constant);
-  s.lr = c.lr;
-  s.gamma = c.gamma;
-  s.step_size = c.step_size;
-  s.total_steps = planned;
-  s.min_lr = c.min_lr;
-  s.warmup_steps = c.warmup_steps;
-  return s;
-}
-
-struct Eval {
-  double accuracy = -1, loss = 0;
-};
-
-Eval evaluate(nn::Module& model, const data::Dataset& ds, const Config& c) {
-  NoGradGuard ng;
-  data::LoaderOptions lo;
-  lo.batch_size = std::min<std::int64_t>(c.eval_batch_size, ds.size());
-  lo.shuffle = false;
-  lo.drop_last = false;
-  data::DataLoader loader(std::shared_ptr<const data::Dataset>(&ds, [](const data::Dataset*) {}), lo);
-  nn::Context ctx;
-  std::int64_t correct = 0, total = 0;
-  double loss_sum = 0;
-  const bool cls = ds.num_classes() > 0;
-  for (std::int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
-    data::Batch batch = loader.next();
-    Tensor out = model.forward(batch.x, ctx);
-    const std::int64_t n = batch.x.shape()[0];
-    if (cls) {
-      loss_sum += cross_entropy(out, batch.y, Reduction::sum).item();
-      Tensor pred = argmax(out, 1);
-      const std::int64_t* p = pred.data<std::int64_t>();
-      const std::int64_t* y = batch.y.data<std::int64_t>();
-      for (std::int64_t i = 0; i < n; ++i) correct += p[i] == y[i];
-    } else {
-      loss_sum += mse_loss(reshape(out, batch.y.shape()), batch.y, Reduction::sum).item();
-    }
-    total += n;
-  }
-  Eval e;
-  e.loss = loss_sum / static_cast<double>(total * (cls ? 1 : ds.target_shape().numel()));
-  if (cls) e.accuracy = static_cast<double>(correct) / static_cast<double>(total);
-  return e;
-}
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -138,13 +34,83 @@ std::string auto_run_dir(const std::string& config_path) {
   if (auto p = stem.rfind(".toml"); p != std::string::npos) stem = stem.substr(0, p);
   if (stem.empty()) stem = "run";
   for (int k = 1;; ++k) {
-    const std::string d = "runs/" + stem + (k == 1 ? "" : "-" + std::to_string(k));
+    std::string d = "runs/";
+    d.append(stem);
+    if (k > 1) d.append("-").append(std::to_string(k));
     if (!io::exists(d)) return d;
   }
 }
 
-bool dir_is_empty(const std::string& d) {
-  return !io::exists(d + "/config.toml") && !io::exists(d + "/metrics.jsonl") && !io::exists(d + "/checkpoints");
+bool holds_a_run(const std::string& d) {
+  return io::exists(d + "/config.toml") || io::exists(d + "/metrics.jsonl") || io::exists(d + "/checkpoints");
+}
+
+// What the op hook does: the op trace and / or anomaly detection.
+struct HookState {
+  repro::OpTrace* trace = nullptr;
+  bool anomaly = false;
+  std::int64_t step = 0;
+};
+
+bool all_finite(const Tensor& t, std::int64_t& at) {
+  if (!is_floating(t.dtype())) return true;
+  Tensor c = t.is_contiguous() ? t : t.contiguous_copy();
+  bool ok = true;
+  at = -1;
+  BITGRAD_DISPATCH_FLOAT(c.dtype(), "detect_anomaly", T, [&] {
+    const T* p = c.data<T>();
+    for (std::int64_t i = 0; i < c.numel(); ++i)
+      if (!std::isfinite(p[i])) {
+        ok = false;
+        at = i;
+        return;
+      }
+  });
+  return ok;
+}
+
+void on_op(void* ctx, const autograd::OpEvent& e) {
+  auto* h = static_cast<HookState*>(ctx);
+  if (h->trace) h->trace->record(e.op, e.value, e.site.file, e.site.line, e.label, e.backward, e.input);
+  std::int64_t at;
+  if (h->anomaly && !all_finite(e.value, at)) {
+    std::ostringstream os;
+    os << "anomaly at step " << h->step << ": " << (e.backward ? "the gradient of input " + std::to_string(e.input) + " of '" : "the output of '")
+       << e.op << "'" << (e.label.empty() ? "" : " (label " + e.label + ")") << ", called at " << repro::site_string(e.site.file, e.site.line)
+       << ", holds a non-finite value at element " << at << " of " << e.value.shape().str();
+    throw Error(os.str());
+  }
+}
+
+struct HookInstall {
+  HookInstall(HookState* s, bool on) : on_(on) {
+    if (on) autograd::set_op_hook(&on_op, s);
+  }
+  ~HookInstall() {
+    if (on_) autograd::set_op_hook(nullptr, nullptr);
+  }
+  bool on_;
+};
+
+void grad_stats_line(std::ostream& m, std::int64_t step, const optim::NamedTensors& params) {
+  m << "{\"step\": " << step << ", \"grad_stats\": {";
+  bool first = true;
+  for (const auto& [name, p] : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    Tensor c = g.contiguous_copy().cast(DType::f64);
+    const double* v = c.data<double>();
+    double sq = 0, sum = 0, mx = 0;
+    for (std::int64_t i = 0; i < c.numel(); ++i) {
+      sq += v[i] * v[i];
+      sum += v[i];
+      mx = std::max(mx, std::fabs(v[i]));
+    }
+    m << (first ? "" : ", ") << "\"" << name << "\": {\"norm\": " << fmt("%.9g", std::sqrt(sq)) << ", \"mean\": "
+      << fmt("%.9g", sum / static_cast<double>(c.numel())) << ", \"max_abs\": " << fmt("%.9g", mx) << "}";
+    first = false;
+  }
+  m << "}}\n";
 }
 
 }  // namespace
@@ -155,28 +121,13 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out) {
   if (opt.accumulate > 0) cfg.accumulate = opt.accumulate;
   if (opt.threads > 0) cfg.threads = opt.threads;
   if (opt.workers >= 0) cfg.workers = opt.workers;
-  BITGRAD_CHECK(cfg.batch_size % cfg.accumulate == 0, "train", "batch size ", cfg.batch_size, " is not divisible by accumulate ",
-                cfg.accumulate);
+  BITGRAD_CHECK(opt.trace == "none" || opt.trace == "steps" || opt.trace == "ops", "train", "--trace must be none, steps or ops, got '",
+                opt.trace, "'");
   check_fp_environment();
   if (cfg.threads > 0) set_num_threads(cfg.threads);
-  auto train_ds = train_dataset(cfg);
-  auto test_ds = test_dataset(cfg);
-  data::LoaderOptions lo;
-  lo.batch_size = cfg.batch_size;
-  lo.shuffle = cfg.shuffle;
-  lo.drop_last = cfg.drop_last;
-  lo.workers = cfg.workers;
-  lo.seed = cfg.seed;
-  lo.augment.crop_padding = cfg.crop_padding;
-  lo.augment.hflip = cfg.hflip;
-  data::DataLoader loader(train_ds, lo);
-  const std::int64_t bpe = loader.batches_per_epoch();
-  auto model = build_model(cfg, *train_ds);
-  const optim::NamedTensors params = model->named_parameters();
-  auto opt_ = make_optimizer(cfg, params);
-  const std::int64_t planned = cfg.steps > 0 ? cfg.steps : cfg.epochs * bpe;
-  const optim::Schedule sched = make_schedule(cfg, planned);
-  const std::int64_t stop = opt.steps >= 0 ? opt.steps : (opt.epochs >= 0 ? opt.epochs * bpe : planned);
+  Session ses(cfg, train_dataset(cfg), test_dataset(cfg), cfg.workers, opt.perturb_order);
+  const std::int64_t bpe = ses.bpe;
+  const std::int64_t stop = opt.steps >= 0 ? opt.steps : (opt.epochs >= 0 ? opt.epochs * bpe : ses.planned);
   const std::string hash = config_hash(cfg);
 
   std::int64_t start = 0;
@@ -187,58 +138,80 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out) {
     if (ck.info.config_hash != hash)
       throw Error("resume: the configuration differs from the one " + dir + " was trained with (config hash " + hash + ", checkpoint " +
                   ck.info.config_hash + "); compare with " + dir + "/config.toml");
-    BITGRAD_CHECK(ck.params.size() == params.size(), "resume", dir, "/checkpoints/", ck.name, " holds ", ck.params.size(),
-                  " parameters, the model has ", params.size());
-    NoGradGuard ng;
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      BITGRAD_CHECK(ck.params[i].first == params[i].first && ck.params[i].second.shape() == params[i].second.shape(), "resume",
-                    "checkpoint parameter '", ck.params[i].first, "' ", ck.params[i].second.shape().str(), " does not match model parameter '",
-                    params[i].first, "' ", params[i].second.shape().str());
-      Tensor p = params[i].second;
-      p.copy_from(ck.params[i].second);
-    }
-    opt_->load_state(ck.optimizer, ck.info.opt_steps);
+    ses.restore(ck, dir + "/checkpoints/" + ck.name);
     start = ck.info.step;
-    loader.seek(ck.info.epoch, ck.info.index);
-    // the metrics of steps after the checkpoint are re-done
-    if (io::exists(dir + "/metrics.jsonl")) {
-      std::istringstream in(io::read_file(dir + "/metrics.jsonl"));
+    // the metrics and traces of steps after the checkpoint are re-done
+    for (const char* f : {"/metrics.jsonl", "/trace.jsonl", "/ops.jsonl"}) {
+      if (!io::exists(dir + f)) continue;
+      std::istringstream in(io::read_file(dir + f));
       std::string line, kept;
       while (std::getline(in, line)) {
         auto at = line.find("\"step\": ");
         const long long s = at == std::string::npos ? 0 : std::atoll(line.c_str() + at + 8);
-        if (s <= start) kept += line + "\n";
+        if (s <= start && !(std::string(f) == "/ops.jsonl" && s == start)) kept += line + "\n";
       }
-      io::write_file_atomic(dir + "/metrics.jsonl", kept);
+      io::write_file_atomic(dir + f, kept);
     }
   } else {
     dir = opt.out.empty() ? auto_run_dir(cfg.file) : opt.out;
-    BITGRAD_CHECK(dir_is_empty(dir), "train", "run directory ", dir, " already holds a run; choose another --out or continue it with --resume ",
+    BITGRAD_CHECK(!holds_a_run(dir), "train", "run directory ", dir, " already holds a run; choose another --out or continue it with --resume ",
                   dir);
     io::make_dirs(dir);
     io::write_file_atomic(dir + "/config.toml", resolved_toml(cfg));
   }
+  {
+    repro::RunInfo info;
+    info.command = opt.command;
+    info.config_file = cfg.file;
+    info.config_hash = hash;
+    info.seed = cfg.seed;
+    info.threads = num_threads();
+    info.workers = cfg.workers;
+    info.accumulate = cfg.accumulate;
+    info.perturbed = opt.perturb_order.has_value();
+    info.perturb_seed = opt.perturb_order.value_or(0);
+    info.trace = opt.trace;
+    info.model = ses.model->describe();
+    for (const auto& [n, p] : ses.params) info.params.emplace_back(n, p.shape().str());
+    info.data_files = data_files(cfg);
+    io::write_file_atomic(dir + "/manifest.json", repro::run_manifest_json(info));
+  }
+  if (start == 0 && opt.resume.empty())
+    save_checkpoint(dir, ses.params, ses.opt->state(), {0, 0, 0, 0, hash});  // diff replays from here
   std::ofstream metrics(dir + "/metrics.jsonl", std::ios::app);
   if (!metrics) throw Error("train: cannot write " + dir + "/metrics.jsonl");
+  std::unique_ptr<repro::StepTrace> trace;
+  std::unique_ptr<repro::OpTrace> op_trace;
+  if (opt.trace != "none") trace = std::make_unique<repro::StepTrace>(dir + "/trace.jsonl", true);
+  if (opt.trace == "ops") op_trace = std::make_unique<repro::OpTrace>(dir + "/ops.jsonl", true);
+  HookState hook;
+  hook.trace = op_trace.get();
+  hook.anomaly = opt.detect_anomaly;
+  HookInstall install(&hook, op_trace || opt.detect_anomaly);
 
   // ---- header ----
   const std::int64_t micro = cfg.batch_size / cfg.accumulate;
   out << "bitgrad " << kVersion << " train " << cfg.file << " (numerics " << kNumericsVersion << ", config " << hash.substr(0, 12) << ")\n";
-  out << "data      " << train_ds->describe() << "; test: " << (test_ds ? test_ds->describe() : std::string("none")) << "\n";
-  out << "model     " << model->describe() << "\n";
-  out << "optimizer " << opt_->describe() << ", lr " << sched.describe() << "\n";
+  out << "data      " << ses.train_ds->describe() << "; test: " << (ses.test_ds ? ses.test_ds->describe() : std::string("none")) << "\n";
+  out << "model     " << ses.model->describe() << "\n";
+  out << "optimizer " << ses.opt->describe() << ", lr " << ses.sched.describe() << "\n";
   out << "batch     " << cfg.batch_size << " (" << bpe << " per epoch)";
   if (cfg.accumulate > 1) out << ", " << cfg.accumulate << " micro-batches of " << micro;
   out << "; threads " << num_threads() << ", loader workers " << cfg.workers << ", " << isa_name(active_isa()) << "\n";
-  out << "run       " << dir << (start > 0 ? " (resumed at step " + std::to_string(start) + ")" : std::string()) << "\n";
+  out << "run       " << dir << (start > 0 ? " (resumed at step " + std::to_string(start) + ")" : std::string());
+  if (opt.trace != "none") out << ", trace " << opt.trace;
+  if (opt.detect_anomaly) out << ", anomaly detection";
+  out << "\n";
+  if (opt.perturb_order)
+    out << "note      --perturb-order " << *opt.perturb_order
+        << ": every reduction runs in a seeded random order; the results are not the canonical ones\n";
   if (cfg.accumulate > 1 && !t5_holds(micro))
-    out << "note      micro-batches of " << micro << " samples are not a power-of-two number of " << kern::kBatchBlock
-        << "-sample blocks: results may differ from accumulate = 1 (contract T5 does not hold for this configuration)\n";
+    out << "note      micro-batches of " << micro << " samples are not a power-of-two number of 32-sample blocks: results may differ "
+        << "from accumulate = 1 (contract T5 does not hold for this configuration)\n";
   out.flush();
 
   const bool bar = opt.progress == 1 || (opt.progress < 0 && ::isatty(STDOUT_FILENO) && &out == &std::cout);
   const std::int64_t log_every = cfg.log_every > 0 ? cfg.log_every : std::max<std::int64_t>(1, bpe / 10);
-  const std::int64_t divisor = cfg.loss == "mse" ? train_ds->target_shape().numel() : 1;
 
   RunResult res;
   res.out_dir = dir;
@@ -247,46 +220,33 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out) {
   std::int64_t done_here = 0;
   bool evaluated_last = false;
   for (std::int64_t step = start; step < stop; ++step) {
-    data::Batch b = loader.next();
-    const double lr = sched.at(step);
-    const std::int64_t B = b.x.shape()[0];
-    const std::int64_t k = (B % cfg.accumulate == 0) ? cfg.accumulate : 1;
-    const std::int64_t mb = B / k;
-    std::vector<GradTree> trees(params.size());
-    kern::PairwiseStack<float> loss_tree;  // the micro-batches' loss sums, tree as for the gradients
-    for (std::int64_t m = 0; m < k; ++m) {
-      nn::Context ctx{true, cfg.seed, static_cast<std::uint64_t>(step), m * mb};
-      Tensor x = k == 1 ? b.x : slice(b.x, 0, m * mb, (m + 1) * mb);
-      Tensor y = k == 1 ? b.y : slice(b.y, 0, m * mb, (m + 1) * mb);
-      Tensor outp = model->forward(x, ctx);
-      Tensor S = cfg.loss == "cross_entropy" ? cross_entropy(outp, y, Reduction::sum) : mse_loss(reshape(outp, y.shape()), y, Reduction::sum);
-      loss_tree.push(static_cast<float>(S.item()));
-      div(S, static_cast<double>(B * divisor)).backward();
-      for (std::size_t i = 0; i < params.size(); ++i) {
-        Tensor p = params[i].second;
-        Tensor g = p.grad();
-        if (g.defined()) trees[i].push(g);
-        p.zero_grad();
-      }
-    }
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      Tensor p = params[i].second;
-      Tensor g = trees[i].total();
-      if (g.defined()) p.set_grad(g);
-    }
-    // the step loss in the parameters' dtype: S_total / divisor
-    const float loss = loss_tree.total() / static_cast<float>(B * divisor);
-    double gnorm = -1;
-    if (cfg.clip_grad_norm > 0) gnorm = optim::clip_grad_norm(model->parameters(), cfg.clip_grad_norm);
-    opt_->step(lr);
-    opt_->zero_grad();
+    hook.step = step + 1;
+    if (op_trace) op_trace->begin_step(step + 1);
+    Session::StepOut so = ses.step(step);
+    const data::Batch& b = so.batch;
     ++done_here;
-    res.last_loss = loss;
+    res.last_loss = so.loss;
     res.steps = step + 1;
-    metrics << "{\"step\": " << step + 1 << ", \"epoch\": " << b.epoch << ", \"batch\": " << b.index << ", \"loss\": " << fmt("%.9g", loss)
-            << ", \"lr\": " << fmt("%.9g", lr);
-    if (gnorm >= 0) metrics << ", \"grad_norm\": " << fmt("%.9g", gnorm);
+    if (trace) {
+      repro::StepRecord rec;
+      rec.step = step + 1;
+      rec.epoch = b.epoch;
+      rec.batch = b.index;
+      rec.input = fingerprint({b.x, b.y});
+      rec.loss = so.loss;
+      for (const auto& [name, p] : ses.params) {
+        Tensor g = p.grad();
+        rec.grads.emplace_back(name, g.defined() ? fingerprint(g) : Digest128{});
+        rec.params.emplace_back(name, fingerprint(p));
+      }
+      trace->write(rec);
+    }
+    if (op_trace) op_trace->flush();
+    metrics << "{\"step\": " << step + 1 << ", \"epoch\": " << b.epoch << ", \"batch\": " << b.index << ", \"loss\": " << fmt("%.9g", so.loss)
+            << ", \"lr\": " << fmt("%.9g", so.lr);
+    if (so.grad_norm >= 0) metrics << ", \"grad_norm\": " << fmt("%.9g", so.grad_norm);
     metrics << "}\n";
+    if (opt.grad_stats_every > 0 && (step + 1) % opt.grad_stats_every == 0) grad_stats_line(metrics, step + 1, ses.params);
 
     const auto now = Clock::now();
     const double el = std::chrono::duration<double>(now - t0).count();
@@ -298,20 +258,19 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out) {
         char line[200];
         std::snprintf(line, sizeof line, "\repoch %lld  step %lld/%lld  loss %.4f  %.0f samples/s  ETA %d:%02d   ",
                       static_cast<long long>(b.epoch + 1), static_cast<long long>(step + 1), static_cast<long long>(stop),
-                      static_cast<double>(loss), sps, static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
+                      static_cast<double>(so.loss), sps, static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
         out << line << std::flush;
       }
     } else if ((step + 1) % log_every == 0 || step + 1 == stop) {
       char line[200];
       std::snprintf(line, sizeof line, "step %lld/%lld  epoch %lld  loss %.6f  lr %.6g  %.0f samples/s\n", static_cast<long long>(step + 1),
-                    static_cast<long long>(stop), static_cast<long long>(b.epoch + 1), static_cast<double>(loss), lr, sps);
+                    static_cast<long long>(stop), static_cast<long long>(b.epoch + 1), static_cast<double>(so.loss), so.lr, sps);
       out << line << std::flush;
     }
     evaluated_last = false;
-    const bool epoch_end = b.index == bpe - 1;
-    if (epoch_end && cfg.eval_each_epoch && test_ds) {
+    if (b.index == bpe - 1 && cfg.eval_each_epoch && ses.test_ds) {
       if (bar) out << "\n";
-      Eval e = evaluate(*model, *test_ds, cfg);
+      Eval e = ses.evaluate();
       evaluated_last = true;
       res.test_loss.push_back(e.loss);
       metrics << "{\"step\": " << step + 1 << ", \"epoch\": " << b.epoch << ", \"test_loss\": " << fmt("%.9g", e.loss);
@@ -326,18 +285,13 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out) {
     }
     metrics.flush();
     if (opt.checkpoint_every > 0 && (step + 1) % opt.checkpoint_every == 0 && step + 1 < stop)
-      save_checkpoint(dir, params, opt_->state(), {step + 1, loader.epoch(), loader.index(), opt_->steps(), hash});
+      save_checkpoint(dir, ses.params, ses.opt->state(), {step + 1, ses.loader->epoch(), ses.loader->index(), ses.opt->steps(), hash});
   }
   if (bar && !evaluated_last) out << "\n";
-  if (start < stop || opt.resume.empty())
-    save_checkpoint(dir, params, opt_->state(), {std::max(start, stop), loader.epoch(), loader.index(), opt_->steps(), hash});
+  if (start < stop)
+    save_checkpoint(dir, ses.params, ses.opt->state(), {stop, ses.loader->epoch(), ses.loader->index(), ses.opt->steps(), hash});
 
-  Fingerprint fp;
-  for (const auto& [name, p] : params) fp.add(p);
-  for (const auto& [name, s] : opt_->state()) fp.add(s);
-  const std::int64_t st = opt_->steps();
-  fp.add_bytes(&st, sizeof st);
-  res.fingerprint = fp.digest();
+  res.fingerprint = ses.fingerprint();
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   out << "trained " << res.steps << " steps in " << fmt("%.1f", secs) << " s; run directory " << dir << "\n";
   out << "fingerprint " << res.fingerprint.hex() << "\n";

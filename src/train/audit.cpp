@@ -1,0 +1,144 @@
+// `bitgrad audit`: the same training under different settings, compared pairwise.
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "bitgrad/io.hpp"
+#include "bitgrad/repro.hpp"
+#include "bitgrad/runtime.hpp"
+#include "train/session.hpp"
+
+namespace bitgrad::train {
+namespace {
+
+struct Outcome {
+  int threads, workers;
+  std::int64_t accumulate;
+  std::vector<double> predictions, loss, weight_grads, bias_grads;
+  std::string fingerprint;
+};
+
+void append(std::vector<double>& v, const Tensor& t) {
+  Tensor c = t.contiguous_copy().cast(DType::f64);
+  const double* p = c.data<double>();
+  v.insert(v.end(), p, p + c.numel());
+}
+
+// total absolute difference, as in the 2017 experiment
+double total_abs(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += std::fabs(a[i] - b[i]);
+  return s;
+}
+
+std::string stem_of(const std::string& path) {
+  std::string s = path;
+  if (auto p = s.find_last_of('/'); p != std::string::npos) s = s.substr(p + 1);
+  if (auto p = s.rfind(".toml"); p != std::string::npos) s = s.substr(0, p);
+  return s;
+}
+
+}  // namespace
+
+int audit(const Config& cfg0, const AuditOptions& opt, std::ostream& out) {
+  BITGRAD_CHECK(!opt.threads.empty() && !opt.workers.empty() && !opt.accumulate.empty(), "audit", "the setting lists must not be empty");
+  const int combos = static_cast<int>(opt.threads.size() * opt.workers.size() * opt.accumulate.size());
+  const int runs = opt.runs > 0 ? opt.runs : combos;
+  BITGRAD_CHECK(runs >= 2, "audit", "needs at least 2 runs to compare, got ", runs);
+  check_fp_environment();
+  auto train_ds = train_dataset(cfg0);
+  auto test_ds = test_dataset(cfg0);
+  const std::string dir = opt.out.empty() ? "runs/audit-" + stem_of(cfg0.file) : opt.out;
+  BITGRAD_CHECK(!io::exists(dir + "/audit.json"), "audit", dir, " already holds an audit; choose another --out");
+  // the fixed evaluation batch: the first evaluation-batch-size samples of the test set (or
+  // of the training set without one)
+  const data::Dataset& eval_ds = test_ds ? *test_ds : *train_ds;
+  data::LoaderOptions lo;
+  lo.batch_size = std::min<std::int64_t>(cfg0.eval_batch_size, eval_ds.size());
+  lo.shuffle = false;
+  data::Batch eval = data::make_batch(eval_ds, lo, data::epoch_order(eval_ds.size(), false, 0, 0), 0, 0);
+
+  std::vector<Outcome> res;
+  const int threads0 = num_threads();
+  for (int i = 0; i < runs; ++i) {
+    const int c = i % combos;
+    Outcome o;
+    o.threads = opt.threads[static_cast<std::size_t>(c) % opt.threads.size()];
+    o.workers = opt.workers[(static_cast<std::size_t>(c) / opt.threads.size()) % opt.workers.size()];
+    o.accumulate = opt.accumulate[(static_cast<std::size_t>(c) / (opt.threads.size() * opt.workers.size())) % opt.accumulate.size()];
+    Config cfg = cfg0;
+    cfg.accumulate = o.accumulate;
+    set_num_threads(o.threads);
+    Session ses(cfg, train_ds, test_ds, o.workers);
+    const std::int64_t steps = opt.steps >= 0 ? opt.steps : ses.planned;
+    float loss = 0;
+    for (std::int64_t s = 0; s < steps; ++s) loss = ses.step(s).loss;
+    append(o.predictions, ses.predict(eval.x));
+    o.loss = {static_cast<double>(loss)};
+    for (const auto& [name, p] : ses.params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      append(p.ndim() >= 2 ? o.weight_grads : o.bias_grads, g);
+    }
+    o.fingerprint = ses.fingerprint().hex();
+    char line[200];
+    std::snprintf(line, sizeof line, "run %d: threads %d, workers %d, accumulate %lld, %lld steps: loss %.9g, fingerprint %s\n", i + 1,
+                  o.threads, o.workers, static_cast<long long>(o.accumulate), static_cast<long long>(steps), static_cast<double>(loss),
+                  o.fingerprint.c_str());
+    out << line << std::flush;
+    res.push_back(std::move(o));
+  }
+  set_num_threads(threads0);
+
+  nlohmann::ordered_json j;
+  j["config"] = cfg0.file;
+  j["config_hash"] = config_hash(cfg0);
+  j["evaluation_batch"] = lo.batch_size;
+  nlohmann::ordered_json rj = nlohmann::ordered_json::array();
+  for (const auto& o : res)
+    rj.push_back({{"threads", o.threads}, {"workers", o.workers}, {"accumulate", o.accumulate}, {"fingerprint", o.fingerprint}});
+  j["runs"] = rj;
+  bool all_zero = true;
+  nlohmann::ordered_json mats;
+  const std::pair<const char*, std::vector<double> Outcome::*> fields[] = {{"predictions", &Outcome::predictions},
+                                                                          {"loss", &Outcome::loss},
+                                                                          {"weight_gradients", &Outcome::weight_grads},
+                                                                          {"bias_gradients", &Outcome::bias_grads}};
+  for (const auto& [name, field] : fields) {
+    out << "\n" << name << " (total absolute difference between runs):\n";
+    nlohmann::ordered_json m = nlohmann::ordered_json::array();
+    for (int a = 0; a < runs; ++a) {
+      nlohmann::ordered_json row = nlohmann::ordered_json::array();
+      out << (a ? " [" : "[[");
+      for (int b = 0; b < runs; ++b) {
+        const double d = total_abs(res[static_cast<std::size_t>(a)].*field, res[static_cast<std::size_t>(b)].*field);
+        all_zero = all_zero && d == 0.0;
+        row.push_back(d);
+        char cell[32];
+        std::snprintf(cell, sizeof cell, "%s%.1f", b ? " " : "", d);
+        out << cell;
+      }
+      out << (a + 1 == runs ? "]]\n" : "]\n");
+      m.push_back(row);
+    }
+    mats[name] = m;
+  }
+  j["matrices"] = mats;
+  j["all_zero"] = all_zero;
+  io::make_dirs(dir);
+  io::write_file_atomic(dir + "/audit.json", j.dump(1) + "\n");
+  repro::RunInfo info;
+  info.kind = "audit";
+  info.command = opt.command;
+  info.config_file = cfg0.file;
+  info.config_hash = config_hash(cfg0);
+  info.seed = cfg0.seed;
+  info.data_files = data_files(cfg0);
+  io::write_file_atomic(dir + "/manifest.json", repro::run_manifest_json(info));
+  out << "\n" << (all_zero ? "all zero: " : "NOT all zero: ") << runs << " runs, matrices in " << dir << "/audit.json\n";
+  return all_zero ? 0 : 1;
+}
+
+}  // namespace bitgrad::train

@@ -1,0 +1,229 @@
+// `bitgrad diff RUN_A RUN_B`: where two runs part.
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+
+#include "bitgrad/io.hpp"
+#include "bitgrad/runtime.hpp"
+#include "train/session.hpp"
+
+namespace bitgrad::train {
+namespace {
+
+using json = nlohmann::json;
+
+json read_json(const std::string& path, const std::string& what) {
+  if (!io::exists(path)) throw Error("diff: " + what);
+  try {
+    return json::parse(io::read_file(path));
+  } catch (const json::exception& e) {
+    throw Error("diff: " + path + " is not valid JSON (" + e.what() + ")");
+  }
+}
+
+// JSON lines; a line that does not parse (a run killed mid-write) is an error naming it
+std::vector<json> read_lines(const std::string& path) {
+  const std::string text = io::read_file(path);
+  std::vector<json> out;
+  std::size_t at = 0;
+  int lineno = 0;
+  while (at < text.size()) {
+    ++lineno;
+    std::size_t nl = text.find('\n', at);
+    if (nl == std::string::npos)
+      throw Error("diff: " + path + ":" + std::to_string(lineno) + ": the last line is incomplete (truncated trace)");
+    try {
+      out.push_back(json::parse(text.begin() + static_cast<std::ptrdiff_t>(at), text.begin() + static_cast<std::ptrdiff_t>(nl)));
+    } catch (const json::exception&) {
+      throw Error("diff: " + path + ":" + std::to_string(lineno) + ": not a trace record (truncated or damaged trace)");
+    }
+    at = nl + 1;
+  }
+  return out;
+}
+
+void flatten(const json& j, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) flatten(*it, prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+  } else {
+    out[prefix] = j.dump();
+  }
+}
+
+// ordered integer of a float's bits: the ULP distance is the difference of two of these
+std::int64_t ordered(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return (u & 0x80000000u) ? -static_cast<std::int64_t>(u & 0x7fffffffu) : static_cast<std::int64_t>(u);
+}
+std::int64_t ordered(double f) {
+  std::uint64_t u;
+  std::memcpy(&u, &f, 8);
+  return (u & 0x8000000000000000ull) ? -static_cast<std::int64_t>(u & 0x7fffffffffffffffull) : static_cast<std::int64_t>(u);
+}
+
+// Replays run `dir` up to step `step` (1-based) from its nearest checkpoint and returns the
+// tensor named `what` ("input", "loss", "grad NAME", "param NAME") of that step.
+Tensor replay(const std::string& dir, const json& manifest, std::int64_t step, const std::string& what) {
+  Config cfg = load_config(dir + "/config.toml");
+  const json& run = manifest.at("run");
+  cfg.accumulate = run.value("accumulate", cfg.accumulate);
+  std::optional<std::uint64_t> perturb;
+  if (run.contains("perturb_order") && !run["perturb_order"].is_null()) perturb = run["perturb_order"].get<std::uint64_t>();
+  const int threads = run.value("threads", 0);
+  if (threads > 0) set_num_threads(threads);
+  const std::string isa = manifest.at("machine").value("code_path", "");
+  if (!isa.empty() && cpu_supports(parse_isa(isa))) set_isa(parse_isa(isa));
+  Session ses(cfg, train_dataset(cfg), nullptr, 0, perturb);
+  std::int64_t from = -1;
+  for (std::int64_t s : list_checkpoints(dir))
+    if (s <= step - 1) from = s;
+  if (from < 0) throw Error("diff: " + dir + " has no checkpoint at or before step " + std::to_string(step - 1) + " to replay from");
+  ses.restore(load_checkpoint(dir, checkpoint_name(from)), dir);
+  for (std::int64_t s = from; s < step; ++s) {
+    Session::StepOut so = ses.step(s);
+    if (s + 1 < step) continue;
+    if (what == "input") return so.batch.x;
+    if (what == "loss") return Tensor::scalar(so.loss);
+    const bool grad = what.rfind("grad ", 0) == 0;
+    const std::string name = what.substr(grad ? 5 : 6);
+    for (const auto& [n, p] : ses.params)
+      if (n == name) return grad ? p.grad().contiguous_copy() : p.contiguous_copy();
+  }
+  throw Error("diff: cannot replay '" + what + "' of step " + std::to_string(step) + " in " + dir);
+}
+
+template <class T>
+void compare_values(const Tensor& a, const Tensor& b, std::ostream& out) {
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  double max_abs = 0;
+  std::int64_t max_ulp = 0, at_abs = -1, at_ulp = -1, count = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    if (std::memcmp(pa + i, pb + i, sizeof(T)) == 0) continue;
+    ++count;
+    const double d = std::fabs(static_cast<double>(pa[i]) - static_cast<double>(pb[i]));
+    const std::int64_t u = std::llabs(ordered(pa[i]) - ordered(pb[i]));
+    if (!(d <= max_abs)) max_abs = d, at_abs = i;
+    if (u > max_ulp) max_ulp = u, at_ulp = i;
+  }
+  char line[400];
+  std::snprintf(line, sizeof line,
+                "  replayed: %lld of %lld elements differ; max |a - b| = %.6g (element %lld: %.9g vs %.9g); max %lld ulp (element %lld)\n",
+                static_cast<long long>(count), static_cast<long long>(a.numel()), max_abs, static_cast<long long>(at_abs),
+                at_abs >= 0 ? static_cast<double>(pa[at_abs]) : 0.0, at_abs >= 0 ? static_cast<double>(pb[at_abs]) : 0.0,
+                static_cast<long long>(max_ulp), static_cast<long long>(at_ulp));
+  out << line;
+}
+
+}  // namespace
+
+int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std::ostream& out) {
+  const json ma = read_json(a + "/manifest.json", a + " is not a run directory (no manifest.json)");
+  const json mb = read_json(b + "/manifest.json", b + " is not a run directory (no manifest.json)");
+  if (ma.at("run").value("kind", "") != "train" || mb.at("run").value("kind", "") != "train")
+    throw Error("diff: compares training runs; " + a + " or " + b + " is another kind of run");
+  if (ma["run"]["parameters"] != mb["run"]["parameters"])
+    throw Error("diff: " + a + " and " + b + " train different models (" + ma["run"].value("model", "?") + " vs " +
+                mb["run"].value("model", "?") + ")");
+  if (!io::exists(a + "/trace.jsonl") || !io::exists(b + "/trace.jsonl"))
+    throw Error("diff: both runs need trace.jsonl (a run trained with --trace none has none)");
+
+  // 1. manifests
+  std::map<std::string, std::string> fa, fb;
+  flatten(ma, "", fa);
+  flatten(mb, "", fb);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : fa) keys.push_back(k);
+  for (const auto& [k, v] : fb)
+    if (!fa.count(k)) keys.push_back(k);
+  int shown = 0;
+  out << "manifests:\n";
+  for (const auto& k : keys) {
+    const std::string va = fa.count(k) ? fa[k] : "(none)", vb = fb.count(k) ? fb[k] : "(none)";
+    if (va == vb) continue;
+    if (k == "run.command") continue;
+    out << "  " << k << ": " << va << " | " << vb << "\n";
+    ++shown;
+  }
+  if (!shown) out << "  identical (but for the command line)\n";
+  if (ma["run"].value("config_hash", "") != mb["run"].value("config_hash", ""))
+    out << "  the configurations differ: compare " << a << "/config.toml and " << b << "/config.toml\n";
+
+  // 2. traces, step by step
+  const std::vector<json> ta = read_lines(a + "/trace.jsonl"), tb = read_lines(b + "/trace.jsonl");
+  const std::size_t n = std::min(ta.size(), tb.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const json& x = ta[i];
+    const json& y = tb[i];
+    const std::int64_t step = x.at("step").get<std::int64_t>();
+    if (y.at("step").get<std::int64_t>() != step) throw Error("diff: the traces are not aligned at line " + std::to_string(i + 1));
+    std::string what, detail;
+    if (x.at("input") != y.at("input")) {
+      what = "input";
+      detail = "the input batch (epoch " + x["epoch"].dump() + ", batch " + x["batch"].dump() + ")";
+    } else if (x.at("loss") != y.at("loss")) {
+      what = "loss";
+      detail = "the loss (" + x["loss"].get<std::string>() + " vs " + y["loss"].get<std::string>() + ")";
+    } else {
+      for (const char* kind : {"grad", "param"}) {
+        const json& ga = x.at(kind);
+        const json& gb = y.at(kind);
+        for (std::size_t k = 0; k < ga.size() && what.empty(); ++k) {
+          if (ga[k] != gb[k]) {
+            const std::string name = ga[k][0].get<std::string>();
+            what = std::string(kind) + " " + name;
+            detail = std::string(kind == std::string("grad") ? "the gradient of " : "the updated parameter ") + name;
+          }
+        }
+        if (!what.empty()) break;
+      }
+    }
+    if (what.empty()) continue;
+    out << "first difference: step " << step << ", " << detail << "\n";
+    // 3. the first op, with op traces
+    if (io::exists(a + "/ops.jsonl") && io::exists(b + "/ops.jsonl")) {
+      std::vector<json> oa, ob;
+      for (const json& r : read_lines(a + "/ops.jsonl"))
+        if (r.at("step").get<std::int64_t>() == step) oa.push_back(r);
+      for (const json& r : read_lines(b + "/ops.jsonl"))
+        if (r.at("step").get<std::int64_t>() == step) ob.push_back(r);
+      for (std::size_t k = 0; k < std::min(oa.size(), ob.size()); ++k) {
+        if (oa[k] == ob[k]) continue;
+        const json& r = oa[k];
+        out << "first op: " << r.value("phase", "") << " '" << r.value("op", "") << "'";
+        if (r.value("phase", "") == "backward") out << " (gradient of input " << r.value("input", -1) << ")";
+        out << ", label " << (r.value("label", "").empty() ? std::string("(none)") : r.value("label", "")) << ", called at "
+            << r.value("site", "") << ", shape " << r.value("shape", "") << " (op " << k + 1 << " of the step)\n";
+        break;
+      }
+    }
+    // 4. the size of the difference, by replaying the step
+    if (opt.replay) {
+      const Isa isa0 = active_isa();
+      const int t0 = num_threads();
+      Tensor va = replay(a, ma, step, what), vb = replay(b, mb, step, what);
+      set_isa(isa0);
+      set_num_threads(t0);
+      if (va.shape() != vb.shape() || va.dtype() != vb.dtype()) {
+        out << "  replayed tensors have different shapes: " << va.shape().str() << " vs " << vb.shape().str() << "\n";
+      } else {
+        BITGRAD_DISPATCH_FLOAT(va.dtype(), "diff", T, [&] { compare_values<T>(va, vb, out); });
+      }
+    }
+    return 1;
+  }
+  if (ta.size() != tb.size()) {
+    out << "identical over the " << n << " steps both traced; " << (ta.size() > tb.size() ? a : b) << " has "
+        << (ta.size() > tb.size() ? ta.size() - n : tb.size() - n) << " more\n";
+    return 1;
+  }
+  out << "identical: " << n << " steps, every input, loss, gradient and parameter the same\n";
+  return 0;
+}
+
+}  // namespace bitgrad::train
