@@ -1,5 +1,5 @@
-// Reproducibility instruments: the run manifest, fingerprint traces. (diff, audit, sensitivity
-// and the report live in train/ and repro/report; see docs/cli.md.)
+// Reproducibility instruments: the run manifest, fingerprint traces, the report. (diff, audit
+// and sensitivity train, so they live in train.hpp; see docs/cli.md.)
 #pragma once
 
 #include <cstdint>
@@ -65,6 +65,14 @@ class OpTrace {
   std::string path_;
   std::int64_t step_ = 0, seq_ = 0;
 };
+
+// `bitgrad report`: one self-contained HTML page (inline SVG) of run directories: loss and
+// accuracy curves of training runs and how their traces compare, divergence curves of
+// sensitivity studies, error-matrix heatmaps of audits, the manifests side by side.
+struct ReportSummary {
+  int runs = 0, plots = 0;
+};
+ReportSummary write_report(const std::vector<std::string>& run_dirs, const std::string& out_html);
 
 std::string hex32(std::uint32_t v);
 std::string site_string(const char* file, int line);  // path made relative to the source tree

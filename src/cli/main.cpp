@@ -107,6 +107,12 @@ int main(int argc, char** argv) {
   sensc->add_option("--threads", threads, "kernel threads")->check(CLI::Range(1, 4096));
   sensc->add_option("--out", sens.out, "directory for sensitivity.json (default: runs/sensitivity-<config name>)");
 
+  std::vector<std::string> report_runs;
+  std::string report_out;
+  CLI::App* reportc = app.add_subcommand("report", "One self-contained HTML page of runs, audits and sensitivity studies");
+  reportc->add_option("runs", report_runs, "run directories")->required();
+  reportc->add_option("-o,--out", report_out, "the HTML file to write")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -136,6 +142,11 @@ int main(int argc, char** argv) {
       sens.command = command;
       if (threads > 0) bitgrad::set_num_threads(threads);
       bitgrad::train::sensitivity(bitgrad::train::load_config(sens_cfg), sens, std::cout);
+      return 0;
+    }
+    if (reportc->parsed()) {
+      const bitgrad::repro::ReportSummary r = bitgrad::repro::write_report(report_runs, report_out);
+      std::cout << "report of " << r.runs << " run" << (r.runs == 1 ? "" : "s") << " with " << r.plots << " plots written to " << report_out << "\n";
       return 0;
     }
     if (env->parsed()) {

@@ -60,6 +60,12 @@ int audit(const Config& cfg0, const AuditOptions& opt, std::ostream& out) {
   lo.shuffle = false;
   data::Batch eval = data::make_batch(eval_ds, lo, data::epoch_order(eval_ds.size(), false, 0, 0), 0, 0);
 
+  for (std::int64_t a : opt.accumulate) {
+    BITGRAD_CHECK(a >= 1 && cfg0.batch_size % a == 0, "audit", "batch size ", cfg0.batch_size, " is not divisible by accumulate ", a);
+    if (a > 1 && !t5_holds(cfg0.batch_size / a))
+      out << "note: accumulate " << a << " gives micro-batches of " << cfg0.batch_size / a
+          << " samples, not a power-of-two number of 32-sample blocks: contract T5 does not promise equality with accumulate 1\n";
+  }
   std::vector<Outcome> res;
   const int threads0 = num_threads();
   for (int i = 0; i < runs; ++i) {

@@ -9,50 +9,15 @@
 
 #include "bitgrad/io.hpp"
 #include "bitgrad/runtime.hpp"
+#include "repro/run_files.hpp"
 #include "train/session.hpp"
 
 namespace bitgrad::train {
 namespace {
 
-using json = nlohmann::json;
+using json = repro::ordered_json;
 
-json read_json(const std::string& path, const std::string& what) {
-  if (!io::exists(path)) throw Error("diff: " + what);
-  try {
-    return json::parse(io::read_file(path));
-  } catch (const json::exception& e) {
-    throw Error("diff: " + path + " is not valid JSON (" + e.what() + ")");
-  }
-}
-
-// JSON lines; a line that does not parse (a run killed mid-write) is an error naming it
-std::vector<json> read_lines(const std::string& path) {
-  const std::string text = io::read_file(path);
-  std::vector<json> out;
-  std::size_t at = 0;
-  int lineno = 0;
-  while (at < text.size()) {
-    ++lineno;
-    std::size_t nl = text.find('\n', at);
-    if (nl == std::string::npos)
-      throw Error("diff: " + path + ":" + std::to_string(lineno) + ": the last line is incomplete (truncated trace)");
-    try {
-      out.push_back(json::parse(text.begin() + static_cast<std::ptrdiff_t>(at), text.begin() + static_cast<std::ptrdiff_t>(nl)));
-    } catch (const json::exception&) {
-      throw Error("diff: " + path + ":" + std::to_string(lineno) + ": not a trace record (truncated or damaged trace)");
-    }
-    at = nl + 1;
-  }
-  return out;
-}
-
-void flatten(const json& j, const std::string& prefix, std::map<std::string, std::string>& out) {
-  if (j.is_object()) {
-    for (auto it = j.begin(); it != j.end(); ++it) flatten(*it, prefix.empty() ? it.key() : prefix + "." + it.key(), out);
-  } else {
-    out[prefix] = j.dump();
-  }
-}
+std::vector<json> read_lines(const std::string& path) { return repro::read_json_lines(path, "diff"); }
 
 // ordered integer of a float's bits: the ULP distance is the difference of two of these
 std::int64_t ordered(float f) {
@@ -123,8 +88,8 @@ void compare_values(const Tensor& a, const Tensor& b, std::ostream& out) {
 }  // namespace
 
 int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std::ostream& out) {
-  const json ma = read_json(a + "/manifest.json", a + " is not a run directory (no manifest.json)");
-  const json mb = read_json(b + "/manifest.json", b + " is not a run directory (no manifest.json)");
+  const json ma = repro::read_manifest(a, "diff");
+  const json mb = repro::read_manifest(b, "diff");
   if (ma.at("run").value("kind", "") != "train" || mb.at("run").value("kind", "") != "train")
     throw Error("diff: compares training runs; " + a + " or " + b + " is another kind of run");
   if (ma["run"]["parameters"] != mb["run"]["parameters"])
@@ -134,19 +99,17 @@ int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std
     throw Error("diff: both runs need trace.jsonl (a run trained with --trace none has none)");
 
   // 1. manifests
-  std::map<std::string, std::string> fa, fb;
-  flatten(ma, "", fa);
-  flatten(mb, "", fb);
+  const auto la = repro::flatten_json(ma), lb = repro::flatten_json(mb);
+  const std::map<std::string, std::string> fa(la.begin(), la.end()), fb(lb.begin(), lb.end());
   std::vector<std::string> keys;
-  for (const auto& [k, v] : fa) keys.push_back(k);
-  for (const auto& [k, v] : fb)
+  for (const auto& [k, v] : la) keys.push_back(k);
+  for (const auto& [k, v] : lb)
     if (!fa.count(k)) keys.push_back(k);
   int shown = 0;
   out << "manifests:\n";
   for (const auto& k : keys) {
-    const std::string va = fa.count(k) ? fa[k] : "(none)", vb = fb.count(k) ? fb[k] : "(none)";
-    if (va == vb) continue;
-    if (k == "run.command") continue;
+    const std::string va = fa.count(k) ? fa.at(k) : "(none)", vb = fb.count(k) ? fb.at(k) : "(none)";
+    if (va == vb || k == "run.command") continue;
     out << "  " << k << ": " << va << " | " << vb << "\n";
     ++shown;
   }

@@ -82,7 +82,8 @@ void sensitivity(const Config& cfg, const SensitivityOptions& opt, std::ostream&
       out << line << std::flush;
     }
   }
-  // growth: least-squares slope of log(distance) over the steps (per step)
+  // growth: the least-squares slope of log(distance) against the step, over every step with a
+  // nonzero distance (an average exponent; the divergence often grows in bursts)
   double rate = 0;
   if (xs.size() >= 2) {
     double mx = 0, my = 0;
@@ -99,25 +100,42 @@ void sensitivity(const Config& cfg, const SensitivityOptions& opt, std::ostream&
   j["members"] = opt.members;
   j["steps"] = steps;
   j["growth_rate_per_step"] = rate;
-  char line[300];
+  char line[400];
   const double first = per.empty() ? 0 : per.front()["distance_mean"].get<double>();
   const double last = per.empty() ? 0 : per.back()["distance_mean"].get<double>();
-  std::snprintf(line, sizeof line, "\ndivergence: relative parameter distance %.3g after step 1, %.3g after step %lld; growth %.4g per step (x%.3g per 100 steps)\n",
-                first, last, static_cast<long long>(steps), rate, std::exp(100 * rate));
+  std::snprintf(line, sizeof line, "\ndivergence: relative parameter distance %.3g after step 1, %.3g after step %lld (x%.3g)\n", first, last,
+                static_cast<long long>(steps), first > 0 ? last / first : 0.0);
+  out << line;
+  if (xs.size() >= 2 && rate > 0)
+    std::snprintf(line, sizeof line, "growth: x%.4g per step on average (least squares on log distance; doubling every %.1f steps)\n",
+                  std::exp(rate), std::log(2.0) / rate);
+  else if (xs.empty())
+    std::snprintf(line, sizeof line, "growth: none (the members never left the canonical run)\n");
+  else
+    std::snprintf(line, sizeof line, "growth: none measured (slope %.3g per step)\n", rate);
   out << line;
   if (test_ds) {
-    std::vector<double> acc;
-    for (auto& ses : m) acc.push_back(ses->evaluate().accuracy);
-    double mn = acc[0], mx = acc[0], mean = 0;
-    for (double a : acc) mn = std::min(mn, a), mx = std::max(mx, a), mean += a / static_cast<double>(acc.size());
-    double var = 0;
-    for (double a : acc) var += (a - mean) * (a - mean) / static_cast<double>(acc.size());
-    j["final_accuracy"] = acc;
-    if (acc[0] >= 0) {
-      std::snprintf(line, sizeof line, "final test accuracy: canonical %.2f%%, all members %.2f%% .. %.2f%% (std %.3f points)\n", 100 * acc[0],
-                    100 * mn, 100 * mx, 100 * std::sqrt(var));
-      out << line;
+    std::vector<double> acc, tloss;
+    for (auto& ses : m) {
+      const Eval e = ses->evaluate();
+      acc.push_back(e.accuracy);
+      tloss.push_back(e.loss);
     }
+    // canonical, then the members' range and standard deviation
+    auto spread = [&](const std::vector<double>& v, const char* what, double scale, const char* unit) {
+      double mn = v[0], mx = v[0], mean = 0, var = 0;
+      for (double a : v) mn = std::min(mn, a), mx = std::max(mx, a), mean += a / static_cast<double>(v.size());
+      for (double a : v) var += (a - mean) * (a - mean) / static_cast<double>(v.size());
+      std::snprintf(line, sizeof line, "final %s: canonical %.6g%s, all runs %.6g%s .. %.6g%s (std %.3g)\n", what, scale * v[0], unit, scale * mn,
+                    unit, scale * mx, unit, scale * std::sqrt(var));
+      out << line;
+    };
+    if (acc[0] >= 0) {
+      j["final_accuracy"] = acc;
+      spread(acc, "test accuracy", 100, "%");
+    }
+    j["final_test_loss"] = tloss;
+    spread(tloss, "test loss", 1, "");
   }
   j["per_step"] = per;
   io::make_dirs(dir);

@@ -205,6 +205,9 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out) {
   if (opt.perturb_order)
     out << "note      --perturb-order " << *opt.perturb_order
         << ": every reduction runs in a seeded random order; the results are not the canonical ones\n";
+  if (stop > ses.planned && cfg.schedule == "cosine")
+    out << "note      training to step " << stop << ", past the configuration's plan of " << ses.planned
+        << " steps: the cosine schedule stays at its final learning rate " << fmt("%.6g", ses.sched.at(ses.planned)) << "\n";
   if (cfg.accumulate > 1 && !t5_holds(micro))
     out << "note      micro-batches of " << micro << " samples are not a power-of-two number of 32-sample blocks: results may differ "
         << "from accumulate = 1 (contract T5 does not hold for this configuration)\n";

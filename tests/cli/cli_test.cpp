@@ -6,6 +6,9 @@
 #include <regex>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "bitgrad/io.hpp"
 #include "bitgrad/runtime.hpp"
 #include "bitgrad/version.hpp"
 #include "support/test_util.hpp"
@@ -78,6 +81,57 @@ TEST(Cli, TrainEndsWithTheFingerprintAndRefusesBadInput) {
   }
   CmdResult typo = run_cmd("train " + bad_cfg);
   EXPECT_NE(typo.out.find(bad_cfg + ":3: unknown key 'batch_sise' in [train]"), std::string::npos) << typo.out;
+}
+
+TEST(Cli, EnvPrintsTheMachineManifest) {
+  CmdResult r = run_cmd("env");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["bitgrad"]["numerics"], kNumericsVersion);
+  for (const char* k : {"compiler", "flags", "build_type"}) EXPECT_TRUE(j["build"].contains(k)) << k;
+  EXPECT_NE(j["build"]["flags"].get<std::string>().find("-ffp-contract=off"), std::string::npos);
+  for (const char* k : {"cpu", "code_path", "os", "kernel", "threads"}) EXPECT_TRUE(j["machine"].contains(k)) << k;
+  const std::string cmd = std::string("BITGRAD_THREADS=3 OMP_NUM_THREADS=5 ") + BITGRAD_BINARY_DIR + "/bin/bitgrad env";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  ASSERT_EQ(WEXITSTATUS(pclose(p)), 0);
+  const nlohmann::json e = nlohmann::json::parse(out);
+  EXPECT_EQ(e["environment"]["BITGRAD_THREADS"], "3");
+  EXPECT_EQ(e["environment"]["OMP_NUM_THREADS"], "5");
+  EXPECT_EQ(e["machine"]["threads"], 3);
+}
+
+// diff, audit, report: exit 0 for the same bits, 1 for a difference, 2 for what cannot be read
+TEST(Cli, InstrumentsExitCodes) {
+  const std::string base = ::testing::TempDir() + "/bitgrad_cli_instr_" + std::to_string(::getpid());
+  std::system(("rm -rf " + base).c_str());
+  const std::string cfg = std::string(BITGRAD_SOURCE_DIR) + "/examples/adder.toml";
+  for (const char* t : {"1", "2"}) {
+    CmdResult r = run_cmd("train " + cfg + " --steps 4 --no-progress --threads " + t + " --out " + base + "/t" + t);
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+  CmdResult p = run_cmd("train " + cfg + " --steps 4 --no-progress --perturb-order 5 --out " + base + "/p");
+  ASSERT_EQ(p.code, 0) << p.out;
+  CmdResult same = run_cmd("diff " + base + "/t1 " + base + "/t2");
+  EXPECT_EQ(same.code, 0) << same.out;
+  EXPECT_NE(same.out.find("identical: 4 steps"), std::string::npos) << same.out;
+  CmdResult differ = run_cmd("diff " + base + "/t1 " + base + "/p");
+  EXPECT_EQ(differ.code, 1) << differ.out;
+  EXPECT_NE(differ.out.find("first difference: step 1, "), std::string::npos) << differ.out;
+  CmdResult rep = run_cmd("report " + base + "/t1 " + base + "/p -o " + base + "/report.html");
+  EXPECT_EQ(rep.code, 0) << rep.out;
+  EXPECT_NE(rep.out.find("report of 2 runs with 1 plots written to"), std::string::npos) << rep.out;
+  for (const std::string& args : {"diff " + base + "/t1 " + base, "report " + base + " -o " + base + "/r2.html", "report " + base + "/t1",
+                                  "audit " + cfg + " --threads 1 --steps 2 --out " + base + "/aud"}) {
+    CmdResult b = run_cmd(args);
+    EXPECT_EQ(b.code, 2) << args << ": " << b.out;
+    EXPECT_EQ(std::count(b.out.begin(), b.out.end(), '\n'), 1) << args << ": " << b.out;
+    EXPECT_EQ(b.out.rfind("bitgrad: error: ", 0), 0u) << args << ": " << b.out;
+  }
+  EXPECT_FALSE(bitgrad::io::exists(base + "/r2.html"));
 }
 
 TEST(Cli, EnvironmentSettingsChangeNoResult) {

@@ -7,71 +7,13 @@
 #include "bitgrad/runtime.hpp"
 #include "bitgrad/train.hpp"
 #include "support/fashion.hpp"
+#include "support/runs.hpp"
 #include "support/test_util.hpp"
 
 namespace bitgrad::test {
 namespace {
 
-// A small MLP on Fashion-MNIST: fast enough for a test, real data.
-const char* kMlp = R"(
-seed = 5
-[data]
-dataset = "fashion-mnist"
-[model]
-layers = [
-  { type = "flatten" },
-  { type = "linear", out = 64 },
-  { type = "relu" },
-  { type = "dropout", p = 0.2 },
-  { type = "linear", out = 10 },
-]
-[train]
-batch_size = 128
-epochs = 1
-[optimizer]
-type = "sgd"
-lr = 0.05
-momentum = 0.9
-[schedule]
-type = "cosine"
-warmup_steps = 3
-[eval]
-each_epoch = false
-)";
-
-const char* kAdder = R"(
-seed = 1
-[data]
-dataset = "adder"
-samples = 4000
-test_samples = 500
-[model]
-layers = [ { type = "linear", out = 1 } ]
-[train]
-batch_size = 100
-epochs = 3
-loss = "mse"
-[optimizer]
-type = "adam"
-lr = 0.05
-)";
-
-std::string fresh_dir(const std::string& name) {
-  static int n = 0;
-  const std::string d = ::testing::TempDir() + "/bitgrad_train_" + std::to_string(::getpid()) + "_" + name + "_" + std::to_string(n++);
-  std::system(("rm -rf " + d).c_str());
-  return d;
-}
-
-train::RunResult run(const char* text, train::RunOptions o, std::string* log = nullptr) {
-  train::Config c = train::parse_config(text, "test.toml");
-  if (o.out.empty() && o.resume.empty()) o.out = fresh_dir("run");
-  o.progress = 0;
-  std::ostringstream out;
-  train::RunResult r = train::run(c, o, out);
-  if (log) *log = out.str();
-  return r;
-}
+train::RunResult run(const char* text, train::RunOptions o, std::string* log = nullptr) { return run_text(text, std::move(o), log); }
 
 TEST(Train, AdderLearnsTheSum) {
   RuntimeGuard g;
