@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the benchmarks of docs/benchmarks.md: FMA peak, then GEMM of bitgrad and OpenBLAS in
-# alternating processes (A/B, BENCH_REPS rounds, 1 and 2 threads), and prints the table of
-# medians. Usage: bench/run.sh [BUILD_DIR]   (make bench)
+# alternating processes (A/B, BENCH_REPS rounds, 1 and 2 threads), then the cost of the step
+# trace, and prints the tables of medians. Usage: bench/run.sh [BUILD_DIR]   (make bench)
 set -euo pipefail
 build=${1:-build}
 reps=${BENCH_REPS:-5}
@@ -21,3 +21,11 @@ for r in $(seq 1 "$reps"); do
   echo "bench: round $r of $reps done" >&2
 done
 /usr/bin/python3 "$(dirname "$0")/report_gemm.py" "$out"
+# the step trace: traced and untraced sessions interleaved in one process (bench/trace_bench.cpp)
+for r in $(seq 1 "$reps"); do
+  for t in 1 2; do
+    "$build/bin/trace_bench" --threads "$t" >>"$out/trace.txt"
+  done
+done
+echo
+/usr/bin/python3 "$(dirname "$0")/report_trace.py" "$out/trace.txt"

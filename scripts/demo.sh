@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: train examples/fashion_mlp.toml (784-512-512-10 MLP on Fashion-MNIST) for one
 # epoch on 1 thread, and again on 2 threads with 3 data-loader workers; the two runs must end
-# with the same fingerprint of their trained weights and optimizer state.
+# with the same fingerprint of their trained weights and optimizer state, and `bitgrad diff`
+# finds their step traces identical.
 set -euo pipefail
 build=${1:-build}
 bin=$build/bin/bitgrad
@@ -20,6 +21,9 @@ acc=$(grep -o 'test accuracy [0-9.]*%' "$runs.2.log" | tail -n 1)
 echo
 if [ "$a" = "$b" ]; then
   echo "identical fingerprints: $a ($acc)"
+  echo
+  echo "== bitgrad diff: the two runs step by step (trace.jsonl)"
+  "$bin" diff "$runs/threads1" "$runs/threads2" --no-replay
 else
   echo "FINGERPRINTS DIFFER: $a vs $b — the reproducibility contract is broken" >&2
   exit 1

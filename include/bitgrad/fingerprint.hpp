@@ -27,6 +27,9 @@ class Fingerprint {
   void add(const Tensor& t);
   void add_bytes(const void* data, std::size_t n);
   Digest128 digest() const;
+  // add(t) in pieces: add_header(t), then the element bytes in any number of add_bytes calls.
+  void add_header(const Tensor& t);
+  static const void* element_bytes(const Tensor& contiguous, std::size_t& n);
 
  private:
   void* state_;

@@ -25,13 +25,16 @@ struct RunInfo {
   std::string model;                                        // description
   std::vector<std::pair<std::string, std::string>> params;  // name, shape
   std::vector<std::string> data_files;                      // hashed into the manifest
+  std::int64_t resumed_at_step = 0;  // a resumed run: the step it continued from
 };
 
 // JSON: bitgrad version, commit and numerics; compiler, flags and build type; CPU, code path,
 // OS and kernel; BITGRAD_* and OMP_* variables. (`bitgrad env`)
 std::string machine_manifest_json();
-// The machine manifest plus a "run" section (manifest.json of a run directory).
-std::string run_manifest_json(const RunInfo& run);
+// The machine manifest plus a "run" section (manifest.json of a run directory). For a resumed
+// run, `previous` is the manifest it replaces: its machine and run sections (and its own
+// history) go into "history", oldest first, so every segment of the run stays described.
+std::string run_manifest_json(const RunInfo& run, const std::string& previous = "");
 // XXH3-128 of a file's bytes, hex.
 std::string file_hash(const std::string& path);
 

@@ -20,6 +20,7 @@ void set_isa(Isa isa);  // throws if the CPU lacks it
 int num_threads();
 void set_num_threads(int n);  // n >= 1
 int default_num_threads();    // BITGRAD_THREADS or the CPUs of this process
+int available_cpus();         // the CPUs this process may run on
 
 // Throws if the floating-point environment is not IEEE default (round to nearest, no
 // flush-to-zero, no denormals-are-zero): a library built with fast-math can set those.

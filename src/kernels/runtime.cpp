@@ -86,6 +86,10 @@ int default_num_threads() {
       throw Error(std::string("BITGRAD_THREADS=") + e + ": expected a whole number from 1 to 4096");
     return static_cast<int>(v);
   }
+  return available_cpus();
+}
+
+int available_cpus() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) {
     int n = CPU_COUNT(&set);

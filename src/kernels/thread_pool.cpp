@@ -16,6 +16,25 @@ namespace {
 
 thread_local bool t_in_parallel = false;
 
+// the posted idle work; g_idle_busy serialises its slices (acquire/release hands its state on)
+std::atomic<IdleWork*> g_idle{nullptr};
+std::atomic<bool> g_idle_busy{false};
+
+// Runs one slice if there is work and no other thread is in one; true if it ran one that
+// left more to do.
+bool try_idle_slice() {
+  if (!g_idle.load(std::memory_order_acquire)) return false;
+  if (g_idle_busy.exchange(true, std::memory_order_acquire)) return false;
+  IdleWork* w = g_idle.load(std::memory_order_acquire);
+  bool more = false;
+  if (w) {
+    more = w->slice();
+    if (!more) g_idle.store(nullptr, std::memory_order_release);
+  }
+  g_idle_busy.store(false, std::memory_order_release);
+  return more;
+}
+
 inline void cpu_relax() {
 #if defined(__x86_64__)
   _mm_pause();
@@ -30,8 +49,13 @@ class Pool {
   ~Pool() {
     stop_.store(true);
     generation_.fetch_add(1);
-    generation_.notify_all();
+    wake();
     for (auto& w : workers_) w.join();
+  }
+  // wakes blocked workers: a new region, idle work, or stop
+  void wake() {
+    wake_.fetch_add(1, std::memory_order_release);
+    wake_.notify_all();
   }
   int threads() const { return threads_; }
 
@@ -45,11 +69,13 @@ class Pool {
     // this job's fields when the next one is posted
     remaining_.store(threads_ - 1);
     generation_.fetch_add(1, std::memory_order_release);
-    generation_.notify_all();
+    wake();
     run_chunk(0);
-    // wait for the others: spin briefly, then block
+    // wait for the others: idle work or spin briefly, then block
     for (int spin = 0; remaining_.load(std::memory_order_acquire) != 0; ++spin) {
-      if (spin < 4000) {
+      if (try_idle_slice()) {
+        spin = 0;
+      } else if (spin < 4000) {
         cpu_relax();
       } else {
         int r = remaining_.load(std::memory_order_acquire);
@@ -79,11 +105,15 @@ class Pool {
     for (;;) {
       std::uint64_t g;
       int spin = 0;
-      while ((g = generation_.load(std::memory_order_acquire)) == seen) {
-        if (spin++ < 4000) {
+      for (;;) {
+        const std::uint64_t w = wake_.load(std::memory_order_acquire);
+        if ((g = generation_.load(std::memory_order_acquire)) != seen) break;
+        if (try_idle_slice()) {
+          spin = 0;
+        } else if (spin++ < 4000) {
           cpu_relax();
-        } else {
-          generation_.wait(seen, std::memory_order_acquire);
+        } else if (!g_idle.load(std::memory_order_acquire)) {
+          wake_.wait(w, std::memory_order_acquire);  // returns at once if anything was posted since w
         }
       }
       seen = g;
@@ -95,7 +125,7 @@ class Pool {
 
   int threads_;
   std::vector<std::thread> workers_;
-  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<std::uint64_t> generation_{0}, wake_{0};
   std::atomic<int> remaining_{0};
   std::atomic<bool> stop_{false};
   ChunkFn fn_ = nullptr;
@@ -131,6 +161,18 @@ void pool_resize(int threads) {
   delete g_pool;
   g_pool = nullptr;
   g_threads = threads;
+}
+
+void post_idle_work(IdleWork* w) {
+  g_idle.store(w, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (w && g_pool) g_pool->wake();
+}
+
+void finish_idle_work() {
+  while (g_idle.load(std::memory_order_acquire)) {
+    if (!try_idle_slice()) cpu_relax();  // another thread is in a slice, or it just ended
+  }
 }
 
 void parallel_chunks(std::int64_t n, std::int64_t grain, ChunkFn fn, void* ctx) {

@@ -22,6 +22,22 @@ void parallel_for(std::int64_t n, std::int64_t grain, F&& f) {
       const_cast<void*>(static_cast<const void*>(&f)));
 }
 
+// Work done in idle time: slices run by pool workers between parallel regions and by the
+// caller while it waits for a region's other chunks, one slice at a time and in order (a
+// slice may continue a sequential computation such as a hash stream). Never a kernel's work:
+// what it computes must not depend on who runs a slice or when.
+class IdleWork {
+ public:
+  virtual ~IdleWork() = default;
+  // One short piece (microseconds: a region waits for at most one); false when done. Must not
+  // throw or call parallel_for.
+  virtual bool slice() = 0;
+};
+// Posts `w` (at most one at a time; it must outlive its slices), or clears with nullptr.
+void post_idle_work(IdleWork* w);
+// Runs the posted work's remaining slices on this thread, then clears it.
+void finish_idle_work();
+
 // Threads the next parallel_for may use (the runtime setting).
 int pool_threads();
 void pool_resize(int threads);

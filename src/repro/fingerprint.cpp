@@ -25,18 +25,29 @@ Fingerprint::~Fingerprint() { std::free(state_); }
 
 void Fingerprint::add_bytes(const void* data, std::size_t n) { repro::hash_impl().update(state_, data, n); }
 
-void Fingerprint::add(const Tensor& t) {
+void Fingerprint::add_header(const Tensor& t) {
   BITGRAD_CHECK(t.defined(), "fingerprint", "cannot hash an undefined tensor");
-  // header: dtype, ndim, dims as little-endian integers
+  // dtype, ndim, dims as little-endian integers
   std::uint8_t head[2] = {static_cast<std::uint8_t>(t.dtype()), static_cast<std::uint8_t>(t.ndim())};
   add_bytes(head, sizeof head);
   for (int d = 0; d < t.ndim(); ++d) {
     std::int64_t v = t.shape()[d];
     add_bytes(&v, sizeof v);
   }
+}
+
+const void* Fingerprint::element_bytes(const Tensor& t, std::size_t& n) {
+  BITGRAD_CHECK(t.defined() && t.is_contiguous(), "fingerprint", "element_bytes needs a contiguous tensor");
+  n = static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype());
+  return static_cast<const char*>(t.storage()->data()) + t.offset() * static_cast<std::int64_t>(dtype_size(t.dtype()));
+}
+
+void Fingerprint::add(const Tensor& t) {
+  add_header(t);
   Tensor c = t.is_contiguous() ? t : t.contiguous_copy();
-  const char* base = static_cast<const char*>(c.storage()->data()) + c.offset() * static_cast<std::int64_t>(dtype_size(c.dtype()));
-  add_bytes(base, static_cast<std::size_t>(c.numel()) * dtype_size(c.dtype()));
+  std::size_t n = 0;
+  const void* p = element_bytes(c, n);
+  add_bytes(p, n);
 }
 
 Digest128 Fingerprint::digest() const {

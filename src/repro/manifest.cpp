@@ -40,11 +40,17 @@ std::string compiler() {
 #endif
 }
 
+std::string trimmed(std::string s) {
+  while (!s.empty() && s.front() == ' ') s.erase(s.begin());
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
 json machine() {
   json j;
   j["bitgrad"] = {{"version", kVersion}, {"commit", git_commit()}, {"numerics", kNumericsVersion}};
   j["build"] = {{"compiler", compiler()},
-                {"flags", BITGRAD_CXX_FLAGS},
+                {"flags", trimmed(BITGRAD_CXX_FLAGS)},
                 {"build_type", BITGRAD_BUILD_TYPE},
                 {"code_path_flags", {{"avx2", "-mavx2 -mfma"}, {"avx512", "-mavx512f -mavx512dq -mavx512bw -mavx512vl -mfma"}}}};
   json isas = json::array();
@@ -99,7 +105,7 @@ std::string file_hash(const std::string& path) {
 
 std::string machine_manifest_json() { return machine().dump(2) + "\n"; }
 
-std::string run_manifest_json(const RunInfo& r) {
+std::string run_manifest_json(const RunInfo& r, const std::string& previous) {
   json j = machine();
   json run;
   run["kind"] = r.kind;
@@ -112,6 +118,7 @@ std::string run_manifest_json(const RunInfo& r) {
   run["accumulate"] = r.accumulate;
   run["perturb_order"] = r.perturbed ? json(r.perturb_seed) : json(nullptr);
   run["trace"] = r.trace;
+  run["resumed_at_step"] = r.resumed_at_step;
   run["model"] = r.model;
   json params = json::array();
   for (const auto& [n, s] : r.params) params.push_back({n, s});
@@ -120,6 +127,21 @@ std::string run_manifest_json(const RunInfo& r) {
   for (const auto& f : r.data_files) data[f] = file_hash(f);
   run["data"] = data;
   j["run"] = run;
+  if (!previous.empty()) {
+    json prev;
+    try {
+      prev = json::parse(previous);
+    } catch (const json::exception& e) {
+      throw Error(std::string("manifest: the manifest of the run being resumed is not valid JSON (") + e.what() + ")");
+    }
+    json hist = prev.contains("history") && prev["history"].is_array() ? prev["history"] : json::array();
+    json seg;
+    seg["machine"] = prev.value("machine", json::object());
+    seg["bitgrad"] = prev.value("bitgrad", json::object());
+    seg["run"] = prev.value("run", json::object());
+    hist.push_back(seg);
+    j["history"] = hist;
+  }
   return j.dump(2) + "\n";
 }
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "bitgrad/io.hpp"
+#include "bitgrad/repro.hpp"
 #include "bitgrad/runtime.hpp"
 #include "repro/run_files.hpp"
 #include "train/session.hpp"
@@ -18,6 +19,22 @@ namespace {
 using json = repro::ordered_json;
 
 std::vector<json> read_lines(const std::string& path) { return repro::read_json_lines(path, "diff"); }
+
+// trace.jsonl with every record checked for the fields diff reads
+std::vector<json> read_trace(const std::string& path) {
+  std::vector<json> t = read_lines(path);
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const json& r = t[i];
+    const bool ok = r.contains("step") && r["step"].is_number_integer() && r.contains("input") && r["input"].is_string() && r.contains("loss") &&
+                    r["loss"].is_string() && r.contains("grad") && r["grad"].is_array() && r.contains("param") && r["param"].is_array();
+    if (!ok) throw Error("diff: " + path + ":" + std::to_string(i + 1) + ": not a step record (expected step, input, loss, grad, param)");
+    for (const char* k : {"grad", "param"})
+      for (const json& e : r[k])
+        if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_string())
+          throw Error("diff: " + path + ":" + std::to_string(i + 1) + ": '" + k + "' entries must be [name, hash]");
+  }
+  return t;
+}
 
 // ordered integer of a float's bits: the ULP distance is the difference of two of these
 std::int64_t ordered(float f) {
@@ -31,25 +48,56 @@ std::int64_t ordered(double f) {
   return (u & 0x8000000000000000ull) ? -static_cast<std::int64_t>(u & 0x7fffffffffffffffull) : static_cast<std::int64_t>(u);
 }
 
+// The settings that decide a step's bits besides the configuration: a resumed run may have
+// continued with another --accumulate or --perturb-order (its manifest's history).
+struct Segment {
+  std::int64_t from = 0;  // the step it continued from
+  std::int64_t accumulate = 1;
+  std::optional<std::uint64_t> perturb;
+};
+std::vector<Segment> segments(const json& manifest) {
+  std::vector<const json*> runs;
+  if (manifest.contains("history") && manifest["history"].is_array())
+    for (const json& h : manifest["history"])
+      if (h.contains("run")) runs.push_back(&h["run"]);
+  runs.push_back(&manifest.at("run"));
+  std::vector<Segment> v;
+  for (const json* r : runs) {
+    Segment g;
+    g.from = r->value("resumed_at_step", std::int64_t{0});
+    g.accumulate = r->value("accumulate", std::int64_t{1});
+    if (r->contains("perturb_order") && !(*r)["perturb_order"].is_null()) g.perturb = (*r)["perturb_order"].get<std::uint64_t>();
+    v.push_back(g);
+  }
+  return v;
+}
+// the segment that trained step index s (0-based): the last to start at or before it
+const Segment& segment_of(const std::vector<Segment>& v, std::int64_t s) {
+  const Segment* g = &v.front();
+  for (const Segment& x : v)
+    if (x.from <= s) g = &x;
+  return *g;
+}
+
 // Replays run `dir` up to step `step` (1-based) from its nearest checkpoint and returns the
 // tensor named `what` ("input", "loss", "grad NAME", "param NAME") of that step.
 Tensor replay(const std::string& dir, const json& manifest, std::int64_t step, const std::string& what) {
   Config cfg = load_config(dir + "/config.toml");
-  const json& run = manifest.at("run");
-  cfg.accumulate = run.value("accumulate", cfg.accumulate);
-  std::optional<std::uint64_t> perturb;
-  if (run.contains("perturb_order") && !run["perturb_order"].is_null()) perturb = run["perturb_order"].get<std::uint64_t>();
-  const int threads = run.value("threads", 0);
+  const std::vector<Segment> segs = segments(manifest);
+  const int threads = manifest.at("run").value("threads", 0);
   if (threads > 0) set_num_threads(threads);
   const std::string isa = manifest.at("machine").value("code_path", "");
   if (!isa.empty() && cpu_supports(parse_isa(isa))) set_isa(parse_isa(isa));
-  Session ses(cfg, train_dataset(cfg), nullptr, 0, perturb);
+  Session ses(cfg, train_dataset(cfg), nullptr, 0);
   std::int64_t from = -1;
   for (std::int64_t s : list_checkpoints(dir))
     if (s <= step - 1) from = s;
   if (from < 0) throw Error("diff: " + dir + " has no checkpoint at or before step " + std::to_string(step - 1) + " to replay from");
   ses.restore(load_checkpoint(dir, checkpoint_name(from)), dir);
   for (std::int64_t s = from; s < step; ++s) {
+    const Segment& g = segment_of(segs, s);
+    ses.cfg.accumulate = g.accumulate;
+    ses.perturb = g.perturb;
     Session::StepOut so = ses.step(s);
     if (s + 1 < step) continue;
     if (what == "input") return so.batch.x;
@@ -118,14 +166,14 @@ int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std
     out << "  the configurations differ: compare " << a << "/config.toml and " << b << "/config.toml\n";
 
   // 2. traces, step by step
-  const std::vector<json> ta = read_lines(a + "/trace.jsonl"), tb = read_lines(b + "/trace.jsonl");
+  const std::vector<json> ta = read_trace(a + "/trace.jsonl"), tb = read_trace(b + "/trace.jsonl");
   const std::size_t n = std::min(ta.size(), tb.size());
   for (std::size_t i = 0; i < n; ++i) {
     const json& x = ta[i];
     const json& y = tb[i];
     const std::int64_t step = x.at("step").get<std::int64_t>();
     if (y.at("step").get<std::int64_t>() != step) throw Error("diff: the traces are not aligned at line " + std::to_string(i + 1));
-    std::string what, detail;
+    std::string what, detail, hash_a, hash_b;  // hashes of the differing tensor in the traces
     if (x.at("input") != y.at("input")) {
       what = "input";
       detail = "the input batch (epoch " + x["epoch"].dump() + ", batch " + x["batch"].dump() + ")";
@@ -140,6 +188,8 @@ int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std
           if (ga[k] != gb[k]) {
             const std::string name = ga[k][0].get<std::string>();
             what = std::string(kind) + " " + name;
+            hash_a = ga[k][1].get<std::string>();
+            hash_b = gb[k][1].get<std::string>();
             detail = std::string(kind == std::string("grad") ? "the gradient of " : "the updated parameter ") + name;
           }
         }
@@ -172,6 +222,23 @@ int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std
       Tensor va = replay(a, ma, step, what), vb = replay(b, mb, step, what);
       set_isa(isa0);
       set_num_threads(t0);
+      // the replay must give the traced bits, or its numbers would describe something else
+      auto check = [&](const Tensor& v, const std::string& traced, const std::string& dir) {
+        std::string got;
+        if (what == "loss") {
+          const float f = static_cast<float>(v.item());
+          std::uint32_t u;
+          std::memcpy(&u, &f, 4);
+          got = repro::hex32(u);
+        } else if (what != "input") {
+          got = fingerprint(v).hex();
+        }
+        if (!got.empty() && got != traced)
+          out << "  warning: replaying " << dir << " does not reproduce its trace (" << got << " instead of " << traced
+              << "); the figures below describe the replay\n";
+      };
+      check(va, what == "loss" ? x["loss"].get<std::string>() : hash_a, a);
+      check(vb, what == "loss" ? y["loss"].get<std::string>() : hash_b, b);
       if (va.shape() != vb.shape() || va.dtype() != vb.dtype()) {
         out << "  replayed tensors have different shapes: " << va.shape().str() << " vs " << vb.shape().str() << "\n";
       } else {

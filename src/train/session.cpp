@@ -148,6 +148,7 @@ Session::StepOut Session::step(std::int64_t s) {
   }
   r.loss = loss_tree.total() / static_cast<float>(B * divisor);
   if (cfg.clip_grad_norm > 0) r.grad_norm = optim::clip_grad_norm(model->parameters(), cfg.clip_grad_norm);
+  if (before_update) before_update();
   opt->step(r.lr);
   return r;
 }

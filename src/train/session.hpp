@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "bitgrad/optim.hpp"
+#include <functional>
 #include "bitgrad/train.hpp"
 #include "train/checkpoint.hpp"
 
@@ -36,6 +37,7 @@ class Session {
   void restore(const Checkpoint& ck, const std::string& where);
   Digest128 fingerprint() const;  // parameters, optimizer buffers, optimizer step count
 
+
   Config cfg;
   std::shared_ptr<data::Dataset> train_ds, test_ds;
   std::unique_ptr<data::DataLoader> loader;
@@ -45,6 +47,9 @@ class Session {
   optim::Schedule sched;
   std::int64_t bpe = 0, planned = 0, divisor = 1;
   std::optional<std::uint64_t> perturb;
+  // Called in step() just before the optimizer changes the parameters (the step tracer waits
+  // there for the previous step's record).
+  std::function<void()> before_update;
 };
 
 bool t5_holds(std::int64_t micro);

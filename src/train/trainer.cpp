@@ -16,6 +16,7 @@
 #include "bitgrad/runtime.hpp"
 #include "bitgrad/version.hpp"
 #include "train/session.hpp"
+#include "train/step_tracer.hpp"
 
 namespace bitgrad::train {
 namespace {
@@ -132,33 +133,23 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out) {
 
   std::int64_t start = 0;
   std::string dir;
+  std::optional<Checkpoint> ck;
   if (!opt.resume.empty()) {
     dir = opt.resume;
-    Checkpoint ck = load_latest_checkpoint(dir);
-    if (ck.info.config_hash != hash)
+    ck = load_latest_checkpoint(dir);
+    if (ck->info.config_hash != hash)
       throw Error("resume: the configuration differs from the one " + dir + " was trained with (config hash " + hash + ", checkpoint " +
-                  ck.info.config_hash + "); compare with " + dir + "/config.toml");
-    ses.restore(ck, dir + "/checkpoints/" + ck.name);
-    start = ck.info.step;
-    // the metrics and traces of steps after the checkpoint are re-done
-    for (const char* f : {"/metrics.jsonl", "/trace.jsonl", "/ops.jsonl"}) {
-      if (!io::exists(dir + f)) continue;
-      std::istringstream in(io::read_file(dir + f));
-      std::string line, kept;
-      while (std::getline(in, line)) {
-        auto at = line.find("\"step\": ");
-        const long long s = at == std::string::npos ? 0 : std::atoll(line.c_str() + at + 8);
-        if (s <= start && !(std::string(f) == "/ops.jsonl" && s == start)) kept += line + "\n";
-      }
-      io::write_file_atomic(dir + f, kept);
-    }
+                  ck->info.config_hash + "); compare with " + dir + "/config.toml");
+    ses.restore(*ck, dir + "/checkpoints/" + ck->name);
+    start = ck->info.step;
   } else {
     dir = opt.out.empty() ? auto_run_dir(cfg.file) : opt.out;
     BITGRAD_CHECK(!holds_a_run(dir), "train", "run directory ", dir, " already holds a run; choose another --out or continue it with --resume ",
                   dir);
-    io::make_dirs(dir);
-    io::write_file_atomic(dir + "/config.toml", resolved_toml(cfg));
   }
+  // the manifest (built before anything is written: for a resumed run it keeps the replaced
+  // manifest's description in its history)
+  std::string manifest;
   {
     repro::RunInfo info;
     info.command = opt.command;
@@ -174,15 +165,38 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out) {
     info.model = ses.model->describe();
     for (const auto& [n, p] : ses.params) info.params.emplace_back(n, p.shape().str());
     info.data_files = data_files(cfg);
-    io::write_file_atomic(dir + "/manifest.json", repro::run_manifest_json(info));
+    info.resumed_at_step = start;
+    const std::string previous = ck && io::exists(dir + "/manifest.json") ? io::read_file(dir + "/manifest.json") : std::string();
+    manifest = repro::run_manifest_json(info, previous);
   }
+  if (ck) {
+    // the metrics and traces of steps after the checkpoint are re-done
+    for (const char* f : {"/metrics.jsonl", "/trace.jsonl", "/ops.jsonl"}) {
+      if (!io::exists(dir + f)) continue;
+      std::istringstream in(io::read_file(dir + f));
+      std::string line, kept;
+      while (std::getline(in, line)) {
+        auto at = line.find("\"step\": ");
+        const long long s = at == std::string::npos ? 0 : std::atoll(line.c_str() + at + 8);
+        if (s <= start) kept += line + "\n";
+      }
+      io::write_file_atomic(dir + f, kept);
+    }
+  } else {
+    io::make_dirs(dir);
+    io::write_file_atomic(dir + "/config.toml", resolved_toml(cfg));
+  }
+  io::write_file_atomic(dir + "/manifest.json", manifest);
   if (start == 0 && opt.resume.empty())
     save_checkpoint(dir, ses.params, ses.opt->state(), {0, 0, 0, 0, hash});  // diff replays from here
   std::ofstream metrics(dir + "/metrics.jsonl", std::ios::app);
   if (!metrics) throw Error("train: cannot write " + dir + "/metrics.jsonl");
-  std::unique_ptr<repro::StepTrace> trace;
+  std::unique_ptr<StepTracer> trace;
   std::unique_ptr<repro::OpTrace> op_trace;
-  if (opt.trace != "none") trace = std::make_unique<repro::StepTrace>(dir + "/trace.jsonl", true);
+  if (opt.trace != "none") {
+    trace = std::make_unique<StepTracer>(dir + "/trace.jsonl", true);
+    ses.before_update = [&trace] { trace->wait(); };
+  }
   if (opt.trace == "ops") op_trace = std::make_unique<repro::OpTrace>(dir + "/ops.jsonl", true);
   HookState hook;
   hook.trace = op_trace.get();
@@ -230,20 +244,7 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out) {
     ++done_here;
     res.last_loss = so.loss;
     res.steps = step + 1;
-    if (trace) {
-      repro::StepRecord rec;
-      rec.step = step + 1;
-      rec.epoch = b.epoch;
-      rec.batch = b.index;
-      rec.input = fingerprint({b.x, b.y});
-      rec.loss = so.loss;
-      for (const auto& [name, p] : ses.params) {
-        Tensor g = p.grad();
-        rec.grads.emplace_back(name, g.defined() ? fingerprint(g) : Digest128{});
-        rec.params.emplace_back(name, fingerprint(p));
-      }
-      trace->write(rec);
-    }
+    if (trace) trace->submit(step, ses, so);
     if (op_trace) op_trace->flush();
     metrics << "{\"step\": " << step + 1 << ", \"epoch\": " << b.epoch << ", \"batch\": " << b.index << ", \"loss\": " << fmt("%.9g", so.loss)
             << ", \"lr\": " << fmt("%.9g", so.lr);
@@ -287,10 +288,13 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out) {
       metrics << "}\n";
     }
     metrics.flush();
-    if (opt.checkpoint_every > 0 && (step + 1) % opt.checkpoint_every == 0 && step + 1 < stop)
+    if (opt.checkpoint_every > 0 && (step + 1) % opt.checkpoint_every == 0 && step + 1 < stop) {
+      if (trace) trace->wait();  // the trace reaches the checkpoint before it exists
       save_checkpoint(dir, ses.params, ses.opt->state(), {step + 1, ses.loader->epoch(), ses.loader->index(), ses.opt->steps(), hash});
+    }
   }
   if (bar && !evaluated_last) out << "\n";
+  if (trace) trace->wait();
   if (start < stop)
     save_checkpoint(dir, ses.params, ses.opt->state(), {stop, ses.loader->epoch(), ses.loader->index(), ses.opt->steps(), hash});
 

@@ -1,4 +1,4 @@
-// The thread pool: every index once, contiguous chunks, exceptions, nesting.
+// The thread pool: every index once, contiguous chunks, exceptions, nesting, idle work.
 #include <atomic>
 #include <stdexcept>
 #include <vector>
@@ -54,6 +54,35 @@ TEST(ThreadPool, NestedCallsRunSerially) {
   });
   EXPECT_EQ(total.load(), 60);
   EXPECT_THROW(set_num_threads(0), Error);
+}
+
+// Idle work runs in order, one slice at a time, whoever runs it, while parallel regions run.
+struct Counter final : kern::IdleWork {
+  std::vector<int> seen;
+  int next = 0, total = 0;
+  bool slice() override {
+    seen.push_back(next++);
+    return next < total;
+  }
+};
+
+TEST(ThreadPool, IdleWorkRunsInOrderBesideParallelRegions) {
+  RuntimeGuard g;
+  for (int threads : {1, 2, 4}) {
+    set_num_threads(threads);
+    Counter c;
+    c.total = 5000;
+    kern::post_idle_work(&c);
+    std::vector<double> v(1 << 16);
+    for (int r = 0; r < 200; ++r)
+      kern::parallel_for(static_cast<std::int64_t>(v.size()), 1024, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) v[static_cast<std::size_t>(i)] += 1.0;
+      });
+    kern::finish_idle_work();
+    ASSERT_EQ(c.seen.size(), 5000u) << threads;
+    for (int i = 0; i < 5000; ++i) ASSERT_EQ(c.seen[static_cast<std::size_t>(i)], i);
+    for (double x : v) ASSERT_EQ(x, 200.0);
+  }
 }
 
 }  // namespace

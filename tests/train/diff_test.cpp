@@ -104,10 +104,43 @@ TEST(Diff, APerturbedOrderIsFoundAtItsFirstStepTensorAndOp) {
   EXPECT_GT(std::stoll(m[1]), 0);
   EXPECT_GT(std::stod(m[3]), 0.0);
   EXPECT_GE(std::stoll(m[4]), 1);
+  EXPECT_EQ(out.find("warning"), std::string::npos) << "the replays reproduce the traced bits\n" << out;
   // without replay, the same first step and tensor
   EXPECT_EQ(diff(a, b, out, false), 1);
   EXPECT_NE(out.find("first difference: step 8, " + tensor), std::string::npos) << out;
   EXPECT_EQ(out.find("replayed"), std::string::npos) << out;
+}
+
+// Run B trains 5 steps with a perturbed order, then resumes canonically: the first difference
+// is at step 1, and its replay (from the step-0 checkpoint) must use the perturbed order of the
+// segment that trained it, as the manifest's history records.
+TEST(Diff, ReplaysAStepWithTheSettingsOfTheSegmentThatTrainedIt) {
+  RuntimeGuard g;
+  train::RunOptions o;
+  o.steps = 10;
+  o.out = fresh_dir("diff_seg_a");
+  run_text(kAdder, o);
+  const std::string a = o.out;
+  o.steps = 5;
+  o.perturb_order = 11;
+  o.out = fresh_dir("diff_seg_b");
+  run_text(kAdder, o);
+  train::RunOptions r;
+  r.resume = o.out;
+  r.steps = 10;
+  run_text(kAdder, r);
+  const nlohmann::json m = nlohmann::json::parse(io::read_file(o.out + "/manifest.json"));
+  ASSERT_EQ(m["history"].size(), 1u);
+  EXPECT_EQ(m["history"][0]["run"]["perturb_order"], 11);
+  EXPECT_EQ(m["run"]["resumed_at_step"], 5);
+  EXPECT_TRUE(m["run"]["perturb_order"].is_null());
+  std::string out;
+  EXPECT_EQ(diff(a, o.out, out), 1) << out;
+  EXPECT_NE(out.find("first difference: step 1, "), std::string::npos) << out;
+  EXPECT_EQ(out.find("warning"), std::string::npos) << out;
+  std::smatch sm;
+  ASSERT_TRUE(std::regex_search(out, sm, std::regex("replayed: ([0-9]+) of"))) << out;
+  EXPECT_GT(std::stoll(sm[1]), 0) << out;
 }
 
 TEST(Diff, RefusesWhatCannotBeCompared) {
@@ -141,6 +174,8 @@ TEST(Diff, RefusesWhatCannotBeCompared) {
   expect_error(a, o.out, "trace.jsonl:5: the last line is incomplete");
   io::write_file_atomic(o.out + "/trace.jsonl", t.substr(0, t.size() / 2) + "\n");
   expect_error(a, o.out, "not a JSON record");
+  io::write_file_atomic(o.out + "/trace.jsonl", "{\"step\": 1, \"loss\": 3}\n");
+  expect_error(a, o.out, "trace.jsonl:1: not a step record");
   // a shorter run: the same as far as it goes, then a difference (exit 1), not an error
   io::write_file_atomic(o.out + "/trace.jsonl", t.substr(0, t.find('\n') + 1));
   std::string out;

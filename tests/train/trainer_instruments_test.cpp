@@ -98,6 +98,28 @@ TEST(TrainInstruments, TheOpTraceNamesEveryOpWithItsLabelAndCallSite) {
   EXPECT_TRUE(linear_labelled) << "Sequential labels its children with index and description";
 }
 
+// The op trace of a run resumed at an epoch's end (where the evaluation ran) equals the
+// straight run's, byte for byte.
+TEST(TrainInstruments, TheOpTraceSurvivesAResumeAtAnEpochEnd) {
+  RuntimeGuard g;
+  train::RunOptions o;
+  o.steps = 45;  // 40 steps an epoch
+  o.trace = "ops";
+  o.out = fresh_dir("ops_straight");
+  run_text(kAdder, o);
+  const std::string straight = io::read_file(o.out + "/ops.jsonl");
+  o.steps = 40;
+  o.out = fresh_dir("ops_resumed");
+  run_text(kAdder, o);
+  train::RunOptions r;
+  r.resume = o.out;
+  r.steps = 45;
+  r.trace = "ops";
+  run_text(kAdder, r);
+  EXPECT_EQ(io::read_file(o.out + "/ops.jsonl"), straight);
+  EXPECT_NE(straight.find("{\"step\": 40, "), std::string::npos);
+}
+
 // Plain SGD with a huge learning rate on the adder: the weights overflow within a few steps.
 const char* kDiverging = R"(
 seed = 1
@@ -185,6 +207,10 @@ TEST(TrainInstruments, TheManifestDescribesTheRunAndMarksPerturbedOrders) {
   const train::RunResult p = run_text(kAdder, o, &log);
   EXPECT_EQ(json::parse(io::read_file(o.out + "/manifest.json"))["run"]["perturb_order"], 9);
   EXPECT_NE(p.fingerprint.hex(), canonical.fingerprint.hex()) << "another order, other bits";
+  o.threads = 3;
+  o.workers = 0;
+  o.out = fresh_dir("manifest_p3");
+  EXPECT_EQ(run_text(kAdder, o).fingerprint.hex(), p.fingerprint.hex()) << "the same perturbed orders on any thread count";
   EXPECT_NE(log.find("--perturb-order 9: every reduction runs in a seeded random order"), std::string::npos) << log;
 }
 
