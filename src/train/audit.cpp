@@ -33,12 +33,6 @@ double total_abs(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
-std::string stem_of(const std::string& path) {
-  std::string s = path;
-  if (auto p = s.find_last_of('/'); p != std::string::npos) s = s.substr(p + 1);
-  if (auto p = s.rfind(".toml"); p != std::string::npos) s = s.substr(0, p);
-  return s;
-}
 
 }  // namespace
 
@@ -50,7 +44,7 @@ int audit(const Config& cfg0, const AuditOptions& opt, std::ostream& out) {
   check_fp_environment();
   auto train_ds = train_dataset(cfg0);
   auto test_ds = test_dataset(cfg0);
-  const std::string dir = opt.out.empty() ? "runs/audit-" + stem_of(cfg0.file) : opt.out;
+  const std::string dir = opt.out.empty() ? "runs/audit-" + config_stem(cfg0.file) : opt.out;
   BITGRAD_CHECK(!io::exists(dir + "/audit.json"), "audit", dir, " already holds an audit; choose another --out");
   // the fixed evaluation batch: the first evaluation-batch-size samples of the test set (or
   // of the training set without one)

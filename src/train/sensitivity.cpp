@@ -32,19 +32,13 @@ double rel_distance(const std::vector<double>& a, const std::vector<double>& ref
   return r > 0 ? std::sqrt(d / r) : std::sqrt(d);
 }
 
-std::string stem_of(const std::string& path) {
-  std::string s = path;
-  if (auto p = s.find_last_of('/'); p != std::string::npos) s = s.substr(p + 1);
-  if (auto p = s.rfind(".toml"); p != std::string::npos) s = s.substr(0, p);
-  return s;
-}
 
 }  // namespace
 
 void sensitivity(const Config& cfg, const SensitivityOptions& opt, std::ostream& out) {
   BITGRAD_CHECK(opt.members >= 1 && opt.members <= 64, "sensitivity", "members must be in [1, 64], got ", opt.members);
   check_fp_environment();
-  const std::string dir = opt.out.empty() ? "runs/sensitivity-" + stem_of(cfg.file) : opt.out;
+  const std::string dir = opt.out.empty() ? "runs/sensitivity-" + config_stem(cfg.file) : opt.out;
   BITGRAD_CHECK(!io::exists(dir + "/sensitivity.json"), "sensitivity", dir, " already holds a sensitivity study; choose another --out");
   auto train_ds = train_dataset(cfg);
   auto test_ds = test_dataset(cfg);

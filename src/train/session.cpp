@@ -72,6 +72,13 @@ bool t5_holds(std::int64_t micro) {
   return (blocks & (blocks - 1)) == 0;
 }
 
+std::string config_stem(const std::string& path) {
+  std::string s = path;
+  if (auto p = s.find_last_of('/'); p != std::string::npos) s = s.substr(p + 1);
+  if (auto p = s.rfind(".toml"); p != std::string::npos) s = s.substr(0, p);
+  return s.empty() ? "run" : s;
+}
+
 std::vector<std::string> data_files(const Config& c) {
   if (c.dataset == "fashion-mnist")
     return {c.path + "/train-images-idx3-ubyte.gz", c.path + "/train-labels-idx1-ubyte.gz", c.path + "/t10k-images-idx3-ubyte.gz",

@@ -53,6 +53,9 @@ class Session {
 };
 
 bool t5_holds(std::int64_t micro);
+// The configuration file's name without directory and ".toml" ("run" if nothing is left): the
+// default run, audit and sensitivity directories are named after it.
+std::string config_stem(const std::string& path);
 // Files the configuration reads (hashed into manifests).
 std::vector<std::string> data_files(const Config& c);
 

@@ -30,10 +30,7 @@ std::string fmt(const char* f, double v) {
 }
 
 std::string auto_run_dir(const std::string& config_path) {
-  std::string stem = config_path;
-  if (auto p = stem.find_last_of('/'); p != std::string::npos) stem = stem.substr(p + 1);
-  if (auto p = stem.rfind(".toml"); p != std::string::npos) stem = stem.substr(0, p);
-  if (stem.empty()) stem = "run";
+  const std::string stem = config_stem(config_path);
   for (int k = 1;; ++k) {
     std::string d = "runs/";
     d.append(stem);
