@@ -1,10 +1,13 @@
-// GEMM throughput of bitgrad's canonical kernels and of OpenBLAS, on the square sizes and the
-// shapes of a 784-512-512-10 MLP in the transposes a Linear layer uses.
+// GEMM throughput of bitgrad's canonical kernels, of OpenBLAS and of BLIS, on the square sizes,
+// the shapes of a 784-512-512-10 MLP in the transposes a Linear layer uses, and the per-sample
+// GEMMs of the LeNet-like CNN's convolutions.
 // One library and one thread count per process (their thread pools must not compete):
-//   BENCH_LIB=bitgrad|openblas BENCH_THREADS=1|2 build/bin/gemm_bench --benchmark_format=json
+//   BENCH_LIB=bitgrad|openblas|blis BENCH_THREADS=1|2 build/bin/gemm_bench --benchmark_format=json
+// OpenBLAS (libopenblas.so.0) and BLIS (Debian's OpenMP build, libblis.so.4) are loaded with
+// dlopen, so one binary measures both through their CBLAS interface.
 // bench/run.sh alternates the processes and writes the table of docs/benchmarks.md.
 #include <benchmark/benchmark.h>
-#include <cblas.h>
+#include <dlfcn.h>
 
 #include <cstdlib>
 #include <string>
@@ -14,9 +17,12 @@
 #include "bitgrad/runtime.hpp"
 #include "kernels/kernels.hpp"
 
-extern "C" void openblas_set_num_threads(int);
-
 namespace {
+
+// CBLAS's row-major / transpose codes (cblas.h), so that no BLAS header is needed.
+constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
+SgemmFn g_sgemm = nullptr;
 
 using bitgrad::kern::KOrder;
 
@@ -36,6 +42,12 @@ const Shape kShapes[] = {
     {"wgrad_784x512x128_TN", 784, 512, 128, true, false, KOrder::batch_tree},
     {"fwd_128x10x512_NT", 128, 10, 512, false, true, KOrder::chain},
     {"dgrad_128x784x512_NN", 128, 784, 512, false, false, KOrder::chain},
+    // fashion_cnn, per sample: conv1 forward and weight gradient, conv2 forward, weight and input gradients
+    {"conv1_fwd_6x784x25_NN", 6, 784, 25, false, false, KOrder::chain},
+    {"conv1_wgrad_6x25x784_NT", 6, 25, 784, false, true, KOrder::chain},
+    {"conv2_fwd_16x100x150_NN", 16, 100, 150, false, false, KOrder::chain},
+    {"conv2_wgrad_16x150x100_NT", 16, 150, 100, false, true, KOrder::chain},
+    {"conv2_dgrad_150x100x16_TN", 150, 100, 16, true, false, KOrder::chain},
 };
 
 std::vector<float> data(std::size_t n, std::uint64_t seed) {
@@ -57,7 +69,7 @@ void run(benchmark::State& st, const Shape& s, bool ours) {
     if (ours) {
       tb.gemm(g);
     } else {
-      cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, static_cast<int>(s.m),
+      g_sgemm(kRowMajor, s.ta ? kTrans : kNoTrans, s.tb ? kTrans : kNoTrans, static_cast<int>(s.m),
                   static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, A.data(), static_cast<int>(s.ta ? s.m : s.k), B.data(),
                   static_cast<int>(s.tb ? s.k : s.n), 0.0f, C.data(), static_cast<int>(s.n));
     }
@@ -75,12 +87,29 @@ int main(int argc, char** argv) {
   const char* thr = std::getenv("BENCH_THREADS");
   const std::string which = lib ? lib : "bitgrad";
   const int threads = thr ? std::atoi(thr) : 1;
-  if (which != "bitgrad" && which != "openblas") {
-    std::fprintf(stderr, "gemm_bench: BENCH_LIB must be bitgrad or openblas\n");
+  if (which != "bitgrad" && which != "openblas" && which != "blis") {
+    std::fprintf(stderr, "gemm_bench: BENCH_LIB must be bitgrad, openblas or blis\n");
     return 2;
   }
   bitgrad::set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  if (which != "bitgrad") {
+    const char* path = which == "openblas" ? "libopenblas.so.0" : "/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4";
+    void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      std::fprintf(stderr, "gemm_bench: cannot load %s (%s); scripts/install-deps.sh installs it\n", path, dlerror());
+      return 2;
+    }
+    g_sgemm = reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm"));
+    if (!g_sgemm) {
+      std::fprintf(stderr, "gemm_bench: %s has no cblas_sgemm\n", path);
+      return 2;
+    }
+    if (which == "openblas") {
+      if (auto f = reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads"))) f(threads);
+    } else if (auto f = reinterpret_cast<void (*)(long)>(dlsym(h, "bli_thread_set_num_threads"))) {
+      f(threads);
+    }
+  }
   for (const Shape& s : kShapes) {
     const std::string name = which + "/" + s.name + "/threads:" + std::to_string(threads);
     benchmark::RegisterBenchmark(name.c_str(), [s, which](benchmark::State& st) { run(st, s, which == "bitgrad"); })

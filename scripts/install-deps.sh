@@ -13,7 +13,7 @@ PKGS=(
   # report test (headless rendering)
   chromium
   # oracles and peers (tests and benchmarks only)
-  libopenblas-dev libmpfr-dev libgmp-dev python3-numpy python3-torch
+  libopenblas-dev libblis-openmp-dev libblis-dev libmpfr-dev libgmp-dev python3-numpy python3-torch
 )
 
 missing=()

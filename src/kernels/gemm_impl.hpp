@@ -154,16 +154,19 @@ struct Gemm {
       if (rsa == 1) {
         for (std::int64_t k = 0; k < kc; ++k) {
           const T* src = A + p0 + k * csa;
-          for (std::int64_t i = 0; i < rows; ++i) dst[k * MR + i] = src[i];
-          for (std::int64_t i = rows; i < MR; ++i) dst[k * MR + i] = T(0);
+#pragma GCC unroll 16
+          for (int i = 0; i < MR; ++i) dst[k * MR + i] = i < rows ? src[i < rows ? i : 0] : T(0);
         }
       } else {
         for (std::int64_t i = 0; i < rows; ++i) {
           const T* src = A + (p0 + i) * rsa;
           for (std::int64_t k = 0; k < kc; ++k) dst[k * MR + i] = src[k * csa];
         }
-        for (std::int64_t i = rows; i < MR; ++i)
-          for (std::int64_t k = 0; k < kc; ++k) dst[k * MR + i] = T(0);
+        if (rows < MR)
+          for (std::int64_t k = 0; k < kc; ++k)
+#pragma GCC unroll 16
+            for (int i = 0; i < MR; ++i)
+              if (i >= rows) dst[k * MR + i] = T(0);
       }
     }
   }
@@ -176,25 +179,39 @@ struct Gemm {
       if (csb == 1) {
         for (std::int64_t k = 0; k < kc; ++k) {
           const T* src = B + k * rsb + q0;
-          for (std::int64_t j = 0; j < cols; ++j) dst[k * NR + j] = src[j];
-          for (std::int64_t j = cols; j < NR; ++j) dst[k * NR + j] = T(0);
+          if (cols == NR) {
+#pragma GCC unroll 4
+            for (int j = 0; j < NR; ++j) dst[k * NR + j] = src[j];
+          } else {
+            // fixed-size zero row, then the columns: no per-row memset call for the tail
+#pragma GCC unroll 4
+            for (int j = 0; j < NR; ++j) dst[k * NR + j] = T(0);
+            for (std::int64_t j = 0; j < cols; ++j) dst[k * NR + j] = src[j];
+          }
         }
       } else {
-        std::int64_t k0 = 0;
+        // a partial panel: zero whole rows first (fixed-size vector stores), columns below
+        if (cols < NR)
+          for (std::int64_t k = 0; k < kc; ++k) {
+            T* row = dst + k * NR;
+#pragma GCC unroll 4
+            for (int j = 0; j < NR; ++j) row[j] = T(0);
+          }
+        std::int64_t k0 = 0, jv = 0;
         if constexpr (std::is_same_v<T, float>) {
-          // B stored transposed (rows of W contiguous in k): SIMD block transposes
-          if (rsb == 1 && cols == NR) {
+          // B stored transposed (rows of W contiguous in k): SIMD block transposes for every
+          // whole group of kWF columns, the rest below
+          if (rsb == 1 && cols >= kWF) {
+            jv = cols / kWF * kWF;
             for (; k0 + kWF <= kc; k0 += kWF)
-              for (int v = 0; v < NR / kWF; ++v)
-                transpose_f32_block(B + (q0 + v * kWF) * csb + k0, csb, dst + k0 * NR + v * kWF, NR);
+              for (std::int64_t v = 0; v < jv; v += kWF) transpose_f32_block(B + (q0 + v) * csb + k0, csb, dst + k0 * NR + v, NR);
           }
         }
         for (std::int64_t j = 0; j < cols; ++j) {
           const T* src = B + (q0 + j) * csb;
-          for (std::int64_t k = k0; k < kc; ++k) dst[k * NR + j] = src[k * rsb];
+          for (std::int64_t k = j < jv ? k0 : 0; k < kc; ++k) dst[k * NR + j] = src[k * rsb];
         }
-        for (std::int64_t j = cols; j < NR; ++j)
-          for (std::int64_t k = 0; k < kc; ++k) dst[k * NR + j] = T(0);
+
       }
     }
   }
@@ -366,35 +383,39 @@ struct Gemm {
     return (static_cast<double>(m) / (((m + MR - 1) / MR) * MR)) * (static_cast<double>(n) / (((n + NR - 1) / NR) * NR));
   }
 
+  // Relative speed of the microkernel per useful fma: narrow tiles need more loads per fma.
+  static constexpr double kEff = NV_ >= 3 ? 1.0 : NV_ == 2 ? 0.9 : 0.75;
+
   static void run(const GemmArgs<T>& g) {
     if (g.M == 0 || g.N == 0) return;
     // A narrow C wastes most of each NR-wide tile: compute C^T = B^T A^T instead (each
     // element is the same fma chain, fma(a, b, c) == fma(b, a, c)) and transpose it back.
-    if (g.K > 0 && g.N < NR && fill(g.N, g.M) > 1.5 * fill(g.M, g.N)) {
-      thread_local std::vector<T> ct;
-      ct.resize(static_cast<std::size_t>(g.M * g.N));
-      GemmArgs<T> s;
-      s.M = g.N;
-      s.N = g.M;
-      s.K = g.K;
-      s.A = g.B;
-      s.rsa = g.csb;
-      s.csa = g.rsb;
-      s.B = g.A;
-      s.rsb = g.csa;
-      s.csb = g.rsa;
-      s.C = ct.data();
-      s.ldc = g.M;
-      s.order = g.order;
-      run_split(s);
-      for (std::int64_t i = 0; i < g.M; ++i)
-        for (std::int64_t j = 0; j < g.N; ++j) {
-          const T v = ct[static_cast<std::size_t>(j * g.M + i)];
-          g.C[i * g.ldc + j] = g.bias ? v + g.bias[j] : v;
-        }
-      return;
-    }
-    run_split(g);
+    if (g.K > 0 && g.N < NR && fill(g.N, g.M) > 1.5 * fill(g.M, g.N)) run_transposed(g);
+    else run_split(g);
+  }
+
+  static void run_transposed(const GemmArgs<T>& g) {
+    thread_local std::vector<T> ct;
+    ct.resize(static_cast<std::size_t>(g.M * g.N));
+    GemmArgs<T> s;
+    s.M = g.N;
+    s.N = g.M;
+    s.K = g.K;
+    s.A = g.B;
+    s.rsa = g.csb;
+    s.csa = g.rsb;
+    s.B = g.A;
+    s.rsb = g.csa;
+    s.csb = g.rsa;
+    s.C = ct.data();
+    s.ldc = g.M;
+    s.order = g.order;
+    run_split(s);
+    for (std::int64_t i = 0; i < g.M; ++i)
+      for (std::int64_t j = 0; j < g.N; ++j) {
+        const T v = ct[static_cast<std::size_t>(j * g.M + i)];
+        g.C[i * g.ldc + j] = g.bias ? v + g.bias[j] : v;
+      }
   }
 
   static void run_split(const GemmArgs<T>& g) {
@@ -425,3 +446,22 @@ struct Gemm {
     });
   }
 };
+
+// Several tile shapes of the same kernel (widest first): the one whose tiles are best filled by
+// C or by C^T wins. Every variant computes every element with the same chain or tree, so the
+// choice depends on the shape only and never moves a bit.
+template <class T, class... Vs>
+void gemm_multi(const GemmArgs<T>& g) {
+  if (g.M == 0 || g.N == 0) return;
+  double best = -1.0;
+  int pick = 0, i = 0;
+  bool transposed = false;
+  auto consider = [&](double score, bool t) {
+    if (score > best) best = score, pick = i, transposed = t;
+  };
+  ((consider(Vs::kEff * Vs::fill(g.M, g.N), false), g.K > 0 ? consider(Vs::kEff * Vs::fill(g.N, g.M) / 1.5, true) : void(),
+    ++i),
+   ...);
+  i = 0;
+  ((i++ == pick ? (transposed ? Vs::run_transposed(g) : Vs::run_split(g)) : void()), ...);
+}

@@ -26,7 +26,7 @@ namespace bitgrad::kern::avx512 {
 const Table<float>& table_f32() {
   static const Table<float> t = [] {
     Table<float> tb = fast_table<float>(ref::table_f32());
-    tb.gemm = &Gemm<float, 6, 4, 384, 96, 2048>::run;
+    tb.gemm = &gemm_multi<float, Gemm<float, 6, 4, 384, 96, 2048>, Gemm<float, 6, 2, 384, 96, 2048>, Gemm<float, 12, 1, 384, 96, 2048>>;
     return tb;
   }();
   return t;

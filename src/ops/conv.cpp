@@ -10,6 +10,8 @@
 //     windows in row-major order
 //   avg_pool2d: (sum of the window, row-major from +0) / (k*k); dx: t = g / (k*k) added to each
 //     pixel of the window, windows and pixels in row-major order
+#include <cstring>
+
 #include "kernels/row_rule.hpp"
 #include "kernels/thread_pool.hpp"
 #include "ops/op_util.hpp"
@@ -24,39 +26,70 @@ struct ConvGeom {
   std::int64_t positions() const { return OH * OW; }
 };
 
+// Output columns ow whose input column ow*s + kw - p lies inside [0, W): [lo, hi).
+struct ColRange {
+  std::int64_t lo, hi;
+};
+inline ColRange valid_cols(const ConvGeom& g, std::int64_t kw) {
+  const std::int64_t off = kw - g.p;  // iw = ow*s + off
+  std::int64_t lo = off >= 0 ? 0 : (-off + g.s - 1) / g.s;
+  std::int64_t hi = g.W - 1 - off < 0 ? 0 : (g.W - 1 - off) / g.s + 1;
+  if (hi > g.OW) hi = g.OW;
+  if (lo > hi) lo = hi;
+  return {lo, hi};
+}
+
+// Pure data movement: each cols row segment is a copy of an input row segment (a memcpy at
+// stride 1) between runs of padding zeros.
 template <class T>
-void im2col(const T* x, const ConvGeom& g, T* cols) {  // x: one sample [C, H, W]
+void im2col(const T* __restrict x, const ConvGeom& g, T* __restrict cols) {  // x: one sample [C, H, W]
   const std::int64_t P = g.positions();
   for (std::int64_t c = 0; c < g.C; ++c)
     for (std::int64_t kh = 0; kh < g.KH; ++kh)
       for (std::int64_t kw = 0; kw < g.KW; ++kw) {
         T* row = cols + ((c * g.KH + kh) * g.KW + kw) * P;
+        const ColRange r = valid_cols(g, kw);
         for (std::int64_t oh = 0; oh < g.OH; ++oh) {
           const std::int64_t ih = oh * g.s + kh - g.p;
-          for (std::int64_t ow = 0; ow < g.OW; ++ow) {
-            const std::int64_t iw = ow * g.s + kw - g.p;
-            row[oh * g.OW + ow] = (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) ? x[(c * g.H + ih) * g.W + iw] : T(0);
+          T* dst = row + oh * g.OW;
+          if (ih < 0 || ih >= g.H) {
+            for (std::int64_t ow = 0; ow < g.OW; ++ow) dst[ow] = T(0);
+            continue;
           }
+          const T* xrow = x + (c * g.H + ih) * g.W;  // pixel (ih, ow*s + off)
+          const std::int64_t off = kw - g.p;
+          for (std::int64_t ow = 0; ow < r.lo; ++ow) dst[ow] = T(0);
+          if (g.s == 1) {
+            if (r.hi > r.lo) std::memcpy(dst + r.lo, xrow + r.lo + off, static_cast<std::size_t>(r.hi - r.lo) * sizeof(T));
+          } else {
+            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow] = xrow[ow * g.s + off];
+          }
+          for (std::int64_t ow = r.hi; ow < g.OW; ++ow) dst[ow] = T(0);
         }
       }
 }
 
+// Each (c, kh, kw, oh) row touches a pixel at most once, so adding a whole row segment at a
+// time (vectorised) keeps every pixel's row-major order of additions.
 template <class T>
-void col2im(const T* dcols, const ConvGeom& g, T* dx) {  // dx: one sample [C, H, W]
+void col2im(const T* __restrict dcols, const ConvGeom& g, T* __restrict dx) {  // dx: one sample [C, H, W]
   const std::int64_t P = g.positions();
   for (std::int64_t i = 0; i < g.C * g.H * g.W; ++i) dx[i] = T(0);
   for (std::int64_t c = 0; c < g.C; ++c)
     for (std::int64_t kh = 0; kh < g.KH; ++kh)
       for (std::int64_t kw = 0; kw < g.KW; ++kw) {
         const T* row = dcols + ((c * g.KH + kh) * g.KW + kw) * P;
+        const ColRange r = valid_cols(g, kw);
         for (std::int64_t oh = 0; oh < g.OH; ++oh) {
           const std::int64_t ih = oh * g.s + kh - g.p;
           if (ih < 0 || ih >= g.H) continue;
-          for (std::int64_t ow = 0; ow < g.OW; ++ow) {
-            const std::int64_t iw = ow * g.s + kw - g.p;
-            if (iw < 0 || iw >= g.W) continue;
-            T& d = dx[(c * g.H + ih) * g.W + iw];
-            d = d + row[oh * g.OW + ow];
+          T* d = dx + (c * g.H + ih) * g.W;  // pixel (ih, ow*s + off)
+          const std::int64_t off = kw - g.p;
+          const T* src = row + oh * g.OW;
+          if (g.s == 1) {
+            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) d[ow + off] = d[ow + off] + src[ow];
+          } else {
+            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) d[ow * g.s + off] = d[ow * g.s + off] + src[ow];
           }
         }
       }

@@ -55,7 +55,10 @@ const GemmCase kCases[] = {
     {5, 3, 0, false, false, CH, true},       {5, 3, 0, false, false, TR, false},    {1, 1, 1, false, false, TR, false},
     {7, 33, 31, true, false, TR, false},     {33, 7, 33, true, false, TR, false},   {127, 129, 128, true, false, TR, false},
     {129, 127, 129, true, true, TR, false},  {512, 784, 128, true, false, TR, false}, {17, 9, 4097, true, false, TR, false},
-    {5, 31, 8193, false, true, TR, false},   {10, 1, 10000, true, false, TR, false}, {785, 129, 257, false, false, TR, false},
+    {5, 31, 8193, false, true, TR, false},   {10, 1, 10000, true, false, TR, false},
+    // shapes that pick the narrower tiles (6x32, 12x16 on AVX-512) directly or transposed
+    {6, 25, 784, false, true, CH, true},    {16, 150, 100, false, true, CH, false}, {100, 16, 50, true, false, CH, true},
+    {25, 6, 784, true, false, CH, false},   {6, 25, 784, false, true, TR, false},  {100, 16, 300, true, false, TR, false}, {785, 129, 257, false, false, TR, false},
 };
 
 TEST(Gemm, FastPathsEqualReferenceF32) {

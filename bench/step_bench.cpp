@@ -1,0 +1,106 @@
+// The bitgrad side of the peer benchmark (bench/peer.sh): trains a configuration as `bitgrad
+// train` does (the session's canonical step, the step trace on unless --trace none) for one
+// epoch or N steps after a short warm-up, and prints one JSON line: median ms per step,
+// samples/s over the measured steps, peak RSS.
+//   build/bin/step_bench --config FILE --threads N [--workers N] [--steps N] [--batch B]
+//                        [--width W] [--trace steps|none] [--label NAME]
+// --batch and --width override the configuration (batch size; the hidden width of an MLP whose
+// hidden linear layers all have the same width), for the scaling tables.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bitgrad/runtime.hpp"
+#include "train/session.hpp"
+#include "train/step_tracer.hpp"
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace bitgrad;
+  using Clock = std::chrono::steady_clock;
+  std::string config, trace = "steps", label = "bitgrad";
+  long steps = 0, batch = 0, width = 0;
+  int threads = 1, workers = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    const char* v = argv[i + 1];
+    if (k == "--config") config = v;
+    else if (k == "--threads") threads = std::atoi(v);
+    else if (k == "--workers") workers = std::atoi(v);
+    else if (k == "--steps") steps = std::atol(v);
+    else if (k == "--batch") batch = std::atol(v);
+    else if (k == "--width") width = std::atol(v);
+    else if (k == "--trace") trace = v;
+    else if (k == "--label") label = v;
+    else {
+      std::fprintf(stderr, "step_bench: unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  try {
+    if (config.empty()) throw Error("step_bench: --config is required");
+    set_num_threads(threads);
+    train::Config cfg = train::load_config(config);
+    if (batch > 0) cfg.batch_size = batch;
+    if (width > 0) {
+      // every linear layer but the last gets the new width
+      int last = -1;
+      for (int i = 0; i < static_cast<int>(cfg.layers.size()); ++i)
+        if (cfg.layers[static_cast<std::size_t>(i)].type == "linear") last = i;
+      for (int i = 0; i < last; ++i)
+        if (cfg.layers[static_cast<std::size_t>(i)].type == "linear") cfg.layers[static_cast<std::size_t>(i)].out = width;
+    }
+    cfg.workers = workers;
+    train::Session ses(cfg, train::train_dataset(cfg), nullptr, workers);
+    const std::int64_t measured = steps > 0 ? steps : ses.bpe;
+    const std::int64_t warmup = std::min<std::int64_t>(10, measured / 10);
+    std::unique_ptr<train::StepTracer> tracer;
+    const std::string path = "/tmp/bitgrad_step_bench_" + std::to_string(::getpid()) + ".jsonl";
+    if (trace != "none") {
+      tracer = std::make_unique<train::StepTracer>(path, false);
+      ses.before_update = [t = tracer.get()] { t->wait(); };
+    }
+    std::vector<double> ms;
+    Clock::time_point start;
+    for (std::int64_t s = 0; s < warmup + measured; ++s) {
+      if (s == warmup) start = Clock::now();
+      const auto t0 = Clock::now();
+      train::Session::StepOut so = ses.step(s);
+      if (tracer) tracer->submit(s, ses, so);
+      if (s >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    if (tracer) tracer->wait();
+    const double total = std::chrono::duration<double>(Clock::now() - start).count();
+    tracer.reset();
+    std::remove(path.c_str());
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    std::printf(
+        "{\"framework\": \"%s\", \"config\": \"%s\", \"threads\": %d, \"workers\": %d, \"batch\": %lld, \"width\": %ld, \"trace\": \"%s\", "
+        "\"isa\": \"%s\", \"steps\": %lld, \"ms_per_step\": %.4f, \"samples_per_s\": %.1f, \"peak_rss_mb\": %.1f}\n",
+        label.c_str(), train::config_stem(config).c_str(), threads, workers, static_cast<long long>(cfg.batch_size), width, trace.c_str(),
+        isa_name(active_isa()), static_cast<long long>(measured), median(ms), static_cast<double>(measured * cfg.batch_size) / total,
+        static_cast<double>(ru.ru_maxrss) / 1024.0);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "step_bench: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

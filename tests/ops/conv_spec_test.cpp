@@ -1,0 +1,134 @@
+// conv2d against a direct transcription of docs/numerics.md §14 (no im2col, no GEMM): the
+// output, the input gradient and the weight and bias gradients must match bit for bit, on
+// strides, paddings and shapes that leave partial rows, on every code path and thread count.
+#include <cmath>
+
+#include "kernels/reference.hpp"
+#include "support/op_harness.hpp"
+
+namespace bitgrad::test {
+namespace {
+
+struct Geo {
+  std::int64_t N, C, H, W, OC, KH, KW;
+  int s, p;
+};
+
+struct Spec {
+  std::vector<float> y, dx, dw, db;
+};
+
+// The spec, loop by loop. dy is the upstream gradient [N, OC, OH, OW].
+Spec direct(const Geo& g, const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+            const std::vector<float>& dy) {
+  const std::int64_t OH = (g.H + 2 * g.p - g.KH) / g.s + 1, OW = (g.W + 2 * g.p - g.KW) / g.s + 1, P = OH * OW;
+  const std::int64_t CKK = g.C * g.KH * g.KW;
+  auto xpad = [&](std::int64_t n, std::int64_t c, std::int64_t ih, std::int64_t iw) {
+    return (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) ? 0.0f : x[static_cast<std::size_t>(((n * g.C + c) * g.H + ih) * g.W + iw)];
+  };
+  Spec s;
+  s.y.resize(static_cast<std::size_t>(g.N * g.OC * P));
+  for (std::int64_t n = 0; n < g.N; ++n)
+    for (std::int64_t o = 0; o < g.OC; ++o)
+      for (std::int64_t oh = 0; oh < OH; ++oh)
+        for (std::int64_t ow = 0; ow < OW; ++ow) {
+          float acc = 0.0f;
+          for (std::int64_t c = 0; c < g.C; ++c)
+            for (std::int64_t kh = 0; kh < g.KH; ++kh)
+              for (std::int64_t kw = 0; kw < g.KW; ++kw)
+                acc = std::fma(xpad(n, c, oh * g.s + kh - g.p, ow * g.s + kw - g.p),
+                               w[static_cast<std::size_t>(((o * g.C + c) * g.KH + kh) * g.KW + kw)], acc);
+          s.y[static_cast<std::size_t>((n * g.OC + o) * P + oh * OW + ow)] = acc + b[static_cast<std::size_t>(o)];
+        }
+  // weight and bias gradients: per sample, then the batch rule over the samples
+  std::vector<float> pw(static_cast<std::size_t>(g.N * g.OC * CKK)), pb(static_cast<std::size_t>(g.N * g.OC));
+  for (std::int64_t n = 0; n < g.N; ++n)
+    for (std::int64_t o = 0; o < g.OC; ++o) {
+      for (std::int64_t c = 0; c < g.C; ++c)
+        for (std::int64_t kh = 0; kh < g.KH; ++kh)
+          for (std::int64_t kw = 0; kw < g.KW; ++kw) {
+            float acc = 0.0f;
+            for (std::int64_t oh = 0; oh < OH; ++oh)
+              for (std::int64_t ow = 0; ow < OW; ++ow)
+                acc = std::fma(dy[static_cast<std::size_t>((n * g.OC + o) * P + oh * OW + ow)],
+                               xpad(n, c, oh * g.s + kh - g.p, ow * g.s + kw - g.p), acc);
+            pw[static_cast<std::size_t>((n * g.OC + o) * CKK + (c * g.KH + kh) * g.KW + kw)] = acc;
+          }
+    }
+  const auto& ref = kern::ref::table_f32();
+  ref.sum_rows(dy.data(), g.N * g.OC, P, pb.data());
+  s.dw.resize(static_cast<std::size_t>(g.OC * CKK));
+  s.db.resize(static_cast<std::size_t>(g.OC));
+  ref.sum_cols(pw.data(), g.N, g.OC * CKK, s.dw.data());
+  ref.sum_cols(pb.data(), g.N, g.OC, s.db.data());
+  // input gradient: dcols = w^T dy (chains over oc), then col2im in row-major (c, kh, kw, oh, ow)
+  s.dx.assign(x.size(), 0.0f);
+  for (std::int64_t n = 0; n < g.N; ++n)
+    for (std::int64_t c = 0; c < g.C; ++c)
+      for (std::int64_t kh = 0; kh < g.KH; ++kh)
+        for (std::int64_t kw = 0; kw < g.KW; ++kw)
+          for (std::int64_t oh = 0; oh < OH; ++oh)
+            for (std::int64_t ow = 0; ow < OW; ++ow) {
+              float acc = 0.0f;
+              for (std::int64_t o = 0; o < g.OC; ++o)
+                acc = std::fma(w[static_cast<std::size_t>(((o * g.C + c) * g.KH + kh) * g.KW + kw)],
+                               dy[static_cast<std::size_t>((n * g.OC + o) * P + oh * OW + ow)], acc);
+              const std::int64_t ih = oh * g.s + kh - g.p, iw = ow * g.s + kw - g.p;
+              if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
+              float& d = s.dx[static_cast<std::size_t>(((n * g.C + c) * g.H + ih) * g.W + iw)];
+              d = d + acc;
+            }
+  return s;
+}
+
+void expect_bits(const std::vector<float>& want, const Tensor& got, const std::string& what) {
+  const std::vector<float> v = got.to_vector<float>();
+  ASSERT_EQ(want.size(), v.size()) << what;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(want[i]), std::bit_cast<std::uint32_t>(v[i]))
+        << what << " element " << i << ": " << want[i] << " vs " << v[i];
+}
+
+TEST(ConvSpec, MatchesTheDirectDefinitionBitwise) {
+  RuntimeGuard guard;
+  const std::vector<Geo> geos = {
+      {3, 1, 28, 28, 6, 5, 5, 1, 2},   // LeNet's first layer
+      {2, 6, 14, 14, 16, 5, 5, 1, 0},  // and its second
+      {2, 3, 7, 9, 4, 3, 3, 2, 1},     // stride 2, padding 1, odd sizes
+      {1, 2, 11, 6, 3, 3, 2, 3, 2},    // stride 3 and padding 2: whole padded rows and columns
+      {5, 2, 5, 5, 7, 1, 1, 1, 0},     // 1x1
+      {2, 1, 4, 4, 2, 4, 4, 1, 3},     // padding wider than the kernel reach
+  };
+  for (const Geo& g : geos) {
+    const std::string name = "x=[" + std::to_string(g.N) + "," + std::to_string(g.C) + "," + std::to_string(g.H) + "," +
+                             std::to_string(g.W) + "] w=[" + std::to_string(g.OC) + "," + std::to_string(g.C) + "," +
+                             std::to_string(g.KH) + "," + std::to_string(g.KW) + "] s=" + std::to_string(g.s) +
+                             " p=" + std::to_string(g.p);
+    const auto xv = random_vec<float>(static_cast<std::size_t>(g.N * g.C * g.H * g.W), 1);
+    const auto wv = random_vec<float>(static_cast<std::size_t>(g.OC * g.C * g.KH * g.KW), 2);
+    const auto bv = random_vec<float>(static_cast<std::size_t>(g.OC), 3);
+    const std::int64_t OH = (g.H + 2 * g.p - g.KH) / g.s + 1, OW = (g.W + 2 * g.p - g.KW) / g.s + 1;
+    const auto dyv = random_vec<float>(static_cast<std::size_t>(g.N * g.OC * OH * OW), 4);
+    const Spec want = direct(g, xv, wv, bv, dyv);
+    for (Isa isa : isas()) {
+      set_isa(isa);
+      for (int t : thread_counts()) {
+        set_num_threads(t);
+        SCOPED_TRACE(name + " isa=" + isa_name(isa) + " threads=" + std::to_string(t));
+        Tensor x = Tensor::from<float>(xv, Shape{g.N, g.C, g.H, g.W});
+        Tensor w = Tensor::from<float>(wv, Shape{g.OC, g.C, g.KH, g.KW});
+        Tensor b = Tensor::from<float>(bv, Shape{g.OC});
+        for (Tensor* p : {&x, &w, &b}) p->set_requires_grad(true);
+        Tensor y = conv2d(x, w, b, g.s, g.p);
+        expect_bits(want.y, y, "y");
+        y.backward(Tensor::from<float>(dyv, y.shape()));
+        expect_bits(want.dx, x.grad(), "dx");
+        expect_bits(want.dw, w.grad(), "dw");
+        expect_bits(want.db, b.grad(), "db");
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace bitgrad::test
