@@ -1,26 +1,45 @@
 #!/usr/bin/env bash
-# Runs the benchmarks of docs/benchmarks.md: FMA peak, then GEMM of bitgrad and OpenBLAS in
-# alternating processes (A/B, BENCH_REPS rounds, 1 and 2 threads), then the cost of the step
-# trace, and prints the tables of medians. Usage: bench/run.sh [BUILD_DIR]   (make bench)
+# Runs the benchmarks of docs/benchmarks.md and prints their tables of medians:
+#   1. FMA peak; GEMM of bitgrad, OpenBLAS and BLIS in rotating processes (BENCH_REPS rounds,
+#      1 and 2 threads)
+#   2. kernels beside plain loops (bench/kernel_bench.cpp)
+#   3. the cost of the step trace (bench/trace_bench.cpp)
+#   4. the peer benchmark against PyTorch (bench/peer.sh, PEER_REPS rounds)
+#   5. scaling with batch and width (bench/scaling.sh), also as a page of `bitgrad report`
+# Usage: bench/run.sh [BUILD_DIR]   (make bench; BENCH_ONLY=gemm,kernels,trace,peer,scaling
+# runs a subset). Results land in BUILD_DIR/bench-results.
 set -euo pipefail
 build=${1:-build}
 reps=${BENCH_REPS:-5}
 out="$build/bench-results"
+only=${BENCH_ONLY:-gemm,kernels,trace,peer,scaling}
+want() { [[ ",$only," == *",$1,"* ]]; }
+here=$(dirname "$0")
 rm -rf "$out"
 mkdir -p "$out"
+"$build/bin/bitgrad" env >"$out/env.json"
+if want gemm; then
 "$build/bin/fma_peak" --benchmark_format=json >"$out/peak.json" 2>/dev/null
 for r in $(seq 1 "$reps"); do
   for t in 1 2; do
-    # alternate which library goes first in each round
-    if [ $((r % 2)) -eq 1 ]; then libs="bitgrad openblas"; else libs="openblas bitgrad"; fi
+    # rotate which library goes first in each round; BLIS with its AVX-512 kernels forced
+    # (BLIS_ARCH_TYPE=0: BLIS 0.9 picks its generic kernels on Zen 5)
+    case $((r % 3)) in 1) libs="bitgrad openblas blis" ;; 2) libs="openblas blis bitgrad" ;; *) libs="blis bitgrad openblas" ;; esac
     for lib in $libs; do
-      BENCH_LIB=$lib BENCH_THREADS=$t OPENBLAS_NUM_THREADS=$t "$build/bin/gemm_bench" --benchmark_format=json \
-        >"$out/gemm-$lib-t$t-r$r.json" 2>/dev/null
+      BENCH_LIB=$lib BENCH_THREADS=$t OPENBLAS_NUM_THREADS=$t BLIS_NUM_THREADS=$t OMP_NUM_THREADS=$t BLIS_ARCH_TYPE=0 \
+        "$build/bin/gemm_bench" --benchmark_format=json >"$out/gemm-$lib-t$t-r$r.json" 2>/dev/null
     done
   done
   echo "bench: round $r of $reps done" >&2
 done
-/usr/bin/python3 "$(dirname "$0")/report_gemm.py" "$out"
+/usr/bin/python3 "$here/report_gemm.py" "$out"
+fi
+if want kernels; then
+  echo
+  "$build/bin/kernel_bench" --benchmark_format=json >"$out/kernels.json" 2>/dev/null
+  /usr/bin/python3 "$here/report_kernels.py" "$out/kernels.json"
+fi
+if want trace; then
 # the step trace: traced and untraced sessions interleaved in one process (bench/trace_bench.cpp)
 for r in $(seq 1 "$reps"); do
   for t in 1 2; do
@@ -28,4 +47,19 @@ for r in $(seq 1 "$reps"); do
   done
 done
 echo
-/usr/bin/python3 "$(dirname "$0")/report_trace.py" "$out/trace.txt"
+/usr/bin/python3 "$here/report_trace.py" "$out/trace.txt"
+fi
+if want peer; then
+  echo
+  bash "$here/peer.sh" "$build" "$out"
+  /usr/bin/python3 "$here/report_peer.py" "$out" peer
+fi
+if want scaling; then
+  echo
+  # PyTorch in its fastest set-up of the peer run (OpenBLAS where there was none)
+  if [ -s "$out/peer.jsonl" ]; then read -r s1 s2 < <(/usr/bin/python3 "$here/report_peer.py" "$out" best); else s1=torch-openblas s2=torch-openblas; fi
+  bash "$here/scaling.sh" "$build" "$out" "$s1" "$s2"
+  /usr/bin/python3 "$here/report_peer.py" "$out" scaling
+  "$build/bin/bitgrad" report "$out/scaling" -o "$out/scaling.html" >/dev/null
+  echo "scaling plot: $out/scaling.html"
+fi

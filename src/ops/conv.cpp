@@ -10,8 +10,6 @@
 //     windows in row-major order
 //   avg_pool2d: (sum of the window, row-major from +0) / (k*k); dx: t = g / (k*k) added to each
 //     pixel of the window, windows and pixels in row-major order
-#include <cstring>
-
 #include "kernels/row_rule.hpp"
 #include "kernels/thread_pool.hpp"
 #include "ops/op_util.hpp"
@@ -60,7 +58,8 @@ void im2col(const T* __restrict x, const ConvGeom& g, T* __restrict cols) {  // 
           const std::int64_t off = kw - g.p;
           for (std::int64_t ow = 0; ow < r.lo; ++ow) dst[ow] = T(0);
           if (g.s == 1) {
-            if (r.hi > r.lo) std::memcpy(dst + r.lo, xrow + r.lo + off, static_cast<std::size_t>(r.hi - r.lo) * sizeof(T));
+            // rows are short (tens of elements): an inline loop, not a memcpy call per row
+            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow] = xrow[ow + off];
           } else {
             for (std::int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow] = xrow[ow * g.s + off];
           }

@@ -160,6 +160,53 @@ std::string section_sensitivity(const Run& r, int id) {
   return o + "</div></section>\n";
 }
 
+// A benchmark sweep (bench/scaling.sh via bench/report_peer.py): step time against batch size
+// and against width, one line per framework and thread count, and the table of points.
+std::string section_scaling(const Run& r, int id) {
+  const std::string path = r.dir + "/scaling.json";
+  const ordered_json& j = r.result;
+  if (!j.contains("points") || !j["points"].is_array()) throw Error("report: " + path + ": 'points' is missing");
+  struct Pt {
+    std::string fw;
+    int threads;
+    double batch, width, ms;
+  };
+  std::vector<Pt> pts;
+  for (const ordered_json& q : j["points"]) {
+    if (!q.is_object() || !q.contains("framework") || !q["framework"].is_string())
+      throw Error("report: " + path + ": a point has no 'framework'");
+    pts.push_back({q["framework"].get<std::string>(), static_cast<int>(number(q, path, "threads")), number(q, path, "batch"),
+                   number(q, path, "width"), number(q, path, "ms_per_step")});
+  }
+  auto lines = [&](bool by_batch) {
+    std::vector<svg::Series> out;
+    for (const char* fw : {"bitgrad", "pytorch"})
+      for (int t : {1, 2}) {
+        svg::Series s{std::string(fw) + ", " + std::to_string(t) + (t == 1 ? " thread" : " threads"), {}, {}, true};
+        for (const Pt& p : pts)
+          if (p.fw == fw && p.threads == t && (by_batch ? p.width == 512 : p.batch == 128))
+            s.x.push_back(by_batch ? p.batch : p.width), s.y.push_back(by_batch ? p.ms / p.batch * 1000.0 : p.ms);
+        if (!s.x.empty()) out.push_back(std::move(s));
+      }
+    return out;
+  };
+  std::string o = "<section id=\"scaling-" + std::to_string(id) + "\"><h2>Scaling: " + escape(r.dir) + "</h2>\n<p>" +
+                  escape(r.manifest["run"].value("config", "")) + ". Median step time of bitgrad and PyTorch";
+  if (j.contains("pytorch_setups") && j["pytorch_setups"].is_object()) {
+    o += " (PyTorch set-up:";
+    for (const auto& [t, setup] : j["pytorch_setups"].items()) o += " " + escape(t) + " thread(s) " + escape(setup.is_string() ? setup.get<std::string>() : setup.dump()) + ";";
+    o.back() = ')';
+  }
+  o += ".</p>\n<div class=\"plots\">";
+  o += svg::render(svg::LinePlot{"Time per sample against batch size (width 512)", "batch size", "microseconds per sample", false, lines(true)});
+  o += svg::render(svg::LinePlot{"Step time against width (batch 128)", "hidden width", "ms per step", true, lines(false)});
+  o += "</div>\n<table class=\"agreement\"><tr><th>framework</th><th>threads</th><th>batch</th><th>width</th><th>ms per step</th></tr>\n";
+  for (const Pt& p : pts)
+    o += "<tr><td>" + escape(p.fw) + "</td><td>" + std::to_string(p.threads) + "</td><td>" + svg::num(p.batch) + "</td><td>" + svg::num(p.width) +
+         "</td><td>" + svg::num(p.ms) + "</td></tr>\n";
+  return o + "</table></section>\n";
+}
+
 std::string section_audit(const Run& r, int id) {
   const std::string path = r.dir + "/audit.json";
   const ordered_json& j = r.result;
@@ -269,8 +316,10 @@ ReportSummary write_report(const std::vector<std::string>& dirs, const std::stri
       r.result = read_json_file(r.dir + "/sensitivity.json", "report");
     else if (r.kind == "audit")
       r.result = read_json_file(r.dir + "/audit.json", "report");
+    else if (r.kind == "scaling")
+      r.result = read_json_file(r.dir + "/scaling.json", "report");
     else
-      throw Error("report: " + r.dir + "/manifest.json: unknown run kind '" + r.kind + "' (expected train, audit or sensitivity)");
+      throw Error("report: " + r.dir + "/manifest.json: unknown run kind '" + r.kind + "' (expected train, audit, sensitivity or scaling)");
     runs.push_back(std::move(r));
   }
   for (Run& r : runs) {
@@ -285,13 +334,15 @@ ReportSummary write_report(const std::vector<std::string>& dirs, const std::stri
     if (r.kind == "train") train.push_back(&r);
   if (!train.empty()) body += section_train(train);
   std::vector<std::string> anchors(runs.size(), "manifests");
-  int ns = 0, na = 0;
+  int ns = 0, na = 0, nb = 0;
   for (std::size_t i = 0; i < runs.size(); ++i)
     if (runs[i].kind == "train") anchors[i] = "training";
   for (std::size_t i = 0; i < runs.size(); ++i)
     if (runs[i].kind == "sensitivity") body += section_sensitivity(runs[i], ++ns), anchors[i] = "sensitivity-" + std::to_string(ns);
   for (std::size_t i = 0; i < runs.size(); ++i)
     if (runs[i].kind == "audit") body += section_audit(runs[i], ++na), anchors[i] = "audit-" + std::to_string(na);
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    if (runs[i].kind == "scaling") body += section_scaling(runs[i], ++nb), anchors[i] = "scaling-" + std::to_string(nb);
   body += section_manifests(runs);
 
   ReportSummary sum;

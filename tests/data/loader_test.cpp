@@ -192,3 +192,28 @@ TEST(Csv, ParsesAndReportsLines) {
 
 }  // namespace
 }  // namespace bitgrad::test
+
+namespace bitgrad::test {
+namespace {
+
+TEST(Datasets, AdderSamplesAreTheDocumentedStream) {
+  // feature j of sample i: Stream(seed, "adder").sub(i).uniform_f32(j); target: their sum in order
+  for (int f : {1, 4, 10}) {
+    auto ds = data::adder_dataset(50, f, 9);
+    std::vector<float> x(static_cast<std::size_t>(f));
+    float y = 0;
+    for (std::int64_t i : {0, 1, 17, 49}) {
+      ds->get(i, x.data(), nullptr, &y);
+      const rng::Stream s = rng::Stream(9, "adder").sub(static_cast<std::uint64_t>(i));
+      float sum = 0.0f;
+      for (int j = 0; j < f; ++j) {
+        EXPECT_EQ(x[static_cast<std::size_t>(j)], s.uniform_f32(static_cast<std::uint64_t>(j))) << "f=" << f << " i=" << i << " j=" << j;
+        sum = sum + x[static_cast<std::size_t>(j)];
+      }
+      EXPECT_EQ(y, sum);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace bitgrad::test

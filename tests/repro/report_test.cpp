@@ -150,5 +150,28 @@ TEST(Report, RefusesWhatIsNotARun) {
   EXPECT_EQ(repro::write_report({o.out}, out).plots, 1) << "the intact run reports its loss";
 }
 
+TEST(Report, DrawsABenchmarkScalingSweep) {
+  // the run directory bench/report_peer.py writes for `make bench`'s scaling sweep
+  const std::string dir = fresh_dir("report_scaling");
+  io::make_dirs(dir);
+  io::write_file_atomic(dir + "/manifest.json", R"({"run": {"kind": "scaling", "config": "examples/fashion_mlp.toml"}})");
+  io::write_file_atomic(dir + "/scaling.json", R"({"pytorch_setups": {"1": "torch-openblas"}, "points": [
+    {"framework": "bitgrad", "threads": 1, "batch": 32, "width": 512, "ms_per_step": 0.9},
+    {"framework": "bitgrad", "threads": 1, "batch": 128, "width": 512, "ms_per_step": 2.5},
+    {"framework": "pytorch", "threads": 1, "batch": 128, "width": 512, "ms_per_step": 4.5},
+    {"framework": "bitgrad", "threads": 1, "batch": 128, "width": 1024, "ms_per_step": 6.25}]})");
+  const std::string out = fresh_dir("report_scaling_page") + ".html";
+  EXPECT_EQ(repro::write_report({dir}, out).plots, 2) << "time per sample against batch, step time against width";
+  const std::string html = io::read_file(out);
+  EXPECT_NE(html.find("<td>6.25</td>"), std::string::npos) << "the table of points";
+  io::write_file_atomic(dir + "/scaling.json", R"({"points": [{"threads": 1}]})");
+  try {
+    repro::write_report({dir}, out);
+    ADD_FAILURE() << "a point without a framework must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("scaling.json: a point has no 'framework'"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace bitgrad::test

@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""Tables of the peer benchmark (bench/peer.sh) and the scaling sweep (bench/scaling.sh) for
+docs/benchmarks.md: medians over rounds, ratios against PyTorch's fastest set-up measured in the
+same run, and the targets of issue 5.
+
+  report_peer.py OUT_DIR best      prints the fastest PyTorch set-up for the MLP at 1 and 2 threads
+  report_peer.py OUT_DIR peer      prints the peer tables
+  report_peer.py OUT_DIR scaling   prints the scaling table and writes OUT_DIR/scaling/ (a run
+                                   directory `bitgrad report` draws: manifest.json, scaling.json)
+"""
+import json
+import os
+import statistics
+import sys
+
+out, what = sys.argv[1], sys.argv[2]
+TORCH = ["torch-openblas", "torch-blis", "torch-blis-skx", "torch-openblas-det", "torch-blis-skx-det"]
+FAST = ("torch-openblas", "torch-blis", "torch-blis-skx")
+
+
+def load(name):
+    path = os.path.join(out, name)
+    rows = []
+    for line in open(path):
+        line = line.strip()
+        if line:
+            rows.append(json.loads(line))
+    return rows
+
+
+def key_model(r):
+    return r.get("model") or {"fashion_mlp": "mlp", "fashion_cnn": "cnn", "adder": "adder"}[r["config"]]
+
+
+def medians(rows, keyf):
+    groups = {}
+    for r in rows:
+        groups.setdefault(keyf(r), []).append(r)
+    return {k: {"ms": statistics.median(x["ms_per_step"] for x in v), "sps": statistics.median(x["samples_per_s"] for x in v),
+                "rss": statistics.median(x["peak_rss_mb"] for x in v), "n": len(v)} for k, v in groups.items()}
+
+
+def peer_medians():
+    return medians(load("peer.jsonl"), lambda r: (key_model(r), r["threads"], r["framework"]))
+
+
+def best_torch(m, model, t, allowed=FAST):
+    c = [(m[(model, t, s)]["ms"], s) for s in allowed if (model, t, s) in m]
+    return min(c) if c else (None, None)
+
+
+if what == "best":
+    m = peer_medians()
+    print(best_torch(m, "mlp", 1)[1] or "torch-openblas", best_torch(m, "mlp", 2)[1] or "torch-openblas")
+elif what == "peer":
+    m = peer_medians()
+    targets = {"mlp": 0.77, "cnn": 1.0, "adder": None}
+    print("Median ms per step (samples/s over the measured steps in brackets); rounds per cell: "
+          + str(min(v["n"] for v in m.values())) + ".\n")
+    print("| model | threads | bitgrad | " + " | ".join(TORCH) + " | bitgrad ÷ fastest PyTorch | target |")
+    print("|---|---|---|" + "---|" * len(TORCH) + "---|---|")
+    for model in ["mlp", "cnn", "adder"]:
+        for t in [1, 2]:
+            b = m.get((model, t, "bitgrad"))
+            if not b:
+                continue
+            cells = []
+            for s in TORCH:
+                v = m.get((model, t, s))
+                cells.append(f"{v['ms']:.3f} ({v['sps']:,.0f})" if v else "–")
+            best_ms, best = best_torch(m, model, t, TORCH)
+            ratio = b["ms"] / best_ms if best_ms else float("nan")
+            tgt = targets[model]
+            verdict = "–" if tgt is None else (f"≤ {tgt}: met" if ratio <= tgt else f"≤ {tgt}: missed")
+            print(f"| {model} | {t} | {b['ms']:.3f} ({b['sps']:,.0f}) | " + " | ".join(cells) + f" | {ratio:.2f} ({best}) | {verdict} |")
+    print("\nPeak resident memory (MB, median):\n")
+    print("| model | threads | bitgrad | " + " | ".join(TORCH) + " | bitgrad ÷ smallest PyTorch |")
+    print("|---|---|---|" + "---|" * len(TORCH) + "---|")
+    for model in ["mlp", "cnn", "adder"]:
+        for t in [1, 2]:
+            b = m.get((model, t, "bitgrad"))
+            if not b:
+                continue
+            cells = [f"{m[(model, t, s)]['rss']:.0f}" if (model, t, s) in m else "–" for s in TORCH]
+            small = min((m[(model, t, s)]["rss"] for s in TORCH if (model, t, s) in m), default=float("nan"))
+            print(f"| {model} | {t} | {b['rss']:.0f} | " + " | ".join(cells) + f" | {b['rss'] / small:.2f} |")
+elif what == "scaling":
+    rows = load("scaling.jsonl")
+    m = medians(rows, lambda r: (r["framework"] if r["framework"] == "bitgrad" else "pytorch", r["threads"], r["batch"], r["width"]))
+    setups = {r["threads"]: r["framework"] for r in rows if r["framework"] != "bitgrad"}
+    print("MLP 784-W-W-10 training step, median ms over 100 steps; PyTorch set-up: "
+          + ", ".join(f"{t} thread{'s' if t > 1 else ''}: {s}" for t, s in sorted(setups.items())) + ".\n")
+    print("| batch | width | bitgrad 1 thread | PyTorch 1 thread | ratio | bitgrad 2 threads | PyTorch 2 threads | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    points = sorted({(k[2], k[3]) for k in m}, key=lambda p: (p[1] != 512, p[1], p[0]))
+    for b, w in points:
+        cells = []
+        for t in [1, 2]:
+            x, y = m.get(("bitgrad", t, b, w)), m.get(("pytorch", t, b, w))
+            cells += [f"{x['ms']:.3f}" if x else "–", f"{y['ms']:.3f}" if y else "–", f"{x['ms'] / y['ms']:.2f}" if x and y else "–"]
+        print(f"| {b} | {w} | " + " | ".join(cells) + " |")
+    # a run directory for `bitgrad report`
+    d = os.path.join(out, "scaling")
+    os.makedirs(d, exist_ok=True)
+    manifest = json.load(open(os.path.join(out, "env.json")))
+    manifest["run"] = {"kind": "scaling", "config": "examples/fashion_mlp.toml (widths and batches varied)", "command": "make bench"}
+    points = [{"framework": k[0], "threads": k[1], "batch": k[2], "width": k[3], "ms_per_step": v["ms"]} for k, v in sorted(m.items())]
+    with open(os.path.join(d, "scaling.json"), "w") as f:
+        json.dump({"pytorch_setups": {str(t): s for t, s in setups.items()}, "points": points}, f, indent=1)
+    with open(os.path.join(d, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=2)
