@@ -66,8 +66,10 @@ struct Batch {
 std::vector<std::int64_t> epoch_order(std::int64_t n, bool shuffle, std::uint64_t seed, std::int64_t epoch);
 
 // Builds batch `index` of epoch `epoch` (a pure function; used by the loader and the tests).
+// With use_kernel_threads (the loader without workers, on the training thread) the samples are
+// split over the kernel threads; each sample depends only on its id, so the batch is the same.
 Batch make_batch(const Dataset& ds, const LoaderOptions& o, const std::vector<std::int64_t>& order, std::int64_t epoch,
-                 std::int64_t index);
+                 std::int64_t index, bool use_kernel_threads = false);
 
 class DataLoader {
  public:

@@ -3,11 +3,13 @@
 // in order. What a batch holds depends only on (dataset, options, epoch, index).
 #include <condition_variable>
 #include <exception>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
 
 #include "bitgrad/data.hpp"
+#include "kernels/thread_pool.hpp"
 #include "bitgrad/rng.hpp"
 
 namespace bitgrad::data {
@@ -45,7 +47,7 @@ void augment_sample(const Augment& a, const Shape& s, const rng::Stream& st, std
 }  // namespace
 
 Batch make_batch(const Dataset& ds, const LoaderOptions& o, const std::vector<std::int64_t>& order, std::int64_t epoch,
-                 std::int64_t index) {
+                 std::int64_t index, bool use_kernel_threads) {
   const std::int64_t n = ds.size();
   const std::int64_t start = index * o.batch_size;
   const std::int64_t B = std::min(o.batch_size, n - start);
@@ -67,19 +69,34 @@ Batch make_batch(const Dataset& ds, const LoaderOptions& o, const std::vector<st
   const bool aug = o.augment.active();
   BITGRAD_CHECK(!aug || ss.ndim() == 3, "data loader", "augmentations need image samples [C, H, W], got ", ss.str());
   rng::Stream ast = rng::Stream(o.seed, "augment").sub(static_cast<std::uint64_t>(epoch));
-  std::vector<float> tmp(aug ? static_cast<std::size_t>(sx) : 0);
-  for (std::int64_t r = 0; r < B; ++r) {
-    const std::int64_t id = order[static_cast<std::size_t>(start + r)];
-    float* xr = px + r * sx;
-    std::int64_t* lab = cls ? const_cast<std::int64_t*>(b.y.data<std::int64_t>()) + r : nullptr;
-    float* yr = cls ? nullptr : const_cast<float*>(b.y.data<float>()) + r * sy;
-    if (aug) {
-      ds.get(id, tmp.data(), lab, yr);
-      augment_sample(o.augment, ss, ast, id, tmp.data(), xr);
-    } else {
-      ds.get(id, xr, lab, yr);
+  // samples [r0, r1); the first error by sample is kept, so it does not depend on the split
+  std::exception_ptr err;
+  std::int64_t err_at = B;
+  std::mutex err_mu;
+  auto fill = [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<float> tmp(aug ? static_cast<std::size_t>(sx) : 0);
+    for (std::int64_t r = r0; r < r1; ++r) {
+      try {
+        const std::int64_t id = order[static_cast<std::size_t>(start + r)];
+        float* xr = px + r * sx;
+        std::int64_t* lab = cls ? const_cast<std::int64_t*>(b.y.data<std::int64_t>()) + r : nullptr;
+        float* yr = cls ? nullptr : const_cast<float*>(b.y.data<float>()) + r * sy;
+        if (aug) {
+          ds.get(id, tmp.data(), lab, yr);
+          augment_sample(o.augment, ss, ast, id, tmp.data(), xr);
+        } else {
+          ds.get(id, xr, lab, yr);
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(err_mu);
+        if (r < err_at) err = std::current_exception(), err_at = r;
+        return;
+      }
     }
-  }
+  };
+  if (use_kernel_threads) kern::parallel_for(B, 16, fill);
+  else fill(0, B);
+  if (err) std::rethrow_exception(err);
   return b;
 }
 
@@ -89,7 +106,10 @@ struct DataLoader::State {
   std::int64_t deliver = 0;   // global number of the next batch to hand out
   std::int64_t next_job = 0;  // global number of the next batch to build
   std::map<std::int64_t, Batch> ready;  // keyed by batch number; looked up, never iterated
-  std::map<std::int64_t, std::shared_ptr<const std::vector<std::int64_t>>> orders;  // by epoch
+  // by epoch; a future, so that a worker shuffles a new epoch outside the lock while batches
+  // of the current one are still handed out
+  using Order = std::shared_ptr<const std::vector<std::int64_t>>;
+  std::map<std::int64_t, std::shared_future<Order>> orders;
   std::exception_ptr error;
   std::int64_t error_at = -1;
   bool stop = false;
@@ -137,7 +157,9 @@ void DataLoader::seek(std::int64_t epoch, std::int64_t index) {
     st->threads.emplace_back([this, st, bpe, window] {
       for (;;) {
         std::int64_t job;
-        std::shared_ptr<const std::vector<std::int64_t>> order;
+        std::shared_future<State::Order> order;
+        std::promise<State::Order> make_order;  // set by this worker when it creates the entry
+        bool shuffle_here = false;
         {
           std::unique_lock<std::mutex> lock(st->mu);
           st->cv_work.wait(lock, [&] { return st->stop || st->next_job < st->deliver + window; });
@@ -146,8 +168,8 @@ void DataLoader::seek(std::int64_t epoch, std::int64_t index) {
           const std::int64_t ep = job / bpe;
           auto it = st->orders.find(ep);
           if (it == st->orders.end()) {
-            it = st->orders.emplace(ep, std::make_shared<const std::vector<std::int64_t>>(epoch_order(ds_->size(), o_.shuffle, o_.seed, ep)))
-                     .first;
+            it = st->orders.emplace(ep, make_order.get_future().share()).first;
+            shuffle_here = true;
             st->orders.erase(st->orders.begin(), st->orders.lower_bound(st->deliver / bpe));
           }
           order = it->second;
@@ -155,7 +177,14 @@ void DataLoader::seek(std::int64_t epoch, std::int64_t index) {
         Batch b;
         std::exception_ptr err;
         try {
-          b = make_batch(*ds_, o_, *order, job / bpe, job % bpe);
+          if (shuffle_here) {
+            try {
+              make_order.set_value(std::make_shared<const std::vector<std::int64_t>>(epoch_order(ds_->size(), o_.shuffle, o_.seed, job / bpe)));
+            } catch (...) {
+              make_order.set_exception(std::current_exception());
+            }
+          }
+          b = make_batch(*ds_, o_, *order.get(), job / bpe, job % bpe);
         } catch (...) {
           err = std::current_exception();
         }
@@ -184,10 +213,11 @@ Batch DataLoader::next() {
     auto it = st->orders.find(g / bpe);
     if (it == st->orders.end()) {
       st->orders.clear();
-      it = st->orders.emplace(g / bpe, std::make_shared<const std::vector<std::int64_t>>(epoch_order(ds_->size(), o_.shuffle, o_.seed, g / bpe)))
-               .first;
+      std::promise<State::Order> p;
+      p.set_value(std::make_shared<const std::vector<std::int64_t>>(epoch_order(ds_->size(), o_.shuffle, o_.seed, g / bpe)));
+      it = st->orders.emplace(g / bpe, p.get_future().share()).first;
     }
-    return make_batch(*ds_, o_, *it->second, g / bpe, g % bpe);
+    return make_batch(*ds_, o_, *it->second.get(), g / bpe, g % bpe, true);
   }
   std::unique_lock<std::mutex> lock(st->mu);
   const std::int64_t g = st->deliver;

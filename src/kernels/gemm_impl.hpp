@@ -316,8 +316,8 @@ struct Gemm {
     T* Bp = bbuf().get(static_cast<std::size_t>(chunk * ((NC + NR - 1) / NR) * NR));
     T* Ap = abuf().get(static_cast<std::size_t>(chunk * MC));
     // chunk-level stack over sub-matrices msub x nc (only when K spans several chunks)
-    std::vector<T> cslots;
-    std::vector<int> clevel;
+    thread_local std::vector<T> cslots;  // kept across calls: no heap allocation per GEMM
+    thread_local std::vector<int> clevel;
     for (std::int64_t jc = j0; jc < j1; jc += NC) {
       const std::int64_t nc = j1 - jc < NC ? j1 - jc : NC;
       const std::size_t csize = static_cast<std::size_t>(msub * nc);

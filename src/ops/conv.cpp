@@ -121,7 +121,8 @@ void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
       Tensor dx = Tensor::empty(n.in_shape[0], g.dtype());
       T* pdx = kern::out_ptr<T>(dx);
       kern::parallel_for(G.N, 1, [&](std::int64_t b, std::int64_t e) {
-        std::vector<T> dcols(static_cast<std::size_t>(CKK * P));
+        thread_local std::vector<T> dcols;  // kept across steps: no heap allocation per call
+        if (dcols.size() < static_cast<std::size_t>(CKK * P)) dcols.resize(static_cast<std::size_t>(CKK * P));
         for (std::int64_t i = b; i < e; ++i) {
           gemm_rm<T>(CKK, P, G.OC, pw, 1, CKK, pg + i * G.OC * P, P, 1, dcols.data());
           col2im(dcols.data(), G, pdx + i * G.C * G.H * G.W);

@@ -40,7 +40,16 @@ TEST(Loader, BatchesDoNotDependOnTheWorkers) {
   LoaderOptions o;
   o.batch_size = 64;
   o.seed = 11;
+  RuntimeGuard guard;
+  set_num_threads(1);
   const Digest128 want = first_batches(ds, o, 40);  // crosses two epoch boundaries (15 batches each)
+  {
+    // without workers the samples are split over the kernel threads
+    for (int t : thread_counts()) {
+      set_num_threads(t);
+      EXPECT_EQ(first_batches(ds, o, 40).hex(), want.hex()) << "workers=0 threads=" << t;
+    }
+  }
   for (int w : {1, 2, 4}) {
     o.workers = w;
     for (int pf : {1, 3}) {
@@ -58,7 +67,13 @@ TEST(Loader, FashionMnistBatchesDoNotDependOnTheWorkers) {
   o.seed = 3;
   o.augment.crop_padding = 2;
   o.augment.hflip = true;
+  RuntimeGuard guard;
+  set_num_threads(1);
   const Digest128 want = first_batches(ds, o, 12);
+  for (int t : {2, 3, 8}) {  // augmented samples split over the kernel threads
+    set_num_threads(t);
+    EXPECT_EQ(first_batches(ds, o, 12).hex(), want.hex()) << "workers=0 threads=" << t;
+  }
   for (int w : {1, 2, 4}) {
     o.workers = w;
     EXPECT_EQ(first_batches(ds, o, 12).hex(), want.hex()) << "workers=" << w;
