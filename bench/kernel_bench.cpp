@@ -6,6 +6,7 @@
 //   build/bin/kernel_bench [--benchmark_filter=...]        (bench/run.sh, report_kernels.py)
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -105,6 +106,33 @@ void conv(benchmark::State& st, bool ours) {
                                              benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
+// ---- 2x2 max pooling through the op (first maximum, NaN wins, argmax kept for backward)
+//      against a plain max loop (no NaN rule, no argmax) -------------------------------------
+void maxpool(benchmark::State& st, bool ours) {
+  const std::int64_t N = 128, C = st.range(0), H = st.range(1), OH = H / 2;
+  auto xv = data(static_cast<std::size_t>(N * C * H * H), 8);
+  bitgrad::Tensor x = bitgrad::Tensor::from<float>(xv, bitgrad::Shape{N, C, H, H});
+  std::vector<float> y(static_cast<std::size_t>(N * C * OH * OH));
+  x.set_requires_grad(true);  // so that the op records its argmax as in training
+  for (auto _ : st) {
+    if (ours) {
+      bitgrad::Tensor out = bitgrad::max_pool2d(x, 2);
+      benchmark::DoNotOptimize(out.data<float>());
+    } else {
+      for (std::int64_t q = 0; q < N * C; ++q)
+        for (std::int64_t oh = 0; oh < OH; ++oh)
+          for (std::int64_t ow = 0; ow < OH; ++ow) {
+            const float* p = xv.data() + (q * H + 2 * oh) * H + 2 * ow;
+            y[static_cast<std::size_t>((q * OH + oh) * OH + ow)] = std::max(std::max(p[0], p[1]), std::max(p[H], p[H + 1]));
+          }
+      benchmark::DoNotOptimize(y.data());
+    }
+    benchmark::ClobberMemory();
+  }
+  st.counters["GB/s"] = benchmark::Counter(4.0 * static_cast<double>(N * C * H * H), benchmark::Counter::kIsIterationInvariantRate,
+                                           benchmark::Counter::kIs1000);
+}
+
 // ---- softmax and cross-entropy over rows of L ----------------------------------------------
 void xent(benchmark::State& st, bool ours) {
   const std::int64_t R = 4096, L = st.range(0);
@@ -183,6 +211,7 @@ int main(int argc, char** argv) {
   reg("row_rule", row_rule, {{128, 784}, {1, 1 << 20}});
   // LeNet's two convolutions (C, H, OC, padding)
   reg("conv2d", conv, {{1, 28, 6, 2}, {6, 14, 16, 0}});
+  reg("max_pool2d", maxpool, {{6, 28}, {16, 10}});  // LeNet's two poolings (C, H)
   reg("softmax_xent", xent, {{10}, {1000}});
   reg("exp", unary<Unary::exp>, {{0}});
   reg("log", unary<Unary::log>, {{0}});

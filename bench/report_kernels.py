@@ -21,7 +21,8 @@ for b in json.load(open(sys.argv[1]))["benchmarks"]:
     rows.setdefault(key, {})[who] = (b[unit], unit)
 
 SHAPE = {"batch_rule": "R x C", "row_rule": "R x L", "conv2d": "C, H, OC, padding (batch 128, 5x5)",
-         "softmax_xent": "L (4096 rows)"}
+         "softmax_xent": "L (4096 rows)",
+         "max_pool2d": "C, H (batch 128, 2x2)"}
 print("| kernel | arguments | unit | bitgrad | plain loop | bitgrad ÷ plain |")
 print("|---|---|---|---|---|---|")
 for kernel, args in order:

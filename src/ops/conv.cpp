@@ -10,6 +10,9 @@
 //     windows in row-major order
 //   avg_pool2d: (sum of the window, row-major from +0) / (k*k); dx: t = g / (k*k) added to each
 //     pixel of the window, windows and pixels in row-major order
+#include <bit>
+#include <type_traits>
+
 #include "kernels/row_rule.hpp"
 #include "kernels/thread_pool.hpp"
 #include "ops/op_util.hpp"
@@ -167,6 +170,33 @@ PoolGeom pool_geom(const char* op, const Tensor& x, int kernel, int& stride) {
   return {x.shape()[0] * x.shape()[1], H, W, kernel, stride, (H - kernel) / stride + 1, (W - kernel) / stride + 1};
 }
 
+// "First NaN, else first maximum" of (l, r) with l first, as bit masks: on real data the
+// comparisons are coin flips, and as branches they mispredict. The index follows.
+template <class T>
+inline T first_max(T l, T r, std::int64_t& il, std::int64_t ir) {
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  const bool take = (l == l) & ((r != r) | (r > l));
+  const U m = U(0) - static_cast<U>(take);
+  const std::uint64_t mi = std::uint64_t(0) - static_cast<std::uint64_t>(take);
+  il = static_cast<std::int64_t>((static_cast<std::uint64_t>(ir) & mi) | (static_cast<std::uint64_t>(il) & ~mi));
+  return std::bit_cast<T>(static_cast<U>((std::bit_cast<U>(r) & m) | (std::bit_cast<U>(l) & ~m)));
+}
+
+// One output row of 2x2 windows at stride 2 (LeNet's, and the most common pooling); at0 is the
+// plane offset of its first window. The selection is associative, so reducing the window
+// (a, b; c, d) as ((a, b), (c, d)) picks the element the row-major scan picks, without branches.
+template <class T>
+void pool2x2_row(const T* plane, std::int64_t W, std::int64_t OW, std::int64_t at0, T* y, std::int64_t* idx) {
+  for (std::int64_t ow = 0; ow < OW; ++ow) {
+    const std::int64_t i0 = at0 + 2 * ow, i2 = i0 + W;
+    std::int64_t j01 = i0, j23 = i2;
+    const T m01 = first_max(plane[i0], plane[i0 + 1], j01, i0 + 1);
+    const T m23 = first_max(plane[i2], plane[i2 + 1], j23, i2 + 1);
+    y[ow] = first_max(m01, m23, j01, j23);
+    idx[ow] = j01;
+  }
+}
+
 PoolGeom pool_geom_of(const Node& n) { return {n.iv[0], n.iv[1], n.iv[2], n.iv[3], n.iv[4], n.iv[5], n.iv[6]}; }
 void set_pool(Node* n, const PoolGeom& g) {
   n->iv[0] = g.planes, n->iv[1] = g.H, n->iv[2] = g.W, n->iv[3] = g.k, n->iv[4] = g.s, n->iv[5] = g.OH, n->iv[6] = g.OW;
@@ -280,21 +310,25 @@ Tensor max_pool2d(const Tensor& x, int kernel, int stride, CallSite site) {
     kern::parallel_for(G.planes, 8, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t q = b; q < e; ++q)
         for (std::int64_t oh = 0; oh < G.OH; ++oh)
-          for (std::int64_t ow = 0; ow < G.OW; ++ow) {
-            std::int64_t best = oh * G.s * G.W + ow * G.s;
-            T bv = px[q * G.H * G.W + best];
-            for (std::int64_t kh = 0; kh < G.k && bv == bv; ++kh)
-              for (std::int64_t kw = 0; kw < G.k; ++kw) {
-                const std::int64_t at = (oh * G.s + kh) * G.W + ow * G.s + kw;
-                const T v = px[q * G.H * G.W + at];
-                if (v != v || v > bv) {
-                  bv = v;
-                  best = at;
-                  if (v != v) break;
+          if (G.k == 2 && G.s == 2) {
+            pool2x2_row(px + q * G.H * G.W, G.W, G.OW, 2 * oh * G.W, py + (q * G.OH + oh) * G.OW, pi + (q * G.OH + oh) * G.OW);
+          } else {
+            for (std::int64_t ow = 0; ow < G.OW; ++ow) {
+              std::int64_t best = oh * G.s * G.W + ow * G.s;
+              T bv = px[q * G.H * G.W + best];
+              for (std::int64_t kh = 0; kh < G.k && bv == bv; ++kh)
+                for (std::int64_t kw = 0; kw < G.k; ++kw) {
+                  const std::int64_t at = (oh * G.s + kh) * G.W + ow * G.s + kw;
+                  const T v = px[q * G.H * G.W + at];
+                  if (v != v || v > bv) {
+                    bv = v;
+                    best = at;
+                    if (v != v) break;
+                  }
                 }
-              }
-            py[(q * G.OH + oh) * G.OW + ow] = bv;
-            pi[(q * G.OH + oh) * G.OW + ow] = best;
+              py[(q * G.OH + oh) * G.OW + ow] = bv;
+              pi[(q * G.OH + oh) * G.OW + ow] = best;
+            }
           }
     });
   });

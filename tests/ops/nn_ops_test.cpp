@@ -1,4 +1,8 @@
 // conv2d, pooling, layer_norm, dropout, embedding: gradients (f64), determinism (f32), errors.
+#include <bit>
+#include <cmath>
+#include <limits>
+
 #include "support/op_harness.hpp"
 
 namespace bitgrad::test {
@@ -34,6 +38,60 @@ TEST(NnOps, ConvolutionOfAKnownImage) {
   EXPECT_EQ(conv2d(x, w, b).to_vector<float>(), (std::vector<float>{13, 17, 25, 29}));
   EXPECT_EQ(max_pool2d(x, 2, 1).to_vector<float>(), (std::vector<float>{5, 6, 8, 9}));
   EXPECT_EQ(avg_pool2d(x, 2, 1).to_vector<float>(), (std::vector<float>{3, 4, 6, 7}));
+}
+
+TEST(NnOps, MaxPoolTakesTheFirstMaximumAndTheFirstNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // one 2x2 window per row pair: [3 5; 5 1] (tie: the first 5), [2 nan; 9 nan] (the first NaN)
+  Tensor x = Tensor::from<float>(std::vector<float>{3, 5, 2, nan, 5, 1, 9, nan}, Shape{1, 1, 2, 4});
+  x.set_requires_grad(true);
+  Tensor y = max_pool2d(x, 2);
+  const std::vector<float> v = y.to_vector<float>();
+  EXPECT_EQ(v[0], 5.0f);
+  EXPECT_TRUE(std::isnan(v[1]));
+  y.backward(Tensor::from<float>(std::vector<float>{10, 20}, y.shape()));
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{0, 10, 0, 20, 0, 0, 0, 0})) << "the gradient goes to the chosen pixels";
+}
+
+TEST(NnOps, MaxPoolMatchesTheRowMajorScanOnTiesZerosAndNaNs) {
+  // values from {-0, +0, 1, 2, NaN}: most windows hold ties, signed zeros or NaNs; the 2x2
+  // stride-2 path and the general scan must both pick the scan's element, bit for bit
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float pool[5] = {-0.0f, 0.0f, 1.0f, 2.0f, nan};
+  struct Case {
+    std::int64_t h, w;
+    int k, s;
+  };
+  for (const Case& c : {Case{8, 10, 2, 2}, Case{9, 11, 2, 2}, Case{7, 9, 3, 2}, Case{6, 6, 2, 1}}) {
+    const std::int64_t P = 3, OH = (c.h - c.k) / c.s + 1, OW = (c.w - c.k) / c.s + 1;
+    std::vector<float> xv(static_cast<std::size_t>(P * c.h * c.w));
+    rng::Stream st(12, "pool");
+    for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = pool[st.u32(i) % 5];
+    Tensor x = Tensor::from<float>(xv, Shape{1, P, c.h, c.w});
+    x.set_requires_grad(true);
+    Tensor y = max_pool2d(x, c.k, c.s);
+    const std::vector<float> yv = y.to_vector<float>();
+    std::vector<float> gx(xv.size(), 0.0f);
+    for (std::int64_t q = 0; q < P; ++q)
+      for (std::int64_t oh = 0; oh < OH; ++oh)
+        for (std::int64_t ow = 0; ow < OW; ++ow) {
+          std::int64_t best = -1;
+          for (std::int64_t kh = 0; kh < c.k; ++kh)
+            for (std::int64_t kw = 0; kw < c.k; ++kw) {
+              const std::int64_t at = (q * c.h + oh * c.s + kh) * c.w + ow * c.s + kw;
+              const float v = xv[static_cast<std::size_t>(at)], b = best < 0 ? 0.0f : xv[static_cast<std::size_t>(best)];
+              if (best < 0 || (b == b && (v != v || v > b))) best = at;
+            }
+          const std::size_t o = static_cast<std::size_t>((q * OH + oh) * OW + ow);
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(yv[o]), std::bit_cast<std::uint32_t>(xv[static_cast<std::size_t>(best)]))
+              << "k=" << c.k << " s=" << c.s << " output " << o;
+          gx[static_cast<std::size_t>(best)] += static_cast<float>(o + 1);
+        }
+    std::vector<float> g(yv.size());
+    for (std::size_t o = 0; o < g.size(); ++o) g[o] = static_cast<float>(o + 1);
+    y.backward(Tensor::from<float>(g, y.shape()));
+    EXPECT_EQ(x.grad().to_vector<float>(), gx) << "k=" << c.k << " s=" << c.s << ": the gradient goes to the chosen pixels";
+  }
 }
 
 TEST(NnOps, DropoutMaskIsAFunctionOfTheStreamAndIndex) {
