@@ -3,11 +3,13 @@
 # /usr/bin/python3) on the same models, data, batch and optimizer, one configuration per
 # process, rotating the order every round. PyTorch runs with OpenBLAS and with BLIS as its BLAS
 # (bench/torch_setups.sh), and with torch.use_deterministic_algorithms(True).
-#   bench/peer.sh BUILD_DIR OUT_DIR        (bench/run.sh; PEER_REPS rounds, default 3)
+#   bench/peer.sh BUILD_DIR OUT_DIR        (bench/run.sh; PEER_REPS rounds, default 3;
+#                                          PEER_MODELS, default "mlp cnn adder")
 set -euo pipefail
 build=$1
 out=$2
 reps=${PEER_REPS:-3}
+models=${PEER_MODELS:-mlp cnn adder}
 here=$(dirname "$0")
 mkdir -p "$out"
 res="$out/peer.jsonl"
@@ -41,7 +43,7 @@ measure() {
 setups=(bitgrad torch-openblas torch-blis torch-blis-skx torch-openblas-det torch-blis-skx-det)
 [ -d "$blis_dir" ] || { echo "peer: $blis_dir missing (scripts/install-deps.sh installs libblis-openmp-dev); PyTorch with BLIS is left out" >&2; setups=(bitgrad torch-openblas torch-openblas-det); }
 for r in $(seq 1 "$reps"); do
-  for model in mlp cnn adder; do
+  for model in $models; do
     for t in 1 2; do
       # rotate the order of the set-ups every round
       n=${#setups[@]}
