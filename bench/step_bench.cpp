@@ -18,19 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "bitgrad/runtime.hpp"
 #include "train/session.hpp"
 #include "train/step_tracer.hpp"
-
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace bitgrad;
@@ -96,7 +87,7 @@ int main(int argc, char** argv) {
         "{\"framework\": \"%s\", \"config\": \"%s\", \"threads\": %d, \"workers\": %d, \"batch\": %lld, \"width\": %ld, \"trace\": \"%s\", "
         "\"isa\": \"%s\", \"steps\": %lld, \"ms_per_step\": %.4f, \"samples_per_s\": %.1f, \"peak_rss_mb\": %.1f}\n",
         label.c_str(), train::config_stem(config).c_str(), threads, workers, static_cast<long long>(cfg.batch_size), width, trace.c_str(),
-        isa_name(active_isa()), static_cast<long long>(measured), median(ms), static_cast<double>(measured * cfg.batch_size) / total,
+        isa_name(active_isa()), static_cast<long long>(measured), bench::median(ms), static_cast<double>(measured * cfg.batch_size) / total,
         static_cast<double>(ru.ru_maxrss) / 1024.0);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "step_bench: %s\n", e.what());

@@ -15,19 +15,10 @@
 #include <unistd.h>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "bitgrad/runtime.hpp"
 #include "train/session.hpp"
 #include "train/step_tracer.hpp"
-
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace bitgrad;
@@ -73,7 +64,7 @@ int main(int argc, char** argv) {
       }
     }
     std::remove(path.c_str());
-    const double a = median(ms_plain), t = median(ms_traced);
+    const double a = bench::median(ms_plain), t = bench::median(ms_traced);
     std::printf("%s  threads %d  isa %s  tracer %s  %ld steps each: ms/step untraced %.3f, traced %.3f, overhead %+.2f%%\n",
                 cfg.file.substr(cfg.file.find_last_of('/') + 1).c_str(), threads, isa_name(active_isa()),
                 train::StepTracer::mode_name(tracer.mode()), steps, a, t, 100 * (t / a - 1));
