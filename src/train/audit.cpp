@@ -127,16 +127,7 @@ int audit(const Config& cfg0, const AuditOptions& opt, std::ostream& out) {
   }
   j["matrices"] = mats;
   j["all_zero"] = all_zero;
-  io::make_dirs(dir);
-  io::write_file_atomic(dir + "/audit.json", j.dump(1) + "\n");
-  repro::RunInfo info;
-  info.kind = "audit";
-  info.command = opt.command;
-  info.config_file = cfg0.file;
-  info.config_hash = config_hash(cfg0);
-  info.seed = cfg0.seed;
-  info.data_files = data_files(cfg0);
-  io::write_file_atomic(dir + "/manifest.json", repro::run_manifest_json(info));
+  write_study(dir, "audit", "audit.json", j.dump(1) + "\n", cfg0, opt.command, false);
   out << "\n" << (all_zero ? "all zero: " : "NOT all zero: ") << runs << " runs, matrices in " << dir << "/audit.json\n";
   return all_zero ? 0 : 1;
 }

@@ -132,17 +132,7 @@ void sensitivity(const Config& cfg, const SensitivityOptions& opt, std::ostream&
     spread(tloss, "test loss", 1, "");
   }
   j["per_step"] = per;
-  io::make_dirs(dir);
-  io::write_file_atomic(dir + "/sensitivity.json", j.dump(1) + "\n");
-  repro::RunInfo info;
-  info.kind = "sensitivity";
-  info.command = opt.command;
-  info.config_file = cfg.file;
-  info.config_hash = config_hash(cfg);
-  info.seed = cfg.seed;
-  info.perturbed = true;
-  info.data_files = data_files(cfg);
-  io::write_file_atomic(dir + "/manifest.json", repro::run_manifest_json(info));
+  write_study(dir, "sensitivity", "sensitivity.json", j.dump(1) + "\n", cfg, opt.command, true);
   out << "written to " << dir << "/sensitivity.json\n";
 }
 

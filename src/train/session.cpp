@@ -9,6 +9,8 @@
 #include "train/session.hpp"
 
 #include "bitgrad/autograd.hpp"
+#include "bitgrad/io.hpp"
+#include "bitgrad/repro.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/tensor_ops.hpp"
 
@@ -219,6 +221,25 @@ Digest128 Session::fingerprint() const {
   const std::int64_t st = opt->steps();
   fp.add_bytes(&st, sizeof st);
   return fp.digest();
+}
+
+}  // namespace bitgrad::train
+
+namespace bitgrad::train {
+
+void write_study(const std::string& dir, const std::string& kind, const std::string& result_file, const std::string& json,
+                 const Config& c, const std::string& command, bool perturbed) {
+  io::make_dirs(dir);
+  io::write_file_atomic(dir + "/" + result_file, json);
+  repro::RunInfo info;
+  info.kind = kind;
+  info.command = command;
+  info.config_file = c.file;
+  info.config_hash = config_hash(c);
+  info.seed = c.seed;
+  info.perturbed = perturbed;
+  info.data_files = data_files(c);
+  io::write_file_atomic(dir + "/manifest.json", repro::run_manifest_json(info));
 }
 
 }  // namespace bitgrad::train

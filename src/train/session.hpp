@@ -58,5 +58,9 @@ bool t5_holds(std::int64_t micro);
 std::string config_stem(const std::string& path);
 // Files the configuration reads (hashed into manifests).
 std::vector<std::string> data_files(const Config& c);
+// Writes a study's result (dir/result_file, JSON) and its manifest (kind, command, config, seed,
+// data files; perturbed for sensitivity studies): what audit and sensitivity leave behind.
+void write_study(const std::string& dir, const std::string& kind, const std::string& result_file, const std::string& json,
+                 const Config& c, const std::string& command, bool perturbed);
 
 }  // namespace bitgrad::train

@@ -1,5 +1,7 @@
 // Optimizers against their documented formulas (exact bits), schedules, clipping, state.
+#include <bit>
 #include <cmath>
+#include <memory>
 
 #include "bitgrad/fingerprint.hpp"
 #include "bitgrad/math.hpp"
@@ -52,6 +54,37 @@ TEST(Optim, AdamFirstSteps) {
     v = 0.999f * v + static_cast<float>(1.0 - 0.999) * (g * g);
     x = x - c1 * (m / (std::sqrt(v) / s2 + 1e-8f));
     EXPECT_EQ(p.to_vector<float>()[0], x) << "step " << t;
+  }
+}
+
+TEST(Optim, UpdatesSplitOverThreadsGiveTheSameBits) {
+  // the updates run in chunks on the kernel threads; a parameter of several chunks (and an odd
+  // size) must come out the same at every thread count, for every update formula
+  RuntimeGuard guard;
+  const std::size_t n = 100003;
+  const std::vector<float> p0 = random_vec<float>(n, 1), g0 = random_vec<float>(n, 2), g1 = random_vec<float>(n, 3);
+  auto run = [&](int kind) {
+    Tensor p = param(p0);
+    std::unique_ptr<optim::Optimizer> o;
+    if (kind == 0) o = std::make_unique<optim::Sgd>(optim::NamedTensors{{"p", p}}, optim::SgdOptions{0.9, 0.01, true});
+    else if (kind == 1) o = std::make_unique<optim::Sgd>(optim::NamedTensors{{"p", p}}, optim::SgdOptions{0.0, 0.0, false});
+    else o = std::make_unique<optim::Adam>(optim::NamedTensors{{"p", p}}, optim::AdamOptions{0.9, 0.999, 1e-8, 0.1, kind == 3});
+    for (const auto* g : {&g0, &g1, &g0}) {
+      set_grad(p, *g);
+      o->step(0.05);
+    }
+    return p.to_vector<float>();
+  };
+  for (int kind = 0; kind < 4; ++kind) {
+    set_num_threads(1);
+    const std::vector<float> want = run(kind);
+    for (int t : thread_counts()) {
+      set_num_threads(t);
+      const std::vector<float> got = run(kind);
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(want[i])) << "kind " << kind << " threads " << t << " element " << i;
+    }
   }
 }
 
