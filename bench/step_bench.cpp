@@ -21,7 +21,7 @@
 #include "bench_util.hpp"
 #include "bitgrad/runtime.hpp"
 #include "train/session.hpp"
-#include "train/step_tracer.hpp"
+#include "instruments/step_tracer.hpp"
 
 int main(int argc, char** argv) {
   using namespace bitgrad;
@@ -54,19 +54,19 @@ int main(int argc, char** argv) {
       // every linear layer but the last gets the new width
       int last = -1;
       for (int i = 0; i < static_cast<int>(cfg.layers.size()); ++i)
-        if (cfg.layers[static_cast<std::size_t>(i)].type == "linear") last = i;
+        if (cfg.layers[static_cast<std::size_t>(i)].type == train::LayerKind::linear) last = i;
       for (int i = 0; i < last; ++i)
-        if (cfg.layers[static_cast<std::size_t>(i)].type == "linear") cfg.layers[static_cast<std::size_t>(i)].out = width;
+        if (cfg.layers[static_cast<std::size_t>(i)].type == train::LayerKind::linear) cfg.layers[static_cast<std::size_t>(i)].out = width;
     }
     cfg.workers = workers;
     train::Session ses(cfg, train::train_dataset(cfg), nullptr, workers);
-    const std::int64_t measured = steps > 0 ? steps : ses.bpe;
+    const std::int64_t measured = steps > 0 ? steps : ses.batches_per_epoch();
     const std::int64_t warmup = std::min<std::int64_t>(10, measured / 10);
-    std::unique_ptr<train::StepTracer> tracer;
+    std::unique_ptr<instruments::StepTracer> tracer;
     const std::string path = "/tmp/bitgrad_step_bench_" + std::to_string(::getpid()) + ".jsonl";
     if (trace != "none") {
-      tracer = std::make_unique<train::StepTracer>(path, false);
-      ses.before_update = [t = tracer.get()] { t->wait(); };
+      tracer = std::make_unique<instruments::StepTracer>(train::JsonLinesWriter(path));
+      ses.set_before_update([t = tracer.get()] { t->wait(); });
     }
     std::vector<double> ms;
     Clock::time_point start;
@@ -83,10 +83,12 @@ int main(int argc, char** argv) {
     std::remove(path.c_str());
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
+    std::string stem = config.substr(config.find_last_of('/') + 1);  // the file name without ".toml"
+    stem = stem.substr(0, stem.rfind(".toml"));
     std::printf(
         "{\"framework\": \"%s\", \"config\": \"%s\", \"threads\": %d, \"workers\": %d, \"batch\": %lld, \"width\": %ld, \"trace\": \"%s\", "
         "\"isa\": \"%s\", \"steps\": %lld, \"ms_per_step\": %.4f, \"samples_per_s\": %.1f, \"peak_rss_mb\": %.1f}\n",
-        label.c_str(), train::config_stem(config).c_str(), threads, workers, static_cast<long long>(cfg.batch_size), width, trace.c_str(),
+        label.c_str(), stem.c_str(), threads, workers, static_cast<long long>(cfg.batch_size), width, trace.c_str(),
         isa_name(active_isa()), static_cast<long long>(measured), bench::median(ms), static_cast<double>(measured * cfg.batch_size) / total,
         static_cast<double>(ru.ru_maxrss) / 1024.0);
   } catch (const std::exception& e) {

@@ -18,7 +18,7 @@
 #include "bench_util.hpp"
 #include "bitgrad/runtime.hpp"
 #include "train/session.hpp"
-#include "train/step_tracer.hpp"
+#include "instruments/step_tracer.hpp"
 
 int main(int argc, char** argv) {
   using namespace bitgrad;
@@ -38,11 +38,12 @@ int main(int argc, char** argv) {
     train::Session plain(cfg, data, nullptr, 0), traced(cfg, data, nullptr, 0);
     const std::string path = "/tmp/bitgrad_trace_bench_" + std::to_string(::getpid()) + ".jsonl";
     const char* forced = std::getenv("BITGRAD_TRACE_MODE");  // thread | idle | inline (for comparisons)
-    train::StepTracer tracer = forced ? train::StepTracer(path, false, !std::strcmp(forced, "thread") ? train::StepTracer::Mode::thread
-                                                                        : !std::strcmp(forced, "idle")  ? train::StepTracer::Mode::idle
-                                                                                                        : train::StepTracer::Mode::inline_)
-                                      : train::StepTracer(path, false);
-    traced.before_update = [&tracer] { tracer.wait(); };
+    using Tracer = instruments::StepTracer;
+    Tracer tracer = forced ? Tracer(train::JsonLinesWriter(path), !std::strcmp(forced, "thread") ? Tracer::Mode::thread
+                                                                  : !std::strcmp(forced, "idle")  ? Tracer::Mode::idle
+                                                                                                  : Tracer::Mode::inline_)
+                           : Tracer(train::JsonLinesWriter(path));
+    traced.set_before_update([&tracer] { tracer.wait(); });
     const long block = 10, warmup = 2;
     std::vector<double> ms_plain, ms_traced;
     std::int64_t sp = 0, st = 0;
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
     const double a = bench::median(ms_plain), t = bench::median(ms_traced);
     std::printf("%s  threads %d  isa %s  tracer %s  %ld steps each: ms/step untraced %.3f, traced %.3f, overhead %+.2f%%\n",
                 cfg.file.substr(cfg.file.find_last_of('/') + 1).c_str(), threads, isa_name(active_isa()),
-                train::StepTracer::mode_name(tracer.mode()), steps, a, t, 100 * (t / a - 1));
+                Tracer::mode_name(tracer.mode()), steps, a, t, 100 * (t / a - 1));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "trace_bench: %s\n", e.what());
     return 2;

@@ -83,9 +83,9 @@ class Conv2d : public Module {
 };
 
 enum class Activation { relu, gelu, tanh, sigmoid };
-class Act : public Module {
+class ActivationLayer : public Module {
  public:
-  explicit Act(Activation a) : a_(a) {}
+  explicit ActivationLayer(Activation a) : a_(a) {}
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override { return in; }
   std::string describe() const override;

@@ -19,7 +19,30 @@ void set_isa(Isa isa);  // throws if the CPU lacks it
 
 int num_threads();
 void set_num_threads(int n);  // n >= 1
-int default_num_threads();    // BITGRAD_THREADS or the CPUs of this process
+int default_num_threads();
+// The one way to change the thread count for a while: sets n (n <= 0: leaves it) and
+// restores the count it found when the scope ends.
+class ThreadCountScope {
+ public:
+  explicit ThreadCountScope(int n = 0);
+  ~ThreadCountScope();
+  ThreadCountScope(const ThreadCountScope&) = delete;
+  ThreadCountScope& operator=(const ThreadCountScope&) = delete;
+
+ private:
+  int before_;
+};
+// The same for the code path.
+class IsaScope {
+ public:
+  explicit IsaScope(Isa isa);
+  ~IsaScope();
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+
+ private:
+  Isa before_;
+};    // BITGRAD_THREADS or the CPUs of this process
 int available_cpus();         // the CPUs this process may run on
 
 // Throws if the floating-point environment is not IEEE default (round to nearest, no

@@ -7,8 +7,7 @@
 #include <string>
 
 #include "bitgrad/bitgrad.hpp"
-#include "bitgrad/repro.hpp"
-#include "bitgrad/train.hpp"
+#include "bitgrad/instruments.hpp"
 
 namespace {
 
@@ -20,8 +19,8 @@ std::string version_line() {
 int cmd_selftest(int threads, const std::string& isa) {
   using namespace bitgrad;
   check_fp_environment();
-  if (threads > 0) set_num_threads(threads);
-  if (!isa.empty()) set_isa(parse_isa(isa));
+  ThreadCountScope thread_count(threads);
+  IsaScope code_path(isa.empty() ? active_isa() : parse_isa(isa));
   SelftestResult r = run_selftest();
   std::printf("bitgrad %s selftest\n", kVersion);
   std::printf("numerics %d\n", kNumericsVersion);
@@ -33,9 +32,8 @@ int cmd_selftest(int threads, const std::string& isa) {
   return 0;
 }
 
-int cmd_train(const std::string& config, const bitgrad::train::RunOptions& o) {
-  bitgrad::train::Config cfg = bitgrad::train::load_config(config);
-  bitgrad::train::run(cfg, o, std::cout);
+int cmd_train(const std::string& config, const bitgrad::instruments::TrainOptions& o) {
+  bitgrad::instruments::train(bitgrad::train::load_config(config), o, std::cout);
   return 0;
 }
 
@@ -54,7 +52,8 @@ int main(int argc, char** argv) {
   selftest->add_option("--isa", isa, "code path: scalar, avx2 or avx512 (default: BITGRAD_ISA or the best available)");
 
   std::string config;
-  bitgrad::train::RunOptions run;
+  bitgrad::instruments::TrainOptions run;
+  std::string trace = "steps";
   std::uint64_t seed = 0;
   CLI::App* train = app.add_subcommand("train", "Train the model a TOML configuration describes");
   train->add_option("config", config, "configuration file (see docs/cli.md)")->required()->check(CLI::ExistingFile);
@@ -70,7 +69,7 @@ int main(int argc, char** argv) {
                          ->check(CLI::ExistingDirectory);
   out_opt->excludes(resume_opt);
   train->add_option("--checkpoint-every", run.checkpoint_every, "also checkpoint every N steps")->check(CLI::Range(1L, 1L << 50));
-  train->add_option("--trace", run.trace, "fingerprint trace: none, steps (trace.jsonl, default) or ops (also ops.jsonl)")
+  train->add_option("--trace", trace, "fingerprint trace: none, steps (trace.jsonl, default) or ops (also ops.jsonl)")
       ->check(CLI::IsMember({"none", "steps", "ops"}));
   train->add_flag("--detect-anomaly", run.detect_anomaly, "stop at the first non-finite op output or gradient, naming the op");
   std::uint64_t perturb = 0;
@@ -88,7 +87,7 @@ int main(int argc, char** argv) {
   diffc->add_flag("--no-replay", no_replay, "do not replay the first differing step to measure the difference");
 
   std::string audit_cfg;
-  bitgrad::train::AuditOptions aud;
+  bitgrad::instruments::AuditOptions aud;
   CLI::App* auditc = app.add_subcommand("audit", "Repeat a training across settings; pairwise error matrices (all zero is the promise)");
   auditc->add_option("config", audit_cfg, "configuration file")->required()->check(CLI::ExistingFile);
   auditc->add_option("--runs", aud.runs, "number of runs (default: one per combination)")->check(CLI::Range(2, 1000));
@@ -99,12 +98,12 @@ int main(int argc, char** argv) {
   auditc->add_option("--out", aud.out, "directory for audit.json (default: runs/audit-<config name>)");
 
   std::string sens_cfg;
-  bitgrad::train::SensitivityOptions sens;
+  bitgrad::instruments::SensitivityOptions sens;
   CLI::App* sensc = app.add_subcommand("sensitivity", "Train perturbed-order members beside the canonical run; divergence and spread");
   sensc->add_option("config", sens_cfg, "configuration file")->required()->check(CLI::ExistingFile);
   sensc->add_option("--members", sens.members, "perturbed runs beside the canonical one")->check(CLI::Range(1, 64));
   sensc->add_option("--steps", sens.steps, "steps (default: the configuration's plan)")->check(CLI::Range(1L, 1L << 50));
-  sensc->add_option("--threads", threads, "kernel threads")->check(CLI::Range(1, 4096));
+  sensc->add_option("--threads", sens.threads, "kernel threads")->check(CLI::Range(1, 4096));
   sensc->add_option("--out", sens.out, "directory for sensitivity.json (default: runs/sensitivity-<config name>)");
 
   std::vector<std::string> report_runs;
@@ -130,33 +129,33 @@ int main(int argc, char** argv) {
     std::string command;
     for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
     if (diffc->parsed()) {
-      bitgrad::train::DiffOptions o;
+      bitgrad::instruments::DiffOptions o;
       o.replay = !no_replay;
-      return bitgrad::train::diff(run_a, run_b, o, std::cout);
+      return bitgrad::instruments::diff(run_a, run_b, o, std::cout);
     }
     if (auditc->parsed()) {
       aud.command = command;
-      return bitgrad::train::audit(bitgrad::train::load_config(audit_cfg), aud, std::cout);
+      return bitgrad::instruments::audit(bitgrad::train::load_config(audit_cfg), aud, std::cout);
     }
     if (sensc->parsed()) {
       sens.command = command;
-      if (threads > 0) bitgrad::set_num_threads(threads);
-      bitgrad::train::sensitivity(bitgrad::train::load_config(sens_cfg), sens, std::cout);
+      bitgrad::instruments::sensitivity(bitgrad::train::load_config(sens_cfg), sens, std::cout);
       return 0;
     }
     if (reportc->parsed()) {
-      const bitgrad::repro::ReportSummary r = bitgrad::repro::write_report(report_runs, report_out);
+      const bitgrad::instruments::ReportSummary r = bitgrad::instruments::write_report(report_runs, report_out);
       std::cout << "report of " << r.runs << " run" << (r.runs == 1 ? "" : "s") << " with " << r.plots << " plots written to " << report_out << "\n";
       return 0;
     }
     if (env->parsed()) {
-      std::cout << bitgrad::repro::machine_manifest_json();
+      std::cout << bitgrad::instruments::machine_manifest_json();
       return 0;
     }
     if (train->parsed()) {
       if (seed_opt->count()) run.seed = seed;
       if (perturb_opt->count()) run.perturb_order = perturb;
-      for (int i = 0; i < argc; ++i) run.command += (i ? " " : "") + std::string(argv[i]);
+      run.command = command;
+      run.trace = bitgrad::instruments::parse_trace_level(trace);
       if (bar->count()) run.progress = progress ? 1 : 0;
       return cmd_train(config, run);
     }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "bitgrad/fingerprint.hpp"
 #include "bitgrad/io.hpp"
 
 namespace bitgrad::io {
@@ -21,10 +22,8 @@ const char* st_dtype(DType t) {
 }
 
 std::string checksum(const char* data, std::size_t n) {
-  XXH128_hash_t h = XXH3_128bits(data, n);
-  char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h.high64), static_cast<unsigned long long>(h.low64));
-  return buf;
+  const XXH128_hash_t h = XXH3_128bits(data, n);
+  return Digest128{h.high64, h.low64}.hex();
 }
 
 }  // namespace

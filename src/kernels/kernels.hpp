@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "bitgrad/runtime.hpp"
 
@@ -108,8 +109,15 @@ const Table<T>& active() {
 
 // Streaming pairwise tree over a sequence of partial results (numerics.md, "batch rule"):
 // push block results in order; total() folds what is left from the top (right) down.
-// Combines left + right. Used by every batch-rule kernel.
-template <class T, int MaxLevels = 64>
+// Combines left + right with Add (operator+ by default). Every batch-rule kernel uses it, and
+// so does the training step for its micro-batches' gradients.
+struct Plus {
+  template <class T>
+  T operator()(const T& a, const T& b) const {
+    return a + b;
+  }
+};
+template <class T, class Add = Plus, int MaxLevels = 64>
 struct PairwiseStack {
   T val[MaxLevels];
   int level[MaxLevels];
@@ -117,19 +125,23 @@ struct PairwiseStack {
   void push(T v) {
     int l = 0;
     while (n > 0 && level[n - 1] == l) {
-      v = val[n - 1] + v;
+      v = Add{}(val[n - 1], v);
       --n;
       ++l;
     }
-    val[n] = v;
+    val[n] = std::move(v);
     level[n] = l;
     ++n;
   }
   T total() const {
-    if (n == 0) return T(0);
+    if (n == 0) return T();
     T r = val[n - 1];
-    for (int i = n - 2; i >= 0; --i) r = val[i] + r;
+    for (int i = n - 2; i >= 0; --i) r = Add{}(val[i], r);
     return r;
+  }
+  void clear() {
+    for (int i = 0; i < n; ++i) val[i] = T();
+    n = 0;
   }
 };
 

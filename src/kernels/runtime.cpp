@@ -106,6 +106,16 @@ void set_num_threads(int n) {
   kern::pool_resize(n);
 }
 
+ThreadCountScope::ThreadCountScope(int n) : before_(num_threads()) {
+  if (n > 0 && n != before_) set_num_threads(n);
+}
+ThreadCountScope::~ThreadCountScope() {
+  if (num_threads() != before_) kern::pool_resize(before_);
+}
+
+IsaScope::IsaScope(Isa isa) : before_(active_isa()) { set_isa(isa); }
+IsaScope::~IsaScope() { set_isa(before_); }
+
 void check_fp_environment() {
 #if defined(__x86_64__)
   unsigned csr = _mm_getcsr();

@@ -74,7 +74,7 @@ std::string Conv2d::describe() const {
 }
 
 // ---- activations, dropout, flatten, pooling ----------------------------------------------------
-Tensor Act::forward(const Tensor& x, const Context&) {
+Tensor ActivationLayer::forward(const Tensor& x, const Context&) {
   switch (a_) {
     case Activation::relu: return relu(x);
     case Activation::gelu: return gelu(x);
@@ -83,7 +83,7 @@ Tensor Act::forward(const Tensor& x, const Context&) {
   }
   return x;
 }
-std::string Act::describe() const {
+std::string ActivationLayer::describe() const {
   switch (a_) {
     case Activation::relu: return "ReLU()";
     case Activation::gelu: return "GELU()";

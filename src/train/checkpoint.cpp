@@ -9,15 +9,12 @@
 #include <vector>
 
 #include "bitgrad/version.hpp"
+#include "io/format.hpp"
 
 namespace bitgrad::train {
 namespace {
 
-std::string name_of(std::int64_t step) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "step-%09lld", static_cast<long long>(step));
-  return buf;
-}
+std::string name_of(std::int64_t step) { return io::strprintf("step-%09lld", static_cast<long long>(step)); }
 
 void remove_tree(const std::string& dir) {
   if (DIR* d = ::opendir(dir.c_str())) {

@@ -9,9 +9,38 @@
 
 #include "bitgrad/train.hpp"
 #include "bitgrad/version.hpp"
+#include "io/format.hpp"
 
 namespace bitgrad::train {
 namespace {
+
+// The spellings of each choice in the configuration file, in the order errors list them.
+template <class E>
+struct Name {
+  E value;
+  const char* name;
+};
+constexpr Name<DatasetKind> kDatasets[] = {{DatasetKind::fashion_mnist, "fashion-mnist"}, {DatasetKind::csv, "csv"}, {DatasetKind::adder, "adder"}};
+constexpr Name<LossKind> kLosses[] = {{LossKind::cross_entropy, "cross_entropy"}, {LossKind::mse, "mse"}};
+constexpr Name<OptimizerKind> kOptimizers[] = {{OptimizerKind::sgd, "sgd"}, {OptimizerKind::adam, "adam"}, {OptimizerKind::adamw, "adamw"}};
+constexpr Name<optim::Schedule::Kind> kSchedules[] = {
+    {optim::Schedule::Kind::constant, "constant"}, {optim::Schedule::Kind::step, "step"}, {optim::Schedule::Kind::cosine, "cosine"}};
+constexpr Name<LayerKind> kLayers[] = {{LayerKind::linear, "linear"},       {LayerKind::conv2d, "conv2d"},       {LayerKind::flatten, "flatten"},
+                                       {LayerKind::relu, "relu"},           {LayerKind::gelu, "gelu"},           {LayerKind::tanh, "tanh"},
+                                       {LayerKind::sigmoid, "sigmoid"},     {LayerKind::dropout, "dropout"},     {LayerKind::maxpool2d, "maxpool2d"},
+                                       {LayerKind::avgpool2d, "avgpool2d"}, {LayerKind::layernorm, "layernorm"}};
+constexpr Name<nn::Init> kInits[] = {{nn::Init::kaiming_uniform, "kaiming_uniform"},
+                                     {nn::Init::kaiming_normal, "kaiming_normal"},
+                                     {nn::Init::xavier_uniform, "xavier_uniform"},
+                                     {nn::Init::xavier_normal, "xavier_normal"},
+                                     {nn::Init::zeros, "zeros"}};
+
+template <class E, std::size_t N>
+const char* name_of(const Name<E> (&table)[N], E v) {
+  for (const auto& n : table)
+    if (n.value == v) return n.name;
+  return "?";
+}
 
 [[noreturn]] void fail_at(const std::string& file, int line, const std::string& what) {
   throw Error(file + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": " + what);
@@ -92,6 +121,15 @@ class Section {
     }
     return v;
   }
+  template <class E, std::size_t N>
+  E choice(const char* key, E def, const Name<E> (&table)[N]) {
+    std::vector<std::string> names;
+    for (const auto& n : table) names.push_back(n.name);
+    const std::string v = string(key, name_of(table, def), names);
+    for (const auto& n : table)
+      if (v == n.name) return n.value;
+    return def;
+  }
   void finish() {
     if (!t_) return;
     for (auto&& [k, v] : *t_) {
@@ -128,16 +166,15 @@ LayerSpec parse_layer(const toml::table& t, std::size_t index, const std::string
   l.line = line;
   const toml::node* tn = s.node("type");
   if (!tn) fail_at(file, line, name + " needs a type");
-  l.type = s.string("type", "",
-                    {"linear", "conv2d", "flatten", "relu", "gelu", "tanh", "sigmoid", "dropout", "maxpool2d", "avgpool2d", "layernorm"});
+  l.type = s.choice("type", LayerKind::linear, kLayers);
   auto need = [&](const char* key) {
-    if (!t.get(key)) fail_at(file, line, name + " (" + l.type + ") needs '" + key + "'");
+    if (!t.get(key)) fail_at(file, line, name + " (" + to_string(l.type) + ") needs '" + key + "'");
   };
-  if (l.type == "linear") {
+  if (l.type == LayerKind::linear) {
     need("out");
     l.out = s.integer("out", 0, 1, 1 << 24);
     l.bias = s.boolean("bias", true);
-  } else if (l.type == "conv2d") {
+  } else if (l.type == LayerKind::conv2d) {
     need("out");
     need("kernel");
     l.out = s.integer("out", 0, 1, 1 << 16);
@@ -145,28 +182,26 @@ LayerSpec parse_layer(const toml::table& t, std::size_t index, const std::string
     l.stride = static_cast<int>(s.integer("stride", 1, 1, 64));
     l.padding = static_cast<int>(s.integer("padding", 0, 0, 64));
     l.bias = s.boolean("bias", true);
-  } else if (l.type == "dropout") {
+  } else if (l.type == LayerKind::dropout) {
     need("p");
     l.p = s.number("p", 0, 0, 0.999999);
-  } else if (l.type == "maxpool2d" || l.type == "avgpool2d") {
+  } else if (l.type == LayerKind::maxpool2d || l.type == LayerKind::avgpool2d) {
     need("kernel");
     l.kernel = static_cast<int>(s.integer("kernel", 0, 1, 64));
     l.stride = static_cast<int>(s.integer("stride", l.kernel, 1, 64));
-  } else if (l.type == "layernorm") {
+  } else if (l.type == LayerKind::layernorm) {
     l.eps = s.number("eps", 1e-5, 0, 1);
   }
   s.finish();
   return l;
 }
 
-std::string fmt_double(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s = buf;
+std::string toml_float(double v) {
+  std::string s = io::strprintf("%.17g", v);
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // a TOML float
   return s;
 }
-std::string q(const std::string& s) {
+std::string toml_string(const std::string& s) {
   std::string out = "\"";
   for (char ch : s) {
     if (ch == '"' || ch == '\\') out += '\\';
@@ -180,46 +215,64 @@ std::string q(const std::string& s) {
 std::string defining_toml(const Config& c, bool for_hash) {
   std::ostringstream o;
   o << "seed = " << c.seed << "\n\n[data]\n";
-  o << "dataset = " << q(c.dataset) << "\n";
-  if (c.dataset == "fashion-mnist") {
-    o << "path = " << q(c.path) << "\nnormalize = " << (c.normalize ? "true" : "false") << "\n";
-  } else if (c.dataset == "csv") {
-    o << "train = " << q(c.train_csv) << "\ntest = " << q(c.test_csv) << "\nheader = " << (c.csv_header ? "true" : "false")
+  o << "dataset = " << toml_string(to_string(c.dataset)) << "\n";
+  if (c.dataset == DatasetKind::fashion_mnist) {
+    o << "path = " << toml_string(c.path) << "\nnormalize = " << (c.normalize ? "true" : "false") << "\n";
+  } else if (c.dataset == DatasetKind::csv) {
+    o << "train = " << toml_string(c.train_csv) << "\ntest = " << toml_string(c.test_csv) << "\nheader = " << (c.csv_header ? "true" : "false")
       << "\nlabel_column = " << c.label_column << "\ntargets = " << c.targets << "\n";
   } else {
     o << "samples = " << c.samples << "\ntest_samples = " << c.test_samples << "\nfeatures = " << c.features << "\n";
   }
   o << "crop_padding = " << c.crop_padding << "\nhflip = " << (c.hflip ? "true" : "false") << "\n";
-  o << "\n[model]\ninit = " << q(c.init) << "\nlayers = [\n";
+  o << "\n[model]\ninit = " << toml_string(nn::init_name(c.init)) << "\nlayers = [\n";
   for (const LayerSpec& l : c.layers) {
-    o << "  { type = " << q(l.type);
-    if (l.type == "linear") o << ", out = " << l.out << ", bias = " << (l.bias ? "true" : "false");
-    if (l.type == "conv2d")
+    o << "  { type = " << toml_string(to_string(l.type));
+    if (l.type == LayerKind::linear) o << ", out = " << l.out << ", bias = " << (l.bias ? "true" : "false");
+    if (l.type == LayerKind::conv2d)
       o << ", out = " << l.out << ", kernel = " << l.kernel << ", stride = " << l.stride << ", padding = " << l.padding
         << ", bias = " << (l.bias ? "true" : "false");
-    if (l.type == "dropout") o << ", p = " << fmt_double(l.p);
-    if (l.type == "maxpool2d" || l.type == "avgpool2d") o << ", kernel = " << l.kernel << ", stride = " << l.stride;
-    if (l.type == "layernorm") o << ", eps = " << fmt_double(l.eps);
+    if (l.type == LayerKind::dropout) o << ", p = " << toml_float(l.p);
+    if (l.type == LayerKind::maxpool2d || l.type == LayerKind::avgpool2d) o << ", kernel = " << l.kernel << ", stride = " << l.stride;
+    if (l.type == LayerKind::layernorm) o << ", eps = " << toml_float(l.eps);
     o << " },\n";
   }
   o << "]\n\n[train]\nbatch_size = " << c.batch_size << "\nepochs = " << c.epochs << "\nsteps = " << c.steps
-    << "\nloss = " << q(c.loss) << "\nclip_grad_norm = " << fmt_double(c.clip_grad_norm) << "\nshuffle = " << (c.shuffle ? "true" : "false")
+    << "\nloss = " << toml_string(to_string(c.loss)) << "\nclip_grad_norm = " << toml_float(c.clip_grad_norm) << "\nshuffle = " << (c.shuffle ? "true" : "false")
     << "\ndrop_last = " << (c.drop_last ? "true" : "false") << "\n";
   if (!for_hash) o << "accumulate = " << c.accumulate << "\nlog_every = " << c.log_every << "\n";
-  o << "\n[optimizer]\ntype = " << q(c.optimizer) << "\nlr = " << fmt_double(c.lr);
-  if (c.optimizer == "sgd")
-    o << "\nmomentum = " << fmt_double(c.momentum) << "\nnesterov = " << (c.nesterov ? "true" : "false");
+  o << "\n[optimizer]\ntype = " << toml_string(to_string(c.optimizer)) << "\nlr = " << toml_float(c.lr);
+  if (c.optimizer == OptimizerKind::sgd)
+    o << "\nmomentum = " << toml_float(c.momentum) << "\nnesterov = " << (c.nesterov ? "true" : "false");
   else
-    o << "\nbeta1 = " << fmt_double(c.beta1) << "\nbeta2 = " << fmt_double(c.beta2) << "\neps = " << fmt_double(c.eps);
-  o << "\nweight_decay = " << fmt_double(c.weight_decay) << "\n";
-  o << "\n[schedule]\ntype = " << q(c.schedule) << "\nwarmup_steps = " << c.warmup_steps;
-  if (c.schedule == "step") o << "\ngamma = " << fmt_double(c.gamma) << "\nstep_size = " << c.step_size;
-  if (c.schedule == "cosine") o << "\nmin_lr = " << fmt_double(c.min_lr);
+    o << "\nbeta1 = " << toml_float(c.beta1) << "\nbeta2 = " << toml_float(c.beta2) << "\neps = " << toml_float(c.eps);
+  o << "\nweight_decay = " << toml_float(c.weight_decay) << "\n";
+  o << "\n[schedule]\ntype = " << toml_string(to_string(c.schedule)) << "\nwarmup_steps = " << c.warmup_steps;
+  if (c.schedule == optim::Schedule::Kind::step) o << "\ngamma = " << toml_float(c.gamma) << "\nstep_size = " << c.step_size;
+  if (c.schedule == optim::Schedule::Kind::cosine) o << "\nmin_lr = " << toml_float(c.min_lr);
   o << "\n\n[eval]\nbatch_size = " << c.eval_batch_size << "\neach_epoch = " << (c.eval_each_epoch ? "true" : "false") << "\n";
   return o.str();
 }
 
 }  // namespace
+
+const char* to_string(DatasetKind k) { return name_of(kDatasets, k); }
+const char* to_string(LossKind k) { return name_of(kLosses, k); }
+const char* to_string(OptimizerKind k) { return name_of(kOptimizers, k); }
+const char* to_string(LayerKind k) { return name_of(kLayers, k); }
+const char* to_string(optim::Schedule::Kind k) { return name_of(kSchedules, k); }
+
+std::vector<std::string> Config::data_files() const {
+  switch (dataset) {
+    case DatasetKind::fashion_mnist:
+      return {path + "/train-images-idx3-ubyte.gz", path + "/train-labels-idx1-ubyte.gz", path + "/t10k-images-idx3-ubyte.gz",
+              path + "/t10k-labels-idx1-ubyte.gz"};
+    case DatasetKind::csv:
+      return test_csv.empty() ? std::vector<std::string>{train_csv} : std::vector<std::string>{train_csv, test_csv};
+    case DatasetKind::adder: return {};
+  }
+  return {};
+}
 
 Config parse_config(const std::string& text, const std::string& name) {
   toml::table root;
@@ -236,11 +289,11 @@ Config parse_config(const std::string& text, const std::string& name) {
   top.finish();
 
   Section d = sub(root, "data", name);
-  c.dataset = d.string("dataset", "fashion-mnist", {"fashion-mnist", "csv", "adder"});
-  if (c.dataset == "fashion-mnist") {
+  c.dataset = d.choice("dataset", DatasetKind::fashion_mnist, kDatasets);
+  if (c.dataset == DatasetKind::fashion_mnist) {
     c.path = d.string("path", data::kFashionMnistDir);
     c.normalize = d.boolean("normalize", true);
-  } else if (c.dataset == "csv") {
+  } else if (c.dataset == DatasetKind::csv) {
     if (!d.node("train")) fail_at(name, d.line(), "[data] dataset = \"csv\" needs 'train' (a CSV file)");
     c.train_csv = d.string("train", "");
     c.test_csv = d.string("test", "");
@@ -257,7 +310,7 @@ Config parse_config(const std::string& text, const std::string& name) {
   d.finish();
 
   Section m = sub(root, "model", name);
-  c.init = m.string("init", "kaiming_uniform", {"kaiming_uniform", "kaiming_normal", "xavier_uniform", "xavier_normal", "zeros"});
+  c.init = m.choice("init", nn::Init::kaiming_uniform, kInits);
   const toml::node* ln = m.node("layers");
   if (!ln) fail_at(name, m.line(), "[model] needs 'layers', a list of { type = ... } tables");
   if (!ln->is_array()) fail_at(name, line_of(ln), std::string("[model] layers must be an array of tables, got ") + type_name(*ln));
@@ -275,7 +328,7 @@ Config parse_config(const std::string& text, const std::string& name) {
   c.epochs = t.integer("epochs", 1, 0, 1 << 20);
   c.steps = t.integer("steps", 0, 0, INT64_MAX / 2);
   c.accumulate = t.integer("accumulate", 1, 1, 1 << 20);
-  c.loss = t.string("loss", "cross_entropy", {"cross_entropy", "mse"});
+  c.loss = t.choice("loss", LossKind::cross_entropy, kLosses);
   c.clip_grad_norm = t.number("clip_grad_norm", 0.0, 0.0, 1e300);
   c.shuffle = t.boolean("shuffle", true);
   c.drop_last = t.boolean("drop_last", true);
@@ -286,9 +339,9 @@ Config parse_config(const std::string& text, const std::string& name) {
                                 std::to_string(c.accumulate));
 
   Section o = sub(root, "optimizer", name);
-  c.optimizer = o.string("type", "sgd", {"sgd", "adam", "adamw"});
+  c.optimizer = o.choice("type", OptimizerKind::sgd, kOptimizers);
   c.lr = o.number("lr", 0.01, 0.0, 1e6);
-  if (c.optimizer == "sgd") {
+  if (c.optimizer == OptimizerKind::sgd) {
     c.momentum = o.number("momentum", 0.0, 0.0, 1.0);
     c.nesterov = o.boolean("nesterov", false);
   } else {
@@ -301,12 +354,12 @@ Config parse_config(const std::string& text, const std::string& name) {
   if (c.nesterov && c.momentum == 0) fail_at(name, o.line(), "[optimizer] nesterov needs momentum > 0");
 
   Section s = sub(root, "schedule", name);
-  c.schedule = s.string("type", "constant", {"constant", "step", "cosine"});
+  c.schedule = s.choice("type", optim::Schedule::Kind::constant, kSchedules);
   c.warmup_steps = s.integer("warmup_steps", 0, 0, INT64_MAX / 2);
-  if (c.schedule == "step") {
+  if (c.schedule == optim::Schedule::Kind::step) {
     c.gamma = s.number("gamma", 0.1, 0.0, 1e6);
     c.step_size = s.integer("step_size", 1000, 1, INT64_MAX / 2);
-  } else if (c.schedule == "cosine") {
+  } else if (c.schedule == optim::Schedule::Kind::cosine) {
     c.min_lr = s.number("min_lr", 0.0, 0.0, 1e6);
   }
   s.finish();

@@ -9,14 +9,20 @@ namespace {
 }  // namespace
 
 std::shared_ptr<data::Dataset> train_dataset(const Config& c) {
-  if (c.dataset == "fashion-mnist") return data::fashion_mnist(c.path, true, c.normalize);
-  if (c.dataset == "csv") return data::csv_dataset(c.train_csv, c.csv_header, c.label_column, c.targets);
+  switch (c.dataset) {
+    case DatasetKind::fashion_mnist: return data::fashion_mnist(c.path, true, c.normalize);
+    case DatasetKind::csv: return data::csv_dataset(c.train_csv, c.csv_header, c.label_column, c.targets);
+    case DatasetKind::adder: break;
+  }
   return data::adder_dataset(c.samples, c.features, c.seed);
 }
 
 std::shared_ptr<data::Dataset> test_dataset(const Config& c) {
-  if (c.dataset == "fashion-mnist") return data::fashion_mnist(c.path, false, c.normalize);
-  if (c.dataset == "csv") return c.test_csv.empty() ? nullptr : data::csv_dataset(c.test_csv, c.csv_header, c.label_column, c.targets);
+  switch (c.dataset) {
+    case DatasetKind::fashion_mnist: return data::fashion_mnist(c.path, false, c.normalize);
+    case DatasetKind::csv: return c.test_csv.empty() ? nullptr : data::csv_dataset(c.test_csv, c.csv_header, c.label_column, c.targets);
+    case DatasetKind::adder: break;
+  }
   return c.test_samples > 0 ? data::adder_dataset(c.test_samples, c.features, c.seed, c.samples) : nullptr;
 }
 
@@ -27,34 +33,30 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
   std::uint64_t dropout_id = 0;
   for (std::size_t i = 0; i < c.layers.size(); ++i) {
     const LayerSpec& l = c.layers[i];
-    const std::string where = "model.layers[" + std::to_string(i) + "] (" + l.type + ")";
+    const std::string where = "model.layers[" + std::to_string(i) + "] (" + to_string(l.type) + ")";
     std::shared_ptr<nn::Module> m;
     try {
-      if (l.type == "linear") {
-        if (shape.ndim() < 2) fail_at(c.file, l.line, where + ": no input");
-        m = std::make_shared<nn::Linear>(shape[shape.ndim() - 1], l.out, l.bias);
-      } else if (l.type == "conv2d") {
-        if (shape.ndim() != 4) fail_at(c.file, l.line, where + " expects images [N, C, H, W], the layer before gives " + shape.str());
-        m = std::make_shared<nn::Conv2d>(shape[1], l.out, l.kernel, l.stride, l.padding, l.bias);
-      } else if (l.type == "flatten") {
-        m = std::make_shared<nn::Flatten>();
-      } else if (l.type == "relu") {
-        m = std::make_shared<nn::Act>(nn::Activation::relu);
-      } else if (l.type == "gelu") {
-        m = std::make_shared<nn::Act>(nn::Activation::gelu);
-      } else if (l.type == "tanh") {
-        m = std::make_shared<nn::Act>(nn::Activation::tanh);
-      } else if (l.type == "sigmoid") {
-        m = std::make_shared<nn::Act>(nn::Activation::sigmoid);
-      } else if (l.type == "dropout") {
-        m = std::make_shared<nn::Dropout>(l.p, dropout_id++);
-      } else if (l.type == "maxpool2d" || l.type == "avgpool2d") {
-        m = std::make_shared<nn::Pool2d>(l.type == "maxpool2d", l.kernel, l.stride);
-      } else if (l.type == "layernorm") {
-        m = std::make_shared<nn::LayerNorm>(shape[shape.ndim() - 1], l.eps);
+      switch (l.type) {
+        case LayerKind::linear:
+          if (shape.ndim() < 2) fail_at(c.file, l.line, where + ": no input");
+          if (shape.ndim() > 2)
+            fail_at(c.file, l.line, where + " expects inputs [N, features], the layer before gives " + shape.str() + "; add a flatten layer");
+          m = std::make_shared<nn::Linear>(shape[shape.ndim() - 1], l.out, l.bias);
+          break;
+        case LayerKind::conv2d:
+          if (shape.ndim() != 4) fail_at(c.file, l.line, where + " expects images [N, C, H, W], the layer before gives " + shape.str());
+          m = std::make_shared<nn::Conv2d>(shape[1], l.out, l.kernel, l.stride, l.padding, l.bias);
+          break;
+        case LayerKind::flatten: m = std::make_shared<nn::Flatten>(); break;
+        case LayerKind::relu: m = std::make_shared<nn::ActivationLayer>(nn::Activation::relu); break;
+        case LayerKind::gelu: m = std::make_shared<nn::ActivationLayer>(nn::Activation::gelu); break;
+        case LayerKind::tanh: m = std::make_shared<nn::ActivationLayer>(nn::Activation::tanh); break;
+        case LayerKind::sigmoid: m = std::make_shared<nn::ActivationLayer>(nn::Activation::sigmoid); break;
+        case LayerKind::dropout: m = std::make_shared<nn::Dropout>(l.p, dropout_id++); break;
+        case LayerKind::maxpool2d:
+        case LayerKind::avgpool2d: m = std::make_shared<nn::Pool2d>(l.type == LayerKind::maxpool2d, l.kernel, l.stride); break;
+        case LayerKind::layernorm: m = std::make_shared<nn::LayerNorm>(shape[shape.ndim() - 1], l.eps); break;
       }
-      if (l.type == "linear" && shape.ndim() > 2)
-        fail_at(c.file, l.line, where + " expects inputs [N, features], the layer before gives " + shape.str() + "; add a flatten layer");
       shape = m->output_shape(shape);
     } catch (const Error& e) {
       const std::string msg = e.what();
@@ -65,19 +67,19 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
   }
   const std::int64_t outputs = shape.ndim() >= 2 ? shape.numel() / shape[0] : 0;
   if (ds.num_classes() > 0) {
-    if (c.loss != "cross_entropy")
+    if (c.loss != LossKind::cross_entropy)
       fail_at(c.file, c.layers.back().line, "the dataset has class labels; use loss = \"cross_entropy\" in [train]");
     if (shape.ndim() != 2 || outputs != ds.num_classes())
       fail_at(c.file, c.layers.back().line, "the model gives " + shape.str() + " per batch but the dataset has " +
                                                 std::to_string(ds.num_classes()) + " classes: the last layer must give [N, " +
                                                 std::to_string(ds.num_classes()) + "]");
   } else {
-    if (c.loss != "mse") fail_at(c.file, c.layers.back().line, "the dataset has real-valued targets; use loss = \"mse\" in [train]");
+    if (c.loss != LossKind::mse) fail_at(c.file, c.layers.back().line, "the dataset has real-valued targets; use loss = \"mse\" in [train]");
     if (outputs != ds.target_shape().numel())
       fail_at(c.file, c.layers.back().line, "the model gives " + std::to_string(outputs) + " values per sample but the targets have " +
                                                 std::to_string(ds.target_shape().numel()));
   }
-  nn::initialize(*model, nn::parse_init(c.init), c.seed);
+  nn::initialize(*model, c.init, c.seed);
   return model;
 }
 

@@ -1,15 +1,16 @@
-// A training session (internal): datasets, loader, model, optimizer and schedule of one
-// configuration, and the canonical optimizer step. `bitgrad train`, `audit`, `sensitivity` and
-// `diff` (replay) all step sessions.
+// A training session: datasets, loader, model, optimizer and schedule of one configuration,
+// and the canonical optimizer step. `bitgrad train`, audit, sensitivity and diff's replay all
+// step sessions.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 
 #include "bitgrad/optim.hpp"
-#include <functional>
 #include "bitgrad/train.hpp"
 #include "train/checkpoint.hpp"
+#include "train/grad_reducer.hpp"
 
 namespace bitgrad::train {
 
@@ -36,31 +37,39 @@ class Session {
   Tensor predict(const Tensor& x) const;  // evaluation-mode forward
   void restore(const Checkpoint& ck, const std::string& where);
   Digest128 fingerprint() const;  // parameters, optimizer buffers, optimizer step count
+  CheckpointInfo checkpoint_info(std::int64_t step, const std::string& config_hash) const;
 
-
-  Config cfg;
-  std::shared_ptr<data::Dataset> train_ds, test_ds;
-  std::unique_ptr<data::DataLoader> loader;
-  std::shared_ptr<nn::Sequential> model;
-  optim::NamedTensors params;
-  std::unique_ptr<optim::Optimizer> opt;
-  optim::Schedule sched;
-  std::int64_t bpe = 0, planned = 0, divisor = 1;
-  std::optional<std::uint64_t> perturb;
+  // Settings a resumed segment of a run may have changed (diff replays each step with them).
+  void set_segment(std::int64_t accumulate, std::optional<std::uint64_t> perturb);
   // Called in step() just before the optimizer changes the parameters (the step tracer waits
   // there for the previous step's record).
-  std::function<void()> before_update;
-};
+  void set_before_update(std::function<void()> f) { before_update_ = std::move(f); }
+  void set_reducer(std::unique_ptr<GradReducer> r) { reducer_ = std::move(r); }
 
-bool t5_holds(std::int64_t micro);
-// The configuration file's name without directory and ".toml" ("run" if nothing is left): the
-// default run, audit and sensitivity directories are named after it.
-std::string config_stem(const std::string& path);
-// Files the configuration reads (hashed into manifests).
-std::vector<std::string> data_files(const Config& c);
-// Writes a study's result (dir/result_file, JSON) and its manifest (kind, command, config, seed,
-// data files; perturbed for sensitivity studies): what audit and sensitivity leave behind.
-void write_study(const std::string& dir, const std::string& kind, const std::string& result_file, const std::string& json,
-                 const Config& c, const std::string& command, bool perturbed);
+  const Config& config() const { return cfg_; }
+  const data::Dataset& train_data() const { return *train_ds_; }
+  const data::Dataset* test_data() const { return test_ds_.get(); }
+  const nn::Sequential& model() const { return *model_; }
+  const optim::NamedTensors& params() const { return params_; }
+  const optim::Optimizer& optimizer() const { return *opt_; }
+  const optim::Schedule& schedule() const { return sched_; }
+  const data::DataLoader& loader() const { return *loader_; }
+  std::int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  std::int64_t planned_steps() const { return planned_; }
+
+ private:
+  Config cfg_;
+  std::shared_ptr<data::Dataset> train_ds_, test_ds_;
+  std::unique_ptr<data::DataLoader> loader_;
+  std::shared_ptr<nn::Sequential> model_;
+  optim::NamedTensors params_;
+  std::unique_ptr<optim::Optimizer> opt_;
+  optim::Schedule sched_;
+  std::int64_t batches_per_epoch_ = 0, planned_ = 0;
+  std::int64_t divisor_ = 1;  // values per sample the loss is averaged over (mse: the target size)
+  std::optional<std::uint64_t> perturb_;
+  std::function<void()> before_update_;
+  std::unique_ptr<GradReducer> reducer_;
+};
 
 }  // namespace bitgrad::train

@@ -9,7 +9,7 @@ namespace {
 std::shared_ptr<nn::Sequential> mlp(std::uint64_t seed) {
   auto m = std::make_shared<nn::Sequential>();
   m->add(std::make_shared<nn::Linear>(6, 5));
-  m->add(std::make_shared<nn::Act>(nn::Activation::relu));
+  m->add(std::make_shared<nn::ActivationLayer>(nn::Activation::relu));
   m->add(std::make_shared<nn::Dropout>(0.5, 0));
   m->add(std::make_shared<nn::Linear>(5, 3, false));
   nn::initialize(*m, nn::Init::kaiming_uniform, seed);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "bitgrad/io.hpp"
-#include "bitgrad/train.hpp"
+#include "bitgrad/instruments.hpp"
 
 namespace bitgrad::test {
 
@@ -69,12 +69,12 @@ inline std::string fresh_dir(const std::string& name) {
 
 // Trains the configuration text (as file "test.toml") into a fresh directory unless the options
 // name one; the log goes to *log.
-inline train::RunResult run_text(const std::string& text, train::RunOptions o, std::string* log = nullptr) {
+inline train::RunResult run_text(const std::string& text, instruments::TrainOptions o, std::string* log = nullptr) {
   train::Config c = train::parse_config(text, "test.toml");
   if (o.out.empty() && o.resume.empty()) o.out = fresh_dir("run");
   o.progress = 0;
   std::ostringstream out;
-  train::RunResult r = train::run(c, o, out);
+  train::RunResult r = instruments::train(c, o, out);
   if (log) *log = out.str();
   return r;
 }

@@ -13,11 +13,11 @@
 namespace bitgrad::test {
 namespace {
 
-train::RunResult run(const char* text, train::RunOptions o, std::string* log = nullptr) { return run_text(text, std::move(o), log); }
+train::RunResult run(const char* text, instruments::TrainOptions o, std::string* log = nullptr) { return run_text(text, std::move(o), log); }
 
 TEST(Train, AdderLearnsTheSum) {
   RuntimeGuard g;
-  train::RunOptions o;
+  instruments::TrainOptions o;
   train::RunResult r = run(kAdder, o);
   EXPECT_EQ(r.steps, 120);
   ASSERT_EQ(r.test_loss.size(), 3u);
@@ -29,7 +29,7 @@ TEST(Train, AdderLearnsTheSum) {
 TEST(Train, ThreadsAndWorkersChangeNoBit) {
   BITGRAD_NEED_FASHION_MNIST();
   RuntimeGuard g;
-  train::RunOptions o;
+  instruments::TrainOptions o;
   o.steps = 25;
   o.threads = 1;
   o.workers = 0;
@@ -44,7 +44,7 @@ TEST(Train, ThreadsAndWorkersChangeNoBit) {
 TEST(Train, MicroBatchesOfWholeBlocksGiveTheSameBits) {
   BITGRAD_NEED_FASHION_MNIST();
   RuntimeGuard g;
-  train::RunOptions o;
+  instruments::TrainOptions o;
   o.steps = 20;
   std::string log;
   const train::RunResult whole = run(kMlp, o, &log);
@@ -64,7 +64,7 @@ TEST(Train, MicroBatchesOfWholeBlocksGiveTheSameBits) {
 TEST(Train, ResumeMidEpochEqualsTrainingStraight) {
   BITGRAD_NEED_FASHION_MNIST();
   RuntimeGuard g;
-  train::RunOptions o;
+  instruments::TrainOptions o;
   o.steps = 30;
   o.workers = 2;
   const std::string straight = run(kMlp, o).fingerprint.hex();
@@ -74,7 +74,7 @@ TEST(Train, ResumeMidEpochEqualsTrainingStraight) {
   o.steps = 13;
   o.checkpoint_every = 5;
   run(kMlp, o);
-  train::RunOptions r;
+  instruments::TrainOptions r;
   r.resume = dir;
   r.steps = 30;
   std::string log;
@@ -91,13 +91,13 @@ TEST(Train, ResumeMidEpochEqualsTrainingStraight) {
 TEST(Train, DamagedCheckpointsAndChangedConfigsAreRefused) {
   RuntimeGuard g;
   const std::string dir = fresh_dir("damage");
-  train::RunOptions o;
+  instruments::TrainOptions o;
   o.out = dir;
   o.steps = 12;
   run(kAdder, o);
   const std::string ck = dir + "/checkpoints/step-000000012/optimizer.safetensors";
   const std::string good = io::read_file(ck);
-  train::RunOptions r;
+  instruments::TrainOptions r;
   r.resume = dir;
   r.steps = 20;
   std::string bad = good;
@@ -126,7 +126,7 @@ TEST(Train, DamagedCheckpointsAndChangedConfigsAreRefused) {
     EXPECT_NE(std::string(e.what()).find("the configuration differs"), std::string::npos) << e.what();
   }
   EXPECT_EQ(run(kAdder, r).steps, 20) << "the intact checkpoint resumes";
-  train::RunOptions again;
+  instruments::TrainOptions again;
   again.out = dir;
   EXPECT_THROW(run(kAdder, again), Error) << "an existing run is not written over";
 }
@@ -163,7 +163,7 @@ TEST(Train, ConfigurationErrorsNameFileLineAndKey) {
   std::string big = base;
   big.replace(big.find("batch_size = 100"), 16, "batch_size = 5000");
   try {
-    run(big.c_str(), train::RunOptions{});
+    run(big.c_str(), instruments::TrainOptions{});
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("batch size 5000 is larger than the dataset"), std::string::npos) << e.what();

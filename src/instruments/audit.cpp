@@ -1,0 +1,133 @@
+// `bitgrad audit`: the same training under different settings, compared pairwise.
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "bitgrad/io.hpp"
+#include "bitgrad/instruments.hpp"
+#include "bitgrad/runtime.hpp"
+#include "instruments/manifest.hpp"
+#include "io/format.hpp"
+#include "train/run_dir.hpp"
+#include "train/session.hpp"
+
+namespace bitgrad::instruments {
+namespace {
+
+struct Outcome {
+  int threads, workers;
+  std::int64_t accumulate;
+  std::vector<double> predictions, loss, weight_grads, bias_grads;
+  std::string fingerprint;
+};
+
+void append(std::vector<double>& v, const Tensor& t) {
+  Tensor c = t.contiguous_copy().cast(DType::f64);
+  const double* p = c.data<double>();
+  v.insert(v.end(), p, p + c.numel());
+}
+
+// total absolute difference, as in the 2017 experiment
+double total_abs(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += std::fabs(a[i] - b[i]);
+  return s;
+}
+
+
+}  // namespace
+
+int audit(const train::Config& cfg0, const AuditOptions& opt, std::ostream& out) {
+  BITGRAD_CHECK(!opt.threads.empty() && !opt.workers.empty() && !opt.accumulate.empty(), "audit", "the setting lists must not be empty");
+  const int combos = static_cast<int>(opt.threads.size() * opt.workers.size() * opt.accumulate.size());
+  const int runs = opt.runs > 0 ? opt.runs : combos;
+  BITGRAD_CHECK(runs >= 2, "audit", "needs at least 2 runs to compare, got ", runs);
+  check_fp_environment();
+  auto train_ds = train::train_dataset(cfg0);
+  auto test_ds = train::test_dataset(cfg0);
+  const std::string dir = opt.out.empty() ? train::RunDir::default_path(cfg0.file, "audit-", false) : opt.out;
+  BITGRAD_CHECK(!io::exists(dir + "/audit.json"), "audit", dir, " already holds an audit; choose another --out");
+  // the fixed evaluation batch: the first evaluation-batch-size samples of the test set (or
+  // of the training set without one)
+  const data::Dataset& eval_ds = test_ds ? *test_ds : *train_ds;
+  data::LoaderOptions lo;
+  lo.batch_size = std::min<std::int64_t>(cfg0.eval_batch_size, eval_ds.size());
+  lo.shuffle = false;
+  data::Batch eval = data::make_batch(eval_ds, lo, data::epoch_order(eval_ds.size(), false, 0, 0), 0, 0);
+
+  for (std::int64_t a : opt.accumulate) {
+    BITGRAD_CHECK(a >= 1 && cfg0.batch_size % a == 0, "audit", "batch size ", cfg0.batch_size, " is not divisible by accumulate ", a);
+    if (a > 1 && !train::whole_subtree(cfg0.batch_size / a))
+      out << "note: accumulate " << a << " gives micro-batches of " << cfg0.batch_size / a
+          << " samples, not a power-of-two number of 32-sample blocks: contract T5 does not promise equality with accumulate 1\n";
+  }
+  std::vector<Outcome> res;
+  for (int i = 0; i < runs; ++i) {
+    const int c = i % combos;
+    Outcome o;
+    o.threads = opt.threads[static_cast<std::size_t>(c) % opt.threads.size()];
+    o.workers = opt.workers[(static_cast<std::size_t>(c) / opt.threads.size()) % opt.workers.size()];
+    o.accumulate = opt.accumulate[(static_cast<std::size_t>(c) / (opt.threads.size() * opt.workers.size())) % opt.accumulate.size()];
+    train::Config cfg = cfg0;
+    cfg.accumulate = o.accumulate;
+    ThreadCountScope threads(o.threads);
+    train::Session ses(cfg, train_ds, test_ds, o.workers);
+    const std::int64_t steps = opt.steps >= 0 ? opt.steps : ses.planned_steps();
+    float loss = 0;
+    for (std::int64_t s = 0; s < steps; ++s) loss = ses.step(s).loss;
+    append(o.predictions, ses.predict(eval.x));
+    o.loss = {static_cast<double>(loss)};
+    for (const auto& [name, p] : ses.params()) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      append(p.ndim() >= 2 ? o.weight_grads : o.bias_grads, g);
+    }
+    o.fingerprint = ses.fingerprint().hex();
+    out << io::strprintf("run %d: threads %d, workers %d, accumulate %lld, %lld steps: loss %.9g, fingerprint %s\n", i + 1, o.threads,
+                         o.workers, static_cast<long long>(o.accumulate), static_cast<long long>(steps), static_cast<double>(loss),
+                         o.fingerprint.c_str())
+        << std::flush;
+    res.push_back(std::move(o));
+  }
+
+  nlohmann::ordered_json j;
+  j["config"] = cfg0.file;
+  j["config_hash"] = train::config_hash(cfg0);
+  j["evaluation_batch"] = lo.batch_size;
+  nlohmann::ordered_json rj = nlohmann::ordered_json::array();
+  for (const auto& o : res)
+    rj.push_back({{"threads", o.threads}, {"workers", o.workers}, {"accumulate", o.accumulate}, {"fingerprint", o.fingerprint}});
+  j["runs"] = rj;
+  bool all_zero = true;
+  nlohmann::ordered_json mats;
+  const std::pair<const char*, std::vector<double> Outcome::*> fields[] = {{"predictions", &Outcome::predictions},
+                                                                          {"loss", &Outcome::loss},
+                                                                          {"weight_gradients", &Outcome::weight_grads},
+                                                                          {"bias_gradients", &Outcome::bias_grads}};
+  for (const auto& [name, field] : fields) {
+    out << "\n" << name << " (total absolute difference between runs):\n";
+    nlohmann::ordered_json m = nlohmann::ordered_json::array();
+    for (int a = 0; a < runs; ++a) {
+      nlohmann::ordered_json row = nlohmann::ordered_json::array();
+      out << (a ? " [" : "[[");
+      for (int b = 0; b < runs; ++b) {
+        const double d = total_abs(res[static_cast<std::size_t>(a)].*field, res[static_cast<std::size_t>(b)].*field);
+        all_zero = all_zero && d == 0.0;
+        row.push_back(d);
+        out << io::strprintf("%s%.1f", b ? " " : "", d);
+      }
+      out << (a + 1 == runs ? "]]\n" : "]\n");
+      m.push_back(row);
+    }
+    mats[name] = m;
+  }
+  j["matrices"] = mats;
+  j["all_zero"] = all_zero;
+  train::RunDir::open(dir, "audit").write_study("audit.json", j, study_manifest_json("audit", cfg0, opt.command, false));
+  out << "\n" << (all_zero ? "all zero: " : "NOT all zero: ") << runs << " runs, matrices in " << dir << "/audit.json\n";
+  return all_zero ? 0 : 1;
+}
+
+}  // namespace bitgrad::instruments

@@ -1,0 +1,149 @@
+// `bitgrad train`: train::run watched by the instruments — the manifest, the step trace
+// (trace.jsonl), the op trace (ops.jsonl) and anomaly detection.
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "bitgrad/autograd.hpp"
+#include "bitgrad/instruments.hpp"
+#include "bitgrad/runtime.hpp"
+#include "instruments/step_tracer.hpp"
+#include "instruments/trace.hpp"
+#include "train/trainer.hpp"
+
+namespace bitgrad::instruments {
+namespace {
+
+// manifest.json; a resumed run keeps the manifest it replaces in its history.
+class ManifestWriter final : public train::RunObserver {
+ public:
+  explicit ManifestWriter(const TrainOptions& opt) : opt_(opt) {}
+  void begin(const train::RunDir& dir, train::Session& ses, std::int64_t start) override {
+    const train::Config& cfg = ses.config();
+    RunInfo info;
+    info.command = opt_.command;
+    info.config_file = cfg.file;
+    info.config_hash = train::config_hash(cfg);
+    info.seed = cfg.seed;
+    info.threads = num_threads();
+    info.workers = cfg.workers;
+    info.accumulate = cfg.accumulate;
+    info.perturbed = opt_.perturb_order.has_value();
+    info.perturb_seed = opt_.perturb_order.value_or(0);
+    info.trace = to_string(opt_.trace);
+    info.model = ses.model().describe();
+    for (const auto& [n, p] : ses.params()) info.params.emplace_back(n, p.shape().str());
+    info.data_files = cfg.data_files();
+    info.resumed_at_step = start;
+    dir.write_manifest(run_manifest_json(info, opt_.resume.empty() ? std::string() : dir.manifest_text()));
+  }
+
+ private:
+  const TrainOptions& opt_;
+};
+
+// trace.jsonl, hashed off the critical path (instruments/step_tracer.hpp).
+class StepTraceWriter final : public train::RunObserver {
+ public:
+  explicit StepTraceWriter(TraceLevel level) : level_(level) {}
+  std::string describe() const override { return std::string(", trace ") + to_string(level_); }
+  void begin(const train::RunDir& dir, train::Session&, std::int64_t) override { tracer_.emplace(dir.step_trace()); }
+  void before_update() override { tracer_->wait(); }
+  void end_step(std::int64_t step, const train::Session& ses, const train::Session::StepOut& out) override {
+    tracer_->submit(step - 1, ses, out);
+  }
+  void sync() override { tracer_->wait(); }
+
+ private:
+  TraceLevel level_;
+  std::optional<StepTracer> tracer_;
+};
+
+bool all_finite(const Tensor& t, std::int64_t& at) {
+  if (!is_floating(t.dtype())) return true;
+  Tensor c = t.is_contiguous() ? t : t.contiguous_copy();
+  bool ok = true;
+  at = -1;
+  BITGRAD_DISPATCH_FLOAT(c.dtype(), "detect_anomaly", T, [&] {
+    const T* p = c.data<T>();
+    for (std::int64_t i = 0; i < c.numel(); ++i)
+      if (!std::isfinite(p[i])) {
+        ok = false;
+        at = i;
+        return;
+      }
+  });
+  return ok;
+}
+
+// The op hook: ops.jsonl and / or anomaly detection (the first non-finite op output or
+// gradient stops the run, naming the op, its label, its call site and the step).
+class OpWatch final : public train::RunObserver {
+ public:
+  OpWatch(bool trace, bool anomaly) : trace_(trace), anomaly_(anomaly) {}
+  ~OpWatch() override {
+    if (installed_) autograd::set_op_hook(nullptr, nullptr);
+  }
+  std::string describe() const override { return anomaly_ ? ", anomaly detection" : ""; }
+  void begin(const train::RunDir& dir, train::Session&, std::int64_t) override {
+    if (trace_) ops_.emplace(dir.op_trace());
+    autograd::set_op_hook(&on_op, this);
+    installed_ = true;
+  }
+  void begin_step(std::int64_t step) override {
+    step_ = step;
+    if (ops_) ops_->begin_step(step);
+  }
+  void end_step(std::int64_t, const train::Session&, const train::Session::StepOut&) override {
+    if (ops_) ops_->flush();
+  }
+
+ private:
+  static void on_op(void* ctx, const autograd::OpEvent& e) {
+    auto* w = static_cast<OpWatch*>(ctx);
+    if (w->ops_) w->ops_->record(e.op, e.value, e.site.file, e.site.line, e.label, e.backward, e.input);
+    std::int64_t at;
+    if (w->anomaly_ && !all_finite(e.value, at)) {
+      std::ostringstream os;
+      os << "anomaly at step " << w->step_ << ": "
+         << (e.backward ? "the gradient of input " + std::to_string(e.input) + " of '" : "the output of '") << e.op << "'"
+         << (e.label.empty() ? "" : " (label " + e.label + ")") << ", called at " << site_string(e.site.file, e.site.line)
+         << ", holds a non-finite value at element " << at << " of " << e.value.shape().str();
+      throw Error(os.str());
+    }
+  }
+  bool trace_, anomaly_, installed_ = false;
+  std::int64_t step_ = 0;
+  std::optional<OpTrace> ops_;
+};
+
+}  // namespace
+
+TraceLevel parse_trace_level(const std::string& name) {
+  if (name == "none") return TraceLevel::none;
+  if (name == "steps") return TraceLevel::steps;
+  if (name == "ops") return TraceLevel::ops;
+  throw Error("train: --trace must be none, steps or ops, got '" + name + "'");
+}
+
+const char* to_string(TraceLevel t) {
+  switch (t) {
+    case TraceLevel::none: return "none";
+    case TraceLevel::steps: return "steps";
+    case TraceLevel::ops: return "ops";
+  }
+  return "?";
+}
+
+train::RunResult train(train::Config cfg, const TrainOptions& opt, std::ostream& out) {
+  ManifestWriter manifest(opt);
+  StepTraceWriter steps(opt.trace);
+  OpWatch ops(opt.trace == TraceLevel::ops, opt.detect_anomaly);
+  std::vector<train::RunObserver*> observers{&manifest};
+  if (opt.trace != TraceLevel::none) observers.push_back(&steps);
+  if (opt.trace == TraceLevel::ops || opt.detect_anomaly) observers.push_back(&ops);
+  return train::run(std::move(cfg), opt, out, observers);
+}
+
+}  // namespace bitgrad::instruments

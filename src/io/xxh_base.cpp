@@ -1,0 +1,2 @@
+#define XXH_NS xxh_base
+#include "io/xxh_impl.hpp"

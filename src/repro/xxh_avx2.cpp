@@ -1,2 +1,0 @@
-#define XXH_NS xxh_avx2
-#include "repro/xxh_impl.hpp"

@@ -1,2 +1,0 @@
-#define XXH_NS xxh_base
-#include "repro/xxh_impl.hpp"

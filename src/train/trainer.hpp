@@ -1,0 +1,33 @@
+// The training loop's seam for the instruments (internal): train::run calls each observer at
+// fixed points of the loop, so traces, anomaly detection and the manifest live in
+// src/instruments/ and the loop knows nothing of them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "train/run_dir.hpp"
+#include "train/session.hpp"
+
+namespace bitgrad::train {
+
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  // Added to the header's "run" line (", trace steps").
+  virtual std::string describe() const { return {}; }
+  // The run directory is ready (resumed: truncated to `start`); nothing has trained yet.
+  virtual void begin(const RunDir& dir, Session& session, std::int64_t start) = 0;
+  virtual void begin_step(std::int64_t step) { (void)step; }  // step counts from 1
+  // Inside the step, after the gradients are final and before the optimizer updates.
+  virtual void before_update() {}
+  virtual void end_step(std::int64_t step, const Session& session, const Session::StepOut& out) {
+    (void)step, (void)session, (void)out;
+  }
+  // Before a checkpoint and at the end: everything of the steps done is on disk.
+  virtual void sync() {}
+};
+
+RunResult run(Config cfg, const RunOptions& opt, std::ostream& out, const std::vector<RunObserver*>& observers);
+
+}  // namespace bitgrad::train
