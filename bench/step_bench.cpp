@@ -59,22 +59,22 @@ int main(int argc, char** argv) {
         if (cfg.layers[static_cast<std::size_t>(i)].type == train::LayerKind::linear) cfg.layers[static_cast<std::size_t>(i)].out = width;
     }
     cfg.workers = workers;
-    train::Session ses(cfg, train::train_dataset(cfg), nullptr, workers);
-    const std::int64_t measured = steps > 0 ? steps : ses.batches_per_epoch();
+    train::Session session(cfg, train::train_dataset(cfg), nullptr, workers);
+    const std::int64_t measured = steps > 0 ? steps : session.batches_per_epoch();
     const std::int64_t warmup = std::min<std::int64_t>(10, measured / 10);
     std::unique_ptr<instruments::StepTracer> tracer;
     const std::string path = "/tmp/bitgrad_step_bench_" + std::to_string(::getpid()) + ".jsonl";
     if (trace != "none") {
       tracer = std::make_unique<instruments::StepTracer>(train::JsonLinesWriter(path));
-      ses.set_before_update([t = tracer.get()] { t->wait(); });
+      session.set_before_update([t = tracer.get()] { t->wait(); });
     }
     std::vector<double> ms;
     Clock::time_point start;
     for (std::int64_t s = 0; s < warmup + measured; ++s) {
       if (s == warmup) start = Clock::now();
       const auto t0 = Clock::now();
-      train::Session::StepOut so = ses.step(s);
-      if (tracer) tracer->submit(s, ses, so);
+      train::Session::StepOut step_out = session.step(s);
+      if (tracer) tracer->submit(s, session, step_out);
       if (s >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     }
     if (tracer) tracer->wait();

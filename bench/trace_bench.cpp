@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
         const auto t0 = Clock::now();
         for (long i = 0; i < block; ++i) {
           if (trace) {
-            train::Session::StepOut so = traced.step(st);
-            tracer.submit(st++, traced, so);
+            train::Session::StepOut step_out = traced.step(st);
+            tracer.submit(st++, traced, step_out);
           } else {
             plain.step(sp++);
           }

@@ -7,7 +7,7 @@ PKGS=(
   # build and test
   g++ clang cmake ninja-build make pkg-config libgtest-dev libbenchmark-dev
   # runtime libraries
-  libxxhash-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libfmt-dev zlib1g-dev
+  libxxhash-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev zlib1g-dev
   # data of the main job
   dataset-fashion-mnist
   # report test (headless rendering)

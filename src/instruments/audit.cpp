@@ -73,18 +73,18 @@ int audit(const train::Config& cfg0, const AuditOptions& opt, std::ostream& out)
     train::Config cfg = cfg0;
     cfg.accumulate = o.accumulate;
     ThreadCountScope threads(o.threads);
-    train::Session ses(cfg, train_ds, test_ds, o.workers);
-    const std::int64_t steps = opt.steps >= 0 ? opt.steps : ses.planned_steps();
+    train::Session session(cfg, train_ds, test_ds, o.workers);
+    const std::int64_t steps = opt.steps >= 0 ? opt.steps : session.planned_steps();
     float loss = 0;
-    for (std::int64_t s = 0; s < steps; ++s) loss = ses.step(s).loss;
-    append(o.predictions, ses.predict(eval.x));
+    for (std::int64_t s = 0; s < steps; ++s) loss = session.step(s).loss;
+    append(o.predictions, session.predict(eval.x));
     o.loss = {static_cast<double>(loss)};
-    for (const auto& [name, p] : ses.params()) {
+    for (const auto& [name, p] : session.params()) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
       append(p.ndim() >= 2 ? o.weight_grads : o.bias_grads, g);
     }
-    o.fingerprint = ses.fingerprint().hex();
+    o.fingerprint = session.fingerprint().hex();
     out << io::strprintf("run %d: threads %d, workers %d, accumulate %lld, %lld steps: loss %.9g, fingerprint %s\n", i + 1, o.threads,
                          o.workers, static_cast<long long>(o.accumulate), static_cast<long long>(steps), static_cast<double>(loss),
                          o.fingerprint.c_str())

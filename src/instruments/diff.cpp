@@ -89,22 +89,22 @@ Tensor replay(const train::RunDir& dir, const json& manifest, std::int64_t step,
   const std::string isa_name = manifest.at("machine").value("code_path", "");
   const Isa isa = !isa_name.empty() && cpu_supports(parse_isa(isa_name)) ? parse_isa(isa_name) : active_isa();
   IsaScope isa_scope(isa);
-  train::Session ses(cfg, train::train_dataset(cfg), nullptr, 0);
+  train::Session session(cfg, train::train_dataset(cfg), nullptr, 0);
   std::int64_t from = -1;
   for (std::int64_t s : dir.checkpoint_steps())
     if (s <= step - 1) from = s;
   if (from < 0) throw Error("diff: " + dir.path() + " has no checkpoint at or before step " + std::to_string(step - 1) + " to replay from");
-  ses.restore(dir.checkpoint(from), dir.path());
+  session.restore(dir.checkpoint(from), dir.path());
   for (std::int64_t s = from; s < step; ++s) {
     const Segment& g = segment_of(segs, s);
-    ses.set_segment(g.accumulate, g.perturb);
-    train::Session::StepOut so = ses.step(s);
+    session.set_segment(g.accumulate, g.perturb);
+    train::Session::StepOut step_out = session.step(s);
     if (s + 1 < step) continue;
-    if (what == "input") return so.batch.x;
-    if (what == "loss") return Tensor::scalar(so.loss);
+    if (what == "input") return step_out.batch.x;
+    if (what == "loss") return Tensor::scalar(step_out.loss);
     const bool grad = what.rfind("grad ", 0) == 0;
     const std::string name = what.substr(grad ? 5 : 6);
-    for (const auto& [n, p] : ses.params())
+    for (const auto& [n, p] : session.params())
       if (n == name) return grad ? p.grad().contiguous_copy() : p.contiguous_copy();
   }
   throw Error("diff: cannot replay '" + what + "' of step " + std::to_string(step) + " in " + dir.path());

@@ -113,15 +113,15 @@ StepTracer::~StepTracer() {
   }
 }
 
-void StepTracer::submit(std::int64_t s, const train::Session& session, const train::Session::StepOut& so) {
+void StepTracer::submit(std::int64_t s, const train::Session& session, const train::Session::StepOut& step_out) {
   wait();
   auto j = std::make_unique<Job>();
   j->rec.step = s + 1;
-  j->rec.epoch = so.batch.epoch;
-  j->rec.batch = so.batch.index;
-  j->rec.loss = so.loss;
+  j->rec.epoch = step_out.batch.epoch;
+  j->rec.batch = step_out.batch.index;
+  j->rec.loss = step_out.loss;
   auto c = [](const Tensor& x) { return x.is_contiguous() ? x : x.contiguous_copy(); };
-  j->groups.push_back({c(so.batch.x), c(so.batch.y)});
+  j->groups.push_back({c(step_out.batch.x), c(step_out.batch.y)});
   for (const auto& [name, p] : session.params()) {
     const Tensor g = p.grad();
     j->groups.push_back(g.defined() ? std::vector<Tensor>{c(g)} : std::vector<Tensor>{});

@@ -19,8 +19,8 @@ namespace {
 class ManifestWriter final : public train::RunObserver {
  public:
   explicit ManifestWriter(const TrainOptions& opt) : opt_(opt) {}
-  void begin(const train::RunDir& dir, train::Session& ses, std::int64_t start) override {
-    const train::Config& cfg = ses.config();
+  void begin(const train::RunDir& dir, train::Session& session, std::int64_t start) override {
+    const train::Config& cfg = session.config();
     RunInfo info;
     info.command = opt_.command;
     info.config_file = cfg.file;
@@ -32,8 +32,8 @@ class ManifestWriter final : public train::RunObserver {
     info.perturbed = opt_.perturb_order.has_value();
     info.perturb_seed = opt_.perturb_order.value_or(0);
     info.trace = to_string(opt_.trace);
-    info.model = ses.model().describe();
-    for (const auto& [n, p] : ses.params()) info.params.emplace_back(n, p.shape().str());
+    info.model = session.model().describe();
+    for (const auto& [n, p] : session.params()) info.params.emplace_back(n, p.shape().str());
     info.data_files = cfg.data_files();
     info.resumed_at_step = start;
     dir.write_manifest(run_manifest_json(info, opt_.resume.empty() ? std::string() : dir.manifest_text()));
@@ -50,8 +50,8 @@ class StepTraceWriter final : public train::RunObserver {
   std::string describe() const override { return std::string(", trace ") + to_string(level_); }
   void begin(const train::RunDir& dir, train::Session&, std::int64_t) override { tracer_.emplace(dir.step_trace()); }
   void before_update() override { tracer_->wait(); }
-  void end_step(std::int64_t step, const train::Session& ses, const train::Session::StepOut& out) override {
-    tracer_->submit(step - 1, ses, out);
+  void end_step(std::int64_t step, const train::Session& session, const train::Session::StepOut& out) override {
+    tracer_->submit(step - 1, session, out);
   }
   void sync() override { tracer_->wait(); }
 

@@ -14,7 +14,7 @@ std::string Digest128::hex() const {
 }
 
 Fingerprint::Fingerprint() {
-  const instruments::HashImpl& h = instruments::hash_impl();
+  const io::HashImpl& h = io::hash_impl();
   state_ = std::aligned_alloc(64, (h.state_size + 63) / 64 * 64);
   if (!state_) throw std::bad_alloc();
   h.reset(state_);
@@ -22,7 +22,7 @@ Fingerprint::Fingerprint() {
 
 Fingerprint::~Fingerprint() { std::free(state_); }
 
-void Fingerprint::add_bytes(const void* data, std::size_t n) { instruments::hash_impl().update(state_, data, n); }
+void Fingerprint::add_bytes(const void* data, std::size_t n) { io::hash_impl().update(state_, data, n); }
 
 void Fingerprint::add_header(const Tensor& t) {
   BITGRAD_CHECK(t.defined(), "fingerprint", "cannot hash an undefined tensor");
@@ -51,7 +51,7 @@ void Fingerprint::add(const Tensor& t) {
 
 Digest128 Fingerprint::digest() const {
   Digest128 d;
-  instruments::hash_impl().digest(state_, &d.high, &d.low);
+  io::hash_impl().digest(state_, &d.high, &d.low);
   return d;
 }
 

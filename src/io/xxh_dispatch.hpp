@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace bitgrad::instruments {
+namespace bitgrad::io {
 struct HashImpl {
   std::size_t state_size;
   void (*reset)(void*);
@@ -15,4 +15,4 @@ const HashImpl& hash_impl();
 namespace xxh_base { extern const HashImpl impl; }
 namespace xxh_avx2 { extern const HashImpl impl; }
 namespace xxh_avx512 { extern const HashImpl impl; }
-}  // namespace bitgrad::instruments
+}  // namespace bitgrad::io

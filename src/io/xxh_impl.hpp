@@ -5,7 +5,7 @@
 
 #include "io/xxh_dispatch.hpp"
 
-namespace bitgrad::instruments::XXH_NS {
+namespace bitgrad::io::XXH_NS {
 static void reset(void* s) { XXH3_128bits_reset(static_cast<XXH3_state_t*>(s)); }
 static void update(void* s, const void* p, std::size_t n) { XXH3_128bits_update(static_cast<XXH3_state_t*>(s), p, n); }
 static void digest(const void* s, std::uint64_t* hi, std::uint64_t* lo) {
@@ -14,4 +14,4 @@ static void digest(const void* s, std::uint64_t* hi, std::uint64_t* lo) {
   *lo = h.low64;
 }
 const HashImpl impl = {sizeof(XXH3_state_t), &reset, &update, &digest};
-}  // namespace bitgrad::instruments::XXH_NS
+}  // namespace bitgrad::io::XXH_NS

@@ -1,5 +1,5 @@
 // Canonical kernels. Every kernel's floating-point evaluation order is a function of the
-// shapes only (docs/numerics.md); the scalar reference (reference.cpp, gemm_ref.cpp) spells
+// shapes only (docs/numerics.md); the scalar reference (reference.cpp) spells
 // that order out literally, and the AVX2 / AVX-512 fast paths reproduce it bit for bit.
 // The table of the active code path is chosen at startup (BITGRAD_ISA) and can be switched
 // with set_isa(). Kernels take contiguous, row-major arrays.

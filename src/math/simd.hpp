@@ -2,10 +2,10 @@
 // kernels/*_impl.hpp) compiles to the scalar reference, AVX2 and AVX-512 with the same
 // sequence of IEEE operations per lane.
 //
-// This header has no namespace of its own: it is included inside an ISA namespace
-// (bitgrad::isa_scalar, bitgrad::isa_avx2, bitgrad::isa_avx512) by a translation unit
-// compiled for that ISA, so that no inline function compiled with AVX flags can be
-// picked by the linker for another code path. Select the level with
+// This header has no namespace of its own: it is included inside a namespace of its code
+// path (bitgrad::math::isa_scalar in mathfn.cpp, bitgrad::kern::avx2 and bitgrad::kern::avx512
+// in the kernels' ISA files) by a translation unit compiled for that ISA, so that no inline
+// function compiled with AVX flags can be picked by the linker for another code path. Select the level with
 // BITGRAD_SIMD_LEVEL = 0 (scalar), 1 (AVX2+FMA) or 2 (AVX-512F/DQ/BW/VL).
 //
 // Requires before inclusion: <cmath>, <cstdint>, <cstring>, <bit>, and <immintrin.h> for

@@ -28,23 +28,23 @@ class Progress {
     bar_ = opt.progress == 1 || (opt.progress < 0 && ::isatty(STDOUT_FILENO) && &out == &std::cout);
     log_every_ = cfg.log_every > 0 ? cfg.log_every : std::max<std::int64_t>(1, batches_per_epoch / 10);
   }
-  void step(std::int64_t step, const Session::StepOut& so) {
+  void step(std::int64_t step, const Session::StepOut& step_out) {
     ++done_;
     const auto now = Clock::now();
     const double elapsed = seconds();
     const double sps = elapsed > 0 ? static_cast<double>(done_ * batch_size_) / elapsed : 0;
-    const std::int64_t epoch = so.batch.epoch + 1;
+    const std::int64_t epoch = step_out.batch.epoch + 1;
     if (bar_) {
       if (std::chrono::duration<double>(now - last_draw_).count() <= 0.1 && step != stop_) return;
       last_draw_ = now;
       const double eta = sps > 0 ? static_cast<double>((stop_ - step) * batch_size_) / sps : 0;
       out_ << strprintf("\repoch %lld  step %lld/%lld  loss %.4f  %.0f samples/s  ETA %d:%02d   ", static_cast<long long>(epoch),
-                        static_cast<long long>(step), static_cast<long long>(stop_), static_cast<double>(so.loss), sps,
+                        static_cast<long long>(step), static_cast<long long>(stop_), static_cast<double>(step_out.loss), sps,
                         static_cast<int>(eta) / 60, static_cast<int>(eta) % 60)
            << std::flush;
     } else if (step % log_every_ == 0 || step == stop_) {
       out_ << strprintf("step %lld/%lld  epoch %lld  loss %.6f  lr %.6g  %.0f samples/s\n", static_cast<long long>(step),
-                        static_cast<long long>(stop_), static_cast<long long>(epoch), static_cast<double>(so.loss), so.lr, sps)
+                        static_cast<long long>(stop_), static_cast<long long>(epoch), static_cast<double>(step_out.loss), step_out.lr, sps)
            << std::flush;
     }
     line_open_ = bar_;
@@ -62,16 +62,16 @@ class Progress {
   Clock::time_point t0_ = Clock::now(), last_draw_ = t0_;
 };
 
-void print_header(const Session& ses, const RunOptions& opt, const std::string& dir, std::int64_t start, std::int64_t stop,
+void print_header(const Session& session, const RunOptions& opt, const std::string& dir, std::int64_t start, std::int64_t stop,
                   const std::string& hash, const std::vector<RunObserver*>& observers, std::ostream& out) {
-  const Config& cfg = ses.config();
+  const Config& cfg = session.config();
   const std::int64_t micro = cfg.batch_size / cfg.accumulate;
   out << "bitgrad " << kVersion << " train " << cfg.file << " (numerics " << kNumericsVersion << ", config " << hash.substr(0, 12) << ")\n";
-  out << "data      " << ses.train_data().describe() << "; test: " << (ses.test_data() ? ses.test_data()->describe() : std::string("none"))
+  out << "data      " << session.train_data().describe() << "; test: " << (session.test_data() ? session.test_data()->describe() : std::string("none"))
       << "\n";
-  out << "model     " << ses.model().describe() << "\n";
-  out << "optimizer " << ses.optimizer().describe() << ", lr " << ses.schedule().describe() << "\n";
-  out << "batch     " << cfg.batch_size << " (" << ses.batches_per_epoch() << " per epoch)";
+  out << "model     " << session.model().describe() << "\n";
+  out << "optimizer " << session.optimizer().describe() << ", lr " << session.schedule().describe() << "\n";
+  out << "batch     " << cfg.batch_size << " (" << session.batches_per_epoch() << " per epoch)";
   if (cfg.accumulate > 1) out << ", " << cfg.accumulate << " micro-batches of " << micro;
   out << "; threads " << num_threads() << ", loader workers " << cfg.workers << ", " << isa_name(active_isa()) << "\n";
   out << "run       " << dir << (start > 0 ? " (resumed at step " + std::to_string(start) + ")" : std::string());
@@ -80,9 +80,9 @@ void print_header(const Session& ses, const RunOptions& opt, const std::string& 
   if (opt.perturb_order)
     out << "note      --perturb-order " << *opt.perturb_order
         << ": every reduction runs in a seeded random order; the results are not the canonical ones\n";
-  if (stop > ses.planned_steps() && cfg.schedule == optim::Schedule::Kind::cosine)
-    out << "note      training to step " << stop << ", past the configuration's plan of " << ses.planned_steps()
-        << " steps: the cosine schedule stays at its final learning rate " << strprintf("%.6g", ses.schedule().at(ses.planned_steps()))
+  if (stop > session.planned_steps() && cfg.schedule == optim::Schedule::Kind::cosine)
+    out << "note      training to step " << stop << ", past the configuration's plan of " << session.planned_steps()
+        << " steps: the cosine schedule stays at its final learning rate " << strprintf("%.6g", session.schedule().at(session.planned_steps()))
         << "\n";
   if (cfg.accumulate > 1 && !whole_subtree(micro))
     out << "note      micro-batches of " << micro << " samples are not a power-of-two number of 32-sample blocks: results may differ "
@@ -90,9 +90,9 @@ void print_header(const Session& ses, const RunOptions& opt, const std::string& 
   out.flush();
 }
 
-Json step_metrics(std::int64_t step, const Session::StepOut& so) {
-  Json m = {{"step", step}, {"epoch", so.batch.epoch}, {"batch", so.batch.index}, {"loss", so.loss}, {"lr", so.lr}};
-  if (so.grad_norm >= 0) m["grad_norm"] = so.grad_norm;
+Json step_metrics(std::int64_t step, const Session::StepOut& step_out) {
+  Json m = {{"step", step}, {"epoch", step_out.batch.epoch}, {"batch", step_out.batch.index}, {"loss", step_out.loss}, {"lr", step_out.lr}};
+  if (step_out.grad_norm >= 0) m["grad_norm"] = step_out.grad_norm;
   return m;
 }
 
@@ -116,8 +116,8 @@ Json grad_stats(std::int64_t step, const optim::NamedTensors& params) {
 }
 
 // The test set at an epoch's end: a metrics record and a line of output.
-void evaluate_epoch(const Session& ses, std::int64_t step, std::int64_t epoch, JsonLinesWriter& metrics, RunResult& res, std::ostream& out) {
-  const Eval e = ses.evaluate();
+void evaluate_epoch(const Session& session, std::int64_t step, std::int64_t epoch, JsonLinesWriter& metrics, RunResult& res, std::ostream& out) {
+  const Eval e = session.evaluate();
   res.test_loss.push_back(e.loss);
   Json m = {{"step", step}, {"epoch", epoch}, {"test_loss", e.loss}};
   if (e.accuracy >= 0) {
@@ -143,8 +143,8 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out, const std::v
   if (opt.workers >= 0) cfg.workers = opt.workers;
   check_fp_environment();
   ThreadCountScope threads(cfg.threads);  // a library call leaves the process as it found it
-  Session ses(cfg, train_dataset(cfg), test_dataset(cfg), cfg.workers, opt.perturb_order);
-  const std::int64_t stop = opt.steps >= 0 ? opt.steps : (opt.epochs >= 0 ? opt.epochs * ses.batches_per_epoch() : ses.planned_steps());
+  Session session(cfg, train_dataset(cfg), test_dataset(cfg), cfg.workers, opt.perturb_order);
+  const std::int64_t stop = opt.steps >= 0 ? opt.steps : (opt.epochs >= 0 ? opt.epochs * session.batches_per_epoch() : session.planned_steps());
   const std::string hash = config_hash(cfg);
 
   // the run directory: a new one, or the resumed one cut back to its latest checkpoint
@@ -156,39 +156,39 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out, const std::v
     if (ck.info.config_hash != hash)
       throw Error("resume: the configuration differs from the one " + dir.path() + " was trained with (config hash " + hash + ", checkpoint " +
                   ck.info.config_hash + "); compare with " + dir.config_path());
-    ses.restore(ck, dir.path() + "/checkpoints/" + ck.name);
+    session.restore(ck, dir.path() + "/checkpoints/" + ck.name);
     start = ck.info.step;
     dir.truncate_after(start);
   } else {
     dir.write_config(resolved_toml(cfg));
   }
-  for (RunObserver* o : observers) o->begin(dir, ses, start);
-  if (opt.resume.empty()) dir.save_checkpoint(ses.params(), ses.optimizer().state(), ses.checkpoint_info(0, hash));  // diff replays from here
+  for (RunObserver* o : observers) o->begin(dir, session, start);
+  if (opt.resume.empty()) dir.save_checkpoint(session.params(), session.optimizer().state(), session.checkpoint_info(0, hash));  // diff replays from here
   JsonLinesWriter metrics = dir.metrics();
-  ses.set_before_update([&observers] {
+  session.set_before_update([&observers] {
     for (RunObserver* o : observers) o->before_update();
   });
   auto checkpoint = [&](std::int64_t step) {
     for (RunObserver* o : observers) o->sync();  // the traces reach the checkpoint before it exists
-    dir.save_checkpoint(ses.params(), ses.optimizer().state(), ses.checkpoint_info(step, hash));
+    dir.save_checkpoint(session.params(), session.optimizer().state(), session.checkpoint_info(step, hash));
   };
-  print_header(ses, opt, dir.path(), start, stop, hash, observers, out);
+  print_header(session, opt, dir.path(), start, stop, hash, observers, out);
 
-  Progress progress(cfg, opt, out, stop, ses.batches_per_epoch());
+  Progress progress(cfg, opt, out, stop, session.batches_per_epoch());
   RunResult res;
   res.out_dir = dir.path();
   for (std::int64_t step = start + 1; step <= stop; ++step) {  // steps count from 1 in every file
     for (RunObserver* o : observers) o->begin_step(step);
-    const Session::StepOut so = ses.step(step - 1);
-    res.last_loss = so.loss;
+    const Session::StepOut step_out = session.step(step - 1);
+    res.last_loss = step_out.loss;
     res.steps = step;
-    for (RunObserver* o : observers) o->end_step(step, ses, so);
-    metrics.write(step_metrics(step, so));
-    if (opt.grad_stats_every > 0 && step % opt.grad_stats_every == 0) metrics.write(grad_stats(step, ses.params()));
-    progress.step(step, so);
-    if (so.batch.index == ses.batches_per_epoch() - 1 && cfg.eval_each_epoch && ses.test_data()) {
+    for (RunObserver* o : observers) o->end_step(step, session, step_out);
+    metrics.write(step_metrics(step, step_out));
+    if (opt.grad_stats_every > 0 && step % opt.grad_stats_every == 0) metrics.write(grad_stats(step, session.params()));
+    progress.step(step, step_out);
+    if (step_out.batch.index == session.batches_per_epoch() - 1 && cfg.eval_each_epoch && session.test_data()) {
       progress.end_line();
-      evaluate_epoch(ses, step, so.batch.epoch, metrics, res, out);
+      evaluate_epoch(session, step, step_out.batch.epoch, metrics, res, out);
     }
     metrics.flush();
     if (opt.checkpoint_every > 0 && step % opt.checkpoint_every == 0 && step < stop) checkpoint(step);
@@ -197,7 +197,7 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out, const std::v
   for (RunObserver* o : observers) o->sync();
   if (start < stop) checkpoint(stop);
 
-  res.fingerprint = ses.fingerprint();
+  res.fingerprint = session.fingerprint();
   out << "trained " << res.steps << " steps in " << strprintf("%.1f", progress.seconds()) << " s; run directory " << dir.path() << "\n";
   out << "fingerprint " << res.fingerprint.hex() << "\n";
   out.flush();

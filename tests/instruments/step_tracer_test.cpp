@@ -14,12 +14,12 @@ namespace {
 std::string trace_with(const std::string& text, instruments::StepTracer::Mode mode, int threads, int steps) {
   ThreadCountScope thread_count(threads);
   const train::Config cfg = train::parse_config(text, "test.toml");
-  train::Session ses(cfg, train::train_dataset(cfg), nullptr, 0);
+  train::Session session(cfg, train::train_dataset(cfg), nullptr, 0);
   const std::string path = fresh_dir("tracer") + ".jsonl";
   {
     instruments::StepTracer tracer(train::JsonLinesWriter(path), mode);
-    ses.set_before_update([&tracer] { tracer.wait(); });
-    for (int s = 0; s < steps; ++s) tracer.submit(s, ses, ses.step(s));
+    session.set_before_update([&tracer] { tracer.wait(); });
+    for (int s = 0; s < steps; ++s) tracer.submit(s, session, session.step(s));
   }
   return io::read_file(path);
 }

@@ -16,6 +16,17 @@
 #include "bitgrad/rng.hpp"
 #include "bitgrad/runtime.hpp"
 
+// The statement throws a std::exception whose message contains `text`.
+#define EXPECT_THROW_MSG(statement, text)                                                              \
+  do {                                                                                               \
+    try {                                                                                            \
+      statement;                                                                                     \
+      ADD_FAILURE() << #statement << " did not throw";                                               \
+    } catch (const std::exception& e_) {                                                             \
+      EXPECT_NE(std::string(e_.what()).find(text), std::string::npos) << "message: " << e_.what(); \
+    }                                                                                                \
+  } while (0)
+
 namespace bitgrad::test {
 
 inline const std::vector<int>& thread_counts() {

@@ -1,0 +1,57 @@
+// The run directory: the line format of its JSON records, resume's cut of the records after a
+// step (kept bytes unchanged; damaged records refused), studies and the default names.
+#include <limits>
+
+#include "bitgrad/io.hpp"
+#include "support/runs.hpp"
+#include "support/test_util.hpp"
+#include "train/run_dir.hpp"
+
+namespace bitgrad::test {
+namespace {
+
+using train::Json;
+
+TEST(RunDir, JsonLinesKeepTheirFormat) {
+  const Json r = {{"step", 3}, {"loss", 0.1f}, {"lr", 0.05}, {"name", "a\"b"}, {"grad", Json::array({Json::array({"w", "00ff"})})}};
+  EXPECT_EQ(train::json_line(r), "{\"step\": 3, \"loss\": 0.100000001, \"lr\": 0.05, \"name\": \"a\\\"b\", \"grad\": [[\"w\", \"00ff\"]]}\n");
+  const Json e = {{"step", 1}, {"test_accuracy", 0.8673}, {"nested", {{"x", 1.5}}}};
+  EXPECT_EQ(train::json_line(e, train::LineFormat{{{"test_accuracy", "%.6f"}}}),
+            "{\"step\": 1, \"test_accuracy\": 0.867300, \"nested\": {\"x\": 1.5}}\n");
+  // a line always parses back to the same values
+  EXPECT_EQ(Json::parse(train::json_line(r)).at("grad"), r.at("grad"));
+}
+
+TEST(RunDir, ResumeCutsRecordsAfterTheCheckpointAndKeepsTheRest) {
+  const std::string d = fresh_dir("rundir");
+  io::make_dirs(d);
+  const std::string metrics = "{\"step\": 1, \"loss\": 2.5}\n{\"step\": 2,\"loss\":2.25}\n{\"step\": 3, \"loss\": 2}\n";
+  io::write_file_atomic(d + "/metrics.jsonl", metrics);
+  io::write_file_atomic(d + "/trace.jsonl", "{\"step\": 1}\n{\"step\": 10}\n");
+  const train::RunDir dir = train::RunDir::resume(d);
+  dir.truncate_after(2);
+  EXPECT_EQ(io::read_file(d + "/metrics.jsonl"), "{\"step\": 1, \"loss\": 2.5}\n{\"step\": 2,\"loss\":2.25}\n");
+  EXPECT_EQ(io::read_file(d + "/trace.jsonl"), "{\"step\": 1}\n");
+  EXPECT_FALSE(dir.has("ops.jsonl"));
+
+  io::write_file_atomic(d + "/metrics.jsonl", "{\"step\": 1}\n{\"step\": \"two\"}\n");
+  EXPECT_THROW_MSG(dir.truncate_after(1), "without an integer \"step\"");
+  io::write_file_atomic(d + "/metrics.jsonl", "{\"step\": 1}\n{\"step\": 2");
+  EXPECT_THROW_MSG(dir.truncate_after(1), "metrics.jsonl:2: the last line is incomplete");
+}
+
+TEST(RunDir, NewRunsAndStudies) {
+  EXPECT_EQ(train::RunDir::default_path("configs/mlp.toml", "audit-", false), "runs/audit-mlp");
+  EXPECT_EQ(train::RunDir::default_path(".toml", "", false), "runs/run");
+  const std::string d = fresh_dir("study");
+  const train::RunDir s = train::RunDir::open(d, "audit");
+  EXPECT_THROW_MSG(s.manifest(), "is not a bitgrad run directory");
+  s.write_study("audit.json", Json{{"all_zero", true}}, "{\"run\": {\"kind\": \"audit\"}}\n");
+  EXPECT_EQ(s.manifest()["run"]["kind"], "audit");
+  EXPECT_EQ(s.read_json("audit.json")["all_zero"], true);
+  io::make_dirs(d + "/checkpoints");
+  EXPECT_THROW_MSG(train::RunDir::create(d), "already holds a run");
+}
+
+}  // namespace
+}  // namespace bitgrad::test
