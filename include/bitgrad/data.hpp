@@ -40,6 +40,13 @@ std::shared_ptr<Dataset> csv_dataset(const std::string& path, bool header, int l
 // (seed, "adder").sub(first + i); the target is their sum, added left to right in f32.
 std::shared_ptr<Dataset> adder_dataset(std::int64_t n, int features, std::uint64_t seed, std::int64_t first = 0);
 
+// Synthetic data of any shape (tests, the contract fuzzer): sample i's values are normal(0, 1)
+// from (seed, "synthetic").sub(first + i); with classes > 0 its label is
+// (seed, "synthetic-label").sub(first + i).below(0, classes), otherwise `targets` f32 targets
+// uniform in [0, 1) from the same label stream.
+std::shared_ptr<Dataset> synthetic_dataset(std::int64_t n, const Shape& sample, std::int64_t classes, std::int64_t targets,
+                                           std::uint64_t seed, std::int64_t first = 0);
+
 struct Augment {
   int crop_padding = 0;  // random crop of the zero-padded image back to its size
   bool hflip = false;    // horizontal flip with probability 1/2

@@ -19,7 +19,7 @@ namespace bitgrad::train {
 
 // Every choice of the configuration file is parsed once into one of these; names() lists the
 // spellings the file uses (errors quote them), to_string gives them back.
-enum class DatasetKind { fashion_mnist, csv, adder };
+enum class DatasetKind { fashion_mnist, csv, adder, synthetic };
 enum class LossKind { cross_entropy, mse };
 enum class OptimizerKind { sgd, adam, adamw };
 enum class LayerKind { linear, conv2d, flatten, relu, gelu, tanh, sigmoid, dropout, maxpool2d, avgpool2d, layernorm };
@@ -53,6 +53,8 @@ struct Config {
   int targets = 1;
   std::int64_t samples = 0, test_samples = 0;  // adder
   int features = 10;                           // adder
+  std::vector<std::int64_t> shape{8};          // synthetic: one sample
+  std::int64_t classes = 10;                   // synthetic: 0 for regression on `targets` values
   // [model]
   std::vector<LayerSpec> layers;
   nn::Init init = nn::Init::kaiming_uniform;

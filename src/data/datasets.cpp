@@ -188,7 +188,46 @@ class Adder : public Dataset {
   rng::Stream base_;
 };
 
+class Synthetic : public Dataset {
+ public:
+  Synthetic(std::int64_t n, Shape sample, std::int64_t classes, std::int64_t targets, std::uint64_t seed, std::int64_t first)
+      : n_(n), first_(first), classes_(classes), targets_(targets), sample_(std::move(sample)), values_(seed, "synthetic"),
+        labels_(seed, "synthetic-label") {
+    BITGRAD_CHECK(n > 0 && sample_.numel() > 0 && (classes > 0 || targets > 0), "synthetic",
+                  "needs samples > 0, a non-empty shape and classes > 0 or targets > 0, got ", n, ", ", sample_.str(), ", ", classes, ", ",
+                  targets);
+  }
+  std::int64_t size() const override { return n_; }
+  Shape sample_shape() const override { return sample_; }
+  std::int64_t num_classes() const override { return classes_; }
+  Shape target_shape() const override { return classes_ > 0 ? Shape{} : Shape{targets_}; }
+  void get(std::int64_t i, float* x, std::int64_t* label, float* y) const override {
+    const auto id = static_cast<std::uint64_t>(first_ + i);
+    values_.sub(id).fill_normal(x, sample_.numel(), 0, 0.0f, 1.0f);
+    const rng::Stream l = labels_.sub(id);
+    if (classes_ > 0) {
+      *label = static_cast<std::int64_t>(l.below(0, static_cast<std::uint64_t>(classes_)));
+    } else {
+      for (std::int64_t t = 0; t < targets_; ++t) y[t] = l.uniform_f32(static_cast<std::uint64_t>(t));
+    }
+  }
+  std::string describe() const override {
+    return "synthetic (" + std::to_string(n_) + " samples of " + sample_.str() +
+           (classes_ > 0 ? ", " + std::to_string(classes_) + " classes)" : ", " + std::to_string(targets_) + " targets)");
+  }
+
+ private:
+  std::int64_t n_, first_, classes_, targets_;
+  Shape sample_;
+  rng::Stream values_, labels_;
+};
+
 }  // namespace
+
+std::shared_ptr<Dataset> synthetic_dataset(std::int64_t n, const Shape& sample, std::int64_t classes, std::int64_t targets,
+                                           std::uint64_t seed, std::int64_t first) {
+  return std::make_shared<Synthetic>(n, sample, classes, targets, seed, first);
+}
 
 std::shared_ptr<Dataset> fashion_mnist(const std::string& dir, bool train, bool normalize) {
   return std::make_shared<FashionMnist>(dir, train, normalize);

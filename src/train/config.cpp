@@ -20,7 +20,8 @@ struct Name {
   E value;
   const char* name;
 };
-constexpr Name<DatasetKind> kDatasets[] = {{DatasetKind::fashion_mnist, "fashion-mnist"}, {DatasetKind::csv, "csv"}, {DatasetKind::adder, "adder"}};
+constexpr Name<DatasetKind> kDatasets[] = {
+    {DatasetKind::fashion_mnist, "fashion-mnist"}, {DatasetKind::csv, "csv"}, {DatasetKind::adder, "adder"}, {DatasetKind::synthetic, "synthetic"}};
 constexpr Name<LossKind> kLosses[] = {{LossKind::cross_entropy, "cross_entropy"}, {LossKind::mse, "mse"}};
 constexpr Name<OptimizerKind> kOptimizers[] = {{OptimizerKind::sgd, "sgd"}, {OptimizerKind::adam, "adam"}, {OptimizerKind::adamw, "adamw"}};
 constexpr Name<optim::Schedule::Kind> kSchedules[] = {
@@ -118,6 +119,22 @@ class Section {
         list += (list.empty() ? "" : ", ") + a;
       }
       if (!ok) fail_at(file_, line_of(n), where() + " " + key + " is '" + v + "'; expected one of " + list);
+    }
+    return v;
+  }
+  // A non-empty array of positive integers (a shape).
+  std::vector<std::int64_t> dims(const char* key, std::vector<std::int64_t> def) {
+    const toml::node* n = node(key);
+    if (!n) return def;
+    const std::string what = where() + " " + key + " must be a non-empty array of positive integers (at most 4, product at most 2^24)";
+    if (!n->is_array() || n->as_array()->empty() || n->as_array()->size() > 4) fail_at(file_, line_of(n), what);
+    std::vector<std::int64_t> v;
+    std::int64_t product = 1;
+    for (const toml::node& e : *n->as_array()) {
+      if (!e.is_integer() || e.as_integer()->get() < 1 || e.as_integer()->get() > (1 << 24)) fail_at(file_, line_of(n), what);
+      v.push_back(e.as_integer()->get());
+      product *= v.back();
+      if (product > (1 << 24)) fail_at(file_, line_of(n), what);
     }
     return v;
   }
@@ -221,8 +238,13 @@ std::string defining_toml(const Config& c, bool for_hash) {
   } else if (c.dataset == DatasetKind::csv) {
     o << "train = " << toml_string(c.train_csv) << "\ntest = " << toml_string(c.test_csv) << "\nheader = " << (c.csv_header ? "true" : "false")
       << "\nlabel_column = " << c.label_column << "\ntargets = " << c.targets << "\n";
-  } else {
+  } else if (c.dataset == DatasetKind::adder) {
     o << "samples = " << c.samples << "\ntest_samples = " << c.test_samples << "\nfeatures = " << c.features << "\n";
+  } else {
+    o << "samples = " << c.samples << "\ntest_samples = " << c.test_samples << "\nshape = [";
+    for (std::size_t i = 0; i < c.shape.size(); ++i) o << (i ? ", " : "") << c.shape[i];
+    o << "]\nclasses = " << c.classes << "\n";
+    if (c.classes == 0) o << "targets = " << c.targets << "\n";
   }
   o << "crop_padding = " << c.crop_padding << "\nhflip = " << (c.hflip ? "true" : "false") << "\n";
   o << "\n[model]\ninit = " << toml_string(nn::init_name(c.init)) << "\nlayers = [\n";
@@ -269,7 +291,8 @@ std::vector<std::string> Config::data_files() const {
               path + "/t10k-labels-idx1-ubyte.gz"};
     case DatasetKind::csv:
       return test_csv.empty() ? std::vector<std::string>{train_csv} : std::vector<std::string>{train_csv, test_csv};
-    case DatasetKind::adder: return {};
+    case DatasetKind::adder:
+    case DatasetKind::synthetic: return {};
   }
   return {};
 }
@@ -300,10 +323,16 @@ Config parse_config(const std::string& text, const std::string& name) {
     c.csv_header = d.boolean("header", false);
     c.label_column = static_cast<int>(d.integer("label_column", -1, -1, 1 << 20));
     c.targets = static_cast<int>(d.integer("targets", 1, 1, 1 << 20));
-  } else {
+  } else if (c.dataset == DatasetKind::adder) {
     c.samples = d.integer("samples", 100000, 1, INT64_MAX / 2);
     c.test_samples = d.integer("test_samples", 10000, 0, INT64_MAX / 2);
     c.features = static_cast<int>(d.integer("features", 10, 1, 1 << 20));
+  } else {
+    c.samples = d.integer("samples", 1000, 1, 1 << 24);
+    c.test_samples = d.integer("test_samples", 0, 0, 1 << 24);
+    c.shape = d.dims("shape", {8});
+    c.classes = d.integer("classes", 10, 0, 1 << 20);
+    if (c.classes == 0) c.targets = static_cast<int>(d.integer("targets", 1, 1, 1 << 20));
   }
   c.crop_padding = static_cast<int>(d.integer("crop_padding", 0, 0, 64));
   c.hflip = d.boolean("hflip", false);

@@ -12,6 +12,7 @@ std::shared_ptr<data::Dataset> train_dataset(const Config& c) {
   switch (c.dataset) {
     case DatasetKind::fashion_mnist: return data::fashion_mnist(c.path, true, c.normalize);
     case DatasetKind::csv: return data::csv_dataset(c.train_csv, c.csv_header, c.label_column, c.targets);
+    case DatasetKind::synthetic: return data::synthetic_dataset(c.samples, Shape(c.shape), c.classes, c.targets, c.seed);
     case DatasetKind::adder: break;
   }
   return data::adder_dataset(c.samples, c.features, c.seed);
@@ -21,6 +22,8 @@ std::shared_ptr<data::Dataset> test_dataset(const Config& c) {
   switch (c.dataset) {
     case DatasetKind::fashion_mnist: return data::fashion_mnist(c.path, false, c.normalize);
     case DatasetKind::csv: return c.test_csv.empty() ? nullptr : data::csv_dataset(c.test_csv, c.csv_header, c.label_column, c.targets);
+    case DatasetKind::synthetic:
+      return c.test_samples > 0 ? data::synthetic_dataset(c.test_samples, Shape(c.shape), c.classes, c.targets, c.seed, c.samples) : nullptr;
     case DatasetKind::adder: break;
   }
   return c.test_samples > 0 ? data::adder_dataset(c.test_samples, c.features, c.seed, c.samples) : nullptr;
