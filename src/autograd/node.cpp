@@ -29,6 +29,7 @@ void recycle(Node* n) {
   n->more_in_shape.clear();
   for (auto& s : n->saved) s = Tensor();
   n->grad = Tensor();
+  n->saved_values.clear();
   n->op = "";
   n->backward = nullptr;
   n->released = false;
@@ -86,6 +87,7 @@ void reset_node(Node* n) {
   n->more_in.clear();
   for (auto& s : n->saved) s = Tensor();
   n->grad = Tensor();
+  n->saved_values.clear();
   n->released = true;
 }
 
@@ -100,6 +102,10 @@ const Tensor& Node::saved_tensor(int slot) const {
     detail::fail(op, "a tensor saved for the backward pass was modified in place after it was saved (version ",
                  saved_version[slot], ", now ", t.storage()->version(), "); clone it before modifying it");
   return t;
+}
+
+void Node::payload_mismatch() const {
+  detail::fail(op, "internal: the backward reads a saved payload of another type than the forward recorded (or none)");
 }
 
 AutogradMeta& meta(const Tensor& t) {

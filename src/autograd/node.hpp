@@ -1,12 +1,15 @@
 // Graph nodes (internal). A node records one differentiable op: its backward function (a
 // plain function pointer, no std::function), the edges to its inputs, the tensors it saved
-// and a small payload of integers / doubles / shapes. Nodes come from a pool and are
+// and a typed payload of the op's other saved values. Nodes come from a pool and are
 // reference counted: a tensor holds its producer node, a node holds its input nodes.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <type_traits>
 #include <vector>
 
 #include "bitgrad/autograd.hpp"
@@ -50,6 +53,35 @@ using BackwardFn = void (*)(Node& node, const Tensor& grad_out, Tensor* grad_in)
 inline constexpr int kInlineInputs = 4;
 inline constexpr int kMaxSaved = 4;
 
+// The saved values of an op other than tensors, as the struct its op family declares beside
+// its backward (ConvGeom, SliceSaved, ...). Stored inline: nodes are pooled, and a
+// std::variant would make autograd name every op's struct. So a struct must be trivially
+// copyable (nothing to destroy on reset) and fit kBytes. A tag per type is kept with it and
+// checked on every read: a wrong type or a missing payload fails instead of reading stale bytes.
+class Payload {
+ public:
+  static constexpr std::size_t kBytes = 96;
+
+  template <class T>
+  void set(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>, "a payload holds plain values (tensors go in Node::save)");
+    static_assert(sizeof(T) <= kBytes && alignof(T) <= alignof(std::max_align_t), "payload too large: raise kBytes");
+    ::new (static_cast<void*>(bytes_)) T(v);
+    tag_ = &tag_of<T>;
+  }
+  template <class T>
+  const T* get() const {
+    return tag_ == &tag_of<T> ? std::launder(reinterpret_cast<const T*>(bytes_)) : nullptr;
+  }
+  void clear() { tag_ = nullptr; }
+
+ private:
+  template <class T>
+  static inline char tag_of = 0;  // its address names T (not const: never merged with another)
+  alignas(std::max_align_t) unsigned char bytes_[kBytes];
+  const char* tag_ = nullptr;
+};
+
 struct Node {
   const char* op = "";
   BackwardFn backward = nullptr;
@@ -67,9 +99,7 @@ struct Node {
   Tensor saved[kMaxSaved];
   std::uint64_t saved_version[kMaxSaved] = {};
 
-  std::int64_t iv[8] = {};
-  double dv[4] = {};
-  Shape sv[2];
+  Payload saved_values;  // the payload: set_payload / payload
 
   Shape out_shape;
   DType out_dtype = DType::f32;
@@ -85,10 +115,23 @@ struct Node {
   void save(int slot, const Tensor& t);
   // The saved tensor, checked against in-place modification since it was saved.
   const Tensor& saved_tensor(int slot) const;
+
+  template <class T>
+  void set_payload(const T& v) {
+    saved_values.set(v);
+  }
+  // The payload recorded by the forward; fails (naming the op) if it is of another type.
+  template <class T>
+  const T& payload() const {
+    const T* p = saved_values.get<T>();
+    if (!p) payload_mismatch();
+    return *p;
+  }
+  [[noreturn]] void payload_mismatch() const;
 };
 
 Node* allocate_node();  // refs == 0; wrap in NodePtr
-void reset_node(Node* n);  // drops edges and saved tensors (iteratively), returns it to the pool
+void reset_node(Node* n);  // drops edges, saved tensors and the payload (after a backward without retain_graph)
 
 struct AutogradMeta {
   NodePtr grad_fn;

@@ -138,6 +138,9 @@ class Pool {
 std::mutex g_mu;  // one parallel region at a time (callers from several threads queue here)
 Pool* g_pool = nullptr;
 int g_threads = 0;
+// written under g_mu, read by region_stats without it
+std::atomic<std::uint64_t> g_split{0};
+std::atomic<int> g_widest{1};
 
 Pool& pool_locked() {
   if (!g_pool) {
@@ -161,6 +164,14 @@ void pool_resize(int threads) {
   delete g_pool;
   g_pool = nullptr;
   g_threads = threads;
+}
+
+RegionStats region_stats() { return {g_split.load(std::memory_order_relaxed), g_widest.load(std::memory_order_relaxed)}; }
+
+void reset_region_stats() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_split.store(0, std::memory_order_relaxed);
+  g_widest.store(1, std::memory_order_relaxed);
 }
 
 void post_idle_work(IdleWork* w) {
@@ -199,6 +210,8 @@ void parallel_chunks(std::int64_t n, std::int64_t grain, ChunkFn fn, void* ctx) 
     t_in_parallel = false;
     return;
   }
+  g_split.fetch_add(1, std::memory_order_relaxed);
+  if (chunks > g_widest.load(std::memory_order_relaxed)) g_widest.store(chunks, std::memory_order_relaxed);
   p.run(chunks, n, fn, ctx);
 }
 

@@ -42,4 +42,13 @@ void finish_idle_work();
 int pool_threads();
 void pool_resize(int threads);
 
+// What the parallel regions since the last reset did, so that a test can prove a kernel was
+// split over the threads rather than trust its shapes to exceed the grains.
+struct RegionStats {
+  std::uint64_t split = 0;  // regions run on more than one chunk
+  int widest = 1;           // the most chunks of one region
+};
+RegionStats region_stats();
+void reset_region_stats();
+
 }  // namespace bitgrad::kern

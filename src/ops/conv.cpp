@@ -105,13 +105,9 @@ void gemm_rm(std::int64_t M, std::int64_t N, std::int64_t K, const T* a, std::in
   kern::active<T>().gemm(g);
 }
 
-// iv: N, C, H, W, OC, KH, KW, stride; sv[0] = {OH, OW, padding}; saved: 0 cols, 1 weight
-ConvGeom geom_of(const Node& n) {
-  return {n.iv[0], n.iv[1], n.iv[2], n.iv[3], n.iv[4], n.iv[5], n.iv[6], n.sv[0][0], n.sv[0][1], n.iv[7], n.sv[0][2]};
-}
-
+// saved: 0 cols, 1 weight; payload ConvGeom
 void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
-  const ConvGeom G = geom_of(n);
+  const ConvGeom G = n.payload<ConvGeom>();
   const std::int64_t P = G.positions(), CKK = G.ckk();
   const Tensor& cols = n.saved_tensor(0);
   const Tensor& w = n.saved_tensor(1);
@@ -197,13 +193,9 @@ void pool2x2_row(const T* plane, std::int64_t W, std::int64_t OW, std::int64_t a
   }
 }
 
-PoolGeom pool_geom_of(const Node& n) { return {n.iv[0], n.iv[1], n.iv[2], n.iv[3], n.iv[4], n.iv[5], n.iv[6]}; }
-void set_pool(Node* n, const PoolGeom& g) {
-  n->iv[0] = g.planes, n->iv[1] = g.H, n->iv[2] = g.W, n->iv[3] = g.k, n->iv[4] = g.s, n->iv[5] = g.OH, n->iv[6] = g.OW;
-}
-
+// payload PoolGeom (max: saved 0 = the index of each window's maximum in its plane)
 void max_pool_bw(Node& n, const Tensor& g, Tensor* gi) {
-  const PoolGeom G = pool_geom_of(n);
+  const PoolGeom G = n.payload<PoolGeom>();
   const std::int64_t* idx = n.saved_tensor(0).data<std::int64_t>();
   Tensor gc = kern::contiguous(g);
   Tensor dx = Tensor::zeros(n.in_shape[0], g.dtype());
@@ -222,7 +214,7 @@ void max_pool_bw(Node& n, const Tensor& g, Tensor* gi) {
 }
 
 void avg_pool_bw(Node& n, const Tensor& g, Tensor* gi) {
-  const PoolGeom G = pool_geom_of(n);
+  const PoolGeom G = n.payload<PoolGeom>();
   Tensor gc = kern::contiguous(g);
   Tensor dx = Tensor::zeros(n.in_shape[0], g.dtype());
   BITGRAD_DISPATCH_FLOAT(g.dtype(), "avg_pool2d", T, [&] {
@@ -291,9 +283,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int str
   if (n) {
     n->save(0, cols);
     n->save(1, wc);
-    n->iv[0] = G.N, n->iv[1] = G.C, n->iv[2] = G.H, n->iv[3] = G.W, n->iv[4] = G.OC, n->iv[5] = G.KH, n->iv[6] = G.KW;
-    n->iv[7] = G.s;
-    n->sv[0] = Shape{G.OH, G.OW, G.p};
+    n->set_payload(G);
   }
   return y;
 }
@@ -334,7 +324,7 @@ Tensor max_pool2d(const Tensor& x, int kernel, int stride, CallSite site) {
   });
   if (Node* n = ops::record("max_pool2d", max_pool_bw, {&x}, y, site)) {
     n->save(0, idx);
-    set_pool(n, G);
+    n->set_payload(G);
   }
   return y;
 }
@@ -358,7 +348,7 @@ Tensor avg_pool2d(const Tensor& x, int kernel, int stride, CallSite site) {
           }
     });
   });
-  if (Node* n = ops::record("avg_pool2d", avg_pool_bw, {&x}, y, site)) set_pool(n, G);
+  if (Node* n = ops::record("avg_pool2d", avg_pool_bw, {&x}, y, site)) n->set_payload(G);
   return y;
 }
 

@@ -202,18 +202,25 @@ Tensor unary_op(Unary op, const Tensor& x, const char* name, autograd::BackwardF
 }
 
 // ---- pow with a scalar exponent: g*(p*x^(p-1)) -------------------------------------------
+struct PowScalarSaved {
+  double exponent;
+};
 void pow_scalar_bw(Node& n, const Tensor& g, Tensor* gi) {
-  const double p = n.dv[0];
+  const double p = n.payload<PowScalarSaved>().exponent;
   gi[0] = mul(g, mul(pow(n.saved_tensor(0), p - 1.0), p));
 }
 
 // ---- clamp: g where lo <= x <= hi, else 0 --------------------------------------------------
+struct ClampSaved {
+  double lo, hi;
+};
 void clamp_bw(Node& n, const Tensor& g, Tensor* gi) {
   const Tensor x = kern::contiguous(n.saved_tensor(0));
   const Tensor gc = kern::contiguous(g);
   Tensor out = Tensor::empty(g.shape(), g.dtype());
   BITGRAD_DISPATCH_FLOAT(g.dtype(), "clamp", T, [&] {
-    const T lo = static_cast<T>(n.dv[0]), hi = static_cast<T>(n.dv[1]);
+    const ClampSaved& s = n.payload<ClampSaved>();
+    const T lo = static_cast<T>(s.lo), hi = static_cast<T>(s.hi);
     const T *px = x.data<T>(), *pg = gc.data<T>();
     T* po = kern::out_ptr<T>(out);
     for (std::int64_t i = 0; i < g.numel(); ++i) po[i] = (px[i] >= lo && px[i] <= hi) ? pg[i] : T(0);
@@ -250,7 +257,7 @@ Tensor pow(const Tensor& a, double p, CallSite site) {
   Tensor y = binary_raw(Binary::pow, a, ops::scalar_like(a, p), "pow");
   if (Node* n = ops::record("pow", pow_scalar_bw, {&a}, y, site)) {
     n->save(0, a);
-    n->dv[0] = p;
+    n->set_payload(PowScalarSaved{p});
   }
   return y;
 }
@@ -270,8 +277,7 @@ Tensor clamp(const Tensor& x, double lo, double hi, CallSite site) {
   Tensor y = minimum(maximum(x.detach(), ops::scalar_like(x, lo)), ops::scalar_like(x, hi)).detach();
   if (Node* n = ops::record("clamp", clamp_bw, {&x}, y, site)) {
     n->save(0, x);
-    n->dv[0] = lo;
-    n->dv[1] = hi;
+    n->set_payload(ClampSaved{lo, hi});
   }
   return y;
 }

@@ -9,6 +9,10 @@ namespace bitgrad {
 namespace {
 using autograd::Node;
 
+struct LossSaved {
+  Reduction reduction;
+};
+
 // batch rule over a vector of per-sample values [N] -> scalar
 Tensor batch_sum(const Tensor& v) {
   Tensor out = Tensor::empty(Shape{}, v.dtype());
@@ -16,12 +20,12 @@ Tensor batch_sum(const Tensor& v) {
   return out;
 }
 
-// saved 0 = logits (contiguous), 1 = targets; iv[0] = reduction
+// saved 0 = logits (contiguous), 1 = targets; payload LossSaved
 void xent_bw(Node& n, const Tensor& g, Tensor* gi) {
   const Tensor& x = n.saved_tensor(0);
   const Tensor& t = n.saved_tensor(1);
   const std::int64_t N = x.shape()[0], C = x.shape()[1];
-  const auto red = static_cast<Reduction>(n.iv[0]);
+  const Reduction red = n.payload<LossSaved>().reduction;
   Tensor gx = Tensor::empty(x.shape(), x.dtype());
   BITGRAD_DISPATCH_FLOAT(x.dtype(), "cross_entropy", T, [&] {
     const T* px = x.data<T>();
@@ -40,11 +44,11 @@ void xent_bw(Node& n, const Tensor& g, Tensor* gi) {
   gi[0] = gx;
 }
 
-// saved 0 = input, 1 = target (both contiguous); iv[0] = reduction, iv[1] = N
+// saved 0 = input, 1 = target (both contiguous); payload LossSaved
 void mse_bw(Node& n, const Tensor& g, Tensor* gi) {
   const Tensor& a = n.saved_tensor(0);
   const Tensor& b = n.saved_tensor(1);
-  const auto red = static_cast<Reduction>(n.iv[0]);
+  const Reduction red = n.payload<LossSaved>().reduction;
   Tensor d = sub(a, b);
   Tensor ga;
   if (red == Reduction::none) {
@@ -90,7 +94,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
   if (Node* n = ops::record("cross_entropy", xent_bw, {&logits}, y, site)) {
     n->save(0, x);
     n->save(1, tc);
-    n->iv[0] = static_cast<std::int64_t>(reduction);
+    n->set_payload(LossSaved{reduction});
   }
   return y;
 }
@@ -121,7 +125,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction, 
   if (Node* n = ops::record("mse_loss", mse_bw, {&input, &target}, y, site)) {
     n->save(0, a);
     n->save(1, b);
-    n->iv[0] = static_cast<std::int64_t>(reduction);
+    n->set_payload(LossSaved{reduction});
   }
   return y;
 }

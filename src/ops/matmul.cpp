@@ -36,9 +36,13 @@ void gemm_raw(std::int64_t M, std::int64_t N, std::int64_t K, const T* a, bool t
 }
 
 // ---- linear ---------------------------------------------------------------------------------
-// saved: 0 = x (as [N, in]), 1 = W; iv[0] = N, iv[1] = in, iv[2] = out
+struct LinearSaved {
+  std::int64_t rows, in, out;  // x as [rows, in], W [out, in]
+};
+// saved: 0 = x (as [N, in]), 1 = W
 void linear_bw(Node& n, const Tensor& g, Tensor* gi) {
-  const std::int64_t N = n.iv[0], in = n.iv[1], out = n.iv[2];
+  const LinearSaved& s = n.payload<LinearSaved>();
+  const std::int64_t N = s.rows, in = s.in, out = s.out;
   const Tensor& x = n.saved_tensor(0);
   const Tensor& W = n.saved_tensor(1);
   Tensor gc = kern::contiguous(g);
@@ -62,9 +66,13 @@ void linear_bw(Node& n, const Tensor& g, Tensor* gi) {
 }
 
 // ---- matmul ---------------------------------------------------------------------------------
-// Canonical form: a3 [Ba, M, K], b3 [Bb, K, N], Ba, Bb in {1, B}; iv: B, Ba, Bb, M, K, N
+// Canonical form: a3 [Ba, M, K], b3 [Bb, K, N], Ba, Bb in {1, B}
+struct MatmulSaved {
+  std::int64_t B, Ba, Bb, M, K, N;
+};
 void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
-  const std::int64_t B = n.iv[0], Ba = n.iv[1], Bb = n.iv[2], M = n.iv[3], K = n.iv[4], N = n.iv[5];
+  const MatmulSaved& s = n.payload<MatmulSaved>();
+  const std::int64_t B = s.B, Ba = s.Ba, Bb = s.Bb, M = s.M, K = s.K, N = s.N;
   const Tensor& a = n.saved_tensor(0);
   const Tensor& b = n.saved_tensor(1);
   Tensor gc = kern::contiguous(g);
@@ -124,9 +132,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, CallSit
   if (n) {
     n->save(0, xc);
     n->save(1, wc);
-    n->iv[0] = rows;
-    n->iv[1] = in;
-    n->iv[2] = out;
+    n->set_payload(LinearSaved{rows, in, out});
   }
   return y;
 }
@@ -179,12 +185,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, CallSite site) {
   if (Node* n = ops::record("matmul", matmul_bw, {&a, &b}, y, site)) {
     n->save(0, ac);
     n->save(1, bc);
-    n->iv[0] = B;
-    n->iv[1] = Ba;
-    n->iv[2] = Bb;
-    n->iv[3] = M;
-    n->iv[4] = K;
-    n->iv[5] = N;
+    n->set_payload(MatmulSaved{B, Ba, Bb, M, K, N});
   }
   return y;
 }

@@ -15,9 +15,13 @@ namespace bitgrad {
 namespace {
 using autograd::Node;
 
-// saved: 0 x (contiguous), 1 gamma, 2 rstd [R], 3 mean [R]; iv[0] R, iv[1] D
+struct LayerNormSaved {
+  std::int64_t R, D;  // x as [R, D]
+};
+// saved: 0 x (contiguous), 1 gamma, 2 rstd [R], 3 mean [R]
 void layer_norm_bw(Node& n, const Tensor& g, Tensor* gi) {
-  const std::int64_t R = n.iv[0], D = n.iv[1];
+  const LayerNormSaved& s = n.payload<LayerNormSaved>();
+  const std::int64_t R = s.R, D = s.D;
   const Tensor& x = n.saved_tensor(0);
   const Tensor& gamma = n.saved_tensor(1);
   const Tensor& rstd = n.saved_tensor(2);
@@ -117,8 +121,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
     if (gc.defined()) n->save(1, gc);
     n->save(2, rstd);
     n->save(3, mean);
-    n->iv[0] = R;
-    n->iv[1] = D;
+    n->set_payload(LayerNormSaved{R, D});
   }
   return y;
 }

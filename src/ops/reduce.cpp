@@ -23,10 +23,14 @@ Tensor spread(const Tensor& g, const Shape& in_shape, const Shape& keep_shape) {
   return expand(gk, in_shape).contiguous_copy();
 }
 
-// iv[0..n) = reduced axes, iv[7] = count; sv[0] = keepdim shape
-void sum_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = spread(g, n.in_shape[0], n.sv[0]); }
+struct SumSaved {
+  std::int64_t count;  // elements summed into each output
+  Shape keepdim_shape;
+};
+void sum_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = spread(g, n.in_shape[0], n.payload<SumSaved>().keepdim_shape); }
 void mean_bw(Node& n, const Tensor& g, Tensor* gi) {
-  gi[0] = spread(div(g, static_cast<double>(n.iv[7])), n.in_shape[0], n.sv[0]);
+  const SumSaved& s = n.payload<SumSaved>();
+  gi[0] = spread(div(g, static_cast<double>(s.count)), n.in_shape[0], s.keepdim_shape);
 }
 
 Tensor reduce_op(const Tensor& x, std::vector<int> axes, bool keepdim, bool is_mean, CallSite site) {
@@ -43,16 +47,18 @@ Tensor reduce_op(const Tensor& x, std::vector<int> axes, bool keepdim, bool is_m
   }
   const Shape keep = ops::keepdim_shape(x.shape(), axes);
   if (keepdim) y = Tensor::view_of(y, keep, contiguous_strides(keep), y.offset());
-  if (Node* n = ops::record(name, is_mean ? mean_bw : sum_bw, {&x}, y, site)) {
-    n->iv[7] = count;
-    n->sv[0] = keep;
-  }
+  if (Node* n = ops::record(name, is_mean ? mean_bw : sum_bw, {&x}, y, site)) n->set_payload(SumSaved{count, keep});
   return y;
 }
 
-// iv[0] = axis, iv[1] = outer, iv[2] = L, iv[3] = inner; saved 0 = argmax indices
+// x viewed [outer, L, inner], reduced over L
+struct ExtremeSaved {
+  std::int64_t outer, L, inner;
+};
+// saved 0 = argmax indices
 void max_bw(Node& n, const Tensor& g, Tensor* gi) {
-  const std::int64_t outer = n.iv[1], L = n.iv[2], inner = n.iv[3];
+  const ExtremeSaved& s = n.payload<ExtremeSaved>();
+  const std::int64_t outer = s.outer, L = s.L, inner = s.inner;
   const Tensor& idx = n.saved_tensor(0);
   Tensor gc = kern::contiguous(g);
   Tensor out = Tensor::zeros(n.in_shape[0], g.dtype());
@@ -135,10 +141,7 @@ Tensor extreme_op(const Tensor& x, int axis, bool keepdim, CallSite site) {
   }
   if (Node* n = ops::record(name, max_bw, {&x}, y, site)) {
     n->save(0, idx);
-    n->iv[0] = axis;
-    n->iv[1] = outer;
-    n->iv[2] = L;
-    n->iv[3] = inner;
+    n->set_payload(ExtremeSaved{outer, L, inner});
   }
   return y;
 }

@@ -20,9 +20,13 @@ Tensor view(const Tensor& x, const Shape& shape, const Shape& strides, std::int6
 void reshape_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = reshape(g, n.in_shape[0]); }
 
 // ---- permute: y[dims[i]] axis order ---------------------------------------------------------
+struct PermuteSaved {
+  int dims[kMaxDims];  // the first ndim are used
+};
 void permute_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const PermuteSaved& s = n.payload<PermuteSaved>();
   std::vector<int> inv(static_cast<std::size_t>(g.ndim()));
-  for (int i = 0; i < g.ndim(); ++i) inv[static_cast<std::size_t>(n.iv[i])] = i;
+  for (int i = 0; i < g.ndim(); ++i) inv[static_cast<std::size_t>(s.dims[i])] = i;
   gi[0] = permute(g, inv);
 }
 
@@ -30,22 +34,30 @@ void permute_bw(Node& n, const Tensor& g, Tensor* gi) {
 void expand_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = ops::sum_to(g, n.in_shape[0]); }
 
 // ---- slice: y = x[start:end:step] along axis ------------------------------------------------
+struct SliceSaved {
+  int axis;
+  std::int64_t start, step;  // start after clamping
+};
 void slice_bw(Node& n, const Tensor& g, Tensor* gi) {
   Tensor z = Tensor::zeros(n.in_shape[0], g.dtype());
-  const int axis = static_cast<int>(n.iv[0]);
+  const SliceSaved& s = n.payload<SliceSaved>();
+  const int axis = s.axis;
   Shape st = z.strides();
   Shape sh = z.shape();
   sh[axis] = g.shape()[axis];
-  std::int64_t off = n.iv[1] * st[axis];
-  st[axis] *= n.iv[2];
+  std::int64_t off = s.start * st[axis];
+  st[axis] *= s.step;
   Tensor region = view(z, sh, st, off);
   region.copy_from(g);
   gi[0] = z;
 }
 
 // ---- concat: y = [x0 | x1 | ...] along axis ---------------------------------------------------
+struct ConcatSaved {
+  int axis;
+};
 void concat_bw(Node& n, const Tensor& g, Tensor* gi) {
-  const int axis = static_cast<int>(n.iv[0]);
+  const int axis = n.payload<ConcatSaved>().axis;
   std::int64_t at = 0;
   for (int i = 0; i < n.n_inputs; ++i) {
     const Shape& s = n.input_shape(i);
@@ -54,9 +66,15 @@ void concat_bw(Node& n, const Tensor& g, Tensor* gi) {
   }
 }
 
+// index_select and gather: x viewed [outer, S, inner], cnt indices along S
+struct IndexSaved {
+  std::int64_t outer, S, inner, cnt;
+};
+
 // ---- index_select: y [.., n, ..] = x [.., S, ..] at index along axis ----------------------------
 void index_select_bw(Node& n, const Tensor& g, Tensor* gi) {
-  const std::int64_t outer = n.iv[0], S = n.iv[1], inner = n.iv[2], cnt = n.iv[3];
+  const IndexSaved& s = n.payload<IndexSaved>();
+  const std::int64_t outer = s.outer, S = s.S, inner = s.inner, cnt = s.cnt;
   Tensor gc = kern::contiguous(g);
   Tensor out = Tensor::empty(n.in_shape[0], g.dtype());
   const std::int64_t* idx = n.saved_tensor(0).data<std::int64_t>();
@@ -68,7 +86,8 @@ void index_select_bw(Node& n, const Tensor& g, Tensor* gi) {
 
 // ---- gather: y [index shape] = x at index along axis --------------------------------------------
 void gather_bw(Node& n, const Tensor& g, Tensor* gi) {
-  const std::int64_t outer = n.iv[0], S = n.iv[1], inner = n.iv[2], cnt = n.iv[3];
+  const IndexSaved& s = n.payload<IndexSaved>();
+  const std::int64_t outer = s.outer, S = s.S, inner = s.inner, cnt = s.cnt;
   Tensor gc = kern::contiguous(g);
   Tensor out = Tensor::empty(n.in_shape[0], g.dtype());
   const std::int64_t* idx = n.saved_tensor(0).data<std::int64_t>();
@@ -162,8 +181,11 @@ Tensor permute(const Tensor& x, const std::vector<int>& dims, CallSite site) {
     st.push_back(x.strides()[a]);
   }
   Tensor y = view(x, sh, st, x.offset());
-  if (Node* n = ops::record("permute", permute_bw, {&x}, y, site))
-    for (std::size_t i = 0; i < nd.size(); ++i) n->iv[i] = nd[i];
+  if (Node* n = ops::record("permute", permute_bw, {&x}, y, site)) {
+    PermuteSaved s{};
+    for (std::size_t i = 0; i < nd.size(); ++i) s.dims[i] = nd[i];
+    n->set_payload(s);
+  }
   return y;
 }
 
@@ -215,9 +237,7 @@ Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t end, st
   st[axis] *= step;
   Tensor y = view(x, sh, st, off);
   if (Node* n = ops::record("slice", slice_bw, {&x}, y, site)) {
-    n->iv[0] = axis;
-    n->iv[1] = start;
-    n->iv[2] = step;
+    n->set_payload(SliceSaved{axis, start, step});
   }
   return y;
 }
@@ -250,7 +270,7 @@ Tensor concat(const std::vector<Tensor>& xs, int axis, CallSite site) {
     region.copy_from(t);
     at += t.shape()[axis];
   }
-  if (Node* n = ops::record("concat", concat_bw, xs, y, site)) n->iv[0] = axis;
+  if (Node* n = ops::record("concat", concat_bw, xs, y, site)) n->set_payload(ConcatSaved{axis});
   return y;
 }
 
@@ -275,10 +295,7 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& index, CallSite sit
   }
   if (Node* n = ops::record("index_select", index_select_bw, {&x}, y, site)) {
     n->save(0, ic);
-    n->iv[0] = outer;
-    n->iv[1] = S;
-    n->iv[2] = inner;
-    n->iv[3] = ic.numel();
+    n->set_payload(IndexSaved{outer, S, inner, ic.numel()});
   }
   return y;
 }
@@ -303,10 +320,7 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index, CallSite site) {
   });
   if (Node* n = ops::record("gather", gather_bw, {&x}, y, site)) {
     n->save(0, ic);
-    n->iv[0] = outer;
-    n->iv[1] = S;
-    n->iv[2] = inner;
-    n->iv[3] = cnt;
+    n->set_payload(IndexSaved{outer, S, inner, cnt});
   }
   return y;
 }

@@ -39,10 +39,14 @@ Tensor rows_fwd(const Tensor& x, int axis) {
   return move_back(y, axis, x.ndim());
 }
 
-// saved 0 = y; iv[0] = axis
+struct SoftmaxSaved {
+  int axis;
+};
+
+// saved 0 = y; payload SoftmaxSaved
 template <bool Log>
 void rows_bw(Node& n, const Tensor& g, Tensor* gi) {
-  const int axis = static_cast<int>(n.iv[0]);
+  const int axis = n.payload<SoftmaxSaved>().axis;
   Tensor yl = move_axis_last(n.saved_tensor(0), axis);
   Tensor gl = move_axis_last(g, axis);
   const std::int64_t L = yl.shape()[yl.ndim() - 1];
@@ -64,7 +68,7 @@ Tensor rows_op(const Tensor& x, int axis, CallSite site) {
   Tensor y = rows_fwd<Log>(x, axis);
   if (Node* n = ops::record(name, rows_bw<Log>, {&x}, y, site)) {
     n->save(0, y);
-    n->iv[0] = axis;
+    n->set_payload(SoftmaxSaved{axis});
   }
   return y;
 }

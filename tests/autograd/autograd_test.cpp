@@ -111,6 +111,27 @@ TEST(Autograd, NonScalarSeedAndRequiresGradPropagation) {
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 0, 12}));
 }
 
+TEST(Autograd, PayloadIsTypedAndCleared) {
+  struct A {
+    std::int64_t k;
+  };
+  struct B {
+    double v;
+  };
+  autograd::NodePtr n(autograd::allocate_node());
+  n->op = "test_op";
+  n->set_payload(A{7});
+  EXPECT_EQ(n->payload<A>().k, 7);
+  try {
+    (void)n->payload<B>();
+    FAIL() << "reading another type must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("test_op"), std::string::npos) << e.what();
+  }
+  autograd::reset_node(n.get());
+  EXPECT_THROW((void)n->payload<A>(), Error) << "reset drops the payload";
+}
+
 TEST(Autograd, GraphsAreFreed) {
   const std::size_t before = autograd::live_nodes();
   {

@@ -1,4 +1,4 @@
-// The thread pool: every index once, contiguous chunks, exceptions, nesting, idle work.
+// The thread pool: every index once, contiguous chunks, region statistics, exceptions, nesting, idle work.
 #include <atomic>
 #include <stdexcept>
 #include <vector>
@@ -30,6 +30,23 @@ TEST(ThreadPool, GrainLimitsTheChunks) {
   std::atomic<int> chunks{0};
   kern::parallel_for(100, 50, [&](std::int64_t, std::int64_t) { chunks++; });
   EXPECT_EQ(chunks.load(), 2);
+}
+
+TEST(ThreadPool, RegionStatsCountTheSplitRegions) {
+  RuntimeGuard g;
+  set_num_threads(4);
+  kern::reset_region_stats();
+  kern::parallel_for(100, 100, [](std::int64_t, std::int64_t) {});  // one chunk: not split
+  EXPECT_EQ(kern::region_stats().split, 0u);
+  EXPECT_EQ(kern::region_stats().widest, 1);
+  kern::parallel_for(100, 50, [](std::int64_t, std::int64_t) {});
+  kern::parallel_for(100, 1, [](std::int64_t, std::int64_t) {
+    kern::parallel_for(100, 1, [](std::int64_t, std::int64_t) {});  // nested: serial, not counted
+  });
+  EXPECT_EQ(kern::region_stats().split, 2u);
+  EXPECT_EQ(kern::region_stats().widest, 4);
+  kern::reset_region_stats();
+  EXPECT_EQ(kern::region_stats().split, 0u);
 }
 
 TEST(ThreadPool, ExceptionsPropagateAndThePoolSurvives) {

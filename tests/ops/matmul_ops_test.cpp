@@ -8,20 +8,32 @@ using V = const std::vector<Tensor>&;
 
 TEST(MatmulOps, Gradients) {
   std::vector<OpCase> cases = {
-      {"matmul(a=[3,4],b=[4,5])", {{3, 4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
-      {"matmul(a=[4],b=[4,5])", {{4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
-      {"matmul(a=[3,4],b=[4])", {{3, 4}, {4}}, [](V x) { return matmul(x[0], x[1]); }},
-      {"matmul(a=[4],b=[4])", {{4}, {4}}, [](V x) { return matmul(x[0], x[1]); }},
-      {"matmul(a=[2,3,4],b=[4,5])", {{2, 3, 4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
-      {"matmul(a=[3,4],b=[2,4,5])", {{3, 4}, {2, 4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
-      {"matmul(a=[2,3,4],b=[2,4,5])", {{2, 3, 4}, {2, 4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
-      {"matmul(a=[3,40],b=[40,2]) (k crosses a block)", {{3, 40}, {40, 2}}, [](V x) { return matmul(x[0], x[1]); }},
-      {"matmul(a=[35,3],b=[3,2]) (m crosses a block)", {{35, 3}, {3, 2}}, [](V x) { return matmul(x[0], x[1]); }},
-      {"linear(x=[5,4],w=[3,4],b=[3])", {{5, 4}, {3, 4}, {3}}, [](V x) { return linear(x[0], x[1], x[2]); }},
-      {"linear(x=[2,3,4],w=[3,4])", {{2, 3, 4}, {3, 4}}, [](V x) { return linear(x[0], x[1]); }},
-      {"linear(x=[37,2],w=[3,2],b=[3])", {{37, 2}, {3, 2}, {3}}, [](V x) { return linear(x[0], x[1], x[2]); }},
+      {"matmul", {{3, 4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul", {{4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul", {{3, 4}, {4}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul", {{4}, {4}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul", {{2, 3, 4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul", {{3, 4}, {2, 4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul", {{2, 3, 4}, {2, 4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul (k crosses a block)", {{3, 40}, {40, 2}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul (m crosses a block)", {{35, 3}, {3, 2}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"linear", {{5, 4}, {3, 4}, {3}}, [](V x) { return linear(x[0], x[1], x[2]); }},
+      {"linear", {{2, 3, 4}, {3, 4}}, [](V x) { return linear(x[0], x[1]); }},
+      {"linear", {{37, 2}, {3, 2}, {3}}, [](V x) { return linear(x[0], x[1], x[2]); }},
   };
   run_all_modes(cases);
+}
+
+// Big enough for the GEMM's split (kernels/gemm_impl.hpp: panels of at least ~2^18 fmas per
+// chunk) and, in the backward, for the batch rule over more than one block of rows.
+TEST(MatmulOps, DeterminismSplitOverThreads) {
+  std::vector<OpCase> cases = {
+      {"matmul", {{128, 128}, {128, 160}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul", {{2, 128, 128}, {2, 128, 160}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul", {{2, 128, 128}, {128, 160}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"linear", {{130, 128}, {160, 128}, {160}}, [](V x) { return linear(x[0], x[1], x[2]); }},
+  };
+  check_split_determinism(cases);
 }
 
 TEST(MatmulOps, LinearEqualsMatmulPlusBias) {

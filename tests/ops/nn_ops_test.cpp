@@ -14,20 +14,41 @@ TEST(NnOps, Gradients) {
   Tensor idx = i64_tensor({4, 0, 4, 2, 1, 4}, Shape{2, 3});
   rng::Stream drop(5, "dropout");
   std::vector<OpCase> cases = {
-      {"conv2d(x=[2,2,5,5],w=[3,2,3,3],b,pad=1)", {{2, 2, 5, 5}, {3, 2, 3, 3}, {3}}, [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); }},
-      {"conv2d(x=[2,3,7,6],w=[2,3,3,2],stride=2)", {{2, 3, 7, 6}, {2, 3, 3, 2}}, [](V x) { return conv2d(x[0], x[1], Tensor(), 2, 0); }},
-      {"conv2d(x=[35,1,4,4],w=[2,1,2,2],b) (batch crosses a block)", {{35, 1, 4, 4}, {2, 1, 2, 2}, {2}}, [](V x) { return conv2d(x[0], x[1], x[2]); }},
-      {"max_pool2d(x=[2,2,4,4],k=2)", {{2, 2, 4, 4}}, [](V x) { return max_pool2d(x[0], 2); }},
-      {"max_pool2d(x=[1,2,5,5],k=3,s=1)", {{1, 2, 5, 5}}, [](V x) { return max_pool2d(x[0], 3, 1); }},
-      {"avg_pool2d(x=[2,2,4,6],k=2)", {{2, 2, 4, 6}}, [](V x) { return avg_pool2d(x[0], 2); }},
-      {"avg_pool2d(x=[1,1,5,5],k=3,s=1)", {{1, 1, 5, 5}}, [](V x) { return avg_pool2d(x[0], 3, 1); }},
-      {"layer_norm(x=[3,5],gamma,beta)", {{3, 5}, {5}, {5}}, [](V x) { return layer_norm(x[0], x[1], x[2]); }},
-      {"layer_norm(x=[2,2,4])", {{2, 2, 4}}, [](V x) { return layer_norm(x[0], Tensor(), Tensor()); }},
-      {"layer_norm(x=[34,3],gamma) (rows cross a block)", {{34, 3}, {3}}, [](V x) { return layer_norm(x[0], x[1], Tensor()); }},
-      {"embedding(w=[5,3],idx=[2,3])", {{5, 3}}, [](V x) { return embedding(x[0], x[1]); }, -1, 1, {idx}},
-      {"dropout(x=[4,6],p=0.3)", {{4, 6}}, [drop](V x) { return dropout(x[0], 0.3, drop, 100); }},
+      {"conv2d(pad=1)", {{2, 2, 5, 5}, {3, 2, 3, 3}, {3}}, [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); }},
+      {"conv2d(stride=2)", {{2, 3, 7, 6}, {2, 3, 3, 2}}, [](V x) { return conv2d(x[0], x[1], Tensor(), 2, 0); }},
+      {"conv2d (batch crosses a block)", {{35, 1, 4, 4}, {2, 1, 2, 2}, {2}}, [](V x) { return conv2d(x[0], x[1], x[2]); }},
+      {"max_pool2d(k=2)", {{2, 2, 4, 4}}, [](V x) { return max_pool2d(x[0], 2); }},
+      {"max_pool2d(k=3,s=1)", {{1, 2, 5, 5}}, [](V x) { return max_pool2d(x[0], 3, 1); }},
+      {"avg_pool2d(k=2)", {{2, 2, 4, 6}}, [](V x) { return avg_pool2d(x[0], 2); }},
+      {"avg_pool2d(k=3,s=1)", {{1, 1, 5, 5}}, [](V x) { return avg_pool2d(x[0], 3, 1); }},
+      {"layer_norm", {{3, 5}, {5}, {5}}, [](V x) { return layer_norm(x[0], x[1], x[2]); }},
+      {"layer_norm", {{2, 2, 4}}, [](V x) { return layer_norm(x[0], Tensor(), Tensor()); }},
+      {"layer_norm (rows cross a block)", {{34, 3}, {3}}, [](V x) { return layer_norm(x[0], x[1], Tensor()); }},
+      {"embedding", {{5, 3}}, [](V x) { return embedding(x[0], x[1]); }, -1, 1, {idx}},
+      {"dropout(p=0.3)", {{4, 6}}, [drop](V x) { return dropout(x[0], 0.3, drop, 100); }},
   };
   run_all_modes(cases);
+}
+
+// Big enough for the grains: conv2d splits over samples (grain 1), pooling over planes (8),
+// layer_norm over rows (16), embedding over rows of at least 4096 elements. Not dropout: its
+// multiplications have operands of the same shape, which run on one thread today.
+TEST(NnOps, DeterminismSplitOverThreads) {
+  std::vector<std::int64_t> iv(1024);
+  rng::Stream st(6, "indices");
+  for (std::size_t i = 0; i < iv.size(); ++i) iv[i] = st.u32(i) % 1000;
+  Tensor idx = i64_tensor(iv, Shape{64, 16});
+  std::vector<OpCase> cases = {
+      {"conv2d(pad=1)", {{8, 3, 12, 12}, {4, 3, 3, 3}, {4}}, [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); }},
+      {"conv2d(stride=2)", {{16, 2, 11, 11}, {3, 2, 3, 3}}, [](V x) { return conv2d(x[0], x[1], Tensor(), 2, 0); }},
+      {"max_pool2d(k=2)", {{8, 8, 8, 8}}, [](V x) { return max_pool2d(x[0], 2); }},
+      {"max_pool2d(k=3,s=1)", {{4, 16, 9, 9}}, [](V x) { return max_pool2d(x[0], 3, 1); }},
+      {"avg_pool2d(k=2)", {{8, 8, 8, 8}}, [](V x) { return avg_pool2d(x[0], 2); }},
+      {"layer_norm", {{128, 32}, {32}, {32}}, [](V x) { return layer_norm(x[0], x[1], x[2]); }},
+      {"layer_norm", {{4, 64, 24}}, [](V x) { return layer_norm(x[0], Tensor(), Tensor()); }},
+      {"embedding", {{1000, 64}}, [](V x) { return embedding(x[0], x[1]); }, -1, 1, {idx}},
+  };
+  check_split_determinism(cases);
 }
 
 TEST(NnOps, ConvolutionOfAKnownImage) {

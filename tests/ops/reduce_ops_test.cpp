@@ -9,23 +9,37 @@ using V = const std::vector<Tensor>&;
 
 TEST(ReduceOps, Gradients) {
   std::vector<OpCase> cases = {
-      {"sum(x=[3,4])", {{3, 4}}, [](V x) { return sum(x[0]); }},
-      {"sum(x=[40])", {{40}}, [](V x) { return sum(x[0]); }},
-      {"sum(x=[3,4],axes={0})", {{3, 4}}, [](V x) { return sum(x[0], {0}); }},
-      {"sum(x=[3,4],axes={1},keepdim)", {{3, 4}}, [](V x) { return sum(x[0], {1}, true); }},
-      {"sum(x=[2,3,4],axes={0,2})", {{2, 3, 4}}, [](V x) { return sum(x[0], {0, 2}); }},
-      {"sum(x=[2,3,4],axes={-1,1})", {{2, 3, 4}}, [](V x) { return sum(x[0], {-1, 1}); }},
-      {"mean(x=[5,3])", {{5, 3}}, [](V x) { return mean(x[0]); }},
-      {"mean(x=[5,3],axes={0},keepdim)", {{5, 3}}, [](V x) { return mean(x[0], {0}, true); }},
-      {"max(x=[13])", {{13}}, [](V x) { return max(x[0]); }},
-      {"max(x=[3,5],axis=1)", {{3, 5}}, [](V x) { return max(x[0], 1); }},
-      {"max(x=[4,3,2],axis=0,keepdim)", {{4, 3, 2}}, [](V x) { return max(x[0], 0, true); }},
-      {"min(x=[13])", {{13}}, [](V x) { return min(x[0]); }},
-      {"min(x=[3,5],axis=-1)", {{3, 5}}, [](V x) { return min(x[0], -1); }},
-      {"norm(x=[40])", {{40}}, [](V x) { return norm(x[0]); }},
-      {"norm(x=[35,3])", {{35, 3}}, [](V x) { return norm(x[0]); }},
+      {"sum", {{3, 4}}, [](V x) { return sum(x[0]); }},
+      {"sum", {{40}}, [](V x) { return sum(x[0]); }},
+      {"sum(axes={0})", {{3, 4}}, [](V x) { return sum(x[0], {0}); }},
+      {"sum(axes={1},keepdim)", {{3, 4}}, [](V x) { return sum(x[0], {1}, true); }},
+      {"sum(axes={0,2})", {{2, 3, 4}}, [](V x) { return sum(x[0], {0, 2}); }},
+      {"sum(axes={-1,1})", {{2, 3, 4}}, [](V x) { return sum(x[0], {-1, 1}); }},
+      {"mean", {{5, 3}}, [](V x) { return mean(x[0]); }},
+      {"mean(axes={0},keepdim)", {{5, 3}}, [](V x) { return mean(x[0], {0}, true); }},
+      {"max", {{13}}, [](V x) { return max(x[0]); }},
+      {"max(axis=1)", {{3, 5}}, [](V x) { return max(x[0], 1); }},
+      {"max(axis=0,keepdim)", {{4, 3, 2}}, [](V x) { return max(x[0], 0, true); }},
+      {"min", {{13}}, [](V x) { return min(x[0]); }},
+      {"min(axis=-1)", {{3, 5}}, [](V x) { return min(x[0], -1); }},
+      {"norm", {{40}}, [](V x) { return norm(x[0]); }},
+      {"norm", {{35, 3}}, [](V x) { return norm(x[0]); }},
   };
   run_all_modes(cases);
+}
+
+// Big enough for the grains: the row rule splits rows of 4096 elements per chunk, the batch
+// rule column groups of 2^16 elements, argmax 2^12 outputs.
+TEST(ReduceOps, DeterminismSplitOverThreads) {
+  std::vector<OpCase> cases = {
+      {"sum", {{64, 4096}}, [](V x) { return sum(x[0]); }},
+      {"sum(axes={0})", {{512, 1024}}, [](V x) { return sum(x[0], {0}); }},
+      {"sum(axes={1},keepdim)", {{1024, 256}}, [](V x) { return sum(x[0], {1}, true); }},
+      {"mean(axes={0,2})", {{64, 512, 16}}, [](V x) { return mean(x[0], {0, 2}); }},
+      {"max(axis=0)", {{16, 32768}}, [](V x) { return max(x[0], 0); }},
+      {"norm", {{64, 4096}}, [](V x) { return norm(x[0]); }},
+  };
+  check_split_determinism(cases);
 }
 
 TEST(ReduceOps, AxisRules) {
