@@ -1,0 +1,50 @@
+// The contract fuzzer's training set-ups: a seeded generator of small random configurations
+// (every layer type the configuration accepts, synthetic data of random shapes, batch sizes
+// that are and are not multiples of 32, drop_last both ways, every optimizer, schedule and
+// clipping), their TOML text, and the simplifications the shrinker tries.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace bitgrad::contract {
+
+struct Layer {
+  std::string type;  // linear conv2d flatten relu gelu tanh sigmoid dropout maxpool2d avgpool2d layernorm
+  std::int64_t out = 0;
+  int kernel = 0, stride = 1, padding = 0;
+  double p = 0.0;
+  bool bias = true;
+};
+
+struct Case {
+  std::uint64_t seed = 0;
+  std::vector<std::int64_t> shape;  // one sample
+  std::int64_t classes = 0, targets = 1;
+  std::int64_t samples = 0;
+  std::vector<Layer> layers;
+  std::int64_t batch = 32;
+  bool drop_last = true, shuffle = true;
+  std::string optimizer = "sgd";
+  double lr = 0.01, momentum = 0, weight_decay = 0;
+  bool nesterov = false;
+  std::string schedule = "constant";
+  std::int64_t warmup = 0;
+  double clip = 0;
+  std::int64_t steps = 4;
+
+  std::string toml() const;
+  // The shape after each layer is valid (the generator and the shrinker keep only such cases).
+  bool valid() const;
+};
+
+// Case number `index` of the stream `seed`: a pure function of both.
+Case generate(std::uint64_t seed, std::uint64_t index);
+
+// Simpler variants of c (fewer layers, steps, samples; plainer optimizer and schedule), the
+// most aggressive first; each is valid.
+std::vector<Case> simplifications(const Case& c);
+
+}  // namespace bitgrad::contract

@@ -1,0 +1,211 @@
+// The contract fuzzer: random training set-ups (contract/case.hpp), each trained under a matrix
+// of settings that the reproducibility contract (docs/numerics.md, ../shared/DESIGN.md §2) says
+// cannot change a bit — threads, loader workers, code paths, a resume at a random step, the
+// same perturbed order at two thread counts, and every accumulate that divides the batch (T5:
+// equal unless the run said the contract does not hold). A pair that must agree and does not
+// fails the case; the case is shrunk and printed as a TOML file and the two command lines.
+//
+//   contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--keep-going]
+// Exit 0 when every case held, 1 when one failed, 2 on a usage or set-up error.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include "bitgrad/instruments.hpp"
+#include "bitgrad/io.hpp"
+#include "bitgrad/rng.hpp"
+#include "bitgrad/runtime.hpp"
+#include "contract/case.hpp"
+
+namespace bitgrad::contract {
+namespace {
+
+struct Setting {
+  int threads = 1, workers = 0;
+  std::int64_t accumulate = 1;
+  Isa isa = Isa::scalar;
+  std::optional<std::uint64_t> perturb;
+  std::int64_t resume_at = 0;  // > 0: train this many steps, then resume to the end
+
+  std::string command(const std::string& toml) const {
+    std::string env = std::string("BITGRAD_ISA=") + isa_name(isa) + " ";
+    std::string opts = " --threads " + std::to_string(threads) + " --workers " + std::to_string(workers);
+    if (accumulate > 1) opts += " --accumulate " + std::to_string(accumulate);
+    if (perturb) opts += " --perturb-order " + std::to_string(*perturb);
+    if (resume_at > 0)
+      return env + "bitgrad train " + toml + opts + " --steps " + std::to_string(resume_at) + " --out R && " + env + "bitgrad train " + toml +
+             opts + " --resume R";
+    return env + "bitgrad train " + toml + opts;
+  }
+};
+
+struct Outcome {
+  std::string fingerprint, trace, error;
+  bool t5_note = false;
+};
+
+std::string g_root;  // temporary directory of this process
+int g_runs = 0;
+
+Outcome run_case(const Case& c, const Setting& s) {
+  Outcome o;
+  const std::string dir = g_root + "/run" + std::to_string(g_runs++);
+  try {
+    const train::Config cfg = train::parse_config(c.toml(), "case.toml");
+    IsaScope isa(s.isa);
+    instruments::TrainOptions opt;
+    opt.threads = s.threads;
+    opt.workers = s.workers;
+    opt.accumulate = s.accumulate;
+    opt.perturb_order = s.perturb;
+    opt.progress = 0;
+    opt.out = dir;
+    std::ostringstream log;
+    if (s.resume_at > 0) {
+      opt.steps = s.resume_at;
+      instruments::train(cfg, opt, log);
+      opt.steps = -1;
+      opt.out.clear();
+      opt.resume = dir;
+    }
+    o.fingerprint = instruments::train(cfg, opt, log).fingerprint.hex();
+    o.trace = io::read_file(dir + "/trace.jsonl");
+    o.t5_note = log.str().find("contract T5 does not hold") != std::string::npos;
+  } catch (const std::exception& e) {
+    o.error = e.what();
+  }
+  if (std::system(("rm -rf '" + dir + "'").c_str()) != 0) std::fprintf(stderr, "contract_fuzz: cannot remove %s\n", dir.c_str());
+  return o;
+}
+
+// Why b breaks the contract against a ("" when it holds).
+std::string verdict(const Outcome& a, const Outcome& b, bool may_differ_with_note) {
+  if (!a.error.empty() || !b.error.empty()) return a.error == b.error ? "" : "one run failed: " + (a.error.empty() ? b.error : a.error);
+  if (a.fingerprint == b.fingerprint && a.trace == b.trace) return "";
+  if (may_differ_with_note && b.t5_note) return "";
+  return a.fingerprint != b.fingerprint ? "fingerprints differ (" + a.fingerprint + " vs " + b.fingerprint + ")" : "traces differ";
+}
+
+struct Pair {
+  Setting a, b;
+  bool t5 = false;  // b may differ if it printed the T5 note
+};
+
+// The settings matrix of one case (drawn from the case's own stream).
+std::vector<Pair> matrix(const Case& c, std::uint64_t seed, std::uint64_t index) {
+  rng::Stream r = rng::Stream(seed, "contract-matrix").sub(index);
+  std::uint64_t k = 0;
+  auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(r.below(k++, static_cast<std::uint64_t>(n))); };
+  std::vector<Isa> isas;
+  for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx512})
+    if (cpu_supports(i)) isas.push_back(i);
+  const Setting base{1, 0, 1, isas.back()};
+  std::vector<Pair> v;
+  for (int n = 0; n < 2; ++n) v.push_back({base, Setting{static_cast<int>(2 + below(7)), static_cast<int>(below(4)), 1, isas.back()}});
+  for (Isa i : isas)
+    if (i != base.isa) v.push_back({base, Setting{static_cast<int>(1 + below(8)), 0, 1, i}});
+  std::vector<std::int64_t> divisors;
+  for (std::int64_t d = 2; d <= c.batch; ++d)
+    if (c.batch % d == 0) divisors.push_back(d);
+  for (int n = 0; n < 3 && !divisors.empty(); ++n) {
+    const auto at = static_cast<std::size_t>(below(static_cast<std::int64_t>(divisors.size())));
+    v.push_back({base, Setting{static_cast<int>(1 + below(4)), static_cast<int>(below(3)), divisors[at], isas.back()}, true});
+    divisors.erase(divisors.begin() + static_cast<std::ptrdiff_t>(at));
+  }
+  if (c.steps > 1) {
+    Setting s{static_cast<int>(1 + below(4)), static_cast<int>(below(3)), 1, isas.back()};
+    s.resume_at = 1 + below(c.steps - 1);
+    v.push_back({base, s});
+  }
+  Setting p1 = base, p2{static_cast<int>(2 + below(7)), static_cast<int>(below(3)), 1, isas[static_cast<std::size_t>(below(static_cast<std::int64_t>(isas.size())))]};
+  p1.perturb = p2.perturb = 1 + static_cast<std::uint64_t>(below(1000));
+  v.push_back({p1, p2});
+  return v;
+}
+
+std::string failure(const Case& c, const Pair& p) { return verdict(run_case(c, p.a), run_case(c, p.b), p.t5); }
+
+// Shrinks c while the pair still fails; returns the smallest failing case.
+Case shrink(Case c, const Pair& p, std::string& why) {
+  for (bool smaller = true; smaller;) {
+    smaller = false;
+    for (const Case& s : simplifications(c)) {
+      const std::string w = failure(s, p);
+      if (!w.empty()) {
+        c = s, why = w, smaller = true;
+        break;
+      }
+    }
+  }
+  return c;
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--keep-going]\n");
+  return 2;
+}
+
+}  // namespace
+}  // namespace bitgrad::contract
+
+int main(int argc, char** argv) {
+  using namespace bitgrad::contract;
+  std::int64_t cases = 100, first = 0;
+  double seconds = 0;
+  std::uint64_t seed = 1;
+  std::string out = "contract-failures";
+  bool keep_going = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (k == "--keep-going") {
+      keep_going = true;
+      continue;
+    }
+    if (i + 1 >= argc) return usage();
+    const char* v = argv[++i];
+    if (k == "--cases") cases = std::atoll(v);
+    else if (k == "--seconds") seconds = std::atof(v);
+    else if (k == "--seed") seed = std::strtoull(v, nullptr, 10);
+    else if (k == "--first") first = std::atoll(v);
+    else if (k == "--out") out = v;
+    else return usage();
+  }
+  char tmpl[] = "/tmp/bitgrad-contract-XXXXXX";
+  if (!::mkdtemp(tmpl)) return std::perror("contract_fuzz: mkdtemp"), 2;
+  g_root = tmpl;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::int64_t done = 0, failed = 0, pairs = 0;
+  for (std::int64_t i = first; i < first + cases; ++i) {
+    if (seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds) break;
+    const Case c = generate(seed, static_cast<std::uint64_t>(i));
+    bool ok = true;
+    for (const Pair& p : matrix(c, seed, static_cast<std::uint64_t>(i))) {
+      ++pairs;
+      std::string why = failure(c, p);
+      if (why.empty()) continue;
+      ok = false;
+      const Case small = shrink(c, p, why);
+      bitgrad::io::make_dirs(out);
+      const std::string file = out + "/case-" + std::to_string(seed) + "-" + std::to_string(i) + ".toml";
+      bitgrad::io::write_file_atomic(file, small.toml());
+      std::cout << "FAIL case " << i << " (seed " << seed << "): " << why << "\n  shrunk case: " << file << "\n" << small.toml()
+                << "  these two must give the same fingerprint and trace:\n    " << p.a.command(file) << "\n    " << p.b.command(file) << "\n"
+                << std::flush;
+      break;
+    }
+    ++done;
+    failed += !ok;
+    if (!ok && !keep_going) break;
+  }
+  if (std::system(("rm -rf '" + g_root + "'").c_str()) != 0) std::fprintf(stderr, "contract_fuzz: cannot remove %s\n", g_root.c_str());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "contract_fuzz: seed " << seed << ", cases " << first << ".." << first + done - 1 << ", " << pairs << " pairs of runs, "
+            << g_runs << " trainings in " << static_cast<long long>(secs) << " s\n";
+  std::cout << done - failed << " passed, " << failed << " failed\n";
+  return failed ? 1 : 0;
+}
