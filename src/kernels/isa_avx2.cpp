@@ -14,13 +14,14 @@ namespace bitgrad::kern::avx2 {
 #include "math/tables.inc"
 #include "math/mathfn_impl.hpp"
 #include "kernels/fast_impl.hpp"
+#include "kernels/gemm_ukernel.hpp"
 #include "kernels/gemm_impl.hpp"
 #undef ISA_NS
 
 const Table<float>& table_f32() {
   static const Table<float> t = [] {
     Table<float> tb = fast_table<float>(ref::table_f32());
-    tb.gemm = &gemm_multi<float, Gemm<float, 6, 2, 384, 72, 2048>, Gemm<float, 12, 1, 384, 72, 2048>>;
+    tb.gemm = &gemm_multi<float, RegTile<float, 6, 2, 384, 72, 2048>, RegTile<float, 12, 1, 384, 72, 2048>>;
     return tb;
   }();
   return t;
@@ -29,7 +30,7 @@ const Table<float>& table_f32() {
 const Table<double>& table_f64() {
   static const Table<double> t = [] {
     Table<double> tb = fast_table<double>(ref::table_f64());
-    tb.gemm = &Gemm<double, 4, 3, 256, 72, 2048>::run;
+    tb.gemm = &GemmFrame<RegTile<double, 4, 3, 256, 72, 2048>>::run;
     return tb;
   }();
   return t;

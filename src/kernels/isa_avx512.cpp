@@ -20,13 +20,15 @@ namespace bitgrad::kern::avx512 {
 #include "math/tables.inc"
 #include "math/mathfn_impl.hpp"
 #include "kernels/fast_impl.hpp"
+#include "kernels/gemm_ukernel.hpp"
 #include "kernels/gemm_impl.hpp"
 #undef ISA_NS
 
 const Table<float>& table_f32() {
   static const Table<float> t = [] {
     Table<float> tb = fast_table<float>(ref::table_f32());
-    tb.gemm = &gemm_multi<float, Gemm<float, 6, 4, 384, 96, 2048>, Gemm<float, 6, 2, 384, 96, 2048>, Gemm<float, 12, 1, 384, 96, 2048>>;
+    tb.gemm = &gemm_multi<float, RegTile<float, 6, 4, 384, 96, 2048>, RegTile<float, 6, 2, 384, 96, 2048>,
+                         RegTile<float, 12, 1, 384, 96, 2048>>;
     return tb;
   }();
   return t;
@@ -35,7 +37,7 @@ const Table<float>& table_f32() {
 const Table<double>& table_f64() {
   static const Table<double> t = [] {
     Table<double> tb = fast_table<double>(ref::table_f64());
-    tb.gemm = &Gemm<double, 8, 3, 192, 96, 2048>::run;
+    tb.gemm = &GemmFrame<RegTile<double, 8, 3, 192, 96, 2048>>::run;
     return tb;
   }();
   return t;
