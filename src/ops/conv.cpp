@@ -20,6 +20,7 @@
 namespace bitgrad {
 namespace {
 using autograd::Node;
+using ops::row_major;
 
 struct ConvGeom {
   std::int64_t N, C, H, W, OC, KH, KW, OH, OW, s, p;
@@ -97,14 +98,6 @@ void col2im(const T* __restrict dcols, const ConvGeom& g, T* __restrict dx) {  /
       }
 }
 
-template <class T>
-void gemm_rm(std::int64_t M, std::int64_t N, std::int64_t K, const T* a, std::int64_t rsa, std::int64_t csa, const T* b,
-             std::int64_t rsb, std::int64_t csb, T* c) {
-  kern::GemmArgs<T> g;
-  g.M = M, g.N = N, g.K = K, g.A = a, g.rsa = rsa, g.csa = csa, g.B = b, g.rsb = rsb, g.csb = csb, g.C = c, g.ldc = N;
-  kern::active<T>().gemm(g);
-}
-
 // iv: N, C, H, W, OC, KH, KW, stride; sv[0] = {OH, OW, padding}; saved: 0 cols, 1 weight
 ConvGeom geom_of(const Node& n) {
   return {n.iv[0], n.iv[1], n.iv[2], n.iv[3], n.iv[4], n.iv[5], n.iv[6], n.sv[0][0], n.sv[0][1], n.iv[7], n.sv[0][2]};
@@ -127,7 +120,7 @@ void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
         thread_local std::vector<T> dcols;  // kept across steps: no heap allocation per call
         if (dcols.size() < static_cast<std::size_t>(CKK * P)) dcols.resize(static_cast<std::size_t>(CKK * P));
         for (std::int64_t i = b; i < e; ++i) {
-          gemm_rm<T>(CKK, P, G.OC, pw, 1, CKK, pg + i * G.OC * P, P, 1, dcols.data());
+          ops::gemm<T>(CKK, P, G.OC, row_major(pw, CKK, G.OC, true), row_major(pg + i * G.OC * P, G.OC, P), dcols.data());
           col2im(dcols.data(), G, pdx + i * G.C * G.H * G.W);
         }
       });
@@ -138,7 +131,8 @@ void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
       T* pp = kern::out_ptr<T>(part);
       kern::parallel_for(G.N, 1, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t i = b; i < e; ++i)
-          gemm_rm<T>(G.OC, CKK, P, pg + i * G.OC * P, P, 1, pc + i * CKK * P, 1, P, pp + i * G.OC * CKK);
+          ops::gemm<T>(G.OC, CKK, P, row_major(pg + i * G.OC * P, G.OC, P), row_major(pc + i * CKK * P, P, CKK, true),
+                       pp + i * G.OC * CKK);
       });
       Tensor dw = Tensor::empty(n.in_shape[1], g.dtype());
       kern::active<T>().sum_cols(pp, G.N, G.OC * CKK, kern::out_ptr<T>(dw));
@@ -279,7 +273,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int str
       for (std::int64_t i = b; i < e; ++i) {
         im2col(px + i * G.C * G.H * G.W, G, pc + i * CKK * P);
         T* yi = py + i * G.OC * P;
-        gemm_rm<T>(G.OC, P, CKK, pw, CKK, 1, pc + i * CKK * P, P, 1, yi);
+        ops::gemm<T>(G.OC, P, CKK, row_major(pw, G.OC, CKK), row_major(pc + i * CKK * P, CKK, P), yi);
         if (pb)
           for (std::int64_t o = 0; o < G.OC; ++o)
             for (std::int64_t q = 0; q < P; ++q) yi[o * P + q] = yi[o * P + q] + pb[o];
