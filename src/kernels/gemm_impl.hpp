@@ -1,6 +1,8 @@
-// GEMM fast path, BLIS style: panels of A (MR rows) and B (NR columns) are packed k-major,
-// a register-blocked microkernel keeps an MR x NR tile of C in registers, and cache blocks
-// kc / mc / nc bound the working sets. The canonical order is kept exactly:
+// GEMM frame, BLIS style, written once for every code path: panels of A (MR rows) and B (NR
+// columns) are packed k-major, cache blocks kc / mc / nc bound the working sets, threads split
+// the output, and the batch tree merges block results. The microkernel traits UK
+// (gemm_ukernel.hpp: RegTile) bring the register tile, its block sizes and the ISA. The
+// canonical order is kept exactly:
 //   chain      every C element is one fma chain over k = 0..K-1 from +0; blocking over k
 //              carries the accumulator through C (load C into the registers), so the chain
 //              is unchanged; + bias after the last k.
@@ -11,7 +13,8 @@
 // Threads split the output into column (or row) panels; each element is computed by one
 // thread with the full k range, so the partition never changes a bit.
 //
-// Included inside an ISA namespace after fast_impl.hpp.
+// Included inside an ISA namespace after gemm_ukernel.hpp (its inline code is compiled with
+// that ISA's flags, so nothing leaks from one code path to another).
 
 template <class T>
 struct AlignedBuf {
@@ -33,117 +36,17 @@ struct AlignedBuf {
   }
 };
 
-// An MR x (NV vectors) tile of C held in registers.
-template <class T, int MR, int NV>
-struct Acc {
-  using Tr = VT<T>;
-  using V = typename Tr::V;
-  static constexpr int W = Tr::W;
-  static constexpr int NR = NV * W;
-  V v[MR][NV];
-
-  inline void zero() {
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) v[i][j] = V(T(0));
-  }
-  inline void load(const T* c, std::int64_t ldc) {
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) v[i][j] = Tr::load(c + i * ldc + j * W);
-  }
-  inline void store(T* c, std::int64_t ldc) const {
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) Tr::store(c + i * ldc + j * W, v[i][j]);
-  }
-  // v = v + bias (one bias row for every row of the tile)
-  inline void add_bias(const T* bias) {
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) v[i][j] = v[i][j] + Tr::load(bias + j * W);
-  }
-  // v = left + v, for the pairwise tree
-  inline void add_left(const T* left, std::int64_t ld) {
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) v[i][j] = Tr::load(left + i * ld + j * W) + v[i][j];
-  }
-  // v[i] = fma(a(i, k), b[k], v[i]) for k = 0 .. kc-1: the canonical chain
-  template <class AAt>
-  inline void chain(std::int64_t kc, AAt a_at, const T* __restrict b) {
-    for (std::int64_t k = 0; k < kc; ++k) {
-      V bv[NV];
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) bv[j] = Tr::load(b + j * W);
-#pragma GCC unroll 16
-      for (int i = 0; i < MR; ++i) {
-        const V av = V(a_at(i, k));
-#pragma GCC unroll 4
-        for (int j = 0; j < NV; ++j) v[i][j] = fma(av, bv[j], v[i][j]);
-      }
-      b += NR;
-    }
-  }
-};
-
-// C tile (+)= packed A panel (k-major, MR per k) x packed B panel (k-major, NR per k).
-template <class T, int MR, int NV>
-inline void ukernel(std::int64_t kc, const T* __restrict a, const T* __restrict b, T* c, std::int64_t ldc, bool load_c,
-                    const T* bias) {
-  Acc<T, MR, NV> acc;
-  if (load_c) acc.load(c, ldc);
-  else acc.zero();
-  acc.chain(kc, [a](int i, std::int64_t k) { return a[k * MR + i]; }, b);
-  if (bias) acc.add_bias(bias);
-  acc.store(c, ldc);
-}
-
-// The same reading row-major A in place (row stride lda): saves packing A.
-template <class T, int MR, int NV>
-inline void ukernel_rows(std::int64_t kc, const T* __restrict a, std::int64_t lda, const T* __restrict b, T* c,
-                         std::int64_t ldc, bool load_c, const T* bias) {
-  Acc<T, MR, NV> acc;
-  if (load_c) acc.load(c, ldc);
-  else acc.zero();
-  acc.chain(kc, [a, lda](int i, std::int64_t k) { return a[i * lda + k]; }, b);
-  if (bias) acc.add_bias(bias);
-  acc.store(c, ldc);
-}
-
-// One canonical block of the batch tree: a chain over the block's k from +0, then the
-// pairwise stack of tiles (slots, levels, n) absorbs it in registers: while the top slot
-// has the same level, acc = top + acc (left + right).
-template <class T, int MR, int NV>
-inline void ukernel_tree(std::int64_t kb, const T* __restrict a, const T* __restrict b, T* slots, int* level, int& n) {
-  using A = Acc<T, MR, NV>;
-  A acc;
-  acc.zero();
-  acc.chain(kb, [a](int i, std::int64_t k) { return a[k * MR + i]; }, b);
-  int lv = 0;
-  while (n > 0 && level[n - 1] == lv) {
-    acc.add_left(slots + (n - 1) * MR * A::NR, A::NR);
-    --n;
-    ++lv;
-  }
-  acc.store(slots + n * MR * A::NR, A::NR);
-  level[n++] = lv;
-}
-
 inline constexpr std::int64_t kTreeChunk = 4096;  // k per batch_tree chunk: 128 blocks
 static_assert(kTreeChunk % kBatchBlock == 0 && ((kTreeChunk / kBatchBlock) & (kTreeChunk / kBatchBlock - 1)) == 0,
               "a tree chunk must hold a power-of-two number of blocks");
 
-template <class T, int MR_, int NV_, int KC_, int MC_, int NC_>
-struct Gemm {
-  static constexpr int MR = MR_;
-  static constexpr int NR = NV_ * VT<T>::W;
-  static constexpr std::int64_t KC = KC_, MC = MC_, NC = NC_;
+template <class UK>
+struct GemmFrame {
+  using T = typename UK::T;
+  static constexpr int MR = UK::MR;
+  static constexpr int NR = UK::NR;
+  static constexpr std::int64_t KC = UK::KC, MC = UK::MC, NC = UK::NC;
+  static constexpr double kEff = UK::kEff;
   static_assert(MC % MR == 0, "mc must be a multiple of mr");
 
   // Ap: ceil(mc/MR) panels, each kc x MR (k-major), rows past mc zero
@@ -198,13 +101,14 @@ struct Gemm {
             for (int j = 0; j < NR; ++j) row[j] = T(0);
           }
         std::int64_t k0 = 0, jv = 0;
-        if constexpr (std::is_same_v<T, float>) {
-          // B stored transposed (rows of W contiguous in k): SIMD block transposes for every
-          // whole group of kWF columns, the rest below
-          if (rsb == 1 && cols >= kWF) {
-            jv = cols / kWF * kWF;
-            for (; k0 + kWF <= kc; k0 += kWF)
-              for (std::int64_t v = 0; v < jv; v += kWF) transpose_f32_block(B + (q0 + v) * csb + k0, csb, dst + k0 * NR + v, NR);
+        if constexpr (UK::kTransposeW > 0) {
+          // B stored transposed (rows of W contiguous in k): the microkernel's block transposes
+          // for every whole group of TW columns, the rest below
+          constexpr int TW = UK::kTransposeW;
+          if (rsb == 1 && cols >= TW) {
+            jv = cols / TW * TW;
+            for (; k0 + TW <= kc; k0 += TW)
+              for (std::int64_t v = 0; v < jv; v += TW) UK::transpose_block(B + (q0 + v) * csb + k0, csb, dst + k0 * NR + v, NR);
           }
         }
         for (std::int64_t j = 0; j < cols; ++j) {
@@ -268,14 +172,14 @@ struct Gemm {
               const bool in_place = a_rows && mv == MR;
               const T* arow = g.A + ii * g.rsa + pc;
               if (mv == MR && nv == NR) {
-                if (in_place) ukernel_rows<T, MR, NV_>(kc, arow, g.rsa, bpanel, cp, g.ldc, !first, bp);
-                else ukernel<T, MR, NV_>(kc, apanel, bpanel, cp, g.ldc, !first, bp);
+                if (in_place) UK::chain_rows(kc, arow, g.rsa, bpanel, cp, g.ldc, !first, bp);
+                else UK::chain(kc, apanel, bpanel, cp, g.ldc, !first, bp);
               } else {
                 if (!first)
                   for (int i = 0; i < MR; ++i)
                     for (int j = 0; j < NR; ++j) tile[i * NR + j] = (i < mv && j < nv) ? cp[i * g.ldc + j] : T(0);
-                if (in_place) ukernel_rows<T, MR, NV_>(kc, arow, g.rsa, bpanel, tile, NR, !first, bp);
-                else ukernel<T, MR, NV_>(kc, apanel, bpanel, tile, NR, !first, bp);
+                if (in_place) UK::chain_rows(kc, arow, g.rsa, bpanel, tile, NR, !first, bp);
+                else UK::chain(kc, apanel, bpanel, tile, NR, !first, bp);
                 for (int i = 0; i < mv; ++i)
                   for (int j = 0; j < nv; ++j) cp[i * g.ldc + j] = tile[i * NR + j];
               }
@@ -353,7 +257,7 @@ struct Gemm {
               int tn = 0;
               for (std::int64_t b0 = 0; b0 < kc; b0 += kBatchBlock) {
                 const std::int64_t kb = kc - b0 < kBatchBlock ? kc - b0 : kBatchBlock;
-                ukernel_tree<T, MR, NV_>(kb, apanel + b0 * MR, bpanel + b0 * NR, tslots, tlevel, tn);
+                UK::tree_block(kb, apanel + b0 * MR, bpanel + b0 * NR, tslots, tlevel, tn);
               }
               merge_total(tslots, tn, static_cast<std::size_t>(MR * NR));
               const T* res = tslots + (tn - 1) * MR * NR;
@@ -382,9 +286,6 @@ struct Gemm {
   static double fill(std::int64_t m, std::int64_t n) {
     return (static_cast<double>(m) / (((m + MR - 1) / MR) * MR)) * (static_cast<double>(n) / (((n + NR - 1) / NR) * NR));
   }
-
-  // Relative speed of the microkernel per useful fma: narrow tiles need more loads per fma.
-  static constexpr double kEff = NV_ >= 3 ? 1.0 : NV_ == 2 ? 0.9 : 0.75;
 
   static void run(const GemmArgs<T>& g) {
     if (g.M == 0 || g.N == 0) return;
@@ -447,11 +348,12 @@ struct Gemm {
   }
 };
 
-// Several tile shapes of the same kernel (widest first): the one whose tiles are best filled by
+// Several microkernels of one code path (widest first): the one whose tiles are best filled by
 // C or by C^T wins. Every variant computes every element with the same chain or tree, so the
 // choice depends on the shape only and never moves a bit.
-template <class T, class... Vs>
+template <class T, class... UKs>
 void gemm_multi(const GemmArgs<T>& g) {
+  static_assert((std::is_same_v<T, typename UKs::T> && ...), "microkernels of another type");
   if (g.M == 0 || g.N == 0) return;
   double best = -1.0;
   int pick = 0, i = 0;
@@ -459,9 +361,9 @@ void gemm_multi(const GemmArgs<T>& g) {
   auto consider = [&](double score, bool t) {
     if (score > best) best = score, pick = i, transposed = t;
   };
-  ((consider(Vs::kEff * Vs::fill(g.M, g.N), false), g.K > 0 ? consider(Vs::kEff * Vs::fill(g.N, g.M) / 1.5, true) : void(),
-    ++i),
+  ((consider(GemmFrame<UKs>::kEff * GemmFrame<UKs>::fill(g.M, g.N), false),
+    g.K > 0 ? consider(GemmFrame<UKs>::kEff * GemmFrame<UKs>::fill(g.N, g.M) / 1.5, true) : void(), ++i),
    ...);
   i = 0;
-  ((i++ == pick ? (transposed ? Vs::run_transposed(g) : Vs::run_split(g)) : void()), ...);
+  ((i++ == pick ? (transposed ? GemmFrame<UKs>::run_transposed(g) : GemmFrame<UKs>::run_split(g)) : void()), ...);
 }

@@ -1,6 +1,8 @@
-// The avx2 code path: the fast kernels instantiated with avx2 lanes. Compiled with avx2
-// flags only in this file (see src/CMakeLists.txt); everything it includes lives in the
-// namespace bitgrad::kern::avx2 so no inline function leaks to another code path.
+// The avx2 code path: the fast kernels instantiated with avx2 lanes, and the GEMM
+// microkernels of this ISA with their block sizes (RegTile<T, MR, NR in vectors, KC, MC, NC>),
+// handed to the GEMM frame. Compiled with avx2 flags only in this file (see
+// src/CMakeLists.txt); everything it includes lives in the namespace bitgrad::kern::avx2 so
+// no inline function leaks to another code path.
 #define BITGRAD_SIMD_LEVEL 1
 #include "math/isa_prelude.hpp"
 
@@ -14,13 +16,15 @@ namespace bitgrad::kern::avx2 {
 #include "math/tables.inc"
 #include "math/mathfn_impl.hpp"
 #include "kernels/fast_impl.hpp"
+#include "kernels/fast_nn.hpp"
+#include "kernels/gemm_ukernel.hpp"
 #include "kernels/gemm_impl.hpp"
 #undef ISA_NS
 
 const Table<float>& table_f32() {
   static const Table<float> t = [] {
-    Table<float> tb = fast_table<float>(ref::table_f32());
-    tb.gemm = &gemm_multi<float, Gemm<float, 6, 2, 384, 72, 2048>, Gemm<float, 12, 1, 384, 72, 2048>>;
+    Table<float> tb = fast_nn_table<float>(fast_table<float>(ref::table_f32()));
+    tb.gemm = &gemm_multi<float, RegTile<float, 6, 2, 384, 72, 2048>, RegTile<float, 12, 1, 384, 72, 2048>>;
     return tb;
   }();
   return t;
@@ -28,8 +32,8 @@ const Table<float>& table_f32() {
 
 const Table<double>& table_f64() {
   static const Table<double> t = [] {
-    Table<double> tb = fast_table<double>(ref::table_f64());
-    tb.gemm = &Gemm<double, 4, 3, 256, 72, 2048>::run;
+    Table<double> tb = fast_nn_table<double>(fast_table<double>(ref::table_f64()));
+    tb.gemm = &GemmFrame<RegTile<double, 4, 3, 256, 72, 2048>>::run;
     return tb;
   }();
   return t;

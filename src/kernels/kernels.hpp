@@ -1,5 +1,5 @@
 // Canonical kernels. Every kernel's floating-point evaluation order is a function of the
-// shapes only (docs/numerics.md); the scalar reference (reference.cpp) spells
+// shapes only (docs/numerics.md); the scalar reference (reference.cpp, reference_nn.cpp) spells
 // that order out literally, and the AVX2 / AVX-512 fast paths reproduce it bit for bit.
 // The table of the active code path is chosen at startup (BITGRAD_ISA) and can be switched
 // with set_isa(). Kernels take contiguous, row-major arrays.
@@ -53,6 +53,30 @@ enum class ActGrad : std::uint8_t { relu, gelu, tanh, sigmoid };
 //   rrow / rcol: the same with b on the left (b op a)
 enum class Bcast : std::uint8_t { same, row, col, rrow, rcol };
 
+// Pooling of `planes` planes [H, W]: k x k windows at stride s, no padding; y [planes, OH, OW].
+struct PoolShape {
+  std::int64_t planes, H, W, k, s, OH, OW;
+};
+// im2col of one sample [C, H, W], padded with +0 by p, stride s: cols [C*KH*KW, OH*OW].
+struct ConvShape {
+  std::int64_t C, H, W, KH, KW, OH, OW, s, p;
+};
+
+// Optimizer coefficients, already rounded to T (numerics.md §17). The flags say whether the
+// option is on: a weight decay that rounds to 0 in T still adds 0 * p.
+template <class T>
+struct SgdCoef {
+  T lr, momentum, wd;
+  bool decay, nesterov;
+};
+template <class T>
+struct AdamCoef {
+  T b1, b2, ob1, ob2;  // ob = 1 - b, rounded once
+  T c1, s2, eps, wd;   // c1 = lr / (1 - b1^t), s2 = sqrt(1 - b2^t)
+  T shrink;            // 1 - lr * wd (AdamW)
+  bool decay, decoupled;
+};
+
 template <class T>
 struct Table {
   void (*gemm)(const GemmArgs<T>&);
@@ -76,6 +100,34 @@ struct Table {
   void (*xent_rows)(const T* x, const std::int64_t* t, std::int64_t R, std::int64_t L, T* loss);
   // gx[r, i] = (softmax(x_r)[i] - [i == t_r]) * scale
   void (*xent_grad_rows)(const T* x, const std::int64_t* t, std::int64_t R, std::int64_t L, T scale, T* gx);
+  // layer norm over rows of length D: mean = rowrule(x) / D; var = rowrule(fma(d, d)) / D with
+  // d = x - mean; rstd = 1 / sqrt(var + eps); y = ((x - mean) * rstd) * gamma + beta (gamma,
+  // beta may be null: skipped)
+  void (*layer_norm_rows)(const T* x, const T* gamma, const T* beta, std::int64_t R, std::int64_t D, T eps, T* y, T* mean,
+                          T* rstd);
+  // dx = rstd * ((gx - a) - xhat * b): gx = g * gamma (g if null), a = rowrule(gx) / D,
+  // b = rowrule(fma(gx, xhat)) / D
+  void (*layer_norm_grad_rows)(const T* g, const T* xhat, const T* gamma, const T* rstd, std::int64_t R, std::int64_t D,
+                               T* dx);
+  // first maximum of each window in row-major order, the first NaN winning; idx: its offset
+  // in the plane
+  void (*max_pool)(const T* x, const PoolShape& s, T* y, std::int64_t* idx);
+  // dx = +0, then g added at idx, windows in row-major order
+  void (*max_pool_grad)(const T* g, const std::int64_t* idx, const PoolShape& s, T* dx);
+  // (the window summed in row-major order from +0) / (k*k)
+  void (*avg_pool)(const T* x, const PoolShape& s, T* y);
+  // dx = +0, then t = g / (k*k) added to each pixel of each window, windows and pixels row-major
+  void (*avg_pool_grad)(const T* g, const PoolShape& s, T* dx);
+  // cols[(c, kh, kw), (oh, ow)] = x[c, oh*s + kh - p, ow*s + kw - p], +0 outside
+  void (*im2col)(const T* x, const ConvShape& s, T* cols);
+  // dx = +0, then each dcols element added into its pixel, in row-major order of (c, kh, kw, oh, ow)
+  void (*col2im)(const T* dcols, const ConvShape& s, T* dx);
+  // SGD: g' = g + wd*p (if decay); v = m*v + g', d = nesterov ? g' + m*v : v (v null: d = g');
+  // p = p - lr*d
+  void (*sgd_update)(T* p, const T* g, T* v, std::int64_t n, const SgdCoef<T>& c);
+  // Adam: g' = g + wd*p, or AdamW: p = p*shrink (if decay); m = b1*m + ob1*g';
+  // v = b2*v + ob2*(g'*g'); p = p - c1*(m / (sqrt(v)/s2 + eps))
+  void (*adam_update)(T* p, const T* g, T* m, T* v, std::int64_t n, const AdamCoef<T>& c);
 };
 
 const Table<float>& table_f32(Isa isa);

@@ -1,8 +1,10 @@
 // Order perturbation: wrappers around the active table that permute the reduction index of
 // every reducing kernel before calling it. The canonical rules then run on permuted data,
-// which is another exact IEEE evaluation order; outputs are un-permuted. Elementwise kernels
-// pass through. For studying sensitivity to reduction order (bitgrad sensitivity) and for
-// testing the instruments (a perturbed run must diff as different).
+// which is another exact IEEE evaluation order; outputs are un-permuted. Sums that cannot be
+// expressed so (pooling windows, scatter-adds) are written out here in the permuted order.
+// Kernels that do not add (elementwise, max pooling, im2col, optimizer updates) pass through.
+// For studying sensitivity to reduction order (bitgrad sensitivity) and for testing the
+// instruments (a perturbed run must diff as different).
 #include <vector>
 
 #include "bitgrad/rng.hpp"
@@ -111,6 +113,103 @@ void xent_grad_rows(const T* x, const std::int64_t* t, std::int64_t R, std::int6
   unpermute_cols(yp, R, L, p, gx);
 }
 
+// layer norm: the feature index (gamma and beta move with their feature)
+template <class T>
+std::vector<T> permute_row(const T* x, std::int64_t L, const std::vector<std::int64_t>& p) {
+  return x ? permute_cols(x, 1, L, p) : std::vector<T>{};
+}
+template <class T>
+void layer_norm_rows(const T* x, const T* gamma, const T* beta, std::int64_t R, std::int64_t D, T eps, T* y, T* mean,
+                     T* rstd) {
+  const auto p = next_perm(D);
+  const auto gp = permute_row(gamma, D, p), bp = permute_row(beta, D, p);
+  std::vector<T> yp(static_cast<std::size_t>(R * D));
+  base<T>().layer_norm_rows(permute_cols(x, R, D, p).data(), gamma ? gp.data() : nullptr, beta ? bp.data() : nullptr, R, D, eps,
+                            yp.data(), mean, rstd);
+  unpermute_cols(yp, R, D, p, y);
+}
+template <class T>
+void layer_norm_grad_rows(const T* g, const T* xhat, const T* gamma, const T* rstd, std::int64_t R, std::int64_t D, T* dx) {
+  const auto p = next_perm(D);
+  const auto gp = permute_row(gamma, D, p);
+  std::vector<T> dp(static_cast<std::size_t>(R * D));
+  base<T>().layer_norm_grad_rows(permute_cols(g, R, D, p).data(), permute_cols(xhat, R, D, p).data(),
+                                 gamma ? gp.data() : nullptr, rstd, R, D, dp.data());
+  unpermute_cols(dp, R, D, p, dx);
+}
+
+// avg pool: the pixels of each window, in the order p of their row-major offsets
+template <class T>
+void avg_pool(const T* x, const PoolShape& s, T* y) {
+  const auto p = next_perm(s.k * s.k);
+  const T area = static_cast<T>(s.k * s.k);
+  for (std::int64_t q = 0; q < s.planes; ++q)
+    for (std::int64_t oh = 0; oh < s.OH; ++oh)
+      for (std::int64_t ow = 0; ow < s.OW; ++ow) {
+        T acc = T(0);
+        for (std::int64_t o : p) acc = acc + x[(q * s.H + oh * s.s + o / s.k) * s.W + ow * s.s + o % s.k];
+        y[(q * s.OH + oh) * s.OW + ow] = acc / area;
+      }
+}
+
+// Scatter-adds (pooling gradients, col2im): each pixel's terms come from distinct output
+// positions (windows), added in the order p of those positions instead of row-major.
+template <class T>
+void zero(T* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) x[i] = T(0);
+}
+template <class T>
+void max_pool_grad(const T* g, const std::int64_t* idx, const PoolShape& s, T* dx) {
+  const std::int64_t P = s.OH * s.OW;
+  const auto p = next_perm(P);
+  zero(dx, s.planes * s.H * s.W);
+  for (std::int64_t q = 0; q < s.planes; ++q)
+    for (std::int64_t o : p) {
+      T& d = dx[q * s.H * s.W + idx[q * P + o]];
+      d = d + g[q * P + o];
+    }
+}
+template <class T>
+void avg_pool_grad(const T* g, const PoolShape& s, T* dx) {
+  const std::int64_t P = s.OH * s.OW;
+  const auto p = next_perm(P);
+  const T area = static_cast<T>(s.k * s.k);
+  zero(dx, s.planes * s.H * s.W);
+  for (std::int64_t q = 0; q < s.planes; ++q)
+    for (std::int64_t o : p) {
+      const T t = g[q * P + o] / area;
+      for (std::int64_t kh = 0; kh < s.k; ++kh)
+        for (std::int64_t kw = 0; kw < s.k; ++kw) {
+          T& d = dx[(q * s.H + (o / s.OW) * s.s + kh) * s.W + (o % s.OW) * s.s + kw];
+          d = d + t;
+        }
+    }
+}
+template <class T>
+void col2im(const T* dcols, const ConvShape& s, T* dx) {
+  const std::int64_t P = s.OH * s.OW;
+  const auto p = next_perm(P);
+  zero(dx, s.C * s.H * s.W);
+  for (std::int64_t o : p)
+    for (std::int64_t c = 0; c < s.C; ++c)
+      for (std::int64_t kh = 0; kh < s.KH; ++kh)
+        for (std::int64_t kw = 0; kw < s.KW; ++kw) {
+          const std::int64_t ih = (o / s.OW) * s.s + kh - s.p, iw = (o % s.OW) * s.s + kw - s.p;
+          if (ih < 0 || ih >= s.H || iw < 0 || iw >= s.W) continue;
+          T& d = dx[(c * s.H + ih) * s.W + iw];
+          d = d + dcols[((c * s.KH + kh) * s.KW + kw) * P + o];
+        }
+}
+
+// no reduction: the kernels of the code path
+template <class T>
+void max_pool(const T* x, const PoolShape& s, T* y, std::int64_t* idx) { base<T>().max_pool(x, s, y, idx); }
+template <class T>
+void im2col(const T* x, const ConvShape& s, T* cols) { base<T>().im2col(x, s, cols); }
+template <class T>
+void sgd_update(T* p, const T* g, T* v, std::int64_t n, const SgdCoef<T>& c) { base<T>().sgd_update(p, g, v, n, c); }
+template <class T>
+void adam_update(T* p, const T* g, T* m, T* v, std::int64_t n, const AdamCoef<T>& c) { base<T>().adam_update(p, g, m, v, n, c); }
 template <class T>
 void unary(Unary op, const T* x, T* y, std::int64_t n) { base<T>().unary(op, x, y, n); }
 template <class T>
@@ -134,6 +233,16 @@ Table<T> make() {
   t.log_softmax_grad_rows = &rows2<T, &Table<T>::log_softmax_grad_rows>;
   t.xent_rows = &xent_rows<T>;
   t.xent_grad_rows = &xent_grad_rows<T>;
+  t.layer_norm_rows = &layer_norm_rows<T>;
+  t.layer_norm_grad_rows = &layer_norm_grad_rows<T>;
+  t.max_pool = &max_pool<T>;
+  t.max_pool_grad = &max_pool_grad<T>;
+  t.avg_pool = &avg_pool<T>;
+  t.avg_pool_grad = &avg_pool_grad<T>;
+  t.im2col = &im2col<T>;
+  t.col2im = &col2im<T>;
+  t.sgd_update = &sgd_update<T>;
+  t.adam_update = &adam_update<T>;
   return t;
 }
 

@@ -279,6 +279,7 @@ Table<T> make_table() {
   tb.log_softmax_grad_rows = &log_softmax_grad_rows<T>;
   tb.xent_rows = &xent_rows<T>;
   tb.xent_grad_rows = &xent_grad_rows<T>;
+  add_nn_kernels(tb);
   return tb;
 }
 

@@ -1,6 +1,6 @@
 // The row rule and the batch rule of docs/numerics.md (§3, §4) as plain scalar templates: the
-// literal statement of the orders, used by the reference kernels and by the ops whose kernels
-// have no SIMD fast path (layer norm, convolution bias gradients).
+// literal statement of the orders, used by the reference kernels (reference.cpp,
+// reference_nn.cpp). Ops reach the rules through the kernel table only.
 #pragma once
 
 #include <cstdint>

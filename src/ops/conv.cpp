@@ -10,99 +10,29 @@
 //     windows in row-major order
 //   avg_pool2d: (sum of the window, row-major from +0) / (k*k); dx: t = g / (k*k) added to each
 //     pixel of the window, windows and pixels in row-major order
-#include <bit>
-#include <type_traits>
-
-#include "kernels/row_rule.hpp"
+//   (im2col, col2im and the pooling kernels are entries of the kernel table)
 #include "kernels/thread_pool.hpp"
 #include "ops/op_util.hpp"
 
 namespace bitgrad {
 namespace {
 using autograd::Node;
+using ops::row_major;
 
 struct ConvGeom {
   std::int64_t N, C, H, W, OC, KH, KW, OH, OW, s, p;
   std::int64_t ckk() const { return C * KH * KW; }
   std::int64_t positions() const { return OH * OW; }
+  kern::ConvShape sample() const { return {C, H, W, KH, KW, OH, OW, s, p}; }
 };
 
-// Output columns ow whose input column ow*s + kw - p lies inside [0, W): [lo, hi).
-struct ColRange {
-  std::int64_t lo, hi;
-};
-inline ColRange valid_cols(const ConvGeom& g, std::int64_t kw) {
-  const std::int64_t off = kw - g.p;  // iw = ow*s + off
-  std::int64_t lo = off >= 0 ? 0 : (-off + g.s - 1) / g.s;
-  std::int64_t hi = g.W - 1 - off < 0 ? 0 : (g.W - 1 - off) / g.s + 1;
-  if (hi > g.OW) hi = g.OW;
-  if (lo > hi) lo = hi;
-  return {lo, hi};
-}
-
-// Pure data movement: each cols row segment is a copy of an input row segment (a memcpy at
-// stride 1) between runs of padding zeros.
-template <class T>
-void im2col(const T* __restrict x, const ConvGeom& g, T* __restrict cols) {  // x: one sample [C, H, W]
-  const std::int64_t P = g.positions();
-  for (std::int64_t c = 0; c < g.C; ++c)
-    for (std::int64_t kh = 0; kh < g.KH; ++kh)
-      for (std::int64_t kw = 0; kw < g.KW; ++kw) {
-        T* row = cols + ((c * g.KH + kh) * g.KW + kw) * P;
-        const ColRange r = valid_cols(g, kw);
-        for (std::int64_t oh = 0; oh < g.OH; ++oh) {
-          const std::int64_t ih = oh * g.s + kh - g.p;
-          T* dst = row + oh * g.OW;
-          if (ih < 0 || ih >= g.H) {
-            for (std::int64_t ow = 0; ow < g.OW; ++ow) dst[ow] = T(0);
-            continue;
-          }
-          const T* xrow = x + (c * g.H + ih) * g.W;  // pixel (ih, ow*s + off)
-          const std::int64_t off = kw - g.p;
-          for (std::int64_t ow = 0; ow < r.lo; ++ow) dst[ow] = T(0);
-          if (g.s == 1) {
-            // rows are short (tens of elements): an inline loop, not a memcpy call per row
-            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow] = xrow[ow + off];
-          } else {
-            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow] = xrow[ow * g.s + off];
-          }
-          for (std::int64_t ow = r.hi; ow < g.OW; ++ow) dst[ow] = T(0);
-        }
-      }
-}
-
-// Each (c, kh, kw, oh) row touches a pixel at most once, so adding a whole row segment at a
-// time (vectorised) keeps every pixel's row-major order of additions.
-template <class T>
-void col2im(const T* __restrict dcols, const ConvGeom& g, T* __restrict dx) {  // dx: one sample [C, H, W]
-  const std::int64_t P = g.positions();
-  for (std::int64_t i = 0; i < g.C * g.H * g.W; ++i) dx[i] = T(0);
-  for (std::int64_t c = 0; c < g.C; ++c)
-    for (std::int64_t kh = 0; kh < g.KH; ++kh)
-      for (std::int64_t kw = 0; kw < g.KW; ++kw) {
-        const T* row = dcols + ((c * g.KH + kh) * g.KW + kw) * P;
-        const ColRange r = valid_cols(g, kw);
-        for (std::int64_t oh = 0; oh < g.OH; ++oh) {
-          const std::int64_t ih = oh * g.s + kh - g.p;
-          if (ih < 0 || ih >= g.H) continue;
-          T* d = dx + (c * g.H + ih) * g.W;  // pixel (ih, ow*s + off)
-          const std::int64_t off = kw - g.p;
-          const T* src = row + oh * g.OW;
-          if (g.s == 1) {
-            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) d[ow + off] = d[ow + off] + src[ow];
-          } else {
-            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) d[ow * g.s + off] = d[ow * g.s + off] + src[ow];
-          }
-        }
-      }
-}
-
-template <class T>
-void gemm_rm(std::int64_t M, std::int64_t N, std::int64_t K, const T* a, std::int64_t rsa, std::int64_t csa, const T* b,
-             std::int64_t rsb, std::int64_t csb, T* c) {
-  kern::GemmArgs<T> g;
-  g.M = M, g.N = N, g.K = K, g.A = a, g.rsa = rsa, g.csa = csa, g.B = b, g.rsb = rsb, g.csb = csb, g.C = c, g.ldc = N;
-  kern::active<T>().gemm(g);
+// Per-sample work over the kernel threads. Under order perturbation the samples run in order
+// on this thread: the perturbed orders are drawn from its state (numerics.md §19), which the
+// pool's workers do not see.
+template <class F>
+void for_samples(std::int64_t N, F&& f) {
+  if (kern::perturbation_active()) f(std::int64_t(0), N);
+  else kern::parallel_for(N, 1, f);
 }
 
 // saved: 0 cols, 1 weight; payload ConvGeom
@@ -119,12 +49,12 @@ void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
     if (n.in[0].needs_grad()) {
       Tensor dx = Tensor::empty(n.in_shape[0], g.dtype());
       T* pdx = kern::out_ptr<T>(dx);
-      kern::parallel_for(G.N, 1, [&](std::int64_t b, std::int64_t e) {
+      for_samples(G.N, [&](std::int64_t b, std::int64_t e) {
         thread_local std::vector<T> dcols;  // kept across steps: no heap allocation per call
         if (dcols.size() < static_cast<std::size_t>(CKK * P)) dcols.resize(static_cast<std::size_t>(CKK * P));
         for (std::int64_t i = b; i < e; ++i) {
-          gemm_rm<T>(CKK, P, G.OC, pw, 1, CKK, pg + i * G.OC * P, P, 1, dcols.data());
-          col2im(dcols.data(), G, pdx + i * G.C * G.H * G.W);
+          ops::gemm<T>(CKK, P, G.OC, row_major(pw, CKK, G.OC, true), row_major(pg + i * G.OC * P, G.OC, P), dcols.data());
+          kern::active<T>().col2im(dcols.data(), G.sample(), pdx + i * G.C * G.H * G.W);
         }
       });
       gi[0] = dx;
@@ -132,9 +62,10 @@ void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
     if (n.in[1].needs_grad()) {
       Tensor part = Tensor::empty(Shape{G.N, G.OC * CKK}, g.dtype());
       T* pp = kern::out_ptr<T>(part);
-      kern::parallel_for(G.N, 1, [&](std::int64_t b, std::int64_t e) {
+      for_samples(G.N, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t i = b; i < e; ++i)
-          gemm_rm<T>(G.OC, CKK, P, pg + i * G.OC * P, P, 1, pc + i * CKK * P, 1, P, pp + i * G.OC * CKK);
+          ops::gemm<T>(G.OC, CKK, P, row_major(pg + i * G.OC * P, G.OC, P), row_major(pc + i * CKK * P, P, CKK, true),
+                       pp + i * G.OC * CKK);
       });
       Tensor dw = Tensor::empty(n.in_shape[1], g.dtype());
       kern::active<T>().sum_cols(pp, G.N, G.OC * CKK, kern::out_ptr<T>(dw));
@@ -151,11 +82,7 @@ void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
 }
 
 // ---- pooling -----------------------------------------------------------------------------
-struct PoolGeom {
-  std::int64_t planes, H, W, k, s, OH, OW;
-};
-
-PoolGeom pool_geom(const char* op, const Tensor& x, int kernel, int& stride) {
+kern::PoolShape pool_shape(const char* op, const Tensor& x, int kernel, int& stride) {
   ops::check_float(op, x);
   BITGRAD_CHECK(x.ndim() == 4, op, "expects x [N, C, H, W], got ", x.shape().str());
   BITGRAD_CHECK(kernel >= 1, op, "kernel must be >= 1, got ", kernel);
@@ -166,74 +93,23 @@ PoolGeom pool_geom(const char* op, const Tensor& x, int kernel, int& stride) {
   return {x.shape()[0] * x.shape()[1], H, W, kernel, stride, (H - kernel) / stride + 1, (W - kernel) / stride + 1};
 }
 
-// "First NaN, else first maximum" of (l, r) with l first, as bit masks: on real data the
-// comparisons are coin flips, and as branches they mispredict. The index follows.
-template <class T>
-inline T first_max(T l, T r, std::int64_t& il, std::int64_t ir) {
-  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-  const bool take = (l == l) & ((r != r) | (r > l));
-  const U m = U(0) - static_cast<U>(take);
-  const std::uint64_t mi = std::uint64_t(0) - static_cast<std::uint64_t>(take);
-  il = static_cast<std::int64_t>((static_cast<std::uint64_t>(ir) & mi) | (static_cast<std::uint64_t>(il) & ~mi));
-  return std::bit_cast<T>(static_cast<U>((std::bit_cast<U>(r) & m) | (std::bit_cast<U>(l) & ~m)));
-}
-
-// One output row of 2x2 windows at stride 2 (LeNet's, and the most common pooling); at0 is the
-// plane offset of its first window. The selection is associative, so reducing the window
-// (a, b; c, d) as ((a, b), (c, d)) picks the element the row-major scan picks, without branches.
-template <class T>
-void pool2x2_row(const T* plane, std::int64_t W, std::int64_t OW, std::int64_t at0, T* y, std::int64_t* idx) {
-  for (std::int64_t ow = 0; ow < OW; ++ow) {
-    const std::int64_t i0 = at0 + 2 * ow, i2 = i0 + W;
-    std::int64_t j01 = i0, j23 = i2;
-    const T m01 = first_max(plane[i0], plane[i0 + 1], j01, i0 + 1);
-    const T m23 = first_max(plane[i2], plane[i2 + 1], j23, i2 + 1);
-    y[ow] = first_max(m01, m23, j01, j23);
-    idx[ow] = j01;
-  }
-}
-
-// payload PoolGeom (max: saved 0 = the index of each window's maximum in its plane)
+// payload kern::PoolShape (max: saved 0 = the index of each window's maximum in its plane)
 void max_pool_bw(Node& n, const Tensor& g, Tensor* gi) {
-  const PoolGeom G = n.payload<PoolGeom>();
+  const kern::PoolShape G = n.payload<kern::PoolShape>();
   const std::int64_t* idx = n.saved_tensor(0).data<std::int64_t>();
   Tensor gc = kern::contiguous(g);
-  Tensor dx = Tensor::zeros(n.in_shape[0], g.dtype());
+  Tensor dx = Tensor::empty(n.in_shape[0], g.dtype());
   BITGRAD_DISPATCH_FLOAT(g.dtype(), "max_pool2d", T, [&] {
-    const T* pg = gc.data<T>();
-    T* pd = kern::out_ptr<T>(dx);
-    kern::parallel_for(G.planes, 8, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t q = b; q < e; ++q)
-        for (std::int64_t o = 0; o < G.OH * G.OW; ++o) {
-          T& d = pd[q * G.H * G.W + idx[q * G.OH * G.OW + o]];
-          d = d + pg[q * G.OH * G.OW + o];
-        }
-    });
+    kern::active<T>().max_pool_grad(gc.data<T>(), idx, G, kern::out_ptr<T>(dx));
   });
   gi[0] = dx;
 }
 
 void avg_pool_bw(Node& n, const Tensor& g, Tensor* gi) {
-  const PoolGeom G = n.payload<PoolGeom>();
+  const kern::PoolShape G = n.payload<kern::PoolShape>();
   Tensor gc = kern::contiguous(g);
-  Tensor dx = Tensor::zeros(n.in_shape[0], g.dtype());
-  BITGRAD_DISPATCH_FLOAT(g.dtype(), "avg_pool2d", T, [&] {
-    const T* pg = gc.data<T>();
-    T* pd = kern::out_ptr<T>(dx);
-    const T area = static_cast<T>(G.k * G.k);
-    kern::parallel_for(G.planes, 8, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t q = b; q < e; ++q)
-        for (std::int64_t oh = 0; oh < G.OH; ++oh)
-          for (std::int64_t ow = 0; ow < G.OW; ++ow) {
-            const T t = pg[(q * G.OH + oh) * G.OW + ow] / area;
-            for (std::int64_t kh = 0; kh < G.k; ++kh)
-              for (std::int64_t kw = 0; kw < G.k; ++kw) {
-                T& d = pd[(q * G.H + oh * G.s + kh) * G.W + ow * G.s + kw];
-                d = d + t;
-              }
-          }
-    });
-  });
+  Tensor dx = Tensor::empty(n.in_shape[0], g.dtype());
+  BITGRAD_DISPATCH_FLOAT(g.dtype(), "avg_pool2d", T, [&] { kern::active<T>().avg_pool_grad(gc.data<T>(), G, kern::out_ptr<T>(dx)); });
   gi[0] = dx;
 }
 
@@ -267,11 +143,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int str
     const T* pb = bc.defined() ? bc.data<T>() : nullptr;
     T* pc = kern::out_ptr<T>(cols);
     T* py = kern::out_ptr<T>(y);
-    kern::parallel_for(G.N, 1, [&](std::int64_t b, std::int64_t e) {
+    for_samples(G.N, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t i = b; i < e; ++i) {
-        im2col(px + i * G.C * G.H * G.W, G, pc + i * CKK * P);
+        kern::active<T>().im2col(px + i * G.C * G.H * G.W, G.sample(), pc + i * CKK * P);
         T* yi = py + i * G.OC * P;
-        gemm_rm<T>(G.OC, P, CKK, pw, CKK, 1, pc + i * CKK * P, P, 1, yi);
+        ops::gemm<T>(G.OC, P, CKK, row_major(pw, G.OC, CKK), row_major(pc + i * CKK * P, CKK, P), yi);
         if (pb)
           for (std::int64_t o = 0; o < G.OC; ++o)
             for (std::int64_t q = 0; q < P; ++q) yi[o * P + q] = yi[o * P + q] + pb[o];
@@ -289,38 +165,12 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int str
 }
 
 Tensor max_pool2d(const Tensor& x, int kernel, int stride, CallSite site) {
-  const PoolGeom G = pool_geom("max_pool2d", x, kernel, stride);
+  const kern::PoolShape G = pool_shape("max_pool2d", x, kernel, stride);
   Tensor xc = kern::contiguous(x);
   Tensor y = Tensor::empty(Shape{x.shape()[0], x.shape()[1], G.OH, G.OW}, x.dtype());
   Tensor idx = Tensor::empty(Shape{G.planes * G.OH * G.OW}, DType::i64);
   BITGRAD_DISPATCH_FLOAT(x.dtype(), "max_pool2d", T, [&] {
-    const T* px = xc.data<T>();
-    T* py = kern::out_ptr<T>(y);
-    std::int64_t* pi = kern::out_ptr<std::int64_t>(idx);
-    kern::parallel_for(G.planes, 8, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t q = b; q < e; ++q)
-        for (std::int64_t oh = 0; oh < G.OH; ++oh)
-          if (G.k == 2 && G.s == 2) {
-            pool2x2_row(px + q * G.H * G.W, G.W, G.OW, 2 * oh * G.W, py + (q * G.OH + oh) * G.OW, pi + (q * G.OH + oh) * G.OW);
-          } else {
-            for (std::int64_t ow = 0; ow < G.OW; ++ow) {
-              std::int64_t best = oh * G.s * G.W + ow * G.s;
-              T bv = px[q * G.H * G.W + best];
-              for (std::int64_t kh = 0; kh < G.k && bv == bv; ++kh)
-                for (std::int64_t kw = 0; kw < G.k; ++kw) {
-                  const std::int64_t at = (oh * G.s + kh) * G.W + ow * G.s + kw;
-                  const T v = px[q * G.H * G.W + at];
-                  if (v != v || v > bv) {
-                    bv = v;
-                    best = at;
-                    if (v != v) break;
-                  }
-                }
-              py[(q * G.OH + oh) * G.OW + ow] = bv;
-              pi[(q * G.OH + oh) * G.OW + ow] = best;
-            }
-          }
-    });
+    kern::active<T>().max_pool(xc.data<T>(), G, kern::out_ptr<T>(y), kern::out_ptr<std::int64_t>(idx));
   });
   if (Node* n = ops::record("max_pool2d", max_pool_bw, {&x}, y, site)) {
     n->save(0, idx);
@@ -330,24 +180,10 @@ Tensor max_pool2d(const Tensor& x, int kernel, int stride, CallSite site) {
 }
 
 Tensor avg_pool2d(const Tensor& x, int kernel, int stride, CallSite site) {
-  const PoolGeom G = pool_geom("avg_pool2d", x, kernel, stride);
+  const kern::PoolShape G = pool_shape("avg_pool2d", x, kernel, stride);
   Tensor xc = kern::contiguous(x);
   Tensor y = Tensor::empty(Shape{x.shape()[0], x.shape()[1], G.OH, G.OW}, x.dtype());
-  BITGRAD_DISPATCH_FLOAT(x.dtype(), "avg_pool2d", T, [&] {
-    const T* px = xc.data<T>();
-    T* py = kern::out_ptr<T>(y);
-    const T area = static_cast<T>(G.k * G.k);
-    kern::parallel_for(G.planes, 8, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t q = b; q < e; ++q)
-        for (std::int64_t oh = 0; oh < G.OH; ++oh)
-          for (std::int64_t ow = 0; ow < G.OW; ++ow) {
-            T acc = T(0);
-            for (std::int64_t kh = 0; kh < G.k; ++kh)
-              for (std::int64_t kw = 0; kw < G.k; ++kw) acc = acc + px[(q * G.H + oh * G.s + kh) * G.W + ow * G.s + kw];
-            py[(q * G.OH + oh) * G.OW + ow] = acc / area;
-          }
-    });
-  });
+  BITGRAD_DISPATCH_FLOAT(x.dtype(), "avg_pool2d", T, [&] { kern::active<T>().avg_pool(xc.data<T>(), G, kern::out_ptr<T>(y)); });
   if (Node* n = ops::record("avg_pool2d", avg_pool_bw, {&x}, y, site)) n->set_payload(G);
   return y;
 }

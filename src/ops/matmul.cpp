@@ -13,27 +13,7 @@ namespace {
 using autograd::Node;
 using kern::KOrder;
 
-// c[M, N] (+)= op(a) op(b) for contiguous row-major storage; ta/tb: the stored matrix is
-// the transpose of the operand.
-template <class T>
-void gemm_raw(std::int64_t M, std::int64_t N, std::int64_t K, const T* a, bool ta, const T* b, bool tb, T* c,
-              KOrder order, const T* bias = nullptr) {
-  kern::GemmArgs<T> g;
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.A = a;
-  g.rsa = ta ? 1 : K;
-  g.csa = ta ? M : 1;
-  g.B = b;
-  g.rsb = tb ? 1 : N;
-  g.csb = tb ? K : 1;
-  g.C = c;
-  g.ldc = N;
-  g.bias = bias;
-  g.order = order;
-  kern::active<T>().gemm(g);
-}
+using ops::row_major;
 
 // ---- linear ---------------------------------------------------------------------------------
 struct LinearSaved {
@@ -49,12 +29,13 @@ void linear_bw(Node& n, const Tensor& g, Tensor* gi) {
   BITGRAD_DISPATCH_FLOAT(g.dtype(), "linear", T, [&] {
     if (n.in[0].needs_grad()) {
       Tensor dx = Tensor::empty(n.in_shape[0], g.dtype());
-      gemm_raw<T>(N, in, out, gc.data<T>(), false, W.data<T>(), false, kern::out_ptr<T>(dx), KOrder::chain);
+      ops::gemm<T>(N, in, out, row_major(gc.data<T>(), N, out), row_major(W.data<T>(), out, in), kern::out_ptr<T>(dx));
       gi[0] = dx;
     }
     if (n.in[1].needs_grad()) {
       Tensor dW = Tensor::empty(n.in_shape[1], g.dtype());
-      gemm_raw<T>(out, in, N, gc.data<T>(), true, x.data<T>(), false, kern::out_ptr<T>(dW), KOrder::batch_tree);
+      ops::gemm<T>(out, in, N, row_major(gc.data<T>(), out, N, true), row_major(x.data<T>(), N, in), kern::out_ptr<T>(dW),
+                   KOrder::batch_tree);
       gi[1] = dW;
     }
     if (n.n_inputs > 2 && n.in[2].needs_grad()) {
@@ -83,7 +64,7 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
       Tensor da = Tensor::empty(Shape{B, M, K}, g.dtype());
       T* pd = kern::out_ptr<T>(da);
       for (std::int64_t i = 0; i < B; ++i)
-        gemm_raw<T>(M, K, N, pg + i * M * N, false, pb + (Bb == 1 ? 0 : i) * K * N, true, pd + i * M * K, KOrder::chain);
+        ops::gemm<T>(M, K, N, row_major(pg + i * M * N, M, N), row_major(pb + (Bb == 1 ? 0 : i) * K * N, N, K, true), pd + i * M * K);
       gi[0] = Ba == B ? reshape(da, n.in_shape[0]) : reshape(ops::reduce_sum(da, {0}), n.in_shape[0]);
     }
     if (n.in[1].needs_grad()) {
@@ -92,11 +73,12 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
         db = Tensor::empty(Shape{B, K, N}, g.dtype());
         T* pd = kern::out_ptr<T>(db);
         for (std::int64_t i = 0; i < B; ++i)
-          gemm_raw<T>(K, N, M, pa + (Ba == 1 ? 0 : i) * M * K, true, pg + i * M * N, false, pd + i * K * N, KOrder::batch_tree);
+          ops::gemm<T>(K, N, M, row_major(pa + (Ba == 1 ? 0 : i) * M * K, K, M, true), row_major(pg + i * M * N, M, N), pd + i * K * N,
+                       KOrder::batch_tree);
       } else {
         // b shared: the rows of every batch of a form one batch of B*M rows
         db = Tensor::empty(Shape{K, N}, g.dtype());
-        gemm_raw<T>(K, N, B * M, pa, true, pg, false, kern::out_ptr<T>(db), KOrder::batch_tree);
+        ops::gemm<T>(K, N, B * M, row_major(pa, K, B * M, true), row_major(pg, B * M, N), kern::out_ptr<T>(db), KOrder::batch_tree);
       }
       gi[1] = reshape(db, n.in_shape[1]);
     }
@@ -124,8 +106,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, CallSit
   Tensor bc = bias.defined() ? kern::contiguous(bias) : Tensor();
   Tensor y = Tensor::empty(out_shape, x.dtype());
   BITGRAD_DISPATCH_FLOAT(x.dtype(), "linear", T, [&] {
-    gemm_raw<T>(rows, out, in, xc.data<T>(), false, wc.data<T>(), true, kern::out_ptr<T>(y), KOrder::chain,
-                bc.defined() ? bc.data<T>() : nullptr);
+    ops::gemm<T>(rows, out, in, row_major(xc.data<T>(), rows, in), row_major(wc.data<T>(), in, out, true), kern::out_ptr<T>(y),
+                 KOrder::chain, bc.defined() ? bc.data<T>() : nullptr);
   });
   Node* n = bias.defined() ? ops::record("linear", linear_bw, {&x, &weight, &bias}, y, site)
                            : ops::record("linear", linear_bw, {&x, &weight}, y, site);
@@ -171,10 +153,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, CallSite site) {
     T* pc = kern::out_ptr<T>(c);
     if (Bb == 1) {
       // b shared (or no batch): one GEMM over all B*M rows of a
-      gemm_raw<T>(B * M, N, K, pa, false, pb, false, pc, KOrder::chain);
+      ops::gemm<T>(B * M, N, K, row_major(pa, B * M, K), row_major(pb, K, N), pc);
     } else {
       for (std::int64_t i = 0; i < B; ++i)
-        gemm_raw<T>(M, N, K, pa + (Ba == 1 ? 0 : i) * M * K, false, pb + i * K * N, false, pc + i * M * N, KOrder::chain);
+        ops::gemm<T>(M, N, K, row_major(pa + (Ba == 1 ? 0 : i) * M * K, M, K), row_major(pb + i * K * N, K, N), pc + i * M * N);
     }
   });
   // the result's shape: batch.., M (unless a was a vector), N (unless b was a vector)

@@ -5,10 +5,7 @@
 //   backward: gx = g*gamma; a = rowrule(gx)/D; b = rowrule(fma(gx, xhat))/D;
 //             dx = rstd*((gx - a) - xhat*b); dgamma = batch rule over rows of g*xhat;
 //             dbeta = batch rule over rows of g
-#include <cmath>
-
-#include "kernels/row_rule.hpp"
-#include "kernels/thread_pool.hpp"
+//   (the rows run on the kernel table: layer_norm_rows, layer_norm_grad_rows)
 #include "ops/op_util.hpp"
 
 namespace bitgrad {
@@ -35,19 +32,7 @@ void layer_norm_bw(Node& n, const Tensor& g, Tensor* gi) {
     for (std::int64_t i = 0; i < R * D; ++i) ph[i] = (px[i] - pm[i / D]) * pr[i / D];
     if (n.in[0].needs_grad()) {
       Tensor dx = Tensor::empty(n.in_shape[0], g.dtype());
-      T* pd = kern::out_ptr<T>(dx);
-      kern::parallel_for(R, 16, [&](std::int64_t b, std::int64_t e) {
-        std::vector<T> gx(static_cast<std::size_t>(D));
-        for (std::int64_t r = b; r < e; ++r) {
-          const T* gr = pg + r * D;
-          const T* hr = ph + r * D;
-          for (std::int64_t j = 0; j < D; ++j) gx[static_cast<std::size_t>(j)] = pga ? gr[j] * pga[j] : gr[j];
-          const T a = kern::row_rule<T>(D, [&](T& l, std::int64_t j) { l = l + gx[static_cast<std::size_t>(j)]; }) / static_cast<T>(D);
-          const T bb = kern::row_rule<T>(D, [&](T& l, std::int64_t j) { l = std::fma(gx[static_cast<std::size_t>(j)], hr[j], l); }) /
-                       static_cast<T>(D);
-          for (std::int64_t j = 0; j < D; ++j) pd[r * D + j] = pr[r] * ((gx[static_cast<std::size_t>(j)] - a) - hr[j] * bb);
-        }
-      });
+      kern::active<T>().layer_norm_grad_rows(pg, ph, pga, pr, R, D, kern::out_ptr<T>(dx));
       gi[0] = dx;
     }
     if (n.n_inputs > 1 && n.in[1].needs_grad()) {
@@ -90,28 +75,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
     const T* px = xc.data<T>();
     const T* pga = gc.defined() ? gc.data<T>() : nullptr;
     const T* pbe = bc.defined() ? bc.data<T>() : nullptr;
-    T *py = kern::out_ptr<T>(y), *pr = kern::out_ptr<T>(rstd), *pm = kern::out_ptr<T>(mean);
-    const T e = static_cast<T>(eps);
-    kern::parallel_for(R, 16, [&](std::int64_t b, std::int64_t en) {
-      for (std::int64_t r = b; r < en; ++r) {
-        const T* xr = px + r * D;
-        const T m = kern::row_rule<T>(D, [&](T& l, std::int64_t j) { l = l + xr[j]; }) / static_cast<T>(D);
-        const T var = kern::row_rule<T>(D, [&](T& l, std::int64_t j) {
-                        const T d = xr[j] - m;
-                        l = std::fma(d, d, l);
-                      }) /
-                      static_cast<T>(D);
-        const T rs = T(1) / std::sqrt(var + e);
-        pm[r] = m;
-        pr[r] = rs;
-        for (std::int64_t j = 0; j < D; ++j) {
-          T h = (xr[j] - m) * rs;
-          if (pga) h = h * pga[j];
-          if (pbe) h = h + pbe[j];
-          py[r * D + j] = h;
-        }
-      }
-    });
+    kern::active<T>().layer_norm_rows(px, pga, pbe, R, D, static_cast<T>(eps), kern::out_ptr<T>(y), kern::out_ptr<T>(mean),
+                                      kern::out_ptr<T>(rstd));
   });
   std::vector<Tensor> in{x};
   if (gamma.defined() || beta.defined()) in.push_back(gamma.defined() ? gamma : Tensor::zeros(Shape{D}, x.dtype()));

@@ -1,5 +1,5 @@
 // Shared machinery of the ops (internal): recording nodes, dtype checks, the axis-reduction
-// rules used by sum and by the backward of broadcasting.
+// rules used by sum and by the backward of broadcasting, the one GEMM adapter.
 #pragma once
 
 #include <initializer_list>
@@ -34,5 +34,30 @@ Shape keepdim_shape(const Shape& s, const std::vector<int>& axes);
 std::vector<int> normalize_axes(const Shape& s, std::vector<int> axes, const char* op);
 
 Tensor scalar_like(const Tensor& ref, double v);
+
+// A GEMM operand: element (r, c) at p[r * rs + c * cs].
+template <class T>
+struct Mat {
+  const T* p;
+  std::int64_t rs, cs;
+};
+// A contiguous row-major [rows, cols] matrix; transposed: the transpose of one stored [cols, rows].
+template <class T>
+Mat<T> row_major(const T* p, std::int64_t rows, std::int64_t cols, bool transposed = false) {
+  return transposed ? Mat<T>{p, 1, rows} : Mat<T>{p, cols, 1};
+}
+// c[M, N] (row-major) = a[M, K] b[K, N] in `order` (then + bias[j]) on the active kernel table.
+template <class T>
+void gemm(std::int64_t M, std::int64_t N, std::int64_t K, Mat<T> a, Mat<T> b, T* c, kern::KOrder order = kern::KOrder::chain,
+          const T* bias = nullptr) {
+  kern::GemmArgs<T> g;
+  g.M = M, g.N = N, g.K = K;
+  g.A = a.p, g.rsa = a.rs, g.csa = a.cs;
+  g.B = b.p, g.rsb = b.rs, g.csb = b.cs;
+  g.C = c, g.ldc = N;
+  g.bias = bias;
+  g.order = order;
+  kern::active<T>().gemm(g);
+}
 
 }  // namespace bitgrad::ops

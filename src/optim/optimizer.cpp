@@ -1,5 +1,5 @@
-// Optimizers: elementwise updates in a fixed operation order (docs/numerics.md).
-#include <cmath>
+// Optimizers: elementwise updates in a fixed operation order (docs/numerics.md §17), run by the
+// kernel table (sgd_update, adam_update) with the coefficients rounded here.
 #include <sstream>
 
 #include "bitgrad/autograd.hpp"
@@ -7,33 +7,8 @@
 #include "bitgrad/optim.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/tensor_ops.hpp"
-#include "kernels/thread_pool.hpp"
 
 namespace bitgrad::optim {
-namespace {
-constexpr std::int64_t kUpdateGrain = 16384;  // elements per chunk of a parameter update
-
-// One chunk of the SGD update. Restrict parameters and branch-free loops per case let the
-// compiler vectorise it (a lambda's captures would be re-read after every store).
-template <class T, bool Decay>
-void sgd_chunk(T* __restrict p, const T* __restrict g, T* __restrict v, std::int64_t n, T lr, T m, T wd, bool nesterov) {
-  auto grad = [&](std::int64_t k) { return Decay ? g[k] + wd * p[k] : g[k]; };
-  if (!v) {
-    for (std::int64_t k = 0; k < n; ++k) p[k] = p[k] - lr * grad(k);
-  } else if (!nesterov) {
-    for (std::int64_t k = 0; k < n; ++k) {
-      v[k] = m * v[k] + grad(k);
-      p[k] = p[k] - lr * v[k];
-    }
-  } else {
-    for (std::int64_t k = 0; k < n; ++k) {
-      const T gk = grad(k);
-      v[k] = m * v[k] + gk;
-      p[k] = p[k] - lr * (gk + m * v[k]);
-    }
-  }
-}
-}  // namespace
 
 Optimizer::Optimizer(NamedTensors params) : params_(std::move(params)) {
   for (auto& [name, p] : params_) {
@@ -95,18 +70,11 @@ std::string Sgd::describe() const {
 
 void Sgd::update(std::size_t i, Tensor& p, const Tensor& g, double lr) {
   BITGRAD_DISPATCH_FLOAT(p.dtype(), "sgd", T, [&] {
-    T* pp_all = p.mutable_data<T>();
-    const T* pg_all = g.data<T>();
-    T* pv_all = o_.momentum != 0 ? velocity_[i].second.mutable_data<T>() : nullptr;
-    const T lr_t = static_cast<T>(lr), m = static_cast<T>(o_.momentum), wd = static_cast<T>(o_.weight_decay);
-    const bool decay = o_.weight_decay != 0, nest = o_.nesterov;
-    // elementwise, so splitting it over the kernel threads cannot change a bit either
-    kern::parallel_for(p.numel(), kUpdateGrain, [&](std::int64_t k0, std::int64_t k1) {
-      const std::int64_t n = k1 - k0;
-      T* v = pv_all ? pv_all + k0 : nullptr;
-      if (decay) sgd_chunk<T, true>(pp_all + k0, pg_all + k0, v, n, lr_t, m, wd, nest);
-      else sgd_chunk<T, false>(pp_all + k0, pg_all + k0, v, n, lr_t, m, wd, nest);
-    });
+    T* pv = o_.momentum != 0 ? velocity_[i].second.mutable_data<T>() : nullptr;
+    kern::SgdCoef<T> c;
+    c.lr = static_cast<T>(lr), c.momentum = static_cast<T>(o_.momentum), c.wd = static_cast<T>(o_.weight_decay);
+    c.decay = o_.weight_decay != 0, c.nesterov = o_.nesterov;
+    kern::active<T>().sgd_update(p.mutable_data<T>(), g.data<T>(), pv, p.numel(), c);
   });
 }
 
@@ -137,34 +105,14 @@ void Adam::update(std::size_t i, Tensor& p, const Tensor& g, double lr) {
   const double s2 = math::sqrt(1.0 - math::pow(o_.beta2, t));
   const std::size_t n = params_.size();
   BITGRAD_DISPATCH_FLOAT(p.dtype(), "adam", T, [&] {
-    T* pp_all = p.mutable_data<T>();
-    const T* pg_all = g.data<T>();
-    T* pm_all = all_[i].second.mutable_data<T>();
-    T* pv_all = all_[n + i].second.mutable_data<T>();
-    const T b1 = static_cast<T>(o_.beta1), b2 = static_cast<T>(o_.beta2);
-    const T ob1 = static_cast<T>(1.0 - o_.beta1), ob2 = static_cast<T>(1.0 - o_.beta2);
-    const T c1t = static_cast<T>(c1), s2t = static_cast<T>(s2), eps = static_cast<T>(o_.eps);
-    const T wd = static_cast<T>(o_.weight_decay), shrink = static_cast<T>(1.0 - lr * o_.weight_decay);
-    const bool decay = o_.weight_decay != 0, decoupled = o_.decoupled;
-    kern::parallel_for(p.numel(), kUpdateGrain, [&](std::int64_t k0, std::int64_t k1) {
-      T* __restrict pp = pp_all;
-      const T* __restrict pg = pg_all;
-      T* __restrict pm = pm_all;
-      T* __restrict pv = pv_all;
-      const T b1_l = b1, b2_l = b2, ob1_l = ob1, ob2_l = ob2, c1_l = c1t, s2_l = s2t, eps_l = eps, wd_l = wd, shrink_l = shrink;
-      const bool decay_l = decay, decoupled_l = decoupled;
-      for (std::int64_t k = k0; k < k1; ++k) {
-        T gk = pg[k];
-        if (decay_l) {
-          if (decoupled_l) pp[k] = pp[k] * shrink_l;
-          else gk = gk + wd_l * pp[k];
-        }
-        pm[k] = b1_l * pm[k] + ob1_l * gk;
-        pv[k] = b2_l * pv[k] + ob2_l * (gk * gk);
-        const T denom = std::sqrt(pv[k]) / s2_l + eps_l;
-        pp[k] = pp[k] - c1_l * (pm[k] / denom);
-      }
-    });
+    kern::AdamCoef<T> c;
+    c.b1 = static_cast<T>(o_.beta1), c.b2 = static_cast<T>(o_.beta2);
+    c.ob1 = static_cast<T>(1.0 - o_.beta1), c.ob2 = static_cast<T>(1.0 - o_.beta2);
+    c.c1 = static_cast<T>(c1), c.s2 = static_cast<T>(s2), c.eps = static_cast<T>(o_.eps);
+    c.wd = static_cast<T>(o_.weight_decay), c.shrink = static_cast<T>(1.0 - lr * o_.weight_decay);
+    c.decay = o_.weight_decay != 0, c.decoupled = o_.decoupled;
+    kern::active<T>().adam_update(p.mutable_data<T>(), g.data<T>(), all_[i].second.mutable_data<T>(),
+                                  all_[n + i].second.mutable_data<T>(), p.numel(), c);
   });
 }
 

@@ -1,0 +1,345 @@
+// Fast paths of the layer and optimizer kernels (layer norm, pooling, im2col, updates), written
+// once over the lane types of simd.hpp and instantiated by isa_avx2.cpp and isa_avx512.cpp. Each
+// reproduces its reference in reference_nn.cpp exactly. Threads split rows, planes or
+// elements, and each output is computed whole by one thread, so the split never moves a bit.
+//
+// Included inside an ISA namespace after fast_impl.hpp.
+
+// ---- layer norm -----------------------------------------------------------------------------
+// A short group (count < 16) added into its own lanes only, in scalar: padding the other lanes
+// could turn a lane's -0 into +0 (an fma of two tiny numbers of opposite signs gives -0).
+template <class T, class Term>
+inline void tail_lanes(Lanes16<T>& ln, int count, Term term) {
+  using Tr = VT<T>;
+  alignas(64) T l[kLanes];
+  for (int v = 0; v < Lanes16<T>::NV; ++v) Tr::store(l + v * Tr::W, ln.acc[v]);
+  for (int j = 0; j < count; ++j) term(l[j], j);
+  for (int v = 0; v < Lanes16<T>::NV; ++v) ln.acc[v] = Tr::load(l + v * Tr::W);
+}
+
+template <class T>
+void layer_norm_rows_fast(const T* x, const T* gamma, const T* beta, std::int64_t R, std::int64_t D, T eps, T* y, T* mean,
+                          T* rstd) {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  constexpr int NV = Lanes16<T>::NV;
+  parallel_for(R, row_grain(D), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * D;
+      T* yr = y + r * D;
+      const T m = row_rule_fast<T>(D, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, xr + i, c); }) /
+                  static_cast<T>(D);
+      const V mv = V(m);
+      const T var = row_rule_fast<T>(D, [&](Lanes16<T>& ln, std::int64_t i, int c) {
+                      if (c < kLanes) {
+                        tail_lanes(ln, c, [&](T& l, int j) {
+                          const T d = xr[i + j] - m;
+                          l = std::fma(d, d, l);
+                        });
+                        return;
+                      }
+                      for (int v = 0; v < NV; ++v) {
+                        const V d = Tr::load(xr + i + v * Tr::W) - mv;
+                        ln.acc[v] = fma(d, d, ln.acc[v]);
+                      }
+                    }) /
+                    static_cast<T>(D);
+      const T rs = T(1) / std::sqrt(var + eps);
+      mean[r] = m;
+      rstd[r] = rs;
+      const V rv = V(rs);
+      std::int64_t j = 0;
+      for (; j + Tr::W <= D; j += Tr::W) {
+        V h = (Tr::load(xr + j) - mv) * rv;
+        if (gamma) h = h * Tr::load(gamma + j);
+        if (beta) h = h + Tr::load(beta + j);
+        Tr::store(yr + j, h);
+      }
+      for (; j < D; ++j) {
+        T h = (xr[j] - m) * rs;
+        if (gamma) h = h * gamma[j];
+        if (beta) h = h + beta[j];
+        yr[j] = h;
+      }
+    }
+  });
+}
+
+template <class T>
+void layer_norm_grad_rows_fast(const T* g, const T* xhat, const T* gamma, const T* rstd, std::int64_t R, std::int64_t D,
+                               T* dx) {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  parallel_for(R, row_grain(D), [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<T>& buf = scratch<T>();
+    if (static_cast<std::int64_t>(buf.size()) < D) buf.resize(static_cast<std::size_t>(D));
+    T* gx = buf.data();
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* gr = g + r * D;
+      const T* hr = xhat + r * D;
+      T* dr = dx + r * D;
+      for (std::int64_t j = 0; j < D; ++j) gx[j] = gamma ? gr[j] * gamma[j] : gr[j];
+      const T a = row_rule_fast<T>(D, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, gx + i, c); }) /
+                  static_cast<T>(D);
+      const T b = row_rule_fast<T>(D, [&](Lanes16<T>& ln, std::int64_t i, int c) {
+                    if (c == kLanes) fma_lanes(ln, gx + i, hr + i, c);
+                    else tail_lanes(ln, c, [&](T& l, int j) { l = std::fma(gx[i + j], hr[i + j], l); });
+                  }) /
+                  static_cast<T>(D);
+      const V av = V(a), bv = V(b), rv = V(rstd[r]);
+      std::int64_t j = 0;
+      for (; j + Tr::W <= D; j += Tr::W)
+        Tr::store(dr + j, rv * ((Tr::load(gx + j) - av) - Tr::load(hr + j) * bv));
+      for (; j < D; ++j) dr[j] = rstd[r] * ((gx[j] - a) - hr[j] * b);
+    }
+  });
+}
+
+// ---- pooling --------------------------------------------------------------------------------
+// "First NaN, else first maximum" of (l, r) with l first, as bit masks: on real data the
+// comparisons are coin flips, and as branches they mispredict. The index follows.
+template <class T>
+inline T first_max(T l, T r, std::int64_t& il, std::int64_t ir) {
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  const bool take = (l == l) & ((r != r) | (r > l));
+  const U m = U(0) - static_cast<U>(take);
+  const std::uint64_t mi = std::uint64_t(0) - static_cast<std::uint64_t>(take);
+  il = static_cast<std::int64_t>((static_cast<std::uint64_t>(ir) & mi) | (static_cast<std::uint64_t>(il) & ~mi));
+  return std::bit_cast<T>(static_cast<U>((std::bit_cast<U>(r) & m) | (std::bit_cast<U>(l) & ~m)));
+}
+
+// One output row of 2x2 windows at stride 2 (LeNet's, and the most common pooling); at0 is the
+// plane offset of its first window. The selection is associative, so reducing the window
+// (a, b; c, d) as ((a, b), (c, d)) picks the element the row-major scan picks, without branches.
+template <class T>
+void pool2x2_row(const T* plane, std::int64_t W, std::int64_t OW, std::int64_t at0, T* y, std::int64_t* idx) {
+  for (std::int64_t ow = 0; ow < OW; ++ow) {
+    const std::int64_t i0 = at0 + 2 * ow, i2 = i0 + W;
+    std::int64_t j01 = i0, j23 = i2;
+    const T m01 = first_max(plane[i0], plane[i0 + 1], j01, i0 + 1);
+    const T m23 = first_max(plane[i2], plane[i2 + 1], j23, i2 + 1);
+    y[ow] = first_max(m01, m23, j01, j23);
+    idx[ow] = j01;
+  }
+}
+
+template <class T>
+void max_pool_fast(const T* x, const PoolShape& s, T* y, std::int64_t* idx) {
+  parallel_for(s.planes, 8, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t q = b; q < e; ++q) {
+      const T* plane = x + q * s.H * s.W;
+      for (std::int64_t oh = 0; oh < s.OH; ++oh) {
+        T* yr = y + (q * s.OH + oh) * s.OW;
+        std::int64_t* ir = idx + (q * s.OH + oh) * s.OW;
+        if (s.k == 2 && s.s == 2) {
+          pool2x2_row(plane, s.W, s.OW, 2 * oh * s.W, yr, ir);
+          continue;
+        }
+        for (std::int64_t ow = 0; ow < s.OW; ++ow) {
+          std::int64_t best = oh * s.s * s.W + ow * s.s;
+          T bv = plane[best];
+          for (std::int64_t kh = 0; kh < s.k && bv == bv; ++kh)
+            for (std::int64_t kw = 0; kw < s.k; ++kw) {
+              const std::int64_t at = (oh * s.s + kh) * s.W + ow * s.s + kw;
+              const T v = plane[at];
+              if (v != v || v > bv) {
+                bv = v;
+                best = at;
+                if (v != v) break;
+              }
+            }
+          yr[ow] = bv;
+          ir[ow] = best;
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+void max_pool_grad_fast(const T* g, const std::int64_t* idx, const PoolShape& s, T* dx) {
+  parallel_for(s.planes, 8, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t q = b; q < e; ++q) {
+      T* plane = dx + q * s.H * s.W;
+      for (std::int64_t i = 0; i < s.H * s.W; ++i) plane[i] = T(0);
+      for (std::int64_t o = 0; o < s.OH * s.OW; ++o) {
+        T& d = plane[idx[q * s.OH * s.OW + o]];
+        d = d + g[q * s.OH * s.OW + o];
+      }
+    }
+  });
+}
+
+template <class T>
+void avg_pool_fast(const T* x, const PoolShape& s, T* y) {
+  const T area = static_cast<T>(s.k * s.k);
+  parallel_for(s.planes, 8, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t q = b; q < e; ++q)
+      for (std::int64_t oh = 0; oh < s.OH; ++oh)
+        for (std::int64_t ow = 0; ow < s.OW; ++ow) {
+          T acc = T(0);
+          for (std::int64_t kh = 0; kh < s.k; ++kh)
+            for (std::int64_t kw = 0; kw < s.k; ++kw) acc = acc + x[(q * s.H + oh * s.s + kh) * s.W + ow * s.s + kw];
+          y[(q * s.OH + oh) * s.OW + ow] = acc / area;
+        }
+  });
+}
+
+template <class T>
+void avg_pool_grad_fast(const T* g, const PoolShape& s, T* dx) {
+  const T area = static_cast<T>(s.k * s.k);
+  parallel_for(s.planes, 8, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t q = b; q < e; ++q) {
+      T* plane = dx + q * s.H * s.W;
+      for (std::int64_t i = 0; i < s.H * s.W; ++i) plane[i] = T(0);
+      for (std::int64_t oh = 0; oh < s.OH; ++oh)
+        for (std::int64_t ow = 0; ow < s.OW; ++ow) {
+          const T t = g[(q * s.OH + oh) * s.OW + ow] / area;
+          for (std::int64_t kh = 0; kh < s.k; ++kh)
+            for (std::int64_t kw = 0; kw < s.k; ++kw) {
+              T& d = plane[(oh * s.s + kh) * s.W + ow * s.s + kw];
+              d = d + t;
+            }
+        }
+    }
+  });
+}
+
+// ---- im2col -------------------------------------------------------------------------------
+// Output columns ow whose input column ow*s + kw - p lies inside [0, W): [lo, hi).
+struct ColRange {
+  std::int64_t lo, hi;
+};
+inline ColRange valid_cols(const ConvShape& g, std::int64_t kw) {
+  const std::int64_t off = kw - g.p;  // iw = ow*s + off
+  std::int64_t lo = off >= 0 ? 0 : (-off + g.s - 1) / g.s;
+  std::int64_t hi = g.W - 1 - off < 0 ? 0 : (g.W - 1 - off) / g.s + 1;
+  if (hi > g.OW) hi = g.OW;
+  if (lo > hi) lo = hi;
+  return {lo, hi};
+}
+
+// Pure data movement: each cols row segment is a copy of an input row segment between runs of
+// padding zeros.
+template <class T>
+void im2col_fast(const T* __restrict x, const ConvShape& g, T* __restrict cols) {
+  const std::int64_t P = g.OH * g.OW;
+  for (std::int64_t c = 0; c < g.C; ++c)
+    for (std::int64_t kh = 0; kh < g.KH; ++kh)
+      for (std::int64_t kw = 0; kw < g.KW; ++kw) {
+        T* row = cols + ((c * g.KH + kh) * g.KW + kw) * P;
+        const ColRange r = valid_cols(g, kw);
+        for (std::int64_t oh = 0; oh < g.OH; ++oh) {
+          const std::int64_t ih = oh * g.s + kh - g.p;
+          T* dst = row + oh * g.OW;
+          if (ih < 0 || ih >= g.H) {
+            for (std::int64_t ow = 0; ow < g.OW; ++ow) dst[ow] = T(0);
+            continue;
+          }
+          const T* xrow = x + (c * g.H + ih) * g.W;  // pixel (ih, ow*s + off)
+          const std::int64_t off = kw - g.p;
+          for (std::int64_t ow = 0; ow < r.lo; ++ow) dst[ow] = T(0);
+          if (g.s == 1) {
+            // rows are short (tens of elements): an inline loop, not a memcpy call per row
+            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow] = xrow[ow + off];
+          } else {
+            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow] = xrow[ow * g.s + off];
+          }
+          for (std::int64_t ow = r.hi; ow < g.OW; ++ow) dst[ow] = T(0);
+        }
+      }
+}
+
+// Each (c, kh, kw, oh) row touches a pixel at most once, so adding a whole row segment at a
+// time (vectorised) keeps every pixel's row-major order of additions.
+template <class T>
+void col2im_fast(const T* __restrict dcols, const ConvShape& g, T* __restrict dx) {
+  const std::int64_t P = g.OH * g.OW;
+  for (std::int64_t i = 0; i < g.C * g.H * g.W; ++i) dx[i] = T(0);
+  for (std::int64_t c = 0; c < g.C; ++c)
+    for (std::int64_t kh = 0; kh < g.KH; ++kh)
+      for (std::int64_t kw = 0; kw < g.KW; ++kw) {
+        const T* row = dcols + ((c * g.KH + kh) * g.KW + kw) * P;
+        const ColRange r = valid_cols(g, kw);
+        for (std::int64_t oh = 0; oh < g.OH; ++oh) {
+          const std::int64_t ih = oh * g.s + kh - g.p;
+          if (ih < 0 || ih >= g.H) continue;
+          T* d = dx + (c * g.H + ih) * g.W;  // pixel (ih, ow*s + off)
+          const std::int64_t off = kw - g.p;
+          const T* src = row + oh * g.OW;
+          if (g.s == 1) {
+            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) d[ow + off] = d[ow + off] + src[ow];
+          } else {
+            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) d[ow * g.s + off] = d[ow * g.s + off] + src[ow];
+          }
+        }
+      }
+}
+
+// ---- optimizer updates ----------------------------------------------------------------------
+constexpr std::int64_t kUpdateGrain = 16384;  // elements per chunk of a parameter update
+
+// Restrict pointers, coefficients by value and branch-free loops per case let the compiler
+// vectorise (a lambda's captures would be re-read after every store).
+template <class T, bool Decay>
+void sgd_chunk(T* __restrict p, const T* __restrict g, T* __restrict v, std::int64_t n, T lr, T m, T wd, bool nesterov) {
+  auto grad = [&](std::int64_t k) { return Decay ? g[k] + wd * p[k] : g[k]; };
+  if (!v) {
+    for (std::int64_t k = 0; k < n; ++k) p[k] = p[k] - lr * grad(k);
+  } else if (!nesterov) {
+    for (std::int64_t k = 0; k < n; ++k) {
+      v[k] = m * v[k] + grad(k);
+      p[k] = p[k] - lr * v[k];
+    }
+  } else {
+    for (std::int64_t k = 0; k < n; ++k) {
+      const T gk = grad(k);
+      v[k] = m * v[k] + gk;
+      p[k] = p[k] - lr * (gk + m * v[k]);
+    }
+  }
+}
+
+template <class T>
+void sgd_update_fast(T* p, const T* g, T* v, std::int64_t n, const SgdCoef<T>& c) {
+  parallel_for(n, kUpdateGrain, [&](std::int64_t k0, std::int64_t k1) {
+    T* vk = v ? v + k0 : nullptr;
+    if (c.decay) sgd_chunk<T, true>(p + k0, g + k0, vk, k1 - k0, c.lr, c.momentum, c.wd, c.nesterov);
+    else sgd_chunk<T, false>(p + k0, g + k0, vk, k1 - k0, c.lr, c.momentum, c.wd, c.nesterov);
+  });
+}
+
+template <class T>
+void adam_chunk(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, std::int64_t n, const AdamCoef<T> c) {
+  for (std::int64_t k = 0; k < n; ++k) {
+    T gk = g[k];
+    if (c.decay) {
+      if (c.decoupled) p[k] = p[k] * c.shrink;
+      else gk = gk + c.wd * p[k];
+    }
+    m[k] = c.b1 * m[k] + c.ob1 * gk;
+    v[k] = c.b2 * v[k] + c.ob2 * (gk * gk);
+    const T denom = std::sqrt(v[k]) / c.s2 + c.eps;
+    p[k] = p[k] - c.c1 * (m[k] / denom);
+  }
+}
+
+template <class T>
+void adam_update_fast(T* p, const T* g, T* m, T* v, std::int64_t n, const AdamCoef<T>& c) {
+  parallel_for(n, kUpdateGrain, [&](std::int64_t k0, std::int64_t k1) { adam_chunk(p + k0, g + k0, m + k0, v + k0, k1 - k0, c); });
+}
+
+template <class T>
+Table<T> fast_nn_table(Table<T> tb) {
+  tb.layer_norm_rows = &layer_norm_rows_fast<T>;
+  tb.layer_norm_grad_rows = &layer_norm_grad_rows_fast<T>;
+  tb.max_pool = &max_pool_fast<T>;
+  tb.max_pool_grad = &max_pool_grad_fast<T>;
+  tb.avg_pool = &avg_pool_fast<T>;
+  tb.avg_pool_grad = &avg_pool_grad_fast<T>;
+  tb.im2col = &im2col_fast<T>;
+  tb.col2im = &col2im_fast<T>;
+  tb.sgd_update = &sgd_update_fast<T>;
+  tb.adam_update = &adam_update_fast<T>;
+  return tb;
+}

@@ -1,0 +1,126 @@
+// GEMM microkernels (BLIS's part that knows the ISA): an MR x NR tile of C held in registers,
+// written once over the lane types of simd.hpp, with the cache blocks of the code path. An
+// ISA file names its tiles, e.g. RegTile<float, 6, 2, 384, 72, 2048>, and hands them to the
+// frame (gemm_impl.hpp), which owns packing, blocking, threading and the batch-tree merges.
+// Every microkernel call extends each element's fma chain in k order: that is all the
+// canonical order asks of it.
+//
+// Included inside an ISA namespace after fast_impl.hpp.
+
+// An MR x (NV vectors) tile of C held in registers.
+template <class T, int MR, int NV>
+struct Acc {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  static constexpr int W = Tr::W;
+  static constexpr int NR = NV * W;
+  V v[MR][NV];
+
+  inline void zero() {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) v[i][j] = V(T(0));
+  }
+  inline void load(const T* c, std::int64_t ldc) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) v[i][j] = Tr::load(c + i * ldc + j * W);
+  }
+  inline void store(T* c, std::int64_t ldc) const {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) Tr::store(c + i * ldc + j * W, v[i][j]);
+  }
+  // v = v + bias (one bias row for every row of the tile)
+  inline void add_bias(const T* bias) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) v[i][j] = v[i][j] + Tr::load(bias + j * W);
+  }
+  // v = left + v, for the pairwise tree
+  inline void add_left(const T* left, std::int64_t ld) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) v[i][j] = Tr::load(left + i * ld + j * W) + v[i][j];
+  }
+  // v[i] = fma(a(i, k), b[k], v[i]) for k = 0 .. kc-1: the canonical chain
+  template <class AAt>
+  inline void chain(std::int64_t kc, AAt a_at, const T* __restrict b) {
+    for (std::int64_t k = 0; k < kc; ++k) {
+      V bv[NV];
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) bv[j] = Tr::load(b + j * W);
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        const V av = V(a_at(i, k));
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; ++j) v[i][j] = fma(av, bv[j], v[i][j]);
+      }
+      b += NR;
+    }
+  }
+};
+
+// The microkernel traits the frame is templated on: tile MR x (NV vectors), cache blocks
+// KC x MC x NC.
+template <class T_, int MR_, int NV_, int KC_, int MC_, int NC_>
+struct RegTile {
+  using T = T_;
+  using A = Acc<T, MR_, NV_>;
+  static constexpr int MR = MR_;
+  static constexpr int NR = A::NR;
+  static constexpr std::int64_t KC = KC_, MC = MC_, NC = NC_;
+  // Relative speed per useful fma: narrow tiles need more loads per fma.
+  static constexpr double kEff = NV_ >= 3 ? 1.0 : NV_ == 2 ? 0.9 : 0.75;
+  // Side of the square block transpose used to pack a B stored transposed (0: none).
+  static constexpr int kTransposeW = std::is_same_v<T, float> ? kWF : 0;
+
+  // dst[c*ldd + r] = src[r*lds + c] for a kTransposeW square block
+  static void transpose_block(const T* src, std::int64_t lds, T* dst, std::int64_t ldd) {
+    if constexpr (std::is_same_v<T, float>) transpose_f32_block(src, lds, dst, ldd);
+  }
+
+  // C tile (+)= packed A panel (k-major, MR per k) x packed B panel (k-major, NR per k).
+  static inline void chain(std::int64_t kc, const T* __restrict a, const T* __restrict b, T* c, std::int64_t ldc, bool load_c,
+                           const T* bias) {
+    A acc;
+    if (load_c) acc.load(c, ldc);
+    else acc.zero();
+    acc.chain(kc, [a](int i, std::int64_t k) { return a[k * MR + i]; }, b);
+    if (bias) acc.add_bias(bias);
+    acc.store(c, ldc);
+  }
+
+  // The same reading row-major A in place (row stride lda): saves packing A.
+  static inline void chain_rows(std::int64_t kc, const T* __restrict a, std::int64_t lda, const T* __restrict b, T* c,
+                                std::int64_t ldc, bool load_c, const T* bias) {
+    A acc;
+    if (load_c) acc.load(c, ldc);
+    else acc.zero();
+    acc.chain(kc, [a, lda](int i, std::int64_t k) { return a[i * lda + k]; }, b);
+    if (bias) acc.add_bias(bias);
+    acc.store(c, ldc);
+  }
+
+  // One canonical block of the batch tree: a chain over the block's k from +0, then the
+  // pairwise stack of tiles (slots, levels, n) absorbs it in registers: while the top slot
+  // has the same level, acc = top + acc (left + right).
+  static inline void tree_block(std::int64_t kb, const T* __restrict a, const T* __restrict b, T* slots, int* level, int& n) {
+    A acc;
+    acc.zero();
+    acc.chain(kb, [a](int i, std::int64_t k) { return a[k * MR + i]; }, b);
+    int lv = 0;
+    while (n > 0 && level[n - 1] == lv) {
+      acc.add_left(slots + (n - 1) * MR * NR, NR);
+      --n;
+      ++lv;
+    }
+    acc.store(slots + n * MR * NR, NR);
+    level[n++] = lv;
+  }
+};

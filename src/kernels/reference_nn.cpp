@@ -1,0 +1,187 @@
+// Scalar reference kernels of the layers and optimizers (layer norm, pooling, im2col, updates):
+// each spells out its order literally (docs/numerics.md §14, §15, §17), on one thread. The
+// fast paths (fast_nn.hpp) must give the same bits; tests/kernels compares them with ==.
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/kernels.hpp"
+#include "kernels/reference.hpp"
+#include "kernels/row_rule.hpp"
+
+namespace bitgrad::kern::ref {
+
+namespace {
+
+template <class T>
+void layer_norm_rows(const T* x, const T* gamma, const T* beta, std::int64_t R, std::int64_t D, T eps, T* y, T* mean,
+                     T* rstd) {
+  for (std::int64_t r = 0; r < R; ++r) {
+    const T* xr = x + r * D;
+    const T m = row_rule<T>(D, [&](T& l, std::int64_t j) { l = l + xr[j]; }) / static_cast<T>(D);
+    const T var = row_rule<T>(D, [&](T& l, std::int64_t j) {
+                    const T d = xr[j] - m;
+                    l = std::fma(d, d, l);
+                  }) /
+                  static_cast<T>(D);
+    const T rs = T(1) / std::sqrt(var + eps);
+    mean[r] = m;
+    rstd[r] = rs;
+    for (std::int64_t j = 0; j < D; ++j) {
+      T h = (xr[j] - m) * rs;
+      if (gamma) h = h * gamma[j];
+      if (beta) h = h + beta[j];
+      y[r * D + j] = h;
+    }
+  }
+}
+
+template <class T>
+void layer_norm_grad_rows(const T* g, const T* xhat, const T* gamma, const T* rstd, std::int64_t R, std::int64_t D, T* dx) {
+  for (std::int64_t r = 0; r < R; ++r) {
+    const T* gr = g + r * D;
+    const T* hr = xhat + r * D;
+    auto gx = [&](std::int64_t j) { return gamma ? gr[j] * gamma[j] : gr[j]; };
+    const T a = row_rule<T>(D, [&](T& l, std::int64_t j) { l = l + gx(j); }) / static_cast<T>(D);
+    const T b = row_rule<T>(D, [&](T& l, std::int64_t j) { l = std::fma(gx(j), hr[j], l); }) / static_cast<T>(D);
+    for (std::int64_t j = 0; j < D; ++j) dx[r * D + j] = rstd[r] * ((gx(j) - a) - hr[j] * b);
+  }
+}
+
+template <class T>
+void max_pool(const T* x, const PoolShape& s, T* y, std::int64_t* idx) {
+  for (std::int64_t q = 0; q < s.planes; ++q) {
+    const T* plane = x + q * s.H * s.W;
+    for (std::int64_t oh = 0; oh < s.OH; ++oh)
+      for (std::int64_t ow = 0; ow < s.OW; ++ow) {
+        std::int64_t best = oh * s.s * s.W + ow * s.s;
+        T bv = plane[best];
+        for (std::int64_t kh = 0; kh < s.k; ++kh)
+          for (std::int64_t kw = 0; kw < s.k; ++kw) {
+            const std::int64_t at = (oh * s.s + kh) * s.W + ow * s.s + kw;
+            const T v = plane[at];
+            if (bv == bv && (v != v || v > bv)) {  // a NaN, once taken, stays
+              bv = v;
+              best = at;
+            }
+          }
+        y[(q * s.OH + oh) * s.OW + ow] = bv;
+        idx[(q * s.OH + oh) * s.OW + ow] = best;
+      }
+  }
+}
+
+template <class T>
+void max_pool_grad(const T* g, const std::int64_t* idx, const PoolShape& s, T* dx) {
+  for (std::int64_t i = 0; i < s.planes * s.H * s.W; ++i) dx[i] = T(0);
+  for (std::int64_t q = 0; q < s.planes; ++q)
+    for (std::int64_t o = 0; o < s.OH * s.OW; ++o) {
+      T& d = dx[q * s.H * s.W + idx[q * s.OH * s.OW + o]];
+      d = d + g[q * s.OH * s.OW + o];
+    }
+}
+
+template <class T>
+void avg_pool(const T* x, const PoolShape& s, T* y) {
+  const T area = static_cast<T>(s.k * s.k);
+  for (std::int64_t q = 0; q < s.planes; ++q)
+    for (std::int64_t oh = 0; oh < s.OH; ++oh)
+      for (std::int64_t ow = 0; ow < s.OW; ++ow) {
+        T acc = T(0);
+        for (std::int64_t kh = 0; kh < s.k; ++kh)
+          for (std::int64_t kw = 0; kw < s.k; ++kw) acc = acc + x[(q * s.H + oh * s.s + kh) * s.W + ow * s.s + kw];
+        y[(q * s.OH + oh) * s.OW + ow] = acc / area;
+      }
+}
+
+template <class T>
+void avg_pool_grad(const T* g, const PoolShape& s, T* dx) {
+  const T area = static_cast<T>(s.k * s.k);
+  for (std::int64_t i = 0; i < s.planes * s.H * s.W; ++i) dx[i] = T(0);
+  for (std::int64_t q = 0; q < s.planes; ++q)
+    for (std::int64_t oh = 0; oh < s.OH; ++oh)
+      for (std::int64_t ow = 0; ow < s.OW; ++ow) {
+        const T t = g[(q * s.OH + oh) * s.OW + ow] / area;
+        for (std::int64_t kh = 0; kh < s.k; ++kh)
+          for (std::int64_t kw = 0; kw < s.k; ++kw) {
+            T& d = dx[(q * s.H + oh * s.s + kh) * s.W + ow * s.s + kw];
+            d = d + t;
+          }
+      }
+}
+
+// Calls f(row of cols, oh, ow, pixel offset in x or -1 for padding) in row-major order of
+// (c, kh, kw, oh, ow).
+template <class F>
+void for_each_col(const ConvShape& s, F f) {
+  for (std::int64_t c = 0; c < s.C; ++c)
+    for (std::int64_t kh = 0; kh < s.KH; ++kh)
+      for (std::int64_t kw = 0; kw < s.KW; ++kw)
+        for (std::int64_t oh = 0; oh < s.OH; ++oh)
+          for (std::int64_t ow = 0; ow < s.OW; ++ow) {
+            const std::int64_t ih = oh * s.s + kh - s.p, iw = ow * s.s + kw - s.p;
+            const bool inside = ih >= 0 && ih < s.H && iw >= 0 && iw < s.W;
+            f(((c * s.KH + kh) * s.KW + kw) * s.OH * s.OW + oh * s.OW + ow, inside ? (c * s.H + ih) * s.W + iw : -1);
+          }
+}
+
+template <class T>
+void im2col(const T* x, const ConvShape& s, T* cols) {
+  for_each_col(s, [&](std::int64_t at, std::int64_t px) { cols[at] = px >= 0 ? x[px] : T(0); });
+}
+
+template <class T>
+void col2im(const T* dcols, const ConvShape& s, T* dx) {
+  for (std::int64_t i = 0; i < s.C * s.H * s.W; ++i) dx[i] = T(0);
+  for_each_col(s, [&](std::int64_t at, std::int64_t px) {
+    if (px >= 0) dx[px] = dx[px] + dcols[at];
+  });
+}
+
+template <class T>
+void sgd_update(T* p, const T* g, T* v, std::int64_t n, const SgdCoef<T>& c) {
+  for (std::int64_t k = 0; k < n; ++k) {
+    const T gk = c.decay ? g[k] + c.wd * p[k] : g[k];
+    if (!v) {
+      p[k] = p[k] - c.lr * gk;
+      continue;
+    }
+    v[k] = c.momentum * v[k] + gk;
+    const T d = c.nesterov ? gk + c.momentum * v[k] : v[k];
+    p[k] = p[k] - c.lr * d;
+  }
+}
+
+template <class T>
+void adam_update(T* p, const T* g, T* m, T* v, std::int64_t n, const AdamCoef<T>& c) {
+  for (std::int64_t k = 0; k < n; ++k) {
+    T gk = g[k];
+    if (c.decay) {
+      if (c.decoupled) p[k] = p[k] * c.shrink;
+      else gk = gk + c.wd * p[k];
+    }
+    m[k] = c.b1 * m[k] + c.ob1 * gk;
+    v[k] = c.b2 * v[k] + c.ob2 * (gk * gk);
+    const T denom = std::sqrt(v[k]) / c.s2 + c.eps;
+    p[k] = p[k] - c.c1 * (m[k] / denom);
+  }
+}
+
+}  // namespace
+
+template <class T>
+void add_nn_kernels(Table<T>& tb) {
+  tb.layer_norm_rows = &layer_norm_rows<T>;
+  tb.layer_norm_grad_rows = &layer_norm_grad_rows<T>;
+  tb.max_pool = &max_pool<T>;
+  tb.max_pool_grad = &max_pool_grad<T>;
+  tb.avg_pool = &avg_pool<T>;
+  tb.avg_pool_grad = &avg_pool_grad<T>;
+  tb.im2col = &im2col<T>;
+  tb.col2im = &col2im<T>;
+  tb.sgd_update = &sgd_update<T>;
+  tb.adam_update = &adam_update<T>;
+}
+template void add_nn_kernels<float>(Table<float>&);
+template void add_nn_kernels<double>(Table<double>&);
+
+}  // namespace bitgrad::kern::ref

@@ -1,0 +1,292 @@
+// Layer norm, pooling, im2col and the optimizer updates: every fast path equals the scalar
+// reference bit for bit on odd shapes at threads 1..8; the reference equals the documented
+// orders.
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "support/kernel_check.hpp"
+
+namespace bitgrad::test {
+namespace {
+
+template <class T>
+void append(std::vector<T>& to, const std::vector<T>& v) {
+  to.insert(to.end(), v.begin(), v.end());
+}
+
+// ---- layer norm -------------------------------------------------------------------------------
+template <class T>
+void layer_norm_cases() {
+  const std::pair<std::int64_t, std::int64_t> shapes[] = {{1, 1},  {3, 5},    {7, 16},   {5, 17},  {4, 33},  {2, 1023},
+                                                          {3, 1025}, {1, 3000}, {129, 10}, {300, 64}, {0, 7}};
+  for (auto [R, D] : shapes) {
+    const std::size_t n = static_cast<std::size_t>(R * D);
+    auto x = random_vec<T>(n, 21, -3, 5, true);
+    auto g = random_vec<T>(n, 22, -2, 2, true);
+    auto h = random_vec<T>(n, 23, -3, 3, true);
+    auto gamma = random_vec<T>(static_cast<std::size_t>(D), 24, -2, 2, true);
+    auto beta = random_vec<T>(static_cast<std::size_t>(D), 25);
+    auto rstd = random_vec<T>(static_cast<std::size_t>(R), 26, 0.1, 4);
+    for (int affine = 0; affine < 3; ++affine) {  // none, gamma, gamma and beta
+      const T* pg = affine >= 1 ? gamma.data() : nullptr;
+      const T* pb = affine >= 2 ? beta.data() : nullptr;
+      std::ostringstream sh;
+      sh << "(" << tname(T{}) << ",R=" << R << ",D=" << D << ",affine=" << affine << ")";
+      expect_fast_equals_reference<T>("layer_norm_rows" + sh.str(), [&](const kern::Table<T>& tb) {
+        std::vector<T> y(n), mean(static_cast<std::size_t>(R)), rs(static_cast<std::size_t>(R));
+        tb.layer_norm_rows(x.data(), pg, pb, R, D, T(1e-5), y.data(), mean.data(), rs.data());
+        append(y, mean);
+        append(y, rs);
+        return y;
+      });
+      expect_fast_equals_reference<T>("layer_norm_grad_rows" + sh.str(), [&](const kern::Table<T>& tb) {
+        std::vector<T> dx(n);
+        tb.layer_norm_grad_rows(g.data(), h.data(), pg, rstd.data(), R, D, dx.data());
+        return dx;
+      });
+    }
+  }
+}
+
+TEST(NnKernels, LayerNormF32) { layer_norm_cases<float>(); }
+TEST(NnKernels, LayerNormF64) { layer_norm_cases<double>(); }
+
+// Lanes j of the row rule take j, j+16, j+32; fold h = 8, 4, 2, 1 (numerics.md §4, §15).
+float lanes40(const std::vector<float>& t) {
+  float l[16] = {};
+  for (int i = 0; i < 40; ++i) l[i % 16] = l[i % 16] + t[static_cast<std::size_t>(i)];
+  for (int h = 8; h >= 1; h /= 2)
+    for (int j = 0; j < h; ++j) l[j] = l[j] + l[j + h];
+  return l[0];
+}
+
+TEST(NnKernels, LayerNormReferenceIsTheDocumentedOrder) {
+  auto x = random_vec<float>(40, 31, -3, 5);
+  auto gamma = random_vec<float>(40, 32), beta = random_vec<float>(40, 33), g = random_vec<float>(40, 34);
+  const float m = lanes40(x) / 40.0f;
+  float sq[16] = {};
+  for (int i = 0; i < 40; ++i) {
+    const float d = x[static_cast<std::size_t>(i)] - m;
+    sq[i % 16] = std::fma(d, d, sq[i % 16]);
+  }
+  for (int h = 8; h >= 1; h /= 2)
+    for (int j = 0; j < h; ++j) sq[j] = sq[j] + sq[j + h];
+  const float rs = 1.0f / std::sqrt(sq[0] / 40.0f + 1e-5f);
+  std::vector<float> y(40), mean(1), rstd(1), dx(40);
+  const auto& ref = kern::table<float>(Isa::scalar);
+  ref.layer_norm_rows(x.data(), gamma.data(), beta.data(), 1, 40, 1e-5f, y.data(), mean.data(), rstd.data());
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(m), std::bit_cast<std::uint32_t>(mean[0]));
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(rs), std::bit_cast<std::uint32_t>(rstd[0]));
+  for (std::size_t j = 0; j < 40; ++j)
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(((x[j] - m) * rs) * gamma[j] + beta[j]), std::bit_cast<std::uint32_t>(y[j])) << j;
+  // backward: a = rowrule(gx) / D, b = rowrule(fma(gx, xhat)) / D
+  std::vector<float> gx(40), xh(40);
+  for (std::size_t j = 0; j < 40; ++j) gx[j] = g[j] * gamma[j], xh[j] = (x[j] - m) * rs;
+  const float a = lanes40(gx) / 40.0f;
+  float dl[16] = {};
+  for (int i = 0; i < 40; ++i) dl[i % 16] = std::fma(gx[static_cast<std::size_t>(i)], xh[static_cast<std::size_t>(i)], dl[i % 16]);
+  for (int h = 8; h >= 1; h /= 2)
+    for (int j = 0; j < h; ++j) dl[j] = dl[j] + dl[j + h];
+  const float b = dl[0] / 40.0f;
+  ref.layer_norm_grad_rows(g.data(), xh.data(), gamma.data(), &rs, 1, 40, dx.data());
+  for (std::size_t j = 0; j < 40; ++j)
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(rs * ((gx[j] - a) - xh[j] * b)), std::bit_cast<std::uint32_t>(dx[j])) << j;
+}
+
+// ---- pooling ----------------------------------------------------------------------------------
+// planes, H, W, k, s
+const std::int64_t kPools[][5] = {{3, 4, 4, 2, 2}, {5, 7, 9, 2, 2},  {2, 9, 7, 3, 2},  {4, 6, 6, 3, 1},    {1, 5, 5, 5, 1},
+                                  {7, 10, 11, 2, 1}, {2, 8, 8, 1, 1}, {3, 12, 13, 4, 3}, {64, 28, 28, 2, 2}, {40, 9, 9, 3, 3}};
+
+// Few distinct values (ties), signed zeros and NaNs: the cases where "first maximum" matters.
+template <class T>
+std::vector<T> pool_input(std::size_t n, std::uint64_t seed) {
+  auto u = random_vec<double>(n, seed, 0, 1);
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const int q = static_cast<int>(u[i] * 64);
+    v[i] = q < 2 ? std::numeric_limits<T>::quiet_NaN() : q < 8 ? T(-0.0) : q < 14 ? T(0) : static_cast<T>(q % 5) - T(1);
+  }
+  return v;
+}
+
+template <class T>
+void pool_cases() {
+  for (const auto& c : kPools) {
+    const kern::PoolShape s{c[0], c[1], c[2], c[3], c[4], (c[1] - c[3]) / c[4] + 1, (c[2] - c[3]) / c[4] + 1};
+    const std::size_t nx = static_cast<std::size_t>(s.planes * s.H * s.W), ny = static_cast<std::size_t>(s.planes * s.OH * s.OW);
+    const auto xq = pool_input<T>(nx, 41);
+    const auto x = random_vec<T>(nx, 42, -2, 2, true);
+    const auto g = random_vec<T>(ny, 43, -2, 2, true);
+    std::ostringstream sh;
+    sh << "(" << tname(T{}) << ",planes=" << s.planes << ",H=" << s.H << ",W=" << s.W << ",k=" << s.k << ",s=" << s.s << ")";
+    // the argmax of the reference drives max_pool_grad on every path
+    std::vector<std::int64_t> idx(ny);
+    std::vector<T> ytmp(ny);
+    kern::table<T>(Isa::scalar).max_pool(xq.data(), s, ytmp.data(), idx.data());
+    expect_fast_equals_reference<T>("max_pool" + sh.str(), [&](const kern::Table<T>& tb) {
+      std::vector<T> y(ny);
+      std::vector<std::int64_t> ix(ny, -1);
+      tb.max_pool(xq.data(), s, y.data(), ix.data());
+      for (std::int64_t i : ix) y.push_back(static_cast<T>(i));
+      return y;
+    });
+    expect_fast_equals_reference<T>("max_pool_grad" + sh.str(), [&](const kern::Table<T>& tb) {
+      std::vector<T> dx(nx, T(-7));
+      tb.max_pool_grad(g.data(), idx.data(), s, dx.data());
+      return dx;
+    });
+    expect_fast_equals_reference<T>("avg_pool" + sh.str(), [&](const kern::Table<T>& tb) {
+      std::vector<T> y(ny);
+      tb.avg_pool(x.data(), s, y.data());
+      return y;
+    });
+    expect_fast_equals_reference<T>("avg_pool_grad" + sh.str(), [&](const kern::Table<T>& tb) {
+      std::vector<T> dx(nx, T(-7));
+      tb.avg_pool_grad(g.data(), s, dx.data());
+      return dx;
+    });
+  }
+}
+
+TEST(NnKernels, PoolingF32) { pool_cases<float>(); }
+TEST(NnKernels, PoolingF64) { pool_cases<double>(); }
+
+TEST(NnKernels, PoolingReferenceIsTheDocumentedOrder) {
+  // one 5x5 plane, 3x3 windows at stride 1: the average sums rows of the window left to right
+  const kern::PoolShape s{1, 5, 5, 3, 1, 3, 3};
+  auto x = random_vec<float>(25, 51, -1, 1);
+  auto g = random_vec<float>(9, 52, -1, 1);
+  std::vector<float> y(9), dx(25);
+  const auto& ref = kern::table<float>(Isa::scalar);
+  ref.avg_pool(x.data(), s, y.data());
+  ref.avg_pool_grad(g.data(), s, dx.data());
+  for (int oh = 0; oh < 3; ++oh)
+    for (int ow = 0; ow < 3; ++ow) {
+      float acc = 0;
+      for (int kh = 0; kh < 3; ++kh)
+        for (int kw = 0; kw < 3; ++kw) acc = acc + x[static_cast<std::size_t>((oh + kh) * 5 + ow + kw)];
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(acc / 9.0f), std::bit_cast<std::uint32_t>(y[static_cast<std::size_t>(oh * 3 + ow)]));
+    }
+  // the gradient of a pixel: its windows in row-major order, from +0
+  for (int ih = 0; ih < 5; ++ih)
+    for (int iw = 0; iw < 5; ++iw) {
+      float acc = 0;
+      for (int oh = 0; oh < 3; ++oh)
+        for (int ow = 0; ow < 3; ++ow)
+          if (ih - oh >= 0 && ih - oh < 3 && iw - ow >= 0 && iw - ow < 3) acc = acc + g[static_cast<std::size_t>(oh * 3 + ow)] / 9.0f;
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(acc), std::bit_cast<std::uint32_t>(dx[static_cast<std::size_t>(ih * 5 + iw)]));
+    }
+}
+
+// ---- im2col -------------------------------------------------------------------------------------
+// C, H, W, KH, KW, s, p
+const std::int64_t kConvs[][7] = {{1, 5, 5, 3, 3, 1, 0}, {3, 7, 9, 3, 3, 1, 1}, {2, 8, 7, 5, 5, 1, 2},   {4, 9, 11, 3, 2, 2, 1},
+                                  {2, 6, 6, 4, 4, 3, 3}, {1, 28, 28, 5, 5, 1, 2}, {6, 14, 14, 5, 5, 1, 0}, {3, 5, 4, 1, 1, 1, 0},
+                                  {2, 5, 5, 3, 3, 2, 4}};
+
+kern::ConvShape conv_shape(const std::int64_t* c) {
+  return {c[0], c[1], c[2], c[3], c[4], (c[1] + 2 * c[6] - c[3]) / c[5] + 1, (c[2] + 2 * c[6] - c[4]) / c[5] + 1, c[5], c[6]};
+}
+
+template <class T>
+void im2col_cases() {
+  for (const auto& c : kConvs) {
+    const kern::ConvShape s = conv_shape(c);
+    const std::size_t nx = static_cast<std::size_t>(s.C * s.H * s.W), nc = static_cast<std::size_t>(s.C * s.KH * s.KW * s.OH * s.OW);
+    const auto x = random_vec<T>(nx, 61, -2, 2, true);
+    const auto dc = random_vec<T>(nc, 62, -2, 2, true);
+    std::ostringstream sh;
+    sh << "(" << tname(T{}) << ",C=" << s.C << ",H=" << s.H << ",W=" << s.W << ",K=" << s.KH << "x" << s.KW << ",s=" << s.s
+       << ",p=" << s.p << ")";
+    expect_fast_equals_reference<T>("im2col" + sh.str(), [&](const kern::Table<T>& tb) {
+      std::vector<T> cols(nc, T(-7));
+      tb.im2col(x.data(), s, cols.data());
+      return cols;
+    });
+    expect_fast_equals_reference<T>("col2im" + sh.str(), [&](const kern::Table<T>& tb) {
+      std::vector<T> dx(nx, T(-7));
+      tb.col2im(dc.data(), s, dx.data());
+      return dx;
+    });
+  }
+}
+
+TEST(NnKernels, Im2colF32) { im2col_cases<float>(); }
+TEST(NnKernels, Im2colF64) { im2col_cases<double>(); }
+
+TEST(NnKernels, Col2imReferenceIsTheDocumentedOrder) {
+  // per pixel: its terms in increasing (kh, kw), from +0 (row-major (c, kh, kw, oh, ow) order)
+  for (const auto& c : kConvs) {
+    const kern::ConvShape s = conv_shape(c);
+    const std::int64_t P = s.OH * s.OW;
+    const auto dc = random_vec<float>(static_cast<std::size_t>(s.C * s.KH * s.KW * P), 63, -2, 2);
+    std::vector<float> dx(static_cast<std::size_t>(s.C * s.H * s.W));
+    kern::table<float>(Isa::scalar).col2im(dc.data(), s, dx.data());
+    for (std::int64_t ch = 0; ch < s.C; ++ch)
+      for (std::int64_t ih = 0; ih < s.H; ++ih)
+        for (std::int64_t iw = 0; iw < s.W; ++iw) {
+          float acc = 0;
+          for (std::int64_t kh = 0; kh < s.KH; ++kh)
+            for (std::int64_t kw = 0; kw < s.KW; ++kw) {
+              const std::int64_t a = ih + s.p - kh, b = iw + s.p - kw;  // = oh*s, ow*s
+              if (a < 0 || b < 0 || a % s.s || b % s.s || a / s.s >= s.OH || b / s.s >= s.OW) continue;
+              acc = acc + dc[static_cast<std::size_t>(((ch * s.KH + kh) * s.KW + kw) * P + (a / s.s) * s.OW + b / s.s)];
+            }
+          EXPECT_EQ(std::bit_cast<std::uint32_t>(acc), std::bit_cast<std::uint32_t>(dx[static_cast<std::size_t>((ch * s.H + ih) * s.W + iw)]))
+              << "C=" << s.C << " H=" << s.H << " pixel " << ch << "," << ih << "," << iw;
+        }
+  }
+}
+
+// ---- optimizer updates ----------------------------------------------------------------------------
+// Three steps from the same start; p and the buffers after each step are compared.
+template <class T>
+void update_cases() {
+  for (std::int64_t n : {1, 5, 16387, 100003}) {
+    const std::size_t un = static_cast<std::size_t>(n);
+    const auto p0 = random_vec<T>(un, 71, -2, 2, true);
+    const std::vector<std::vector<T>> gs = {random_vec<T>(un, 72, -1, 1, true), random_vec<T>(un, 73, -1, 1, true),
+                                            random_vec<T>(un, 74, -1, 1, true)};
+    for (int kind = 0; kind < 5; ++kind) {  // plain, plain + decay, momentum, nesterov + decay, decay flag with wd 0
+      kern::SgdCoef<T> c{T(0.05), T(0.9), T(0.01), kind == 1 || kind == 3 || kind == 4, kind == 3};
+      if (kind == 4) c.wd = T(0);
+      const bool momentum = kind >= 2;
+      std::ostringstream name;
+      name << "sgd_update(" << tname(T{}) << ",n=" << n << ",kind=" << kind << ")";
+      expect_fast_equals_reference<T>(name.str(), [&](const kern::Table<T>& tb) {
+        std::vector<T> p = p0, v(un, T(0)), out;
+        for (const auto& g : gs) {
+          tb.sgd_update(p.data(), g.data(), momentum ? v.data() : nullptr, n, c);
+          append(out, p);
+          append(out, v);
+        }
+        return out;
+      });
+    }
+    for (int kind = 0; kind < 3; ++kind) {  // Adam, Adam + decay, AdamW
+      const double lr = 0.01, wd = kind ? 0.1 : 0.0;
+      kern::AdamCoef<T> c{T(0.9), T(0.999), T(1.0 - 0.9), T(1.0 - 0.999), T(0.1), T(0.04), T(1e-8), T(wd), T(1.0 - lr * wd), kind > 0,
+                          kind == 2};
+      std::ostringstream name;
+      name << "adam_update(" << tname(T{}) << ",n=" << n << ",kind=" << kind << ")";
+      expect_fast_equals_reference<T>(name.str(), [&](const kern::Table<T>& tb) {
+        std::vector<T> p = p0, m(un, T(0)), v(un, T(0)), out;
+        for (const auto& g : gs) {
+          tb.adam_update(p.data(), g.data(), m.data(), v.data(), n, c);
+          append(out, p);
+          append(out, m);
+          append(out, v);
+        }
+        return out;
+      });
+    }
+  }
+}
+
+TEST(NnKernels, OptimizerUpdatesF32) { update_cases<float>(); }
+TEST(NnKernels, OptimizerUpdatesF64) { update_cases<double>(); }
+
+}  // namespace
+}  // namespace bitgrad::test
