@@ -44,6 +44,12 @@ struct Setting {
   }
 };
 
+Setting setting(int threads, int workers, std::int64_t accumulate, Isa isa) {
+  Setting s;
+  s.threads = threads, s.workers = workers, s.accumulate = accumulate, s.isa = isa;
+  return s;
+}
+
 struct Outcome {
   std::string fingerprint, trace, error;
   bool t5_note = false;
@@ -104,25 +110,25 @@ std::vector<Pair> matrix(const Case& c, std::uint64_t seed, std::uint64_t index)
   std::vector<Isa> isas;
   for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx512})
     if (cpu_supports(i)) isas.push_back(i);
-  const Setting base{1, 0, 1, isas.back()};
+  const Setting base = setting(1, 0, 1, isas.back());
   std::vector<Pair> v;
-  for (int n = 0; n < 2; ++n) v.push_back({base, Setting{static_cast<int>(2 + below(7)), static_cast<int>(below(4)), 1, isas.back()}});
+  for (int n = 0; n < 2; ++n) v.push_back({base, setting(static_cast<int>(2 + below(7)), static_cast<int>(below(4)), 1, isas.back())});
   for (Isa i : isas)
-    if (i != base.isa) v.push_back({base, Setting{static_cast<int>(1 + below(8)), 0, 1, i}});
+    if (i != base.isa) v.push_back({base, setting(static_cast<int>(1 + below(8)), 0, 1, i)});
   std::vector<std::int64_t> divisors;
   for (std::int64_t d = 2; d <= c.batch; ++d)
     if (c.batch % d == 0) divisors.push_back(d);
   for (int n = 0; n < 3 && !divisors.empty(); ++n) {
     const auto at = static_cast<std::size_t>(below(static_cast<std::int64_t>(divisors.size())));
-    v.push_back({base, Setting{static_cast<int>(1 + below(4)), static_cast<int>(below(3)), divisors[at], isas.back()}, true});
+    v.push_back({base, setting(static_cast<int>(1 + below(4)), static_cast<int>(below(3)), divisors[at], isas.back()), true});
     divisors.erase(divisors.begin() + static_cast<std::ptrdiff_t>(at));
   }
   if (c.steps > 1) {
-    Setting s{static_cast<int>(1 + below(4)), static_cast<int>(below(3)), 1, isas.back()};
+    Setting s = setting(static_cast<int>(1 + below(4)), static_cast<int>(below(3)), 1, isas.back());
     s.resume_at = 1 + below(c.steps - 1);
     v.push_back({base, s});
   }
-  Setting p1 = base, p2{static_cast<int>(2 + below(7)), static_cast<int>(below(3)), 1, isas[static_cast<std::size_t>(below(static_cast<std::int64_t>(isas.size())))]};
+  Setting p1 = base, p2 = setting(static_cast<int>(2 + below(7)), static_cast<int>(below(3)), 1, isas[static_cast<std::size_t>(below(static_cast<std::int64_t>(isas.size())))]);
   p1.perturb = p2.perturb = 1 + static_cast<std::uint64_t>(below(1000));
   v.push_back({p1, p2});
   return v;

@@ -44,8 +44,8 @@ TEST(NnOps, DeterminismSplitOverThreads) {
       {"max_pool2d(k=2)", {{8, 8, 8, 8}}, [](V x) { return max_pool2d(x[0], 2); }},
       {"max_pool2d(k=3,s=1)", {{4, 16, 9, 9}}, [](V x) { return max_pool2d(x[0], 3, 1); }},
       {"avg_pool2d(k=2)", {{8, 8, 8, 8}}, [](V x) { return avg_pool2d(x[0], 2); }},
-      {"layer_norm", {{128, 32}, {32}, {32}}, [](V x) { return layer_norm(x[0], x[1], x[2]); }},
-      {"layer_norm", {{4, 64, 24}}, [](V x) { return layer_norm(x[0], Tensor(), Tensor()); }},
+      {"layer_norm", {{1024, 32}, {32}, {32}}, [](V x) { return layer_norm(x[0], x[1], x[2]); }},
+      {"layer_norm", {{16, 128, 24}}, [](V x) { return layer_norm(x[0], Tensor(), Tensor()); }},
       {"embedding", {{1000, 64}}, [](V x) { return embedding(x[0], x[1]); }, -1, 1, {idx}},
   };
   check_split_determinism(cases);
