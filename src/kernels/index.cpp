@@ -1,8 +1,10 @@
 #include "kernels/index.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "kernels/kernels.hpp"
 #include "kernels/thread_pool.hpp"
 
 namespace bitgrad::kern {
@@ -61,6 +63,56 @@ void index_add_rows(const T* g, std::int64_t outer, std::int64_t n, std::int64_t
 }
 
 template <class T>
+void index_add_rows_by_sample(const T* g, std::int64_t samples, std::int64_t per, std::int64_t inner, const std::int64_t* index,
+                              std::int64_t S, T* gx) {
+  const std::int64_t n = samples * per;
+  std::vector<std::int64_t> start(static_cast<std::size_t>(S + 1), 0), src(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) ++start[static_cast<std::size_t>(index[i] + 1)];
+  for (std::int64_t r = 0; r < S; ++r) start[static_cast<std::size_t>(r + 1)] += start[static_cast<std::size_t>(r)];
+  std::vector<std::int64_t> fill(start.begin(), start.end() - 1);
+  for (std::int64_t i = 0; i < n; ++i) src[static_cast<std::size_t>(fill[static_cast<std::size_t>(index[i])]++)] = i;
+  const std::int64_t blocks = (samples + kBatchBlock - 1) / kBatchBlock;
+  parallel_for(S, inner >= 4096 ? 1 : 4096 / (inner + 1) + 1, [&](std::int64_t b, std::int64_t e) {
+    // the pairwise tree's stack (at most 64 levels) of block sums, and one block and one sample
+    std::vector<T> stack(static_cast<std::size_t>(64 * inner)), acc(static_cast<std::size_t>(inner)), part(static_cast<std::size_t>(inner));
+    int level[64];
+    for (std::int64_t r = b; r < e; ++r) {
+      T* dst = gx + r * inner;
+      std::int64_t s = start[static_cast<std::size_t>(r)];
+      const std::int64_t s_end = start[static_cast<std::size_t>(r + 1)];
+      std::fill(dst, dst + inner, T(0));
+      if (s == s_end) continue;  // no source: +0 (a tree of +0 blocks)
+      int depth = 0;
+      for (std::int64_t blk = 0; blk < blocks; ++blk) {
+        std::fill(acc.begin(), acc.end(), T(0));
+        while (s < s_end && src[static_cast<std::size_t>(s)] / per < (blk + 1) * kBatchBlock) {
+          const std::int64_t sample = src[static_cast<std::size_t>(s)] / per;
+          std::fill(part.begin(), part.end(), T(0));
+          for (; s < s_end && src[static_cast<std::size_t>(s)] / per == sample; ++s) {
+            const T* row = g + src[static_cast<std::size_t>(s)] * inner;
+            for (std::int64_t c = 0; c < inner; ++c) part[static_cast<std::size_t>(c)] = part[static_cast<std::size_t>(c)] + row[c];
+          }
+          for (std::int64_t c = 0; c < inner; ++c) acc[static_cast<std::size_t>(c)] = acc[static_cast<std::size_t>(c)] + part[static_cast<std::size_t>(c)];
+        }
+        // push the block (left + right while the top two share a level)
+        int l = 0;
+        while (depth > 0 && level[depth - 1] == l) {
+          const T* left = stack.data() + (depth - 1) * inner;
+          for (std::int64_t c = 0; c < inner; ++c) acc[static_cast<std::size_t>(c)] = left[c] + acc[static_cast<std::size_t>(c)];
+          --depth, ++l;
+        }
+        std::copy(acc.begin(), acc.end(), stack.begin() + depth * inner);
+        level[depth++] = l;
+      }
+      // fold from the top down: r = top; r = entry + r
+      std::copy(stack.begin() + (depth - 1) * inner, stack.begin() + depth * inner, dst);
+      for (int i = depth - 2; i >= 0; --i)
+        for (std::int64_t c = 0; c < inner; ++c) dst[c] = stack[static_cast<std::size_t>(i * inner + c)] + dst[c];
+    }
+  });
+}
+
+template <class T>
 void gather_axis(const T* x, std::int64_t outer, std::int64_t S, std::int64_t inner, const std::int64_t* index,
                  std::int64_t n, T* out) {
   for (std::int64_t o = 0; o < outer; ++o)
@@ -90,6 +142,7 @@ void gather_axis_backward(const T* g, std::int64_t outer, std::int64_t S, std::i
   template void argmax_axis<T, false>(const T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t*);              \
   template void index_select_rows<T>(const T*, std::int64_t, std::int64_t, std::int64_t, const std::int64_t*,          \
                                      std::int64_t, T*);                                                               \
+  template void index_add_rows_by_sample<T>(const T*, std::int64_t, std::int64_t, std::int64_t, const std::int64_t*, std::int64_t, T*); \
   template void index_add_rows<T>(const T*, std::int64_t, std::int64_t, std::int64_t, const std::int64_t*, std::int64_t, \
                                   T*);                                                                                \
   template void gather_axis<T>(const T*, std::int64_t, std::int64_t, std::int64_t, const std::int64_t*, std::int64_t, T*); \

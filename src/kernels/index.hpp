@@ -22,6 +22,14 @@ template <class T>
 void index_add_rows(const T* g, std::int64_t outer, std::int64_t n, std::int64_t inner, const std::int64_t* index,
                     std::int64_t S, T* gx);
 
+// The embedding's scatter-add, sample by sample: the n = samples * per sources are `samples`
+// runs of `per` consecutive rows of g [n, inner]. gx[r, :] = the batch rule (numerics.md §3)
+// over the samples of each sample's own sum of its rows with index == r (in increasing source
+// order, from +0): a micro-batch of whole blocks of samples is a complete subtree (T5).
+template <class T>
+void index_add_rows_by_sample(const T* g, std::int64_t samples, std::int64_t per, std::int64_t inner, const std::int64_t* index,
+                              std::int64_t S, T* gx);
+
 // torch.gather along the middle axis: out[o, j, i] = x[o, index[o, j, i], i], x [outer, S, inner],
 // index/out [outer, n, inner]; its backward adds g into gx at the same places, each
 // destination in increasing source order (o, j, i row-major) from +0.

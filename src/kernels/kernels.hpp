@@ -12,7 +12,7 @@
 
 namespace bitgrad::kern {
 
-// ---- numerics version 1 constants -------------------------------------------------------
+// ---- numerics constants (unchanged since version 1) ----------------------------------------------------
 inline constexpr int kBatchBlock = 32;   // samples per canonical block (batch rule)
 inline constexpr int kLanes = 16;        // logical lanes of the row rule
 inline constexpr int kRowBlock = 1024;   // elements per block of the row rule

@@ -1,8 +1,10 @@
 // dropout and embedding, forward and backward side by side.
 //   dropout: y[k] = x[k] * s where s = 1/(1-p) if stream.uniform(first + k) >= p, else 0
 //     (s rounded once to the dtype); dx = g * s with the same mask
-//   embedding: weight [num, dim], indices [..] -> [.., dim] = index_select(weight, 0, flat indices);
-//     the gradient of each weight row sums its uses in index order (see index_select)
+//   embedding: weight [num, dim], indices [N, ..] -> [N, .., dim] = index_select(weight, 0, flat indices);
+//     the gradient of each weight row: per sample the sum of its uses in index order, then the
+//     batch rule over the samples (kern::index_add_rows_by_sample; 1-d indices: one per sample)
+#include "kernels/index.hpp"
 #include "ops/op_util.hpp"
 
 namespace bitgrad {
@@ -27,6 +29,21 @@ Tensor dropout_scale(const Shape& s, DType dt, double p, const rng::Stream& stre
 
 void dropout_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = mul(g, n.saved_tensor(0)); }
 
+struct EmbeddingSaved {
+  std::int64_t samples, per;  // the indices as [samples, per]
+};
+// saved: 0 = the indices, flat
+void embedding_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const EmbeddingSaved& s = n.payload<EmbeddingSaved>();
+  const Shape& ws = n.in_shape[0];
+  Tensor gc = kern::contiguous(g);
+  Tensor dw = Tensor::empty(ws, g.dtype());
+  BITGRAD_DISPATCH_FLOAT(g.dtype(), "embedding", T, [&] {
+    kern::index_add_rows_by_sample(gc.data<T>(), s.samples, s.per, ws[1], n.saved_tensor(0).data<std::int64_t>(), ws[0], kern::out_ptr<T>(dw));
+  });
+  gi[0] = dw;
+}
+
 }  // namespace
 
 Tensor dropout(const Tensor& x, double p, const rng::Stream& stream, std::uint64_t first_index, CallSite site) {
@@ -47,11 +64,20 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, CallSite site) {
   ops::check_float("embedding", weight);
   BITGRAD_CHECK(weight.ndim() == 2, "embedding", "the weight must be [num, dim], got ", weight.shape().str());
   BITGRAD_CHECK(indices.defined() && indices.dtype() == DType::i64, "embedding", "indices must be an i64 tensor");
-  Tensor flat = reshape(indices, Shape{indices.numel()}, site);
-  Tensor rows = index_select(weight, 0, flat, site);
+  Tensor flat = kern::contiguous(reshape(indices, Shape{indices.numel()}, site));
   Shape out = indices.shape();
   out.push_back(weight.shape()[1]);
-  return reshape(rows, out, site);
+  Tensor y;
+  {
+    NoGradGuard ng;  // its own node below: the backward adds sample by sample
+    y = reshape(index_select(weight, 0, flat, site), out, site).contiguous_copy();
+  }
+  if (Node* n = ops::record("embedding", embedding_bw, {&weight}, y, site)) {
+    n->save(0, flat);
+    const std::int64_t samples = indices.ndim() >= 2 ? indices.shape()[0] : std::max<std::int64_t>(indices.numel(), 1);
+    n->set_payload(EmbeddingSaved{samples, samples > 0 ? indices.numel() / samples : 0});
+  }
+  return y;
 }
 
 }  // namespace bitgrad

@@ -18,6 +18,7 @@ using ops::row_major;
 // ---- linear ---------------------------------------------------------------------------------
 struct LinearSaved {
   std::int64_t rows, in, out;  // x as [rows, in], W [out, in]
+  std::int64_t samples;        // x's leading dimension when it has 3 or more, else rows
 };
 // saved: 0 = x (as [N, in]), 1 = W
 void linear_bw(Node& n, const Tensor& g, Tensor* gi) {
@@ -32,15 +33,24 @@ void linear_bw(Node& n, const Tensor& g, Tensor* gi) {
       ops::gemm<T>(N, in, out, row_major(gc.data<T>(), N, out), row_major(W.data<T>(), out, in), kern::out_ptr<T>(dx));
       gi[0] = dx;
     }
+    const T *pg = gc.data<T>(), *px = x.data<T>();
+    const std::int64_t rows = N / std::max<std::int64_t>(s.samples, 1);  // per sample
     if (n.in[1].needs_grad()) {
       Tensor dW = Tensor::empty(n.in_shape[1], g.dtype());
-      ops::gemm<T>(out, in, N, row_major(gc.data<T>(), out, N, true), row_major(x.data<T>(), N, in), kern::out_ptr<T>(dW),
-                   KOrder::batch_tree);
+      auto dw = [&](std::int64_t r0, std::int64_t R, T* to) {
+        ops::gemm<T>(out, in, R, row_major(pg + r0 * out, out, R, true), row_major(px + r0 * in, R, in), to, KOrder::batch_tree);
+      };
+      if (s.samples == N) dw(0, N, kern::out_ptr<T>(dW));
+      else ops::batch_rule_over_samples<T>(s.samples, out * in, g.dtype(), [&](std::int64_t i, T* part) { dw(i * rows, rows, part); }, kern::out_ptr<T>(dW));
       gi[1] = dW;
     }
     if (n.n_inputs > 2 && n.in[2].needs_grad()) {
       Tensor db = Tensor::empty(n.in_shape[2], g.dtype());
-      kern::active<T>().sum_cols(gc.data<T>(), N, out, kern::out_ptr<T>(db));
+      if (s.samples == N) kern::active<T>().sum_cols(pg, N, out, kern::out_ptr<T>(db));
+      else
+        ops::batch_rule_over_samples<T>(
+            s.samples, out, g.dtype(), [&](std::int64_t i, T* part) { kern::active<T>().sum_cols(pg + i * rows * out, rows, out, part); },
+            kern::out_ptr<T>(db));
       gi[2] = db;
     }
   });
@@ -50,6 +60,7 @@ void linear_bw(Node& n, const Tensor& g, Tensor* gi) {
 // Canonical form: a3 [Ba, M, K], b3 [Bb, K, N], Ba, Bb in {1, B}
 struct MatmulSaved {
   std::int64_t B, Ba, Bb, M, K, N;
+  std::int64_t samples;  // the leading batch dimension (B when there is one batch dimension)
 };
 void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
   const MatmulSaved& s = n.payload<MatmulSaved>();
@@ -65,7 +76,18 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
       T* pd = kern::out_ptr<T>(da);
       for (std::int64_t i = 0; i < B; ++i)
         ops::gemm<T>(M, K, N, row_major(pg + i * M * N, M, N), row_major(pb + (Bb == 1 ? 0 : i) * K * N, N, K, true), pd + i * M * K);
-      gi[0] = Ba == B ? reshape(da, n.in_shape[0]) : reshape(ops::reduce_sum(da, {0}), n.in_shape[0]);
+      if (Ba == B) {
+        gi[0] = reshape(da, n.in_shape[0]);
+      } else if (s.samples == B) {
+        gi[0] = reshape(ops::reduce_sum(da, {0}), n.in_shape[0]);
+      } else {  // per sample (its B / samples batches by the batch rule), then over the samples
+        const std::int64_t per = B / s.samples;
+        Tensor sum = Tensor::empty(Shape{M, K}, g.dtype());
+        ops::batch_rule_over_samples<T>(
+            s.samples, M * K, g.dtype(), [&](std::int64_t i, T* part) { kern::active<T>().sum_cols(pd + i * per * M * K, per, M * K, part); },
+            kern::out_ptr<T>(sum));
+        gi[0] = reshape(sum, n.in_shape[0]);
+      }
     }
     if (n.in[1].needs_grad()) {
       Tensor db;
@@ -76,9 +98,15 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
           ops::gemm<T>(K, N, M, row_major(pa + (Ba == 1 ? 0 : i) * M * K, K, M, true), row_major(pg + i * M * N, M, N), pd + i * K * N,
                        KOrder::batch_tree);
       } else {
-        // b shared: the rows of every batch of a form one batch of B*M rows
+        // b shared: a sample's rows (of all its batches) by the batch tree, then the samples by
+        // the batch rule (with one batch dimension; without, every row is a sample)
         db = Tensor::empty(Shape{K, N}, g.dtype());
-        ops::gemm<T>(K, N, B * M, row_major(pa, K, B * M, true), row_major(pg, B * M, N), kern::out_ptr<T>(db), KOrder::batch_tree);
+        const std::int64_t samples = B == 1 ? M : s.samples, rows = B * M / samples;
+        auto part_db = [&](std::int64_t r0, std::int64_t R, T* to) {
+          ops::gemm<T>(K, N, R, row_major(pa + r0 * K, K, R, true), row_major(pg + r0 * N, R, N), to, KOrder::batch_tree);
+        };
+        if (samples == B * M) part_db(0, B * M, kern::out_ptr<T>(db));
+        else ops::batch_rule_over_samples<T>(samples, K * N, g.dtype(), [&](std::int64_t i, T* part) { part_db(i * rows, rows, part); }, kern::out_ptr<T>(db));
       }
       gi[1] = reshape(db, n.in_shape[1]);
     }
@@ -114,7 +142,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, CallSit
   if (n) {
     n->save(0, xc);
     n->save(1, wc);
-    n->set_payload(LinearSaved{rows, in, out});
+    n->set_payload(LinearSaved{rows, in, out, ops::samples_of(x, rows)});
   }
   return y;
 }
@@ -167,7 +195,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, CallSite site) {
   if (Node* n = ops::record("matmul", matmul_bw, {&a, &b}, y, site)) {
     n->save(0, ac);
     n->save(1, bc);
-    n->set_payload(MatmulSaved{B, Ba, Bb, M, K, N});
+    n->set_payload(MatmulSaved{B, Ba, Bb, M, K, N, batch.ndim() > 0 ? batch[0] : 1});
   }
   return y;
 }

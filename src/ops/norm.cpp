@@ -4,7 +4,8 @@
 //            rstd = 1/sqrt(var + eps); xhat = d*rstd; y = xhat*gamma + beta
 //   backward: gx = g*gamma; a = rowrule(gx)/D; b = rowrule(fma(gx, xhat))/D;
 //             dx = rstd*((gx - a) - xhat*b); dgamma = batch rule over rows of g*xhat;
-//             dbeta = batch rule over rows of g
+//             dbeta = batch rule over rows of g (x of 3+ dimensions: per sample, then over
+//             the samples)
 //   (the rows run on the kernel table: layer_norm_rows, layer_norm_grad_rows)
 #include "ops/op_util.hpp"
 
@@ -13,8 +14,18 @@ namespace {
 using autograd::Node;
 
 struct LayerNormSaved {
-  std::int64_t R, D;  // x as [R, D]
+  std::int64_t R, D;     // x as [R, D]
+  std::int64_t samples;  // the leading dimension of x of 3 or more dimensions, else R
 };
+// gamma and beta gradients: the batch rule over the rows of each sample, then over the samples
+template <class T>
+void sum_over_samples(const T* v, std::int64_t R, std::int64_t D, std::int64_t samples, T* out, DType dt) {
+  if (samples == R) return kern::active<T>().sum_cols(v, R, D, out);
+  const std::int64_t rows = R / samples;
+  ops::batch_rule_over_samples<T>(samples, D, dt, [&](std::int64_t n, T* part) { kern::active<T>().sum_cols(v + n * rows * D, rows, D, part); },
+                                  out);
+}
+
 // saved: 0 x (contiguous), 1 gamma, 2 rstd [R], 3 mean [R]
 void layer_norm_bw(Node& n, const Tensor& g, Tensor* gi) {
   const LayerNormSaved& s = n.payload<LayerNormSaved>();
@@ -40,12 +51,12 @@ void layer_norm_bw(Node& n, const Tensor& g, Tensor* gi) {
       T* pp = kern::out_ptr<T>(prod);
       for (std::int64_t i = 0; i < R * D; ++i) pp[i] = pg[i] * ph[i];
       Tensor dg = Tensor::empty(Shape{D}, g.dtype());
-      kern::active<T>().sum_cols(pp, R, D, kern::out_ptr<T>(dg));
+      sum_over_samples(pp, R, D, s.samples, kern::out_ptr<T>(dg), g.dtype());
       gi[1] = dg;
     }
     if (n.n_inputs > 2 && n.in[2].needs_grad()) {
       Tensor dbeta = Tensor::empty(Shape{D}, g.dtype());
-      kern::active<T>().sum_cols(pg, R, D, kern::out_ptr<T>(dbeta));
+      sum_over_samples(pg, R, D, s.samples, kern::out_ptr<T>(dbeta), g.dtype());
       gi[2] = dbeta;
     }
   });
@@ -86,7 +97,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
     if (gc.defined()) n->save(1, gc);
     n->save(2, rstd);
     n->save(3, mean);
-    n->set_payload(LayerNormSaved{R, D});
+    n->set_payload(LayerNormSaved{R, D, ops::samples_of(x, R)});
   }
   return y;
 }

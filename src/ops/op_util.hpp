@@ -2,6 +2,7 @@
 // rules used by sum and by the backward of broadcasting, the one GEMM adapter.
 #pragma once
 
+#include <algorithm>
 #include <initializer_list>
 #include <vector>
 
@@ -58,6 +59,34 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, Mat<T> a, Mat<T> b, T*
   g.bias = bias;
   g.order = order;
   kern::active<T>().gemm(g);
+}
+
+// The samples are the leading dimension: of x with more than two dimensions, x.shape()[0];
+// otherwise every row is a sample (numerics.md §3, "samples of several rows").
+inline std::int64_t samples_of(const Tensor& x, std::int64_t rows) { return x.ndim() >= 3 ? x.shape()[0] : rows; }
+
+// A reduction over the samples of a batch when a sample spans several rows: sample n's own
+// reduction `partial(n, buf)` (X values), then the batch rule (§3) over the samples: blocks of
+// 32 samples, each a chain from +0, blocks combined by the pairwise tree. A micro-batch of
+// whole blocks of samples is then a complete subtree (T5), whatever the rows per sample.
+template <class T, class Partial>
+void batch_rule_over_samples(std::int64_t samples, std::int64_t X, DType dt, Partial&& partial, T* out) {
+  struct Add {
+    Tensor operator()(const Tensor& a, const Tensor& b) const { return kern::add_same_shape(a, b); }
+  };
+  kern::PairwiseStack<Tensor, Add> tree;
+  Tensor part = Tensor::empty(Shape{X}, dt);
+  for (std::int64_t n0 = 0; n0 < samples; n0 += kern::kBatchBlock) {
+    Tensor acc = Tensor::zeros(Shape{X}, dt);
+    T* pa = kern::out_ptr<T>(acc);
+    for (std::int64_t n = n0; n < std::min(samples, n0 + kern::kBatchBlock); ++n) {
+      partial(n, kern::out_ptr<T>(part));
+      kern::active<T>().binary(kern::Binary::add, kern::Bcast::same, pa, part.data<T>(), pa, 1, X);
+    }
+    tree.push(acc);
+  }
+  const Tensor total = samples > 0 ? tree.total() : Tensor::zeros(Shape{X}, dt);
+  std::copy(total.data<T>(), total.data<T>() + X, out);
 }
 
 }  // namespace bitgrad::ops

@@ -1,5 +1,6 @@
 // The canonical optimizer step:
-//   batch = loader.next(); split into `accumulate` micro-batches of m rows;
+//   batch = loader.next(); split into micro-batches of m = batch_size / accumulate rows (a
+//   short last batch: ceil(rows / m) of them, the last one shorter);
 //   for each: forward (row_offset = its first row), S = loss summed over its samples (batch
 //   rule), backward of S / divisor (divisor = batch size x target size, the same for every
 //   micro-batch); the micro-batches' parameter gradients and their S are combined by the
@@ -124,14 +125,17 @@ Session::StepOut Session::step(std::int64_t s) {
   r.lr = sched_.at(s);
   const data::Batch& b = r.batch;
   const std::int64_t B = b.x.shape()[0];
-  const std::int64_t k = (B % cfg_.accumulate == 0) ? cfg_.accumulate : 1;
-  const std::int64_t mb = B / k;
+  // micro-batches of the configured size (the short last batch of an epoch gets fewer, its
+  // last one shorter): each whole micro-batch stays an aligned subtree of the batch rule
+  const std::int64_t micro = cfg_.batch_size / cfg_.accumulate;
+  const std::int64_t k = (B + micro - 1) / micro;
   const bool xent = cfg_.loss == LossKind::cross_entropy;
   reducer_->begin(params_, k);
   for (std::int64_t m = 0; m < k; ++m) {
-    nn::Context ctx{true, cfg_.seed, static_cast<std::uint64_t>(s), m * mb};
-    Tensor x = k == 1 ? b.x : slice(b.x, 0, m * mb, (m + 1) * mb);
-    Tensor y = k == 1 ? b.y : slice(b.y, 0, m * mb, (m + 1) * mb);
+    const std::int64_t r0 = m * micro, r1 = std::min(B, r0 + micro);
+    nn::Context ctx{true, cfg_.seed, static_cast<std::uint64_t>(s), r0};
+    Tensor x = k == 1 ? b.x : slice(b.x, 0, r0, r1);
+    Tensor y = k == 1 ? b.y : slice(b.y, 0, r0, r1);
     Tensor out = model_->forward(x, ctx);
     Tensor S = xent ? cross_entropy(out, y, Reduction::sum) : mse_loss(reshape(out, y.shape()), y, Reduction::sum);
     const float loss_sum = static_cast<float>(S.item());

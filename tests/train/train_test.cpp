@@ -61,6 +61,24 @@ TEST(Train, MicroBatchesOfWholeBlocksGiveTheSameBits) {
   EXPECT_NE(log.find("contract T5 does not hold for this configuration"), std::string::npos) << log;
 }
 
+TEST(Train, TheShortLastBatchKeepsT5) {
+  // the audit's reproduction: 4000 samples, batch 128, drop_last = false: the last batch of
+  // each epoch has 32 samples; accumulate 2 and 4 split it into micro-batches of 64 and 32
+  RuntimeGuard g;
+  const std::string text = std::string(kAdder) + "\n";
+  std::string cfg = text;
+  cfg.replace(cfg.find("batch_size = 100"), 16, "batch_size = 128\ndrop_last = false");
+  cfg.replace(cfg.find("epochs = 3"), 10, "epochs = 2");
+  instruments::TrainOptions o;
+  std::string log;
+  const std::string want = run(cfg.c_str(), o, &log).fingerprint.hex();
+  for (std::int64_t k : {2, 4}) {
+    o.accumulate = k;
+    EXPECT_EQ(run(cfg.c_str(), o, &log).fingerprint.hex(), want) << "accumulate=" << k;
+    EXPECT_EQ(log.find("T5 does not hold"), std::string::npos) << log;
+  }
+}
+
 TEST(Train, ResumeMidEpochEqualsTrainingStraight) {
   BITGRAD_NEED_FASHION_MNIST();
   RuntimeGuard g;
