@@ -1,5 +1,6 @@
 // `bitgrad audit`: the same training under different settings, compared pairwise.
 #include <cmath>
+#include <memory>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -15,25 +16,44 @@
 namespace bitgrad::instruments {
 namespace {
 
+// One compared quantity of a run: its values (for the size of a difference) and the exact
+// bits of its tensors (which decide equality: +0 and -0 differ, equal NaNs are equal).
+struct Field {
+  std::vector<double> values;
+  Fingerprint bits;
+  void add(const Tensor& t) {
+    const Tensor c = t.contiguous_copy();
+    bits.add(c);
+    const Tensor d = c.cast(DType::f64);
+    values.insert(values.end(), d.data<double>(), d.data<double>() + d.numel());
+  }
+};
+const char* const kFields[] = {"predictions", "loss", "weight_gradients", "bias_gradients", "optimizer_state"};
+constexpr int kNumFields = 5;
+
 struct Outcome {
   int threads, workers;
   std::int64_t accumulate;
-  std::vector<double> predictions, loss, weight_grads, bias_grads;
+  std::unique_ptr<Field> field[kNumFields];
   std::string fingerprint;
+  std::string digest(int f) const { return field[f]->bits.digest().hex(); }
 };
 
-void append(std::vector<double>& v, const Tensor& t) {
-  Tensor c = t.contiguous_copy().cast(DType::f64);
-  const double* p = c.data<double>();
-  v.insert(v.end(), p, p + c.numel());
-}
-
-// total absolute difference, as in the 2017 experiment
+// total absolute difference, as in the 2017 experiment (NaN where a NaN meets a number)
 double total_abs(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return INFINITY;
   double s = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += std::fabs(a[i] - b[i]);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!(std::isnan(a[i]) && std::isnan(b[i]))) s += std::fabs(a[i] - b[i]);
   return s;
+}
+
+// A matrix cell: "=" for the same bits, else the total absolute difference ("0*" when the
+// values are equal but the bits are not: signed zeros or NaN payloads).
+std::string cell(bool same_bits, double d) {
+  if (same_bits) return "=";
+  if (d == 0) return "0*";
+  return io::strprintf("%.3g", d);
 }
 
 
@@ -77,13 +97,14 @@ int audit(const train::Config& cfg0, const AuditOptions& opt, std::ostream& out)
     const std::int64_t steps = opt.steps >= 0 ? opt.steps : session.planned_steps();
     float loss = 0;
     for (std::int64_t s = 0; s < steps; ++s) loss = session.step(s).loss;
-    append(o.predictions, session.predict(eval.x));
-    o.loss = {static_cast<double>(loss)};
+    for (auto& f : o.field) f = std::make_unique<Field>();
+    o.field[0]->add(session.predict(eval.x));
+    o.field[1]->add(Tensor::scalar(loss));
     for (const auto& [name, p] : session.params()) {
       Tensor g = p.grad();
-      if (!g.defined()) continue;
-      append(p.ndim() >= 2 ? o.weight_grads : o.bias_grads, g);
+      if (g.defined()) o.field[p.ndim() >= 2 ? 2 : 3]->add(g);
     }
+    for (const auto& [name, t] : session.optimizer().state()) o.field[4]->add(t);
     o.fingerprint = session.fingerprint().hex();
     out << io::strprintf("run %d: threads %d, workers %d, accumulate %lld, %lld steps: loss %.9g, fingerprint %s\n", i + 1, o.threads,
                          o.workers, static_cast<long long>(o.accumulate), static_cast<long long>(steps), static_cast<double>(loss),
@@ -100,34 +121,38 @@ int audit(const train::Config& cfg0, const AuditOptions& opt, std::ostream& out)
   for (const auto& o : res)
     rj.push_back({{"threads", o.threads}, {"workers", o.workers}, {"accumulate", o.accumulate}, {"fingerprint", o.fingerprint}});
   j["runs"] = rj;
-  bool all_zero = true;
-  nlohmann::ordered_json mats;
-  const std::pair<const char*, std::vector<double> Outcome::*> fields[] = {{"predictions", &Outcome::predictions},
-                                                                          {"loss", &Outcome::loss},
-                                                                          {"weight_gradients", &Outcome::weight_grads},
-                                                                          {"bias_gradients", &Outcome::bias_grads}};
-  for (const auto& [name, field] : fields) {
-    out << "\n" << name << " (total absolute difference between runs):\n";
-    nlohmann::ordered_json m = nlohmann::ordered_json::array();
+  bool all_equal = true, zeros_with_other_bits = false;
+  nlohmann::ordered_json mats, same;
+  for (int f = 0; f < kNumFields; ++f) {
+    out << "\n" << kFields[f] << " (total absolute difference between runs; = the same bits):\n";
+    nlohmann::ordered_json m = nlohmann::ordered_json::array(), e = nlohmann::ordered_json::array();
     for (int a = 0; a < runs; ++a) {
-      nlohmann::ordered_json row = nlohmann::ordered_json::array();
+      nlohmann::ordered_json row = nlohmann::ordered_json::array(), erow = nlohmann::ordered_json::array();
       out << (a ? " [" : "[[");
       for (int b = 0; b < runs; ++b) {
-        const double d = total_abs(res[static_cast<std::size_t>(a)].*field, res[static_cast<std::size_t>(b)].*field);
-        all_zero = all_zero && d == 0.0;
+        const Outcome &ra = res[static_cast<std::size_t>(a)], &rb = res[static_cast<std::size_t>(b)];
+        const bool bits = ra.digest(f) == rb.digest(f);
+        const double d = total_abs(ra.field[f]->values, rb.field[f]->values);
+        all_equal = all_equal && bits;
+        zeros_with_other_bits = zeros_with_other_bits || (!bits && d == 0);
         row.push_back(d);
-        out << io::strprintf("%s%.1f", b ? " " : "", d);
+        erow.push_back(bits);
+        out << (b ? " " : "") << cell(bits, d);
       }
       out << (a + 1 == runs ? "]]\n" : "]\n");
       m.push_back(row);
+      e.push_back(erow);
     }
-    mats[name] = m;
+    mats[kFields[f]] = m;
+    same[kFields[f]] = e;
   }
+  if (zeros_with_other_bits) out << "(0*: equal values in other bits: signed zeros or NaN payloads)\n";
   j["matrices"] = mats;
-  j["all_zero"] = all_zero;
+  j["bitwise_equal"] = same;
+  j["all_zero"] = all_equal;  // decided by the bits
   train::RunDir::open(dir, "audit").write_study("audit.json", j, study_manifest_json("audit", cfg0, opt.command, false));
-  out << "\n" << (all_zero ? "all zero: " : "NOT all zero: ") << runs << " runs, matrices in " << dir << "/audit.json\n";
-  return all_zero ? 0 : 1;
+  out << "\n" << (all_equal ? "all bitwise equal: " : "NOT all equal: ") << runs << " runs, matrices in " << dir << "/audit.json\n";
+  return all_equal ? 0 : 1;
 }
 
 }  // namespace bitgrad::instruments

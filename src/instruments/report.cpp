@@ -221,7 +221,7 @@ std::string section_audit(const Run& r, int id) {
   const bool zero = j.value("all_zero", false);
   std::string o = "<section id=\"audit-" + std::to_string(id) + "\"><h2>Audit: " + escape(r.dir) + "</h2>\n<p>" + escape(j.value("config", "")) + ", " + std::to_string(labels.size()) +
                   " runs (t threads, w loader workers, a accumulate): total absolute difference between every pair of runs. <strong class=\"" +
-                  (zero ? "same\">all zero" : "differ\">NOT all zero") + "</strong>.</p>\n<div class=\"plots\">";
+                  (zero ? "same\">all bitwise equal" : "differ\">NOT all equal") + "</strong>.</p>\n<div class=\"plots\">";
   for (auto it = j["matrices"].begin(); it != j["matrices"].end(); ++it) {
     svg::Heatmap h;
     h.title = it.key();

@@ -58,6 +58,7 @@ void save_checkpoint(const std::string& run_dir, const io::NamedTensors& params,
   meta["epoch"] = std::to_string(info.epoch);
   meta["index"] = std::to_string(info.index);
   meta["optimizer_steps"] = std::to_string(info.opt_steps);
+  if (info.accumulate > 0) meta["accumulate"] = std::to_string(info.accumulate);
   io::save_safetensors(tmp + "/optimizer.safetensors", optimizer, meta);
   const std::string final_dir = root + "/" + name;
   remove_tree(final_dir);
@@ -123,6 +124,7 @@ Checkpoint load_checkpoint(const std::string& run_dir, const std::string& name) 
   c.info.index = meta_int(o, "index", of);
   c.info.opt_steps = meta_int(o, "optimizer_steps", of);
   c.info.config_hash = o.metadata.at("config_hash");
+  if (o.metadata.count("accumulate")) c.info.accumulate = meta_int(o, "accumulate", of);
   if (meta_int(m, "step", mf) != c.info.step || m.metadata.at("config_hash") != c.info.config_hash)
     throw Error("checkpoint: " + mf + " and " + of + " belong to different checkpoints");
   c.params = std::move(m.tensors);

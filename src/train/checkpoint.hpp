@@ -20,6 +20,7 @@ struct CheckpointInfo {
   std::int64_t index = 0;      // of the next batch within its epoch
   std::int64_t opt_steps = 0;  // the optimizer's own count
   std::string config_hash;
+  std::int64_t accumulate = 0;  // micro-batches per step of the segment that wrote it (0: not recorded)
 };
 
 struct Checkpoint {

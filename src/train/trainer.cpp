@@ -131,6 +131,17 @@ void evaluate_epoch(const Session& session, std::int64_t step, std::int64_t epoc
   metrics.write(m);
 }
 
+// A run continued with another accumulate is the same run only when both splits keep T5.
+void check_resumed_accumulate(std::int64_t before, const Config& cfg, const std::string& dir) {
+  if (before <= 0 || before == cfg.accumulate) return;
+  auto keeps_t5 = [&](std::int64_t k) { return k == 1 || whole_subtree(cfg.batch_size / k); };
+  if (keeps_t5(before) && keeps_t5(cfg.accumulate)) return;
+  throw Error("resume: " + dir + " was trained with accumulate " + std::to_string(before) + "; accumulate " + std::to_string(cfg.accumulate) +
+              " gives other bits (micro-batches of " + std::to_string(cfg.batch_size / (keeps_t5(before) ? cfg.accumulate : before)) +
+              " samples are not a power-of-two number of 32-sample blocks, contract T5), so the continued run would not be the same run; "
+              "resume with --accumulate " + std::to_string(before));
+}
+
 }  // namespace
 
 RunResult run(Config cfg, const RunOptions& opt, std::ostream& out) { return run(std::move(cfg), opt, out, {}); }
@@ -156,6 +167,7 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out, const std::v
     if (ck.info.config_hash != hash)
       throw Error("resume: the configuration differs from the one " + dir.path() + " was trained with (config hash " + hash + ", checkpoint " +
                   ck.info.config_hash + "); compare with " + dir.config_path());
+    check_resumed_accumulate(ck.info.accumulate, cfg, dir.path());
     session.restore(ck, dir.path() + "/checkpoints/" + ck.name);
     start = ck.info.step;
     dir.truncate_after(start);

@@ -1,6 +1,7 @@
 // `bitgrad audit`: the 2017 adder experiment (7 runs, batch 10000, 1000 steps) across thread
 // and worker counts gives all-zero error matrices; a setting outside the contract (micro-batches
 // that are not whole canonical blocks) shows up as nonzero entries.
+#include <bit>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -24,12 +25,12 @@ TEST(Audit, TheAdderExperimentGivesSevenBySevenZeroMatrices) {
   std::ostringstream out;
   EXPECT_EQ(instruments::audit(cfg, o, out), 0) << out.str();
   const std::string text = out.str();
-  // four printed matrices of seven rows of seven zeros
-  const std::regex zero_row("\\[?\\[0\\.0( 0\\.0){6}\\]\\]?\n");
-  EXPECT_EQ(std::distance(std::sregex_iterator(text.begin(), text.end(), zero_row), std::sregex_iterator()), 4 * 7) << text;
-  for (const char* m : {"predictions", "loss", "weight_gradients", "bias_gradients"})
-    EXPECT_NE(text.find(std::string("\n") + m + " (total absolute difference between runs):\n"), std::string::npos) << m;
-  EXPECT_NE(text.find("all zero: 7 runs"), std::string::npos) << text;
+  // five printed matrices of seven rows of seven "=" (the same bits)
+  const std::regex same_row("\\[?\\[=( =){6}\\]\\]?\n");
+  EXPECT_EQ(std::distance(std::sregex_iterator(text.begin(), text.end(), same_row), std::sregex_iterator()), 5 * 7) << text;
+  for (const char* m : {"predictions", "loss", "weight_gradients", "bias_gradients", "optimizer_state"})
+    EXPECT_NE(text.find(std::string("\n") + m + " (total absolute difference between runs; = the same bits):\n"), std::string::npos) << m;
+  EXPECT_NE(text.find("all bitwise equal: 7 runs"), std::string::npos) << text;
 
   const json j = json::parse(io::read_file(o.out + "/audit.json"));
   EXPECT_TRUE(j["all_zero"].get<bool>());
@@ -47,6 +48,8 @@ TEST(Audit, TheAdderExperimentGivesSevenBySevenZeroMatrices) {
       ASSERT_EQ(row.size(), 7u) << name;
       for (const auto& v : row) EXPECT_EQ(v.get<double>(), 0.0) << name;
     }
+    for (const auto& row : j["bitwise_equal"][name])
+      for (const auto& v : row) EXPECT_TRUE(v.get<bool>()) << name;
   }
   EXPECT_EQ(json::parse(io::read_file(o.out + "/manifest.json"))["run"]["kind"], "audit");
   std::ostringstream again;
@@ -77,7 +80,22 @@ TEST(Audit, MicroBatchesOutsideTheContractShowNonzeroEntries) {
         EXPECT_GT(w[a][b].get<double>(), 0.0) << a << " vs " << b;
     }
   EXPECT_NE(out.str().find("note: accumulate 5 gives micro-batches of 20 samples"), std::string::npos) << out.str();
-  EXPECT_NE(out.str().find("NOT all zero: 4 runs"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("NOT all equal: 4 runs"), std::string::npos) << out.str();
+  // differences as small as a few ulps print as numbers (%.3g), never as zeros
+  EXPECT_EQ(out.str().find(" 0.0"), std::string::npos) << out.str();
+  EXPECT_FALSE(j["bitwise_equal"]["weight_gradients"][0][2].get<bool>());
+}
+
+TEST(Audit, EqualityIsDecidedByBits) {
+  // audit compares the fingerprints of the quantities, not their values
+  const float nan1 = std::bit_cast<float>(0x7fc00001u), nan2 = std::bit_cast<float>(0x7fc00002u);
+  auto bits_equal = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return fingerprint(Tensor::from<float>(a, Shape{static_cast<std::int64_t>(a.size())})) ==
+           fingerprint(Tensor::from<float>(b, Shape{static_cast<std::int64_t>(b.size())}));
+  };
+  EXPECT_FALSE(bits_equal({0.0f}, {-0.0f})) << "+0 and -0 are other bits";
+  EXPECT_TRUE(bits_equal({nan1}, {nan1})) << "the same NaN is the same bits";
+  EXPECT_FALSE(bits_equal({nan1}, {nan2}));
 }
 
 TEST(Audit, RefusesEmptyOrSingleRunAudits) {

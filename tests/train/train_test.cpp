@@ -79,6 +79,33 @@ TEST(Train, TheShortLastBatchKeepsT5) {
   }
 }
 
+TEST(Train, ResumeWithAnotherAccumulateOnlyWhereT5Holds) {
+  RuntimeGuard g;
+  std::string cfg = kAdder;
+  cfg.replace(cfg.find("batch_size = 100"), 16, "batch_size = 128");
+  instruments::TrainOptions o;
+  const std::string straight = run(cfg.c_str(), o).fingerprint.hex();
+  o.steps = 40;
+  o.out = fresh_dir("acc_resume");
+  run(cfg.c_str(), o);
+  instruments::TrainOptions r;
+  r.resume = o.out;
+  r.accumulate = 3;  // 128 / 3 does not divide: refused by the configuration check
+  EXPECT_THROW(run(cfg.c_str(), r), Error);
+  cfg.replace(cfg.find("batch_size = 128"), 16, "batch_size = 96");
+  o.out = fresh_dir("acc_resume_96");
+  run(cfg.c_str(), o);
+  r.resume = o.out;
+  r.accumulate = 2;  // micro-batches of 48: other bits than accumulate 1
+  EXPECT_THROW_MSG(run(cfg.c_str(), r), "was trained with accumulate 1; accumulate 2 gives other bits");
+  cfg.replace(cfg.find("batch_size = 96"), 15, "batch_size = 128");
+  o.out = fresh_dir("acc_resume_128");
+  run(cfg.c_str(), o);
+  r.resume = o.out;
+  r.accumulate = 4;  // 4 x 32: T5 holds, the same run
+  EXPECT_EQ(run(cfg.c_str(), r).fingerprint.hex(), straight);
+}
+
 TEST(Train, ResumeMidEpochEqualsTrainingStraight) {
   BITGRAD_NEED_FASHION_MNIST();
   RuntimeGuard g;
