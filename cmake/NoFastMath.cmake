@@ -2,7 +2,8 @@
 # approximate floating-point arithmetic is present: bitgrad's results are a
 # documented function of the inputs only because every operation is IEEE-exact.
 set(_bitgrad_forbidden -ffast-math -Ofast -funsafe-math-optimizations -fassociative-math
-    -freciprocal-math -ffinite-math-only -fno-signed-zeros -ffp-contract=fast)
+    -freciprocal-math -ffinite-math-only -fno-signed-zeros -ffp-contract=fast -ffp-model=fast -fapprox-func
+    -fno-honor-nans -fno-honor-infinities -mfpmath=387 -mdaz-ftz)
 
 function(bitgrad_check_no_fast_math)
   string(TOUPPER "${CMAKE_BUILD_TYPE}" _bt)

@@ -150,8 +150,16 @@ void perturb_step(std::uint64_t step);  // restarts the call count: a step's ord
 const Table<float>& perturbed_table_f32();
 const Table<double>& perturbed_table_f64();
 
+// MXCSR bits that make arithmetic other than IEEE round-to-nearest with gradual underflow:
+// flush-to-zero (15), denormals-are-zero (6), rounding control (13-14).
+inline constexpr unsigned kNonIeeeMxcsr = (1u << 15) | (1u << 6) | (3u << 13);
+// Throws Error naming the bits when the calling thread's MXCSR has any of them (a library
+// built with fast-math can set them for a whole process). Pool threads clear them at start.
+void require_ieee_fp();
+
 template <class T>
 const Table<T>& active() {
+  require_ieee_fp();
   if (perturbation_active()) {
     if constexpr (sizeof(T) == 4) return perturbed_table_f32();
     else return perturbed_table_f64();

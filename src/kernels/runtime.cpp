@@ -11,6 +11,7 @@
 
 #include "bitgrad/error.hpp"
 #include "bitgrad/runtime.hpp"
+#include "kernels/kernels.hpp"
 #include "kernels/thread_pool.hpp"
 
 namespace bitgrad {
@@ -116,17 +117,23 @@ ThreadCountScope::~ThreadCountScope() {
 IsaScope::IsaScope(Isa isa) : before_(active_isa()) { set_isa(isa); }
 IsaScope::~IsaScope() { set_isa(before_); }
 
-void check_fp_environment() {
+void check_fp_environment() { kern::require_ieee_fp(); }
+
+namespace kern {
+void require_ieee_fp() {
 #if defined(__x86_64__)
-  unsigned csr = _mm_getcsr();
-  const unsigned ftz = 1u << 15, daz = 1u << 6, rc = 3u << 13;
-  if (csr & (ftz | daz))
-    throw Error("fp environment: flush-to-zero or denormals-are-zero is on (MXCSR=" + std::to_string(csr) +
-                "); a library built with -ffast-math may have set it. bitgrad needs IEEE gradual underflow.");
-  if (csr & rc)
-    throw Error("fp environment: the rounding mode is not round-to-nearest (MXCSR=" + std::to_string(csr) + ")");
+  const unsigned csr = _mm_getcsr();
+  if (csr & kNonIeeeMxcsr) [[unlikely]] {
+    const unsigned ftz = 1u << 15, daz = 1u << 6;
+    throw Error("fp environment: " +
+                std::string((csr & (ftz | daz)) ? "flush-to-zero or denormals-are-zero is on" : "the rounding mode is not round-to-nearest") +
+                " in this thread (MXCSR=" + std::to_string(csr) +
+                "); a library built with -ffast-math may have set it. bitgrad needs IEEE round-to-nearest with gradual underflow "
+                "(numerics.md §1); clear it with _mm_setcsr(_mm_getcsr() & ~0xe040) or find the library that set it.");
+  }
 #endif
 }
+}  // namespace kern
 
 std::string cpu_model() {
   std::ifstream f("/proc/cpuinfo");

@@ -10,6 +10,7 @@
 #endif
 
 #include "bitgrad/runtime.hpp"
+#include "kernels/kernels.hpp"
 
 namespace bitgrad::kern {
 namespace {
@@ -99,6 +100,9 @@ class Pool {
   }
 
   void worker(int id) {
+    // a new thread inherits its creator's MXCSR: whatever a fast-math library set there,
+    // kernel threads round to nearest with gradual underflow (numerics.md §1)
+    _mm_setcsr(_mm_getcsr() & ~kNonIeeeMxcsr);
     // the pool is built at generation 0: a job or stop posted before this thread runs is
     // still seen as new
     std::uint64_t seen = 0;

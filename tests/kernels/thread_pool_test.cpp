@@ -4,7 +4,11 @@
 #include <vector>
 
 #include "bitgrad/error.hpp"
+#include "bitgrad/bitgrad.hpp"
+#include "kernels/kernels.hpp"
 #include "kernels/thread_pool.hpp"
+
+#include <immintrin.h>
 #include "support/test_util.hpp"
 
 namespace bitgrad::test {
@@ -100,6 +104,46 @@ TEST(ThreadPool, IdleWorkRunsInOrderBesideParallelRegions) {
     for (int i = 0; i < 5000; ++i) ASSERT_EQ(c.seen[static_cast<std::size_t>(i)], i);
     for (double x : v) ASSERT_EQ(x, 200.0);
   }
+}
+
+}  // namespace
+}  // namespace bitgrad::test
+
+// The floating-point environment (numerics.md §1): kernel threads round to nearest with
+// gradual underflow whatever their creator had, and a calling thread with flush-to-zero or
+// another rounding mode is refused with a clear error rather than computing other bits.
+namespace bitgrad::test {
+namespace {
+
+struct MxcsrRestore {
+  unsigned saved = _mm_getcsr();
+  ~MxcsrRestore() { _mm_setcsr(saved); }
+};
+
+TEST(FpEnvironment, KernelThreadsClearFlushToZeroInheritedFromTheirCreator) {
+  RuntimeGuard g;
+  MxcsrRestore restore;
+  set_num_threads(1);
+  _mm_setcsr(_mm_getcsr() | kern::kNonIeeeMxcsr);  // what a fast-math library does
+  set_num_threads(4);
+  kern::parallel_for(4, 1, [](std::int64_t, std::int64_t) {});  // the workers start now, inheriting this MXCSR
+  _mm_setcsr(restore.saved);
+  std::vector<unsigned> csr(4, 0xffffffffu);
+  kern::parallel_for(4, 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) csr[static_cast<std::size_t>(i)] = _mm_getcsr();
+  });
+  for (unsigned c : csr) EXPECT_EQ(c & kern::kNonIeeeMxcsr, 0u) << std::hex << c;
+}
+
+TEST(FpEnvironment, AThreadWithFlushToZeroOrAnotherRoundingIsRefused) {
+  MxcsrRestore restore;
+  const Tensor a = Tensor::ones(Shape{3}), b = Tensor::ones(Shape{3});
+  _mm_setcsr(restore.saved | (1u << 15));  // flush-to-zero
+  EXPECT_THROW_MSG(add(a, b), "flush-to-zero or denormals-are-zero is on in this thread");
+  _mm_setcsr(restore.saved | (1u << 13));  // round down
+  EXPECT_THROW_MSG(add(a, b), "the rounding mode is not round-to-nearest");
+  _mm_setcsr(restore.saved);
+  EXPECT_EQ(add(a, b).to_vector<float>(), (std::vector<float>{2, 2, 2}));
 }
 
 }  // namespace
