@@ -1,12 +1,12 @@
 # The README's two commands:
 #   make demo   install dependencies, build, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
-# Other targets: build, bench, crosscheck, sanitize, accuracy, clean.
+# Other targets: build, bench, contract, crosscheck, sanitize, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test crosscheck sanitize tsan bench accuracy clean
+.PHONY: deps configure build demo test crosscheck sanitize tsan bench contract accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -27,8 +27,14 @@ test: build
 crosscheck: build
 	@bash scripts/crosscheck.sh $(BUILD)
 
+# The contract fuzzer's long run (docs/contract.md): N cases from SEED, every failure kept.
+N ?= 10000
+SEED ?= 20261122
+contract: build
+	@$(BUILD)/bin/contract_fuzz --cases $(N) --seed $(SEED) --keep-going --out $(BUILD)/contract-failures
+
 sanitize: deps
-	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITGRAD_SANITIZE=address,undefined \
+	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITGRAD_SANITIZE=address,undefined -DBITGRAD_CONTRACT_SECONDS=30 \
 	  -DBITGRAD_BUILD_BENCH=OFF -DBITGRAD_BUILD_TOOLS=OFF >/dev/null
 	@ninja -C build-asan -j $(JOBS)
 	@cd build-asan && ctest --output-on-failure -j $(JOBS)
