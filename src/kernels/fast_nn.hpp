@@ -170,39 +170,23 @@ void max_pool_grad_fast(const T* g, const std::int64_t* idx, const PoolShape& s,
   });
 }
 
-template <class T>
-void avg_pool_fast(const T* x, const PoolShape& s, T* y) {
-  const T area = static_cast<T>(s.k * s.k);
-  parallel_for(s.planes, 8, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t q = b; q < e; ++q)
-      for (std::int64_t oh = 0; oh < s.OH; ++oh)
-        for (std::int64_t ow = 0; ow < s.OW; ++ow) {
-          T acc = T(0);
-          for (std::int64_t kh = 0; kh < s.k; ++kh)
-            for (std::int64_t kw = 0; kw < s.k; ++kw) acc = acc + x[(q * s.H + oh * s.s + kh) * s.W + ow * s.s + kw];
-          y[(q * s.OH + oh) * s.OW + ow] = acc / area;
-        }
+// Average pooling has no SIMD form: the reference's loops (the documented order), split over
+// the planes. `in` and `out` are the per-plane sizes of the entry's first and last arrays.
+template <class T, class Entry>
+void by_planes(Entry entry, const T* a, std::int64_t in, const PoolShape& s, T* b, std::int64_t out) {
+  parallel_for(s.planes, 8, [&](std::int64_t p0, std::int64_t p1) {
+    PoolShape part = s;
+    part.planes = p1 - p0;
+    (table<T>(Isa::scalar).*entry)(a + p0 * in, part, b + p0 * out);
   });
 }
-
+template <class T>
+void avg_pool_fast(const T* x, const PoolShape& s, T* y) {
+  by_planes(&Table<T>::avg_pool, x, s.H * s.W, s, y, s.OH * s.OW);
+}
 template <class T>
 void avg_pool_grad_fast(const T* g, const PoolShape& s, T* dx) {
-  const T area = static_cast<T>(s.k * s.k);
-  parallel_for(s.planes, 8, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t q = b; q < e; ++q) {
-      T* plane = dx + q * s.H * s.W;
-      for (std::int64_t i = 0; i < s.H * s.W; ++i) plane[i] = T(0);
-      for (std::int64_t oh = 0; oh < s.OH; ++oh)
-        for (std::int64_t ow = 0; ow < s.OW; ++ow) {
-          const T t = g[(q * s.OH + oh) * s.OW + ow] / area;
-          for (std::int64_t kh = 0; kh < s.k; ++kh)
-            for (std::int64_t kw = 0; kw < s.k; ++kw) {
-              T& d = plane[(oh * s.s + kh) * s.W + ow * s.s + kw];
-              d = d + t;
-            }
-        }
-    }
-  });
+  by_planes(&Table<T>::avg_pool_grad, g, s.OH * s.OW, s, dx, s.H * s.W);
 }
 
 // ---- im2col -------------------------------------------------------------------------------

@@ -164,28 +164,27 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int str
   return y;
 }
 
-Tensor max_pool2d(const Tensor& x, int kernel, int stride, CallSite site) {
-  const kern::PoolShape G = pool_shape("max_pool2d", x, kernel, stride);
+namespace {
+// max: also the index of each window's maximum, saved for the backward
+Tensor pool2d(const char* op, bool max, const Tensor& x, int kernel, int stride, CallSite site) {
+  const kern::PoolShape G = pool_shape(op, x, kernel, stride);
   Tensor xc = kern::contiguous(x);
   Tensor y = Tensor::empty(Shape{x.shape()[0], x.shape()[1], G.OH, G.OW}, x.dtype());
-  Tensor idx = Tensor::empty(Shape{G.planes * G.OH * G.OW}, DType::i64);
-  BITGRAD_DISPATCH_FLOAT(x.dtype(), "max_pool2d", T, [&] {
-    kern::active<T>().max_pool(xc.data<T>(), G, kern::out_ptr<T>(y), kern::out_ptr<std::int64_t>(idx));
+  Tensor idx = max ? Tensor::empty(Shape{G.planes * G.OH * G.OW}, DType::i64) : Tensor();
+  BITGRAD_DISPATCH_FLOAT(x.dtype(), op, T, [&] {
+    if (max) kern::active<T>().max_pool(xc.data<T>(), G, kern::out_ptr<T>(y), kern::out_ptr<std::int64_t>(idx));
+    else kern::active<T>().avg_pool(xc.data<T>(), G, kern::out_ptr<T>(y));
   });
-  if (Node* n = ops::record("max_pool2d", max_pool_bw, {&x}, y, site)) {
-    n->save(0, idx);
+  if (Node* n = ops::record(op, max ? max_pool_bw : avg_pool_bw, {&x}, y, site)) {
+    if (max) n->save(0, idx);
     n->set_payload(G);
   }
   return y;
 }
+}  // namespace
 
-Tensor avg_pool2d(const Tensor& x, int kernel, int stride, CallSite site) {
-  const kern::PoolShape G = pool_shape("avg_pool2d", x, kernel, stride);
-  Tensor xc = kern::contiguous(x);
-  Tensor y = Tensor::empty(Shape{x.shape()[0], x.shape()[1], G.OH, G.OW}, x.dtype());
-  BITGRAD_DISPATCH_FLOAT(x.dtype(), "avg_pool2d", T, [&] { kern::active<T>().avg_pool(xc.data<T>(), G, kern::out_ptr<T>(y)); });
-  if (Node* n = ops::record("avg_pool2d", avg_pool_bw, {&x}, y, site)) n->set_payload(G);
-  return y;
-}
+Tensor max_pool2d(const Tensor& x, int kernel, int stride, CallSite site) { return pool2d("max_pool2d", true, x, kernel, stride, site); }
+
+Tensor avg_pool2d(const Tensor& x, int kernel, int stride, CallSite site) { return pool2d("avg_pool2d", false, x, kernel, stride, site); }
 
 }  // namespace bitgrad

@@ -71,31 +71,35 @@ struct IndexSaved {
   std::int64_t outer, S, inner, cnt;
 };
 
-// ---- index_select: y [.., n, ..] = x [.., S, ..] at index along axis ----------------------------
-void index_select_bw(Node& n, const Tensor& g, Tensor* gi) {
+// The scatter-add of an indexing op's backward: gi[0] = zeros of x's shape plus g at the
+// indexed places (the kernel fixes the order, numerics.md §11).
+template <template <class> class Scatter>
+void scatter_bw(Node& n, const Tensor& g, Tensor* gi, const char* op) {
   const IndexSaved& s = n.payload<IndexSaved>();
-  const std::int64_t outer = s.outer, S = s.S, inner = s.inner, cnt = s.cnt;
   Tensor gc = kern::contiguous(g);
   Tensor out = Tensor::empty(n.in_shape[0], g.dtype());
   const std::int64_t* idx = n.saved_tensor(0).data<std::int64_t>();
-  BITGRAD_DISPATCH_FLOAT(g.dtype(), "index_select", T, [&] {
-    kern::index_add_rows(gc.data<T>(), outer, cnt, inner, idx, S, kern::out_ptr<T>(out));
-  });
+  BITGRAD_DISPATCH_FLOAT(g.dtype(), op, T, [&] { Scatter<T>::run(gc.data<T>(), s, idx, kern::out_ptr<T>(out)); });
   gi[0] = out;
 }
 
+// ---- index_select: y [.., n, ..] = x [.., S, ..] at index along axis ----------------------------
+template <class T>
+struct IndexAddRows {
+  static void run(const T* g, const IndexSaved& s, const std::int64_t* idx, T* out) {
+    kern::index_add_rows(g, s.outer, s.cnt, s.inner, idx, s.S, out);
+  }
+};
+void index_select_bw(Node& n, const Tensor& g, Tensor* gi) { scatter_bw<IndexAddRows>(n, g, gi, "index_select"); }
+
 // ---- gather: y [index shape] = x at index along axis --------------------------------------------
-void gather_bw(Node& n, const Tensor& g, Tensor* gi) {
-  const IndexSaved& s = n.payload<IndexSaved>();
-  const std::int64_t outer = s.outer, S = s.S, inner = s.inner, cnt = s.cnt;
-  Tensor gc = kern::contiguous(g);
-  Tensor out = Tensor::empty(n.in_shape[0], g.dtype());
-  const std::int64_t* idx = n.saved_tensor(0).data<std::int64_t>();
-  BITGRAD_DISPATCH_FLOAT(g.dtype(), "gather", T, [&] {
-    kern::gather_axis_backward(gc.data<T>(), outer, S, inner, idx, cnt, kern::out_ptr<T>(out));
-  });
-  gi[0] = out;
-}
+template <class T>
+struct GatherAdd {
+  static void run(const T* g, const IndexSaved& s, const std::int64_t* idx, T* out) {
+    kern::gather_axis_backward(g, s.outer, s.S, s.inner, idx, s.cnt, out);
+  }
+};
+void gather_bw(Node& n, const Tensor& g, Tensor* gi) { scatter_bw<GatherAdd>(n, g, gi, "gather"); }
 
 void identity_bw(Node&, const Tensor& g, Tensor* gi) { gi[0] = g; }
 

@@ -55,9 +55,7 @@ TEST(TrainInstruments, TheStepTraceHoldsEveryStepAndEqualsAcrossThreadsAndResume
   o.steps = 9;
   o.checkpoint_every = 4;
   run_text(kAdder, o);
-  instruments::TrainOptions r;
-  r.resume = c;
-  r.steps = 25;
+  instruments::TrainOptions r = resume_options(c, 25);
   run_text(kAdder, r);
   EXPECT_EQ(io::read_file(c + "/trace.jsonl"), io::read_file(a + "/trace.jsonl"));
 
@@ -112,9 +110,7 @@ TEST(TrainInstruments, TheOpTraceSurvivesAResumeAtAnEpochEnd) {
   o.steps = 40;
   o.out = fresh_dir("ops_resumed");
   run_text(kAdder, o);
-  instruments::TrainOptions r;
-  r.resume = o.out;
-  r.steps = 45;
+  instruments::TrainOptions r = resume_options(o.out, 45);
   r.trace = instruments::TraceLevel::ops;
   run_text(kAdder, r);
   EXPECT_EQ(io::read_file(o.out + "/ops.jsonl"), straight);

@@ -79,6 +79,21 @@ inline train::RunResult run_text(const std::string& text, instruments::TrainOpti
   return r;
 }
 
+// Options that continue the run in `dir` to `steps` steps in total.
+inline instruments::TrainOptions resume_options(const std::string& dir, std::int64_t steps) {
+  instruments::TrainOptions r;
+  r.resume = dir;
+  r.steps = steps;
+  return r;
+}
+
+// Trains the text with the options into a fresh directory named after `name`; returns it.
+inline std::string train_into(const std::string& text, const std::string& name, instruments::TrainOptions o) {
+  o.out = fresh_dir(name);
+  run_text(text, o);
+  return o.out;
+}
+
 inline std::vector<std::string> lines_of(const std::string& path) {
   std::istringstream in(io::read_file(path));
   std::vector<std::string> v;

@@ -119,9 +119,7 @@ TEST(Train, ResumeMidEpochEqualsTrainingStraight) {
   o.steps = 13;
   o.checkpoint_every = 5;
   run(kMlp, o);
-  instruments::TrainOptions r;
-  r.resume = dir;
-  r.steps = 30;
+  instruments::TrainOptions r = resume_options(dir, 30);
   std::string log;
   EXPECT_EQ(run(kMlp, r, &log).fingerprint.hex(), straight);
   EXPECT_NE(log.find("resumed at step 13"), std::string::npos) << log;
@@ -142,9 +140,7 @@ TEST(Train, DamagedCheckpointsAndChangedConfigsAreRefused) {
   run(kAdder, o);
   const std::string ck = dir + "/checkpoints/step-000000012/optimizer.safetensors";
   const std::string good = io::read_file(ck);
-  instruments::TrainOptions r;
-  r.resume = dir;
-  r.steps = 20;
+  instruments::TrainOptions r = resume_options(dir, 20);
   std::string bad = good;
   bad[bad.size() - 3] ^= 1;
   io::write_file_atomic(ck, bad);
