@@ -32,8 +32,9 @@ struct Run {
 };
 
 double number(const ordered_json& j, const std::string& path, const char* key) {
-  if (!j.contains(key) || !j[key].is_number()) throw Error("report: " + path + ": '" + key + "' is missing or not a number");
-  return j[key].get<double>();
+  const std::optional<double> v = j.contains(key) ? train::json_number(j[key]) : std::nullopt;
+  if (!v) throw Error("report: " + path + ": '" + key + "' is missing or not a number");
+  return *v;
 }
 
 void read_train(Run& r) {

@@ -1,6 +1,8 @@
 #include "train/run_dir.hpp"
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "bitgrad/error.hpp"
 #include "bitgrad/io.hpp"
@@ -36,9 +38,13 @@ void put(const Json& j, const LineFormat& f, const char* number_format, std::str
       out += ']';
       return;
     }
-    case Json::value_t::number_float:
-      out += io::strprintf(number_format, j.get<double>());
+    case Json::value_t::number_float: {
+      const double v = j.get<double>();
+      if (v != v) out += "\"NaN\"";  // JSON has no non-finite numbers: strings that read back
+      else if (v == HUGE_VAL || v == -HUGE_VAL) out += v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+      else out += io::strprintf(number_format, v);
       return;
+    }
     default:
       out += j.dump(-1, ' ', false, Json::error_handler_t::replace);
   }
@@ -189,6 +195,17 @@ void RunDir::write_study(const char* result_file, const Json& result, const std:
   io::make_dirs(path_);
   io::write_file_atomic(file(result_file), result.dump(1) + "\n");
   io::write_file_atomic(file("manifest.json"), manifest_json);
+}
+
+std::optional<double> json_number(const Json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    if (s == "NaN") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "Infinity") return HUGE_VAL;
+    if (s == "-Infinity") return -HUGE_VAL;
+  }
+  return std::nullopt;
 }
 
 std::vector<std::pair<std::string, std::string>> flatten_json(const Json& j) {

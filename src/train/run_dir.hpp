@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,11 +24,14 @@ using Json = nlohmann::ordered_json;
 
 // One record as a line of a .jsonl file (with its newline): ", " and ": " separators, integers
 // as they are, floating-point numbers to 9 significant digits (the round trip of a float) or in
-// the printf format `fixed` names for their key.
+// the printf format `fixed` names for their key; NaN and infinities, which JSON lacks, as the
+// strings "NaN", "Infinity" and "-Infinity" (json_number reads either form back).
 struct LineFormat {
   std::vector<std::pair<std::string, const char*>> fixed;  // key, printf format of its number
 };
 std::string json_line(const Json& record, const LineFormat& format = {});
+// A number of a record: a JSON number or one of the strings above; nullopt for anything else.
+std::optional<double> json_number(const Json& v);
 
 // Appends records to one .jsonl file of a run directory.
 class JsonLinesWriter {

@@ -10,6 +10,7 @@
 #include "bitgrad/version.hpp"
 #include "support/fashion.hpp"
 #include "instruments/trace.hpp"
+#include "train/run_dir.hpp"
 #include "support/runs.hpp"
 #include "support/test_util.hpp"
 
@@ -134,6 +135,22 @@ loss = "mse"
 type = "sgd"
 lr = 10.0
 )";
+
+TEST(TrainInstruments, ADivergedRunWritesJsonItsOwnToolsRead) {
+  RuntimeGuard g;
+  instruments::TrainOptions o;
+  const train::RunResult r = run_text(kDiverging, o);
+  ASSERT_FALSE(std::isfinite(r.last_loss));
+  const std::string metrics = io::read_file(r.out_dir + "/metrics.jsonl");
+  EXPECT_EQ(metrics.find("nan"), std::string::npos) << "a bare nan is not JSON";
+  EXPECT_NE(metrics.find("\"loss\": \"NaN\""), std::string::npos) << metrics.substr(0, 2000);
+  bool read_nan = false;
+  for (const train::Json& m : train::RunDir::open(r.out_dir, "test").read_lines("metrics.jsonl"))
+    if (m.contains("loss")) read_nan = read_nan || std::isnan(*train::json_number(m["loss"]));
+  EXPECT_TRUE(read_nan);
+  const std::string html = fresh_dir("diverged") + ".html";
+  EXPECT_EQ(instruments::write_report({r.out_dir}, html).runs, 1);
+}
 
 TEST(TrainInstruments, AnomalyDetectionNamesTheFirstNonFiniteOpAndStep) {
   RuntimeGuard g;
