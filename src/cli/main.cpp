@@ -32,6 +32,21 @@ int cmd_selftest(int threads, const std::string& isa) {
   return 0;
 }
 
+// A seed given as decimal digits only, in [0, max]: CLI11 would turn "-1" or "2^64" into
+// 2^64 - 1 without a word.
+std::uint64_t parse_seed(const std::string& flag, const std::string& text, std::uint64_t max) {
+  std::uint64_t v = 0;
+  bool ok = !text.empty() && text.size() <= 20;
+  for (char c : text) {
+    if (!ok) break;
+    const unsigned d = static_cast<unsigned>(c - '0');
+    ok = c >= '0' && c <= '9' && v <= (max - d) / 10;
+    v = v * 10 + d;
+  }
+  if (!ok) throw bitgrad::Error(flag + " must be a whole number in [0, " + std::to_string(max) + "], got '" + text + "'");
+  return v;
+}
+
 int cmd_train(const std::string& config, const bitgrad::instruments::TrainOptions& o) {
   bitgrad::instruments::train(bitgrad::train::load_config(config), o, std::cout);
   return 0;
@@ -54,7 +69,7 @@ int main(int argc, char** argv) {
   std::string config;
   bitgrad::instruments::TrainOptions run;
   std::string trace = "steps";
-  std::uint64_t seed = 0;
+  std::string seed;
   CLI::App* train = app.add_subcommand("train", "Train the model a TOML configuration describes");
   train->add_option("config", config, "configuration file (see docs/cli.md)")->required()->check(CLI::ExistingFile);
   train->add_option("--threads", run.threads, "kernel threads")->check(CLI::Range(1, 4096));
@@ -72,7 +87,7 @@ int main(int argc, char** argv) {
   train->add_option("--trace", trace, "fingerprint trace: none, steps (trace.jsonl, default) or ops (also ops.jsonl)")
       ->check(CLI::IsMember({"none", "steps", "ops"}));
   train->add_flag("--detect-anomaly", run.detect_anomaly, "stop at the first non-finite op output or gradient, naming the op");
-  std::uint64_t perturb = 0;
+  std::string perturb;
   auto* perturb_opt = train->add_option("--perturb-order", perturb, "evaluate every reduction in an order drawn from this seed (analysis)");
   train->add_option("--grad-stats", run.grad_stats_every, "every N steps, per-parameter gradient norm, mean and max |g| into the metrics")
       ->check(CLI::Range(1L, 1L << 50));
@@ -152,8 +167,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (train->parsed()) {
-      if (seed_opt->count()) run.seed = seed;
-      if (perturb_opt->count()) run.perturb_order = perturb;
+      // the configuration file's seed range: a TOML integer
+      if (seed_opt->count()) run.seed = parse_seed("--seed", seed, static_cast<std::uint64_t>(INT64_MAX));
+      if (perturb_opt->count()) run.perturb_order = parse_seed("--perturb-order", perturb, UINT64_MAX);
       run.command = command;
       run.trace = bitgrad::instruments::parse_trace_level(trace);
       if (bar->count()) run.progress = progress ? 1 : 0;

@@ -73,12 +73,16 @@ TEST(Cli, TrainEndsWithTheFingerprintAndRefusesBadInput) {
   std::fputs("seed = 1\n[train]\nbatch_sise = 3\n[model]\nlayers = [ { type = \"relu\" } ]\n", f);
   std::fclose(f);
   for (const std::string& args : std::vector<std::string>{"train " + cfg + " --steps 3 --out " + dir, "train " + cfg + " --threads 0", std::string("train /nonexistent.toml"),
-                                  "train " + bad_cfg, "train " + cfg + " --resume /nonexistent"}) {
+                                  "train " + bad_cfg, "train " + cfg + " --resume /nonexistent", "train " + cfg + " --seed -1",
+                                  "train " + cfg + " --seed 18446744073709551616", "train " + cfg + " --seed 9223372036854775808",
+                                  "train " + cfg + " --perturb-order 18446744073709551616", "train " + cfg + " --seed 7x"}) {
     CmdResult b = run_cmd(args);
     EXPECT_EQ(b.code, 2) << args << ": " << b.out;
     EXPECT_EQ(std::count(b.out.begin(), b.out.end(), '\n'), 1) << args << ": " << b.out;
     EXPECT_EQ(b.out.rfind("bitgrad: error: ", 0), 0u) << args << ": " << b.out;
   }
+  EXPECT_NE(run_cmd("train " + cfg + " --seed -1").out.find("--seed must be a whole number in [0, 9223372036854775807], got '-1'"),
+            std::string::npos);
   CmdResult typo = run_cmd("train " + bad_cfg);
   EXPECT_NE(typo.out.find(bad_cfg + ":3: unknown key 'batch_sise' in [train]"), std::string::npos) << typo.out;
 }
