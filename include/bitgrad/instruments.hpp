@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,7 +19,8 @@ TraceLevel parse_trace_level(const std::string& name);  // throws on an unknown 
 const char* to_string(TraceLevel t);
 
 struct TrainOptions : train::RunOptions {
-  TraceLevel trace = TraceLevel::steps;
+  // unset: steps, or for a resumed run the level it was trained with (its manifest)
+  std::optional<TraceLevel> trace;
   bool detect_anomaly = false;  // stop at the first non-finite op output or gradient
   std::string command;          // recorded in the manifest
 };

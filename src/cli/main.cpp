@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
                          ->check(CLI::ExistingDirectory);
   out_opt->excludes(resume_opt);
   train->add_option("--checkpoint-every", run.checkpoint_every, "also checkpoint every N steps")->check(CLI::Range(1L, 1L << 50));
-  train->add_option("--trace", trace, "fingerprint trace: none, steps (trace.jsonl, default) or ops (also ops.jsonl)")
+  auto* trace_opt = train->add_option("--trace", trace, "fingerprint trace: none, steps (trace.jsonl, default) or ops (also ops.jsonl); a resumed run keeps its own")
       ->check(CLI::IsMember({"none", "steps", "ops"}));
   train->add_flag("--detect-anomaly", run.detect_anomaly, "stop at the first non-finite op output or gradient, naming the op");
   std::string perturb;
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
       if (seed_opt->count()) run.seed = parse_seed("--seed", seed, static_cast<std::uint64_t>(INT64_MAX));
       if (perturb_opt->count()) run.perturb_order = parse_seed("--perturb-order", perturb, UINT64_MAX);
       run.command = command;
-      run.trace = bitgrad::instruments::parse_trace_level(trace);
+      if (trace_opt->count()) run.trace = bitgrad::instruments::parse_trace_level(trace);
       if (bar->count()) run.progress = progress ? 1 : 0;
       return cmd_train(config, run);
     }

@@ -61,9 +61,12 @@ std::string cell(bool same_bits, double d) {
 
 int audit(const train::Config& cfg0, const AuditOptions& opt, std::ostream& out) {
   BITGRAD_CHECK(!opt.threads.empty() && !opt.workers.empty() && !opt.accumulate.empty(), "audit", "the setting lists must not be empty");
+  for (std::int64_t a : opt.accumulate)  // before the run count, which a bad value would make meaningless
+    BITGRAD_CHECK(a >= 1 && cfg0.batch_size % a == 0, "audit", "batch size ", cfg0.batch_size, " is not divisible by accumulate ", a);
   const int combos = static_cast<int>(opt.threads.size() * opt.workers.size() * opt.accumulate.size());
   const int runs = opt.runs > 0 ? opt.runs : combos;
-  BITGRAD_CHECK(runs >= 2, "audit", "needs at least 2 runs to compare, got ", runs);
+  BITGRAD_CHECK(runs >= 2, "audit", "needs at least 2 runs to compare, got ", runs,
+                " (list several --threads, --workers or --accumulate values, or ask for --runs R)");
   check_fp_environment();
   auto train_ds = train::train_dataset(cfg0);
   auto test_ds = train::test_dataset(cfg0);
@@ -78,7 +81,6 @@ int audit(const train::Config& cfg0, const AuditOptions& opt, std::ostream& out)
   data::Batch eval = data::make_batch(eval_ds, lo, data::epoch_order(eval_ds.size(), false, 0, 0), 0, 0);
 
   for (std::int64_t a : opt.accumulate) {
-    BITGRAD_CHECK(a >= 1 && cfg0.batch_size % a == 0, "audit", "batch size ", cfg0.batch_size, " is not divisible by accumulate ", a);
     if (a > 1 && !train::whole_subtree(cfg0.batch_size / a))
       out << "note: accumulate " << a << " gives micro-batches of " << cfg0.batch_size / a
           << " samples, not a power-of-two number of 32-sample blocks: contract T5 does not promise equality with accumulate 1\n";

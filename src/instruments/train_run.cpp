@@ -18,7 +18,7 @@ namespace {
 // manifest.json; a resumed run keeps the manifest it replaces in its history.
 class ManifestWriter final : public train::RunObserver {
  public:
-  explicit ManifestWriter(const TrainOptions& opt) : opt_(opt) {}
+  ManifestWriter(const TrainOptions& opt, TraceLevel trace) : opt_(opt), trace_(trace) {}
   void begin(const train::RunDir& dir, train::Session& session, std::int64_t start) override {
     const train::Config& cfg = session.config();
     RunInfo info;
@@ -31,7 +31,7 @@ class ManifestWriter final : public train::RunObserver {
     info.accumulate = cfg.accumulate;
     info.perturbed = opt_.perturb_order.has_value();
     info.perturb_seed = opt_.perturb_order.value_or(0);
-    info.trace = to_string(opt_.trace);
+    info.trace = to_string(trace_);
     info.model = session.model().describe();
     for (const auto& [n, p] : session.params()) info.params.emplace_back(n, p.shape().str());
     info.data_files = cfg.data_files();
@@ -41,6 +41,7 @@ class ManifestWriter final : public train::RunObserver {
 
  private:
   const TrainOptions& opt_;
+  TraceLevel trace_;
 };
 
 // trace.jsonl, hashed off the critical path (instruments/step_tracer.hpp).
@@ -136,13 +137,29 @@ const char* to_string(TraceLevel t) {
   return "?";
 }
 
+// A resumed run keeps the trace level it was trained with unless told otherwise (its op
+// trace would otherwise stop at the resume).
+TraceLevel trace_level(const TrainOptions& opt) {
+  if (opt.trace) return *opt.trace;
+  if (opt.resume.empty()) return TraceLevel::steps;
+  const std::string text = train::RunDir::open(opt.resume, "resume").manifest_text();
+  if (text.empty()) return TraceLevel::steps;
+  try {
+    const train::Json m = train::Json::parse(text);
+    return parse_trace_level(m.at("run").at("trace").get<std::string>());
+  } catch (const std::exception&) {
+    return TraceLevel::steps;  // a damaged manifest is reported where it is read in full
+  }
+}
+
 train::RunResult train(train::Config cfg, const TrainOptions& opt, std::ostream& out) {
-  ManifestWriter manifest(opt);
-  StepTraceWriter steps(opt.trace);
-  OpWatch ops(opt.trace == TraceLevel::ops, opt.detect_anomaly);
+  const TraceLevel level = trace_level(opt);
+  ManifestWriter manifest(opt, level);
+  StepTraceWriter steps(level);
+  OpWatch ops(level == TraceLevel::ops, opt.detect_anomaly);
   std::vector<train::RunObserver*> observers{&manifest};
-  if (opt.trace != TraceLevel::none) observers.push_back(&steps);
-  if (opt.trace == TraceLevel::ops || opt.detect_anomaly) observers.push_back(&ops);
+  if (level != TraceLevel::none) observers.push_back(&steps);
+  if (level == TraceLevel::ops || opt.detect_anomaly) observers.push_back(&ops);
   return train::run(std::move(cfg), opt, out, observers);
 }
 

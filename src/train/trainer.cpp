@@ -170,6 +170,10 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out, const std::v
     check_resumed_accumulate(ck.info.accumulate, cfg, dir.path());
     session.restore(ck, dir.path() + "/checkpoints/" + ck.name);
     start = ck.info.step;
+    if (stop <= start)
+      throw Error("resume: " + dir.path() + " has trained " + std::to_string(start) + " steps already; " +
+                  (stop == start ? "the run is complete (ask for more with --steps or --epochs)"
+                                 : "stopping at step " + std::to_string(stop) + " would train none (ask for more than " + std::to_string(start) + ")"));
     dir.truncate_after(start);
   } else {
     dir.write_config(resolved_toml(cfg));

@@ -106,6 +106,9 @@ TEST(Audit, RefusesEmptyOrSingleRunAudits) {
   EXPECT_THROW(instruments::audit(cfg, o, out), Error) << "one combination and no --runs: nothing to compare";
   o.threads.clear();
   EXPECT_THROW(instruments::audit(cfg, o, out), Error);
+  o.threads = {1};
+  o.accumulate = {3};  // the batch of 100 does not split into 3: say so, not "2 runs"
+  EXPECT_THROW_MSG(instruments::audit(cfg, o, out), "batch size 100 is not divisible by accumulate 3");
 }
 
 }  // namespace

@@ -136,6 +136,19 @@ type = "sgd"
 lr = 10.0
 )";
 
+TEST(TrainInstruments, AResumedRunKeepsItsTraceLevel) {
+  RuntimeGuard g;
+  instruments::TrainOptions o;
+  o.steps = 4;
+  o.trace = instruments::TraceLevel::ops;
+  const std::string dir = train_into(kAdder, "resume_ops", o);
+  run_text(kAdder, resume_options(dir, 8));  // no --trace: the run's own level
+  const std::string ops = io::read_file(dir + "/ops.jsonl");
+  EXPECT_NE(ops.find("{\"step\": 8, "), std::string::npos) << "the op trace goes on after the resume";
+  const train::Json m = train::RunDir::open(dir, "test").manifest();
+  EXPECT_EQ(m["run"]["trace"], "ops");
+}
+
 TEST(TrainInstruments, ADivergedRunWritesJsonItsOwnToolsRead) {
   RuntimeGuard g;
   instruments::TrainOptions o;

@@ -106,6 +106,16 @@ TEST(Train, ResumeWithAnotherAccumulateOnlyWhereT5Holds) {
   EXPECT_EQ(run(cfg.c_str(), r).fingerprint.hex(), straight);
 }
 
+TEST(Train, ResumingToNoNewStepIsAnError) {
+  RuntimeGuard g;
+  instruments::TrainOptions o;
+  o.steps = 10;
+  const std::string dir = train_into(kAdder, "resume_none", o);
+  EXPECT_THROW_MSG(run(kAdder, resume_options(dir, 6)), "has trained 10 steps already; stopping at step 6 would train none");
+  EXPECT_THROW_MSG(run(kAdder, resume_options(dir, 10)), "the run is complete");
+  EXPECT_EQ(run(kAdder, resume_options(dir, 12)).steps, 12);
+}
+
 TEST(Train, ResumeMidEpochEqualsTrainingStraight) {
   BITGRAD_NEED_FASHION_MNIST();
   RuntimeGuard g;
