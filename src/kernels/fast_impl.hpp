@@ -367,6 +367,15 @@ inline void exp_shifted_fast(const T* x, T m, T* e, std::int64_t L) {
   map_d(x, e, L, [md](D v) { return exp_f64(v - md); });
 }
 
+// The softmax family's common start: m = the row maximum, out = exp(x - m), returns the row
+// rule's sum of out.
+template <class T>
+T exp_row(const T* xr, std::int64_t L, T* out, T& m) {
+  m = row_max_fast(xr, L);
+  exp_shifted_fast(xr, m, out, L);
+  return row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, out + i, c); });
+}
+
 template <class T>
 void softmax_rows_fast(const T* x, std::int64_t R, std::int64_t L, T* y) {
   using Tr = VT<T>;
@@ -375,9 +384,8 @@ void softmax_rows_fast(const T* x, std::int64_t R, std::int64_t L, T* y) {
     for (std::int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * L;
       T* yr = y + r * L;
-      const T m = row_max_fast(xr, L);
-      exp_shifted_fast(xr, m, yr, L);
-      const T s = row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, yr + i, c); });
+      T m;
+      const T s = exp_row(xr, L, yr, m);
       const V sv = V(s);
       std::int64_t i = 0;
       for (; i + Tr::W <= L; i += Tr::W) Tr::store(yr + i, Tr::load(yr + i) / sv);
@@ -392,9 +400,8 @@ void log_softmax_rows_fast(const T* x, std::int64_t R, std::int64_t L, T* y) {
     for (std::int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * L;
       T* yr = y + r * L;
-      const T m = row_max_fast(xr, L);
-      exp_shifted_fast(xr, m, yr, L);  // y holds the exponentials until overwritten
-      const T s = row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, yr + i, c); });
+      T m;
+      const T s = exp_row(xr, L, yr, m);  // y holds the exponentials until overwritten
       const D lsv = log_f64(D(static_cast<double>(s)));
       const D md = D(static_cast<double>(m));
       map_d(xr, yr, L, [&](D v) { return (v - md) - lsv; });
@@ -463,9 +470,8 @@ void xent_grad_rows_fast(const T* x, const std::int64_t* t, std::int64_t R, std:
     for (std::int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * L;
       T* gr = gx + r * L;
-      const T m = row_max_fast(xr, L);
-      exp_shifted_fast(xr, m, gr, L);
-      const T s = row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, gr + i, c); });
+      T m;
+      const T s = exp_row(xr, L, gr, m);
       const T et = gr[t[r]];
       const V sv = V(s), sc = V(scale);
       std::int64_t i = 0;

@@ -293,19 +293,11 @@ void sgd_update_fast(T* p, const T* g, T* v, std::int64_t n, const SgdCoef<T>& c
   });
 }
 
+#include "kernels/update_rule.hpp"
+
 template <class T>
 void adam_chunk(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, std::int64_t n, const AdamCoef<T> c) {
-  for (std::int64_t k = 0; k < n; ++k) {
-    T gk = g[k];
-    if (c.decay) {
-      if (c.decoupled) p[k] = p[k] * c.shrink;
-      else gk = gk + c.wd * p[k];
-    }
-    m[k] = c.b1 * m[k] + c.ob1 * gk;
-    v[k] = c.b2 * v[k] + c.ob2 * (gk * gk);
-    const T denom = std::sqrt(v[k]) / c.s2 + c.eps;
-    p[k] = p[k] - c.c1 * (m[k] / denom);
-  }
+  for (std::int64_t k = 0; k < n; ++k) adam_element(p[k], g[k], m[k], v[k], c);
 }
 
 template <class T>
