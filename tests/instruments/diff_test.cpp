@@ -23,9 +23,7 @@ int diff(const std::string& a, const std::string& b, std::string& out, bool repl
 TEST(Diff, RunsAtDifferentThreadCountsAreIdentical) {
   BITGRAD_NEED_FASHION_MNIST();
   RuntimeGuard g;
-  instruments::TrainOptions o;
-  o.steps = 12;
-  o.threads = 1;
+  instruments::TrainOptions o = options(12, 1);
   const std::string a = train_into(kMlp, "diff_t1", o);
   o.threads = 3;
   o.workers = 2;
@@ -43,15 +41,12 @@ TEST(Diff, RunsAtDifferentThreadCountsAreIdentical) {
 TEST(Diff, APerturbedOrderIsFoundAtItsFirstStepTensorAndOp) {
   BITGRAD_NEED_FASHION_MNIST();
   RuntimeGuard g;
-  instruments::TrainOptions o;
-  o.steps = 12;
+  instruments::TrainOptions o = options(12);
   o.trace = instruments::TraceLevel::ops;
   const std::string a = train_into(kMlp, "diff_a", o);
-  const std::string b = fresh_dir("diff_b");
-  o.out = b;
   o.steps = 7;
   o.threads = 2;
-  run_text(kMlp, o);
+  const std::string b = train_into(kMlp, "diff_b", o);
   instruments::TrainOptions r = resume_options(b, 12);
   r.trace = instruments::TraceLevel::ops;
   r.perturb_order = 3;
@@ -110,8 +105,7 @@ TEST(Diff, APerturbedOrderIsFoundAtItsFirstStepTensorAndOp) {
 // segment that trained it, as the manifest's history records.
 TEST(Diff, ReplaysAStepWithTheSettingsOfTheSegmentThatTrainedIt) {
   RuntimeGuard g;
-  instruments::TrainOptions o;
-  o.steps = 10;
+  instruments::TrainOptions o = options(10);
   const std::string a = train_into(kAdder, "diff_seg_a", o);
   o.steps = 5;
   o.perturb_order = 11;
@@ -135,8 +129,7 @@ TEST(Diff, ReplaysAStepWithTheSettingsOfTheSegmentThatTrainedIt) {
 
 TEST(Diff, RefusesWhatCannotBeCompared) {
   RuntimeGuard g;
-  instruments::TrainOptions o;
-  o.steps = 5;
+  instruments::TrainOptions o = options(5);
   const std::string a = train_into(kAdder, "diff_x", o);
   std::string wider = kAdder;
   wider.replace(wider.find("{ type = \"linear\", out = 1 }"), 28,

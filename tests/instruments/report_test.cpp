@@ -132,8 +132,7 @@ TEST(Report, RefusesWhatIsNotARun) {
   };
   expect_error({::testing::TempDir()}, "is not a bitgrad run directory (it has no manifest.json)");
   expect_error({}, "name at least one run directory");
-  instruments::TrainOptions o;
-  o.steps = 4;
+  instruments::TrainOptions o = options(4);
   o.out = fresh_dir("report_run");
   run_text(kAdder, o);
   const std::string metrics = io::read_file(o.out + "/metrics.jsonl");

@@ -21,9 +21,7 @@ using json = nlohmann::json;
 
 TEST(TrainInstruments, TheStepTraceHoldsEveryStepAndEqualsAcrossThreadsAndResume) {
   RuntimeGuard g;
-  instruments::TrainOptions o;
-  o.steps = 25;
-  o.threads = 1;
+  instruments::TrainOptions o = options(25, 1);
   const std::string a = fresh_dir("trace_a");
   o.out = a;
   const train::RunResult ra = run_text(kAdder, o);
@@ -51,11 +49,9 @@ TEST(TrainInstruments, TheStepTraceHoldsEveryStepAndEqualsAcrossThreadsAndResume
   o.out = fresh_dir("trace_b");
   run_text(kAdder, o);
   EXPECT_EQ(io::read_file(o.out + "/trace.jsonl"), io::read_file(a + "/trace.jsonl"));
-  const std::string c = fresh_dir("trace_c");
-  o.out = c;
   o.steps = 9;
   o.checkpoint_every = 4;
-  run_text(kAdder, o);
+  const std::string c = train_into(kAdder, "trace_c", o);
   instruments::TrainOptions r = resume_options(c, 25);
   run_text(kAdder, r);
   EXPECT_EQ(io::read_file(c + "/trace.jsonl"), io::read_file(a + "/trace.jsonl"));
@@ -73,8 +69,7 @@ TEST(TrainInstruments, TheStepTraceHoldsEveryStepAndEqualsAcrossThreadsAndResume
 TEST(TrainInstruments, TheOpTraceNamesEveryOpWithItsLabelAndCallSite) {
   BITGRAD_NEED_FASHION_MNIST();
   RuntimeGuard g;
-  instruments::TrainOptions o;
-  o.steps = 2;
+  instruments::TrainOptions o = options(2);
   o.trace = instruments::TraceLevel::ops;
   o.out = fresh_dir("ops");
   run_text(kMlp, o);
@@ -138,8 +133,7 @@ lr = 10.0
 
 TEST(TrainInstruments, AResumedRunKeepsItsTraceLevel) {
   RuntimeGuard g;
-  instruments::TrainOptions o;
-  o.steps = 4;
+  instruments::TrainOptions o = options(4);
   o.trace = instruments::TraceLevel::ops;
   const std::string dir = train_into(kAdder, "resume_ops", o);
   run_text(kAdder, resume_options(dir, 8));  // no --trace: the run's own level
@@ -188,8 +182,7 @@ TEST(TrainInstruments, AnomalyDetectionNamesTheFirstNonFiniteOpAndStep) {
 
 TEST(TrainInstruments, GradientStatisticsGoIntoTheMetrics) {
   RuntimeGuard g;
-  instruments::TrainOptions o;
-  o.steps = 10;
+  instruments::TrainOptions o = options(10);
   o.grad_stats_every = 4;
   o.out = fresh_dir("gstats");
   run_text(kAdder, o);
@@ -212,10 +205,7 @@ TEST(TrainInstruments, GradientStatisticsGoIntoTheMetrics) {
 
 TEST(TrainInstruments, TheManifestDescribesTheRunAndMarksPerturbedOrders) {
   RuntimeGuard g;
-  instruments::TrainOptions o;
-  o.steps = 3;
-  o.threads = 2;
-  o.workers = 1;
+  instruments::TrainOptions o = options(3, 2, 1);
   o.out = fresh_dir("manifest");
   const train::RunResult canonical = run_text(kAdder, o);
   const json m = json::parse(io::read_file(o.out + "/manifest.json"));

@@ -79,6 +79,15 @@ inline train::RunResult run_text(const std::string& text, instruments::TrainOpti
   return r;
 }
 
+// Options that stop after `steps` steps, with the thread and worker counts (0 and -1: as set).
+inline instruments::TrainOptions options(std::int64_t steps, int threads = 0, int workers = -1) {
+  instruments::TrainOptions o;
+  o.steps = steps;
+  o.threads = threads;
+  o.workers = workers;
+  return o;
+}
+
 // Options that continue the run in `dir` to `steps` steps in total.
 inline instruments::TrainOptions resume_options(const std::string& dir, std::int64_t steps) {
   instruments::TrainOptions r;

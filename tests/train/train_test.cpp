@@ -29,10 +29,7 @@ TEST(Train, AdderLearnsTheSum) {
 TEST(Train, ThreadsAndWorkersChangeNoBit) {
   BITGRAD_NEED_FASHION_MNIST();
   RuntimeGuard g;
-  instruments::TrainOptions o;
-  o.steps = 25;
-  o.threads = 1;
-  o.workers = 0;
+  instruments::TrainOptions o = options(25, 1, 0);
   const std::string want = run(kMlp, o).fingerprint.hex();
   for (auto [t, w] : {std::pair{2, 3}, std::pair{3, 1}, std::pair{4, 2}}) {
     o.threads = t;
@@ -44,8 +41,7 @@ TEST(Train, ThreadsAndWorkersChangeNoBit) {
 TEST(Train, MicroBatchesOfWholeBlocksGiveTheSameBits) {
   BITGRAD_NEED_FASHION_MNIST();
   RuntimeGuard g;
-  instruments::TrainOptions o;
-  o.steps = 20;
+  instruments::TrainOptions o = options(20);
   std::string log;
   const train::RunResult whole = run(kMlp, o, &log);
   EXPECT_EQ(log.find("T5 does not hold"), std::string::npos);
@@ -108,8 +104,7 @@ TEST(Train, ResumeWithAnotherAccumulateOnlyWhereT5Holds) {
 
 TEST(Train, ResumingToNoNewStepIsAnError) {
   RuntimeGuard g;
-  instruments::TrainOptions o;
-  o.steps = 10;
+  instruments::TrainOptions o = options(10);
   const std::string dir = train_into(kAdder, "resume_none", o);
   EXPECT_THROW_MSG(run(kAdder, resume_options(dir, 6)), "has trained 10 steps already; stopping at step 6 would train none");
   EXPECT_THROW_MSG(run(kAdder, resume_options(dir, 10)), "the run is complete");
@@ -119,16 +114,12 @@ TEST(Train, ResumingToNoNewStepIsAnError) {
 TEST(Train, ResumeMidEpochEqualsTrainingStraight) {
   BITGRAD_NEED_FASHION_MNIST();
   RuntimeGuard g;
-  instruments::TrainOptions o;
-  o.steps = 30;
-  o.workers = 2;
+  instruments::TrainOptions o = options(30, 0, 2);
   const std::string straight = run(kMlp, o).fingerprint.hex();
   // 13 steps, stop, resume to 30 (a checkpoint every 5 steps along the way)
-  const std::string dir = fresh_dir("resume");
-  o.out = dir;
   o.steps = 13;
   o.checkpoint_every = 5;
-  run(kMlp, o);
+  const std::string dir = train_into(kMlp, "resume", o);
   instruments::TrainOptions r = resume_options(dir, 30);
   std::string log;
   EXPECT_EQ(run(kMlp, r, &log).fingerprint.hex(), straight);
