@@ -6,6 +6,6 @@
 
 namespace bitgrad {
 inline constexpr const char* kVersion = "0.1.0";
-inline constexpr int kNumericsVersion = 2;
+inline constexpr int kNumericsVersion = 3;
 const char* git_commit();  // short commit of the build, or "unknown"
 }  // namespace bitgrad

@@ -15,8 +15,10 @@ struct VT<float> {
   static constexpr int W = kWF;
   static V load(const float* p) { return loadf(p); }
   static V load_part(const float* p, int n, float fill) { return loadf_part(p, n, fill); }
-  static void store(float* p, V v) { storef(p, v); }
-  static void store_part(float* p, V v, int n) { storef_part(p, v, n); }
+  // stores write NaNs as the canonical NaN (kernels.hpp)
+  static V canon(V v) { return selectf(nanf_(v), V(canonical_nan<float>()), v); }
+  static void store(float* p, V v) { storef(p, canon(v)); }
+  static void store_part(float* p, V v, int n) { storef_part(p, canon(v), n); }
   static float lane(V v, int i) { return lanef(v, i); }
   static bool any_nan(V v) { return anyf(nanf_(v)); }
   static V max_gt(V v, V m) { return selectf(gtf(v, m), v, m); }
@@ -27,22 +29,24 @@ struct VT<double> {
   static constexpr int W = kWD;
   static V load(const double* p) { return ::bitgrad::kern::ISA_NS::load(p); }
   static V load_part(const double* p, int n, double fill) { return ::bitgrad::kern::ISA_NS::load_part(p, n, fill); }
-  static void store(double* p, V v) { ::bitgrad::kern::ISA_NS::store(p, v); }
-  static void store_part(double* p, V v, int n) { ::bitgrad::kern::ISA_NS::store_part(p, v, n); }
+  static V canon(V v) { return select(v != v, V(canonical_nan<double>()), v); }
+  static void store(double* p, V v) { ::bitgrad::kern::ISA_NS::store(p, canon(v)); }
+  static void store_part(double* p, V v, int n) { ::bitgrad::kern::ISA_NS::store_part(p, canon(v), n); }
   static double lane(V v, int i) { return ::bitgrad::kern::ISA_NS::lane(v, i); }
   static bool any_nan(V v) { return any(v != v); }
   static V max_gt(V v, V m) { return select(v > m, v, m); }
 };
 
-// f64 lanes loaded from / stored to T memory (f32 values widen exactly, narrow once)
+// f64 lanes loaded from / stored to T memory (f32 values widen exactly, narrow once; the
+// canonical f64 NaN narrows to the canonical f32 NaN)
 inline D load_d(const float* p) { return load_f32(p); }
 inline D load_d(const double* p) { return load(p); }
 inline D load_d_part(const float* p, int n, double fill) { return load_f32_part(p, n, fill); }
 inline D load_d_part(const double* p, int n, double fill) { return load_part(p, n, fill); }
-inline void store_d(float* p, D v) { store_f32(p, v); }
-inline void store_d(double* p, D v) { store(p, v); }
-inline void store_d_part(float* p, D v, int n) { store_f32_part(p, v, n); }
-inline void store_d_part(double* p, D v, int n) { store_part(p, v, n); }
+inline void store_d(float* p, D v) { store_f32(p, VT<double>::canon(v)); }
+inline void store_d(double* p, D v) { VT<double>::store(p, v); }
+inline void store_d_part(float* p, D v, int n) { store_f32_part(p, VT<double>::canon(v), n); }
+inline void store_d_part(double* p, D v, int n) { VT<double>::store_part(p, v, n); }
 
 // y[i] = f(x[i]) in f64 lanes
 template <class T, class Fn>
@@ -73,14 +77,14 @@ inline D gelu_grad_lanes(D x) {
 
 template <class T>
 T maximum_s(T a, T b) {
-  if (a != a || b != b) return a + b;
+  if (a != a || b != b) return canonical_nan<T>();
   if (a > b) return a;
   if (b > a) return b;
   return std::signbit(a) ? b : a;
 }
 template <class T>
 T minimum_s(T a, T b) {
-  if (a != a || b != b) return a + b;
+  if (a != a || b != b) return canonical_nan<T>();
   if (a < b) return a;
   if (b < a) return b;
   return std::signbit(a) ? a : b;
@@ -99,12 +103,12 @@ void unary_fast(Unary op, const T* x, T* y, std::int64_t n) {
     T* ys = y + b;
     const std::int64_t m = e - b;
     switch (op) {
-      case Unary::neg: for (std::int64_t i = 0; i < m; ++i) ys[i] = -xs[i]; break;
-      case Unary::abs: for (std::int64_t i = 0; i < m; ++i) ys[i] = std::fabs(xs[i]); break;
-      case Unary::relu: for (std::int64_t i = 0; i < m; ++i) ys[i] = (xs[i] > T(0) || xs[i] != xs[i]) ? xs[i] : T(0); break;
-      case Unary::square: for (std::int64_t i = 0; i < m; ++i) ys[i] = xs[i] * xs[i]; break;
-      case Unary::reciprocal: for (std::int64_t i = 0; i < m; ++i) ys[i] = T(1) / xs[i]; break;
-      case Unary::sqrt: for (std::int64_t i = 0; i < m; ++i) ys[i] = std::sqrt(xs[i]); break;
+      case Unary::neg: for (std::int64_t i = 0; i < m; ++i) ys[i] = canon(-xs[i]); break;
+      case Unary::abs: for (std::int64_t i = 0; i < m; ++i) ys[i] = canon(std::fabs(xs[i])); break;
+      case Unary::relu: for (std::int64_t i = 0; i < m; ++i) ys[i] = canon((xs[i] > T(0) || xs[i] != xs[i]) ? xs[i] : T(0)); break;
+      case Unary::square: for (std::int64_t i = 0; i < m; ++i) ys[i] = canon(xs[i] * xs[i]); break;
+      case Unary::reciprocal: for (std::int64_t i = 0; i < m; ++i) ys[i] = canon(T(1) / xs[i]); break;
+      case Unary::sqrt: for (std::int64_t i = 0; i < m; ++i) ys[i] = canon(std::sqrt(xs[i])); break;
       case Unary::exp: map_d(xs, ys, m, [](D v) { return exp_f64(v); }); break;
       case Unary::expm1: map_d(xs, ys, m, [](D v) { return expm1_f64(v); }); break;
       case Unary::log: map_d(xs, ys, m, [](D v) { return log_f64(v); }); break;
@@ -126,11 +130,11 @@ inline void binary_loop(Bcast bc, const T* a, const T* b, T* y, std::int64_t o0,
     const T* ar = a + o * inner;
     T* yr = y + o * inner;
     switch (bc) {
-      case Bcast::same: { const T* br = b + o * inner; for (std::int64_t i = 0; i < inner; ++i) yr[i] = op(ar[i], br[i]); } break;
-      case Bcast::row: for (std::int64_t i = 0; i < inner; ++i) yr[i] = op(ar[i], b[i]); break;
-      case Bcast::rrow: for (std::int64_t i = 0; i < inner; ++i) yr[i] = op(b[i], ar[i]); break;
-      case Bcast::col: { const T bo = b[o]; for (std::int64_t i = 0; i < inner; ++i) yr[i] = op(ar[i], bo); } break;
-      case Bcast::rcol: { const T bo = b[o]; for (std::int64_t i = 0; i < inner; ++i) yr[i] = op(bo, ar[i]); } break;
+      case Bcast::same: { const T* br = b + o * inner; for (std::int64_t i = 0; i < inner; ++i) yr[i] = canon(op(ar[i], br[i])); } break;
+      case Bcast::row: for (std::int64_t i = 0; i < inner; ++i) yr[i] = canon(op(ar[i], b[i])); break;
+      case Bcast::rrow: for (std::int64_t i = 0; i < inner; ++i) yr[i] = canon(op(b[i], ar[i])); break;
+      case Bcast::col: { const T bo = b[o]; for (std::int64_t i = 0; i < inner; ++i) yr[i] = canon(op(ar[i], bo)); } break;
+      case Bcast::rcol: { const T bo = b[o]; for (std::int64_t i = 0; i < inner; ++i) yr[i] = canon(op(bo, ar[i])); } break;
     }
   }
 }
@@ -182,9 +186,9 @@ void act_grad_fast(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) {
     const T* gs = g + b;
     T* os = out + b;
     switch (op) {
-      case ActGrad::relu: for (std::int64_t i = 0; i < m; ++i) os[i] = vs[i] > T(0) ? gs[i] : T(0); break;
-      case ActGrad::tanh: for (std::int64_t i = 0; i < m; ++i) os[i] = gs[i] * (T(1) - vs[i] * vs[i]); break;
-      case ActGrad::sigmoid: for (std::int64_t i = 0; i < m; ++i) os[i] = (gs[i] * vs[i]) * (T(1) - vs[i]); break;
+      case ActGrad::relu: for (std::int64_t i = 0; i < m; ++i) os[i] = canon(vs[i] > T(0) ? gs[i] : T(0)); break;
+      case ActGrad::tanh: for (std::int64_t i = 0; i < m; ++i) os[i] = canon(gs[i] * (T(1) - vs[i] * vs[i])); break;
+      case ActGrad::sigmoid: for (std::int64_t i = 0; i < m; ++i) os[i] = canon((gs[i] * vs[i]) * (T(1) - vs[i])); break;
       case ActGrad::gelu: map2_d(vs, gs, os, m, [](D x, D gg) { return gg * gelu_grad_lanes(x); }); break;
     }
   });
@@ -243,15 +247,28 @@ inline void add_lanes(Lanes16<T>& ln, const T* p, int count) {
   }
 }
 
+// A short group (count < 16) added into its own lanes only, in scalar: padding the other lanes
+// with fma(0, 0, lane) would turn a lane's -0 into +0 (an fma of two tiny numbers of opposite
+// signs from +0 can round to -0). Sums from +0 never reach -0, so add_lanes may pad. The lanes
+// go through memory unchanged (a NaN lane stays NaN; its bits do not matter, see canon).
+template <class T, class Term>
+inline void tail_lanes(Lanes16<T>& ln, int count, Term term) {
+  using Tr = VT<T>;
+  alignas(64) T l[kLanes];
+  for (int v = 0; v < Lanes16<T>::NV; ++v) Tr::store(l + v * Tr::W, ln.acc[v]);
+  for (int j = 0; j < count; ++j) term(l[j], j);
+  for (int v = 0; v < Lanes16<T>::NV; ++v) ln.acc[v] = Tr::load(l + v * Tr::W);
+}
+
 template <class T>
 inline void fma_lanes(Lanes16<T>& ln, const T* a, const T* b, int count) {  // acc = fma(a, b, acc)
   using Tr = VT<T>;
   constexpr int NV = Lanes16<T>::NV;
-  for (int v = 0; v < NV; ++v) {
-    auto x = count == kLanes ? Tr::load(a + v * Tr::W) : Tr::load_part(a + v * Tr::W, count - v * Tr::W, T(0));
-    auto y = count == kLanes ? Tr::load(b + v * Tr::W) : Tr::load_part(b + v * Tr::W, count - v * Tr::W, T(0));
-    ln.acc[v] = fma(x, y, ln.acc[v]);
+  if (count < kLanes) {
+    tail_lanes(ln, count, [&](T& l, int j) { l = std::fma(a[j], b[j], l); });
+    return;
   }
+  for (int v = 0; v < NV; ++v) ln.acc[v] = fma(Tr::load(a + v * Tr::W), Tr::load(b + v * Tr::W), ln.acc[v]);
 }
 
 template <class T>
@@ -275,7 +292,7 @@ void sum_rows_fast(const T* x, std::int64_t R, std::int64_t L, T* out) {
   parallel_for(R, row_grain(L), [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t r = r0; r < r1; ++r) {
       const T* row = x + r * L;
-      out[r] = row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, row + i, c); });
+      out[r] = canon(row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, row + i, c); }));
     }
   });
 }
@@ -286,7 +303,7 @@ void sumsq_rows_fast(const T* a, const T* b, std::int64_t R, std::int64_t L, T* 
     for (std::int64_t r = r0; r < r1; ++r) {
       const T* ra = a + r * L;
       const T* rb = b ? b + r * L : nullptr;
-      out[r] = row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { sqdiff_lanes(ln, ra + i, rb ? rb + i : nullptr, c); });
+      out[r] = canon(row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { sqdiff_lanes(ln, ra + i, rb ? rb + i : nullptr, c); }));
     }
   });
 }
@@ -389,7 +406,7 @@ void softmax_rows_fast(const T* x, std::int64_t R, std::int64_t L, T* y) {
       const V sv = V(s);
       std::int64_t i = 0;
       for (; i + Tr::W <= L; i += Tr::W) Tr::store(yr + i, Tr::load(yr + i) / sv);
-      for (; i < L; ++i) yr[i] = yr[i] / s;
+      for (; i < L; ++i) yr[i] = canon(yr[i] / s);
     }
   });
 }
@@ -422,7 +439,7 @@ void softmax_grad_rows_fast(const T* y, const T* gy, std::int64_t R, std::int64_
       const V dv = V(dot);
       std::int64_t i = 0;
       for (; i + Tr::W <= L; i += Tr::W) Tr::store(ox + i, Tr::load(yr + i) * (Tr::load(gr + i) - dv));
-      for (; i < L; ++i) ox[i] = yr[i] * (gr[i] - dot);
+      for (; i < L; ++i) ox[i] = canon(yr[i] * (gr[i] - dot));
     }
   });
 }
@@ -441,7 +458,7 @@ void log_softmax_grad_rows_fast(const T* y, const T* gy, std::int64_t R, std::in
       const V sv = V(sg);
       std::int64_t i = 0;
       for (; i + Tr::W <= L; i += Tr::W) Tr::store(ox + i, Tr::load(gr + i) - Tr::load(ox + i) * sv);
-      for (; i < L; ++i) ox[i] = gr[i] - ox[i] * sg;
+      for (; i < L; ++i) ox[i] = canon(gr[i] - ox[i] * sg);
     }
   });
 }
@@ -457,7 +474,7 @@ void xent_rows_fast(const T* x, const std::int64_t* t, std::int64_t R, std::int6
       exp_shifted_fast(xr, m, e.data(), L);
       const T s = row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, e.data() + i, c); });
       const double ls = lane(log_f64(D(static_cast<double>(s))), 0);
-      loss[r] = static_cast<T>(ls - (static_cast<double>(xr[t[r]]) - static_cast<double>(m)));
+      loss[r] = canon(static_cast<T>(ls - (static_cast<double>(xr[t[r]]) - static_cast<double>(m))));
     }
   });
 }
@@ -476,8 +493,8 @@ void xent_grad_rows_fast(const T* x, const std::int64_t* t, std::int64_t R, std:
       const V sv = V(s), sc = V(scale);
       std::int64_t i = 0;
       for (; i + Tr::W <= L; i += Tr::W) Tr::store(gr + i, (Tr::load(gr + i) / sv) * sc);  // p - 0 = p
-      for (; i < L; ++i) gr[i] = (gr[i] / s) * scale;
-      gr[t[r]] = (et / s - T(1)) * scale;
+      for (; i < L; ++i) gr[i] = canon((gr[i] / s) * scale);
+      gr[t[r]] = canon((et / s - T(1)) * scale);
     }
   });
 }

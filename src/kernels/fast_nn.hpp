@@ -6,17 +6,6 @@
 // Included inside an ISA namespace after fast_impl.hpp.
 
 // ---- layer norm -----------------------------------------------------------------------------
-// A short group (count < 16) added into its own lanes only, in scalar: padding the other lanes
-// could turn a lane's -0 into +0 (an fma of two tiny numbers of opposite signs gives -0).
-template <class T, class Term>
-inline void tail_lanes(Lanes16<T>& ln, int count, Term term) {
-  using Tr = VT<T>;
-  alignas(64) T l[kLanes];
-  for (int v = 0; v < Lanes16<T>::NV; ++v) Tr::store(l + v * Tr::W, ln.acc[v]);
-  for (int j = 0; j < count; ++j) term(l[j], j);
-  for (int v = 0; v < Lanes16<T>::NV; ++v) ln.acc[v] = Tr::load(l + v * Tr::W);
-}
-
 template <class T>
 void layer_norm_rows_fast(const T* x, const T* gamma, const T* beta, std::int64_t R, std::int64_t D, T eps, T* y, T* mean,
                           T* rstd) {
@@ -45,8 +34,8 @@ void layer_norm_rows_fast(const T* x, const T* gamma, const T* beta, std::int64_
                     }) /
                     static_cast<T>(D);
       const T rs = T(1) / std::sqrt(var + eps);
-      mean[r] = m;
-      rstd[r] = rs;
+      mean[r] = canon(m);
+      rstd[r] = canon(rs);
       const V rv = V(rs);
       std::int64_t j = 0;
       for (; j + Tr::W <= D; j += Tr::W) {
@@ -59,7 +48,7 @@ void layer_norm_rows_fast(const T* x, const T* gamma, const T* beta, std::int64_
         T h = (xr[j] - m) * rs;
         if (gamma) h = h * gamma[j];
         if (beta) h = h + beta[j];
-        yr[j] = h;
+        yr[j] = canon(h);
       }
     }
   });
@@ -81,16 +70,13 @@ void layer_norm_grad_rows_fast(const T* g, const T* xhat, const T* gamma, const 
       for (std::int64_t j = 0; j < D; ++j) gx[j] = gamma ? gr[j] * gamma[j] : gr[j];
       const T a = row_rule_fast<T>(D, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, gx + i, c); }) /
                   static_cast<T>(D);
-      const T b = row_rule_fast<T>(D, [&](Lanes16<T>& ln, std::int64_t i, int c) {
-                    if (c == kLanes) fma_lanes(ln, gx + i, hr + i, c);
-                    else tail_lanes(ln, c, [&](T& l, int j) { l = std::fma(gx[i + j], hr[i + j], l); });
-                  }) /
+      const T b = row_rule_fast<T>(D, [&](Lanes16<T>& ln, std::int64_t i, int c) { fma_lanes(ln, gx + i, hr + i, c); }) /
                   static_cast<T>(D);
       const V av = V(a), bv = V(b), rv = V(rstd[r]);
       std::int64_t j = 0;
       for (; j + Tr::W <= D; j += Tr::W)
         Tr::store(dr + j, rv * ((Tr::load(gx + j) - av) - Tr::load(hr + j) * bv));
-      for (; j < D; ++j) dr[j] = rstd[r] * ((gx[j] - a) - hr[j] * b);
+      for (; j < D; ++j) dr[j] = canon(rstd[r] * ((gx[j] - a) - hr[j] * b));
     }
   });
 }
@@ -118,7 +104,7 @@ void pool2x2_row(const T* plane, std::int64_t W, std::int64_t OW, std::int64_t a
     std::int64_t j01 = i0, j23 = i2;
     const T m01 = first_max(plane[i0], plane[i0 + 1], j01, i0 + 1);
     const T m23 = first_max(plane[i2], plane[i2 + 1], j23, i2 + 1);
-    y[ow] = first_max(m01, m23, j01, j23);
+    y[ow] = canon(first_max(m01, m23, j01, j23));
     idx[ow] = j01;
   }
 }
@@ -148,7 +134,7 @@ void max_pool_fast(const T* x, const PoolShape& s, T* y, std::int64_t* idx) {
                 if (v != v) break;
               }
             }
-          yr[ow] = bv;
+          yr[ow] = canon(bv);
           ir[ow] = best;
         }
       }
@@ -164,7 +150,7 @@ void max_pool_grad_fast(const T* g, const std::int64_t* idx, const PoolShape& s,
       for (std::int64_t i = 0; i < s.H * s.W; ++i) plane[i] = T(0);
       for (std::int64_t o = 0; o < s.OH * s.OW; ++o) {
         T& d = plane[idx[q * s.OH * s.OW + o]];
-        d = d + g[q * s.OH * s.OW + o];
+        d = canon(d + g[q * s.OH * s.OW + o]);
       }
     }
   });
@@ -252,9 +238,9 @@ void col2im_fast(const T* __restrict dcols, const ConvShape& g, T* __restrict dx
           const std::int64_t off = kw - g.p;
           const T* src = row + oh * g.OW;
           if (g.s == 1) {
-            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) d[ow + off] = d[ow + off] + src[ow];
+            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) d[ow + off] = canon(d[ow + off] + src[ow]);
           } else {
-            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) d[ow * g.s + off] = d[ow * g.s + off] + src[ow];
+            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) d[ow * g.s + off] = canon(d[ow * g.s + off] + src[ow]);
           }
         }
       }
@@ -269,17 +255,17 @@ template <class T, bool Decay>
 void sgd_chunk(T* __restrict p, const T* __restrict g, T* __restrict v, std::int64_t n, T lr, T m, T wd, bool nesterov) {
   auto grad = [&](std::int64_t k) { return Decay ? g[k] + wd * p[k] : g[k]; };
   if (!v) {
-    for (std::int64_t k = 0; k < n; ++k) p[k] = p[k] - lr * grad(k);
+    for (std::int64_t k = 0; k < n; ++k) p[k] = canon(p[k] - lr * grad(k));
   } else if (!nesterov) {
     for (std::int64_t k = 0; k < n; ++k) {
-      v[k] = m * v[k] + grad(k);
-      p[k] = p[k] - lr * v[k];
+      v[k] = canon(m * v[k] + grad(k));
+      p[k] = canon(p[k] - lr * v[k]);
     }
   } else {
     for (std::int64_t k = 0; k < n; ++k) {
       const T gk = grad(k);
-      v[k] = m * v[k] + gk;
-      p[k] = p[k] - lr * (gk + m * v[k]);
+      v[k] = canon(m * v[k] + gk);
+      p[k] = canon(p[k] - lr * (gk + m * v[k]));
     }
   }
 }

@@ -263,7 +263,7 @@ struct GemmFrame {
               const T* res = tslots + (tn - 1) * MR * NR;
               T* out = dst + (ic - i0 + p0) * ldd + q0;
               for (int i = 0; i < mv; ++i)
-                for (int j = 0; j < nv; ++j) out[i * ldd + j] = res[i * NR + j];
+                for (int j = 0; j < nv; ++j) out[i * ldd + j] = canon(res[i * NR + j]);
             }
           }
         }
@@ -277,7 +277,7 @@ struct GemmFrame {
         merge_total(cslots.data(), cn, csize);
         const T* res = cslots.data() + static_cast<std::size_t>(cn - 1) * csize;
         for (std::int64_t i = 0; i < msub; ++i)
-          for (std::int64_t j = 0; j < nc; ++j) g.C[(i0 + i) * g.ldc + jc + j] = res[i * nc + j];
+          for (std::int64_t j = 0; j < nc; ++j) g.C[(i0 + i) * g.ldc + jc + j] = canon(res[i * nc + j]);
       }
     }
   }
@@ -315,7 +315,7 @@ struct GemmFrame {
     for (std::int64_t i = 0; i < g.M; ++i)
       for (std::int64_t j = 0; j < g.N; ++j) {
         const T v = ct[static_cast<std::size_t>(j * g.M + i)];
-        g.C[i * g.ldc + j] = g.bias ? v + g.bias[j] : v;
+        g.C[i * g.ldc + j] = canon(g.bias ? v + g.bias[j] : v);
       }
   }
 
@@ -324,7 +324,7 @@ struct GemmFrame {
     if (g.K == 0) {
       for (std::int64_t i = 0; i < g.M; ++i)
         for (std::int64_t j = 0; j < g.N; ++j)
-          g.C[i * g.ldc + j] = (g.order == KOrder::chain && g.bias) ? T(0) + g.bias[j] : T(0);
+          g.C[i * g.ldc + j] = canon((g.order == KOrder::chain && g.bias) ? T(0) + g.bias[j] : T(0));
       return;
     }
     // split the larger panel count over threads; at least ~2^18 fmas per chunk

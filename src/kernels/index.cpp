@@ -56,7 +56,7 @@ void index_add_rows(const T* g, std::int64_t outer, std::int64_t n, std::int64_t
       for (std::int64_t c = 0; c < inner; ++c) dst[c] = T(0);
       for (std::int64_t s = start[static_cast<std::size_t>(r)]; s < start[static_cast<std::size_t>(r + 1)]; ++s) {
         const T* row = g + (o * n + src[static_cast<std::size_t>(s)]) * inner;
-        for (std::int64_t c = 0; c < inner; ++c) dst[c] = dst[c] + row[c];
+        for (std::int64_t c = 0; c < inner; ++c) dst[c] = canon(dst[c] + row[c]);
       }
     }
   });
@@ -105,9 +105,9 @@ void index_add_rows_by_sample(const T* g, std::int64_t samples, std::int64_t per
         level[depth++] = l;
       }
       // fold from the top down: r = top; r = entry + r
-      std::copy(stack.begin() + (depth - 1) * inner, stack.begin() + depth * inner, dst);
+      for (std::int64_t c = 0; c < inner; ++c) dst[c] = canon(stack[static_cast<std::size_t>((depth - 1) * inner + c)]);
       for (int i = depth - 2; i >= 0; --i)
-        for (std::int64_t c = 0; c < inner; ++c) dst[c] = stack[static_cast<std::size_t>(i * inner + c)] + dst[c];
+        for (std::int64_t c = 0; c < inner; ++c) dst[c] = canon(stack[static_cast<std::size_t>(i * inner + c)] + dst[c]);
     }
   });
 }
@@ -133,7 +133,7 @@ void gather_axis_backward(const T* g, std::int64_t outer, std::int64_t S, std::i
       for (std::int64_t i = 0; i < inner; ++i) {
         const std::int64_t p = (o * n + j) * inner + i;
         T& d = gx[(o * S + index[p]) * inner + i];
-        d = d + g[p];
+        d = canon(d + g[p]);
       }
 }
 

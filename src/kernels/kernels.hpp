@@ -5,7 +5,10 @@
 // with set_isa(). Kernels take contiguous, row-major arrays.
 #pragma once
 
+#include <bit>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "bitgrad/runtime.hpp"
@@ -16,6 +19,25 @@ namespace bitgrad::kern {
 inline constexpr int kBatchBlock = 32;   // samples per canonical block (batch rule)
 inline constexpr int kLanes = 16;        // logical lanes of the row rule
 inline constexpr int kRowBlock = 1024;   // elements per block of the row rule
+
+// ---- NaN results (numerics.md §2) --------------------------------------------------------------
+// Every NaN a kernel computes is stored as the canonical quiet NaN: sign +, quiet bit, payload 0.
+// Which NaN an x86 add, multiply or fma passes on when two operands are NaN depends on the
+// operand order, and that order is the compiler's to choose (a + b may be emitted as b + a), so
+// without this a NaN's bits would depend on the build. Pure copies (contiguous, index_select,
+// gather, im2col) move a NaN's bits unchanged: they cannot depend on an order.
+template <class T>
+constexpr T canonical_nan() {
+  return std::numeric_limits<T>::quiet_NaN();
+}
+static_assert(std::bit_cast<std::uint32_t>(canonical_nan<float>()) == 0x7FC00000u);
+static_assert(std::bit_cast<std::uint64_t>(canonical_nan<double>()) == 0x7FF8000000000000u);
+// v, or the canonical NaN when v is a NaN (integers pass through)
+template <class T>
+inline T canon(T v) {
+  if constexpr (std::is_floating_point_v<T>) return v == v ? v : canonical_nan<T>();
+  else return v;
+}
 
 // ---- GEMM: C[i,j] = sum_k A[i,k] B[k,j] (+ bias[j]) -------------------------------------
 // chain:      one fma chain over k = 0..K-1 from +0, then + bias[j]

@@ -148,7 +148,7 @@ void avg_pool(const T* x, const PoolShape& s, T* y) {
       for (std::int64_t ow = 0; ow < s.OW; ++ow) {
         T acc = T(0);
         for (std::int64_t o : p) acc = acc + x[(q * s.H + oh * s.s + o / s.k) * s.W + ow * s.s + o % s.k];
-        y[(q * s.OH + oh) * s.OW + ow] = acc / area;
+        y[(q * s.OH + oh) * s.OW + ow] = canon(acc / area);
       }
 }
 
@@ -166,7 +166,7 @@ void max_pool_grad(const T* g, const std::int64_t* idx, const PoolShape& s, T* d
   for (std::int64_t q = 0; q < s.planes; ++q)
     for (std::int64_t o : p) {
       T& d = dx[q * s.H * s.W + idx[q * P + o]];
-      d = d + g[q * P + o];
+      d = canon(d + g[q * P + o]);
     }
 }
 template <class T>
@@ -181,7 +181,7 @@ void avg_pool_grad(const T* g, const PoolShape& s, T* dx) {
       for (std::int64_t kh = 0; kh < s.k; ++kh)
         for (std::int64_t kw = 0; kw < s.k; ++kw) {
           T& d = dx[(q * s.H + (o / s.OW) * s.s + kh) * s.W + (o % s.OW) * s.s + kw];
-          d = d + t;
+          d = canon(d + t);
         }
     }
 }
@@ -197,7 +197,7 @@ void col2im(const T* dcols, const ConvShape& s, T* dx) {
           const std::int64_t ih = (o / s.OW) * s.s + kh - s.p, iw = (o % s.OW) * s.s + kw - s.p;
           if (ih < 0 || ih >= s.H || iw < 0 || iw >= s.W) continue;
           T& d = dx[(c * s.H + ih) * s.W + iw];
-          d = d + dcols[((c * s.KH + kh) * s.KW + kw) * P + o];
+          d = canon(d + dcols[((c * s.KH + kh) * s.KW + kw) * P + o]);
         }
 }
 

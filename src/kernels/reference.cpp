@@ -37,14 +37,14 @@ inline double gelu_grad_d(double x) {
 
 template <class T>
 T maximum(T a, T b) {
-  if (a != a || b != b) return a + b;
+  if (a != a || b != b) return canonical_nan<T>();
   if (a > b) return a;
   if (b > a) return b;
   return std::signbit(a) ? b : a;  // equal: +0 beats -0
 }
 template <class T>
 T minimum(T a, T b) {
-  if (a != a || b != b) return a + b;
+  if (a != a || b != b) return canonical_nan<T>();
   if (a < b) return a;
   if (b < a) return b;
   return std::signbit(a) ? a : b;  // equal: -0 beats +0
@@ -110,7 +110,7 @@ void gemm(const GemmArgs<T>& g) {
           }
           c = st.total();
         }
-        g.C[i * g.ldc + j] = c;
+        g.C[i * g.ldc + j] = canon(c);
       }
     }
   });
@@ -118,7 +118,7 @@ void gemm(const GemmArgs<T>& g) {
 
 template <class T>
 void unary(Unary op, const T* x, T* y, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) y[i] = unary_one(op, x[i]);
+  for (std::int64_t i = 0; i < n; ++i) y[i] = canon(unary_one(op, x[i]));
 }
 
 template <class T>
@@ -127,11 +127,11 @@ void binary(Binary op, Bcast bc, const T* a, const T* b, T* y, std::int64_t oute
     for (std::int64_t i = 0; i < inner; ++i) {
       const std::int64_t k = o * inner + i;
       switch (bc) {
-        case Bcast::same: y[k] = binary_one(op, a[k], b[k]); break;
-        case Bcast::row: y[k] = binary_one(op, a[k], b[i]); break;
-        case Bcast::col: y[k] = binary_one(op, a[k], b[o]); break;
-        case Bcast::rrow: y[k] = binary_one(op, b[i], a[k]); break;
-        case Bcast::rcol: y[k] = binary_one(op, b[o], a[k]); break;
+        case Bcast::same: y[k] = canon(binary_one(op, a[k], b[k])); break;
+        case Bcast::row: y[k] = canon(binary_one(op, a[k], b[i])); break;
+        case Bcast::col: y[k] = canon(binary_one(op, a[k], b[o])); break;
+        case Bcast::rrow: y[k] = canon(binary_one(op, b[i], a[k])); break;
+        case Bcast::rcol: y[k] = canon(binary_one(op, b[o], a[k])); break;
       }
     }
   }
@@ -148,6 +148,7 @@ void act_grad(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) {
         out[i] = from_d<T>(static_cast<double>(g[i]) * gelu_grad_d(static_cast<double>(v[i])));
         break;
     }
+    out[i] = canon(out[i]);
   }
 }
 
@@ -155,7 +156,7 @@ template <class T>
 void sum_rows(const T* x, std::int64_t R, std::int64_t L, T* out) {
   for (std::int64_t r = 0; r < R; ++r) {
     const T* row = x + r * L;
-    out[r] = row_rule<T>(L, [&](T& lane, std::int64_t i) { lane = lane + row[i]; });
+    out[r] = canon(row_rule<T>(L, [&](T& lane, std::int64_t i) { lane = lane + row[i]; }));
   }
 }
 
@@ -164,16 +165,16 @@ void sumsq_rows(const T* a, const T* b, std::int64_t R, std::int64_t L, T* out) 
   for (std::int64_t r = 0; r < R; ++r) {
     const T* ra = a + r * L;
     const T* rb = b ? b + r * L : nullptr;
-    out[r] = row_rule<T>(L, [&](T& lane, std::int64_t i) {
+    out[r] = canon(row_rule<T>(L, [&](T& lane, std::int64_t i) {
       T d = rb ? ra[i] - rb[i] : ra[i];
       lane = std::fma(d, d, lane);
-    });
+    }));
   }
 }
 
 template <class T>
 void sum_cols(const T* x, std::int64_t R, std::int64_t C, T* out) {
-  for (std::int64_t c = 0; c < C; ++c) out[c] = batch_rule<T>(R, [&](std::int64_t r) { return x[r * C + c]; });
+  for (std::int64_t c = 0; c < C; ++c) out[c] = canon(batch_rule<T>(R, [&](std::int64_t r) { return x[r * C + c]; }));
 }
 
 // Row maximum over x + 0 (so -0 counts as +0); NaN if any element is NaN.
@@ -203,7 +204,7 @@ void softmax_rows(const T* x, std::int64_t R, std::int64_t L, T* y) {
     const T m = row_max(xr, L);
     for (std::int64_t i = 0; i < L; ++i) yr[i] = exp_shifted(xr[i], m);
     const T s = row_rule<T>(L, [&](T& lane, std::int64_t i) { lane = lane + yr[i]; });
-    for (std::int64_t i = 0; i < L; ++i) yr[i] = yr[i] / s;
+    for (std::int64_t i = 0; i < L; ++i) yr[i] = canon(yr[i] / s);
   }
 }
 
@@ -216,7 +217,7 @@ void log_softmax_rows(const T* x, std::int64_t R, std::int64_t L, T* y) {
     const T s = row_rule<T>(L, [&](T& lane, std::int64_t i) { lane = lane + exp_shifted(xr[i], m); });
     const double ls = math::log(static_cast<double>(s));
     for (std::int64_t i = 0; i < L; ++i)
-      yr[i] = from_d<T>((static_cast<double>(xr[i]) - static_cast<double>(m)) - ls);
+      yr[i] = canon(from_d<T>((static_cast<double>(xr[i]) - static_cast<double>(m)) - ls));
   }
 }
 
@@ -226,7 +227,7 @@ void softmax_grad_rows(const T* y, const T* gy, std::int64_t R, std::int64_t L, 
     const T* yr = y + r * L;
     const T* gr = gy + r * L;
     const T dot = row_rule<T>(L, [&](T& lane, std::int64_t i) { lane = std::fma(gr[i], yr[i], lane); });
-    for (std::int64_t i = 0; i < L; ++i) gx[r * L + i] = yr[i] * (gr[i] - dot);
+    for (std::int64_t i = 0; i < L; ++i) gx[r * L + i] = canon(yr[i] * (gr[i] - dot));
   }
 }
 
@@ -236,7 +237,7 @@ void log_softmax_grad_rows(const T* y, const T* gy, std::int64_t R, std::int64_t
     const T* yr = y + r * L;
     const T* gr = gy + r * L;
     const T sg = row_rule<T>(L, [&](T& lane, std::int64_t i) { lane = lane + gr[i]; });
-    for (std::int64_t i = 0; i < L; ++i) gx[r * L + i] = gr[i] - from_d<T>(math::exp(static_cast<double>(yr[i]))) * sg;
+    for (std::int64_t i = 0; i < L; ++i) gx[r * L + i] = canon(gr[i] - from_d<T>(math::exp(static_cast<double>(yr[i]))) * sg);
   }
 }
 
@@ -247,7 +248,7 @@ void xent_rows(const T* x, const std::int64_t* t, std::int64_t R, std::int64_t L
     const T m = row_max(xr, L);
     const T s = row_rule<T>(L, [&](T& lane, std::int64_t i) { lane = lane + exp_shifted(xr[i], m); });
     const double ls = math::log(static_cast<double>(s));
-    loss[r] = from_d<T>(ls - (static_cast<double>(xr[t[r]]) - static_cast<double>(m)));
+    loss[r] = canon(from_d<T>(ls - (static_cast<double>(xr[t[r]]) - static_cast<double>(m))));
   }
 }
 
@@ -259,7 +260,7 @@ void xent_grad_rows(const T* x, const std::int64_t* t, std::int64_t R, std::int6
     const T m = row_max(xr, L);
     for (std::int64_t i = 0; i < L; ++i) gr[i] = exp_shifted(xr[i], m);
     const T s = row_rule<T>(L, [&](T& lane, std::int64_t i) { lane = lane + gr[i]; });
-    for (std::int64_t i = 0; i < L; ++i) gr[i] = (gr[i] / s - (i == t[r] ? T(1) : T(0))) * scale;
+    for (std::int64_t i = 0; i < L; ++i) gr[i] = canon((gr[i] / s - (i == t[r] ? T(1) : T(0))) * scale);
   }
 }
 

@@ -24,13 +24,13 @@ void layer_norm_rows(const T* x, const T* gamma, const T* beta, std::int64_t R, 
                   }) /
                   static_cast<T>(D);
     const T rs = T(1) / std::sqrt(var + eps);
-    mean[r] = m;
-    rstd[r] = rs;
+    mean[r] = canon(m);
+    rstd[r] = canon(rs);
     for (std::int64_t j = 0; j < D; ++j) {
       T h = (xr[j] - m) * rs;
       if (gamma) h = h * gamma[j];
       if (beta) h = h + beta[j];
-      y[r * D + j] = h;
+      y[r * D + j] = canon(h);
     }
   }
 }
@@ -43,7 +43,7 @@ void layer_norm_grad_rows(const T* g, const T* xhat, const T* gamma, const T* rs
     auto gx = [&](std::int64_t j) { return gamma ? gr[j] * gamma[j] : gr[j]; };
     const T a = row_rule<T>(D, [&](T& l, std::int64_t j) { l = l + gx(j); }) / static_cast<T>(D);
     const T b = row_rule<T>(D, [&](T& l, std::int64_t j) { l = std::fma(gx(j), hr[j], l); }) / static_cast<T>(D);
-    for (std::int64_t j = 0; j < D; ++j) dx[r * D + j] = rstd[r] * ((gx(j) - a) - hr[j] * b);
+    for (std::int64_t j = 0; j < D; ++j) dx[r * D + j] = canon(rstd[r] * ((gx(j) - a) - hr[j] * b));
   }
 }
 
@@ -64,7 +64,7 @@ void max_pool(const T* x, const PoolShape& s, T* y, std::int64_t* idx) {
               best = at;
             }
           }
-        y[(q * s.OH + oh) * s.OW + ow] = bv;
+        y[(q * s.OH + oh) * s.OW + ow] = canon(bv);
         idx[(q * s.OH + oh) * s.OW + ow] = best;
       }
   }
@@ -76,7 +76,7 @@ void max_pool_grad(const T* g, const std::int64_t* idx, const PoolShape& s, T* d
   for (std::int64_t q = 0; q < s.planes; ++q)
     for (std::int64_t o = 0; o < s.OH * s.OW; ++o) {
       T& d = dx[q * s.H * s.W + idx[q * s.OH * s.OW + o]];
-      d = d + g[q * s.OH * s.OW + o];
+      d = canon(d + g[q * s.OH * s.OW + o]);
     }
 }
 
@@ -89,7 +89,7 @@ void avg_pool(const T* x, const PoolShape& s, T* y) {
         T acc = T(0);
         for (std::int64_t kh = 0; kh < s.k; ++kh)
           for (std::int64_t kw = 0; kw < s.k; ++kw) acc = acc + x[(q * s.H + oh * s.s + kh) * s.W + ow * s.s + kw];
-        y[(q * s.OH + oh) * s.OW + ow] = acc / area;
+        y[(q * s.OH + oh) * s.OW + ow] = canon(acc / area);
       }
 }
 
@@ -104,7 +104,7 @@ void avg_pool_grad(const T* g, const PoolShape& s, T* dx) {
         for (std::int64_t kh = 0; kh < s.k; ++kh)
           for (std::int64_t kw = 0; kw < s.k; ++kw) {
             T& d = dx[(q * s.H + oh * s.s + kh) * s.W + ow * s.s + kw];
-            d = d + t;
+            d = canon(d + t);
           }
       }
 }
@@ -133,7 +133,7 @@ template <class T>
 void col2im(const T* dcols, const ConvShape& s, T* dx) {
   for (std::int64_t i = 0; i < s.C * s.H * s.W; ++i) dx[i] = T(0);
   for_each_col(s, [&](std::int64_t at, std::int64_t px) {
-    if (px >= 0) dx[px] = dx[px] + dcols[at];
+    if (px >= 0) dx[px] = canon(dx[px] + dcols[at]);
   });
 }
 
@@ -142,12 +142,12 @@ void sgd_update(T* p, const T* g, T* v, std::int64_t n, const SgdCoef<T>& c) {
   for (std::int64_t k = 0; k < n; ++k) {
     const T gk = c.decay ? g[k] + c.wd * p[k] : g[k];
     if (!v) {
-      p[k] = p[k] - c.lr * gk;
+      p[k] = canon(p[k] - c.lr * gk);
       continue;
     }
-    v[k] = c.momentum * v[k] + gk;
+    v[k] = canon(c.momentum * v[k] + gk);
     const T d = c.nesterov ? gk + c.momentum * v[k] : v[k];
-    p[k] = p[k] - c.lr * d;
+    p[k] = canon(p[k] - c.lr * d);
   }
 }
 

@@ -9,8 +9,8 @@ inline void adam_element(T& p, T g, T& m, T& v, const AdamCoef<T>& c) {
     if (c.decoupled) p = p * c.shrink;
     else g = g + c.wd * p;
   }
-  m = c.b1 * m + c.ob1 * g;
-  v = c.b2 * v + c.ob2 * (g * g);
+  m = canon(c.b1 * m + c.ob1 * g);
+  v = canon(c.b2 * v + c.ob2 * (g * g));
   const T denom = std::sqrt(v) / c.s2 + c.eps;
-  p = p - c.c1 * (m / denom);
+  p = canon(p - c.c1 * (m / denom));
 }

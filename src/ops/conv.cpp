@@ -150,7 +150,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int str
         ops::gemm<T>(G.OC, P, CKK, row_major(pw, G.OC, CKK), row_major(pc + i * CKK * P, CKK, P), yi);
         if (pb)
           for (std::int64_t o = 0; o < G.OC; ++o)
-            for (std::int64_t q = 0; q < P; ++q) yi[o * P + q] = yi[o * P + q] + pb[o];
+            for (std::int64_t q = 0; q < P; ++q) yi[o * P + q] = kern::canon(yi[o * P + q] + pb[o]);
       }
     });
   });

@@ -186,7 +186,7 @@ Tensor norm(const Tensor& x, CallSite site) {
     kern::active<T>().sumsq_rows(xc.data<T>(), nullptr, N, L, kern::out_ptr<T>(per));
     T ss = per.data<T>()[0];
     if (rows) kern::active<T>().sum_cols(per.data<T>(), N, 1, &ss);
-    kern::out_ptr<T>(y)[0] = std::sqrt(ss);
+    kern::out_ptr<T>(y)[0] = kern::canon(std::sqrt(ss));
   });
   if (Node* n = ops::record("norm", norm_bw, {&x}, y, site)) {
     n->save(0, xc);

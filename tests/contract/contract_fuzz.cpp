@@ -5,7 +5,8 @@
 // equal unless the run said the contract does not hold). A pair that must agree and does not
 // fails the case; the case is shrunk and printed as a TOML file and the two command lines.
 //
-//   contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--keep-going]
+//   contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--keep-going] [--print]
+// --print writes the cases' TOML files to DIR (contract-cases by default) and trains nothing.
 // Exit 0 when every case held, 1 when one failed, 2 on a usage or set-up error.
 #include <unistd.h>
 
@@ -152,7 +153,7 @@ Case shrink(Case c, const Pair& p, std::string& why) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--keep-going]\n");
+  std::fprintf(stderr, "usage: contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--keep-going] [--print]\n");
   return 2;
 }
 
@@ -164,12 +165,12 @@ int main(int argc, char** argv) {
   std::int64_t cases = 100, first = 0;
   double seconds = 0;
   std::uint64_t seed = 1;
-  std::string out = "contract-failures";
-  bool keep_going = false;
+  std::string out;
+  bool keep_going = false, print = false;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    if (k == "--keep-going") {
-      keep_going = true;
+    if (k == "--keep-going" || k == "--print") {
+      (k == "--print" ? print : keep_going) = true;
       continue;
     }
     if (i + 1 >= argc) return usage();
@@ -181,6 +182,17 @@ int main(int argc, char** argv) {
     else if (k == "--out") out = v;
     else return usage();
   }
+  if (print) {
+    if (out.empty()) out = "contract-cases";
+    bitgrad::io::make_dirs(out);
+    for (std::int64_t i = first; i < first + cases; ++i) {
+      const std::string file = out + "/case-" + std::to_string(seed) + "-" + std::to_string(i) + ".toml";
+      bitgrad::io::write_file_atomic(file, generate(seed, static_cast<std::uint64_t>(i)).toml());
+      std::cout << file << "\n";
+    }
+    return 0;
+  }
+  if (out.empty()) out = "contract-failures";
   char tmpl[] = "/tmp/bitgrad-contract-XXXXXX";
   if (!::mkdtemp(tmpl)) return std::perror("contract_fuzz: mkdtemp"), 2;
   g_root = tmpl;

@@ -72,6 +72,31 @@ void row_cases() {
   }
 }
 
+// A lane whose fma terms all underflow to -0 must stay -0 where a short last group does not
+// reach it (the reference leaves it alone): padding it with fma(0, 0, -0) = +0 flipped the sign
+// of softmax_grad's dot, and so of gx where gy is -0.
+template <class T>
+void negative_zero_lanes() {
+  const T tiny = sizeof(T) == 4 ? T(1e-30) : T(1e-200);
+  for (std::int64_t L : {17, 33, 1024 + 21}) {  // a short group after a full one in the row's last block
+    // every product -tiny * tiny rounds to -0, so every lane of the reference holds -0
+    std::vector<T> y(static_cast<std::size_t>(L), tiny), g(static_cast<std::size_t>(L), -tiny);
+    g.back() = T(-0.0);
+    expect_fast_equals_reference<T>("softmax_grad_rows(-0 lanes, L=" + std::to_string(L) + ")", [&](const kern::Table<T>& tb) {
+      std::vector<T> o(static_cast<std::size_t>(L));
+      tb.softmax_grad_rows(y.data(), g.data(), 1, L, o.data());
+      return o;
+    });
+    std::vector<T> o(static_cast<std::size_t>(L));
+    kern::table<T>(Isa::scalar).softmax_grad_rows(y.data(), g.data(), 1, L, o.data());
+    EXPECT_FALSE(std::signbit(o.back())) << "gy = -0 minus a dot of -0 is +0, L=" << L;
+  }
+}
+TEST(Reduce, ShortGroupsLeaveNegativeZeroLanesAlone) {
+  negative_zero_lanes<float>();
+  negative_zero_lanes<double>();
+}
+
 TEST(Reduce, RowKernelsF32) { row_cases<float>(); }
 TEST(Reduce, RowKernelsF64) { row_cases<double>(); }
 
