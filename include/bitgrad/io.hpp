@@ -21,16 +21,21 @@ std::string read_file(const std::string& path);
 void make_dirs(const std::string& path);
 bool exists(const std::string& path);
 
-// Writes tensors in order; metadata gains "bitgrad.checksum" (XXH3-128 of the data section).
+// Writes tensors in order; metadata gains "bitgrad.checksum": "xxh3-128:<hex>", the XXH3-128
+// of every byte of the file (header, metadata, padding, data) with those 32 hex digits read
+// as '0'.
 std::string safetensors_bytes(const NamedTensors& tensors, Metadata metadata);
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata);
 struct SafeTensors {
   NamedTensors tensors;  // in the order of their data
   Metadata metadata;
 };
-// Validates the header, dtypes, shapes and offsets, and the checksum when present; errors
-// name the file and what is wrong.
-SafeTensors load_safetensors(const std::string& path);
-SafeTensors parse_safetensors(const std::string& bytes, const std::string& name);
+// required: a file without bitgrad's checksum is refused (checkpoints); if_present: files
+// written by other tools load, bitgrad's own are still checked.
+enum class Checksum { required, if_present };
+// Validates the header, dtypes, shapes, offsets (in order, tiling the data with no gap or
+// overlap) and the checksum; errors name the file and what is wrong.
+SafeTensors load_safetensors(const std::string& path, Checksum check = Checksum::required);
+SafeTensors parse_safetensors(const std::string& bytes, const std::string& name, Checksum check = Checksum::required);
 
 }  // namespace bitgrad::io

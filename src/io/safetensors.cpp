@@ -2,6 +2,7 @@
 // "data_offsets": [begin, end]}, ..., "__metadata__": {...}}, padded with spaces to 8 bytes.
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -21,9 +22,27 @@ const char* st_dtype(DType t) {
   return "?";
 }
 
-std::string checksum(const char* data, std::size_t n) {
-  const XXH128_hash_t h = XXH3_128bits(data, n);
+// The whole-file checksum: XXH3-128 of every byte of the file with the 32 hex digits of the
+// checksum itself read as '0' (so the header, the metadata, the padding and the data are all
+// covered). Stored as "xxh3-128:<hex>"; a value without the prefix is an older file's, whose
+// checksum covered the tensor data only.
+constexpr const char* kChecksumKey = "bitgrad.checksum";
+constexpr const char* kChecksumPrefix = "xxh3-128:";
+constexpr std::size_t kHexDigits = 32;
+
+std::string file_checksum(const std::string& file) {
+  const XXH128_hash_t h = XXH3_128bits(file.data(), file.size());
   return Digest128{h.high64, h.low64}.hex();
+}
+
+// Where the checksum's hex digits sit in the file: the one place that holds
+// "bitgrad.checksum":"xxh3-128:<value>" (the writer's JSON has no spaces), or npos.
+std::size_t checksum_at(const std::string& file, std::size_t header_end, const std::string& value) {
+  const std::string needle = std::string("\"") + kChecksumKey + "\":\"" + value + "\"";
+  const std::size_t at = file.find(needle, 8);
+  if (at == std::string::npos || at + needle.size() > header_end) return std::string::npos;
+  if (file.find(needle, at + 1) < header_end) return std::string::npos;
+  return at + needle.size() - 1 - kHexDigits;
 }
 
 }  // namespace
@@ -39,21 +58,28 @@ std::string safetensors_bytes(const NamedTensors& tensors, Metadata metadata) {
     data.append(static_cast<const char*>(c.storage()->data()), bytes);
     header[name] = {{"dtype", st_dtype(c.dtype())}, {"shape", c.shape().vec()}, {"data_offsets", {begin, begin + bytes}}};
   }
-  metadata["bitgrad.checksum"] = checksum(data.data(), data.size());
+  const std::string zeros = std::string(kChecksumPrefix) + std::string(kHexDigits, '0');
+  metadata[kChecksumKey] = zeros;
   header["__metadata__"] = metadata;
   std::string h = header.dump();
   while (h.size() % 8) h += ' ';
   std::string out(8, '\0');
   const std::uint64_t n = h.size();
   for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
-  return out + h + data;
+  out += h;
+  out += data;
+  const std::size_t at = checksum_at(out, 8 + h.size(), zeros);
+  BITGRAD_CHECK(at != std::string::npos, "safetensors", "metadata must not hold another '", kChecksumKey, "'");
+  const std::string sum = file_checksum(out);
+  out.replace(at, kHexDigits, sum);
+  return out;
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
   write_file_atomic(path, safetensors_bytes(tensors, metadata));
 }
 
-SafeTensors parse_safetensors(const std::string& bytes, const std::string& name) {
+SafeTensors parse_safetensors(const std::string& bytes, const std::string& name, Checksum check) {
   auto bad = [&](const std::string& why) -> Error { return Error("safetensors: " + name + ": " + why); };
   if (bytes.size() < 8) throw bad("file is too short to hold a header (" + std::to_string(bytes.size()) + " bytes; truncated?)");
   std::uint64_t n = 0;
@@ -69,7 +95,7 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& name)
   const std::size_t base = 8 + n;
   const std::size_t data_size = bytes.size() - base;
   SafeTensors out;
-  std::vector<std::pair<std::size_t, std::pair<std::string, Tensor>>> found;
+  std::vector<std::pair<std::pair<std::uint64_t, std::uint64_t>, std::pair<std::string, Tensor>>> found;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
       if (!it->is_object()) throw bad("__metadata__ is not an object");
@@ -106,19 +132,43 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& name)
       throw bad("entry '" + it.key() + "' points outside the data (" + std::to_string(data_size) + " bytes; truncated?)");
     if (off[1] - off[0] != static_cast<std::uint64_t>(s.numel()) * dtype_size(d))
       throw bad("entry '" + it.key() + "' has " + std::to_string(off[1] - off[0]) + " bytes for shape " + s.str());
-    Tensor t = Tensor::empty(s, d);
-    if (off[1] > off[0]) std::memcpy(t.storage()->data(), bytes.data() + base + off[0], off[1] - off[0]);
-    found.push_back({off[0], {it.key(), t}});
+    found.push_back({{off[0], off[1]}, {it.key(), Tensor::empty(s, d)}});
   }
+  // The entries must tile the data in order, with no gap and no overlap (the safetensors
+  // format forbids both: a bias inside a weight would load as wrong weights).
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (auto& f : found) out.tensors.push_back(std::move(f.second));
-  if (auto c = out.metadata.find("bitgrad.checksum"); c != out.metadata.end()) {
-    const std::string got = checksum(bytes.data() + base, data_size);
-    if (got != c->second) throw bad("checksum mismatch (stored " + c->second + ", computed " + got + "): the file is corrupt");
+  std::uint64_t end = 0;
+  for (const auto& f : found) {
+    if (f.first.first != end)
+      throw bad("entry '" + f.second.first + "' starts at byte " + std::to_string(f.first.first) + " of the data, expected " +
+                std::to_string(end) + (f.first.first < end ? " (it overlaps the entry before it)" : " (a gap before it)"));
+    end = f.first.second;
+  }
+  if (end != data_size)
+    throw bad("the entries cover " + std::to_string(end) + " of the " + std::to_string(data_size) + " data bytes (the rest belongs to no tensor)");
+  if (check == Checksum::required || out.metadata.count(kChecksumKey)) {
+    auto c = out.metadata.find(kChecksumKey);
+    if (c == out.metadata.end()) throw bad("has no '" + std::string(kChecksumKey) + "' in its metadata: not written by bitgrad, or damaged");
+    const std::string& v = c->second;
+    if (v.rfind(kChecksumPrefix, 0) != 0)
+      throw bad("its checksum covers the tensor data only (written by a bitgrad before numerics 3); this build needs the whole-file checksum");
+    const std::size_t at = checksum_at(bytes, base, v);
+    if (v.size() != std::string(kChecksumPrefix).size() + kHexDigits || at == std::string::npos)
+      throw bad("the checksum entry is damaged ('" + v.substr(0, 64) + "')");
+    std::string zeroed = bytes;
+    zeroed.replace(at, kHexDigits, std::string(kHexDigits, '0'));
+    const std::string got = file_checksum(zeroed);
+    if (got != v.substr(v.size() - kHexDigits))
+      throw bad("checksum mismatch (stored " + v.substr(v.size() - kHexDigits) + ", computed " + got + "): the file is corrupt");
+  }
+  for (auto& f : found) {
+    Tensor& t = f.second.second;
+    if (f.first.second > f.first.first) std::memcpy(t.storage()->data(), bytes.data() + base + f.first.first, f.first.second - f.first.first);
+    out.tensors.push_back(std::move(f.second));
   }
   return out;
 }
 
-SafeTensors load_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }
+SafeTensors load_safetensors(const std::string& path, Checksum check) { return parse_safetensors(read_file(path), path, check); }
 
 }  // namespace bitgrad::io

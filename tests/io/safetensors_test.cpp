@@ -58,5 +58,77 @@ TEST(Safetensors, RoundTripAndDamage) {
   EXPECT_THROW(io::load_safetensors(path + ".missing"), Error);
 }
 
+// A safetensors file from a header and data, as another tool (or a hand) would write it.
+std::string craft(const nlohmann::json& header, const std::string& data) {
+  std::string h = header.dump();
+  while (h.size() % 8) h += ' ';
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
+  return out + h + data;
+}
+
+std::string error_of(const std::string& bytes, io::Checksum c = io::Checksum::required) {
+  try {
+    io::parse_safetensors(bytes, "f", c);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Safetensors, TheChecksumCoversHeaderAndMetadata) {
+  const io::NamedTensors t = {{"w", Tensor::from<float>(std::vector<float>{1, 2, 3, 4}, Shape{4})}};
+  const std::string bytes = io::safetensors_bytes(t, {{"index", "20"}, {"epoch", "3"}});
+  ASSERT_EQ(error_of(bytes), "");
+  // one bit of the metadata: "20" -> "21" still parses, and resumed at another place before
+  const std::size_t at = bytes.find("\"index\":\"20\"");
+  ASSERT_NE(at, std::string::npos);
+  std::string flipped = bytes;
+  flipped[at + 10] ^= 0x01;
+  EXPECT_NE(error_of(flipped).find("checksum mismatch"), std::string::npos) << error_of(flipped);
+  // one bit of a shape, of the checksum itself
+  for (const std::string& what : {std::string("[4]"), std::string("xxh3-128:")}) {
+    std::string b = bytes;
+    const std::size_t w = b.find(what, 8);
+    ASSERT_NE(w, std::string::npos) << what;
+    b[w + what.size() + (what == "xxh3-128:" ? 3 : -1)] ^= 0x04;
+    EXPECT_NE(error_of(b), "") << "a flipped bit after '" << what << "' was accepted";
+  }
+}
+
+TEST(Safetensors, AChecksumIsRequiredUnlessTheCallerSaysOtherwise) {
+  const nlohmann::json h = {{"w", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 8}}}}};
+  const std::string foreign = craft(h, std::string(8, '\0'));
+  EXPECT_NE(error_of(foreign).find("has no 'bitgrad.checksum'"), std::string::npos) << error_of(foreign);
+  EXPECT_EQ(error_of(foreign, io::Checksum::if_present), "") << "another tool's file loads when asked";
+  // removing the key from a bitgrad file does not make it unchecked
+  const std::string bytes = io::safetensors_bytes({{"w", Tensor::from<float>(std::vector<float>{1, 2}, Shape{2})}}, {});
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  nlohmann::json hj = nlohmann::json::parse(bytes.substr(8, n));
+  hj["__metadata__"].erase("bitgrad.checksum");
+  EXPECT_NE(error_of(craft(hj, bytes.substr(8 + n))).find("has no 'bitgrad.checksum'"), std::string::npos);
+  // an older file's data-only checksum is named as such
+  hj["__metadata__"]["bitgrad.checksum"] = std::string(32, 'a');
+  EXPECT_NE(error_of(craft(hj, bytes.substr(8 + n))).find("covers the tensor data only"), std::string::npos);
+}
+
+TEST(Safetensors, OffsetsMustTileTheDataInOrder) {
+  auto entry = [](std::int64_t n, std::uint64_t b, std::uint64_t e) {
+    return nlohmann::json{{"dtype", "F32"}, {"shape", {n}}, {"data_offsets", {b, e}}};
+  };
+  const std::string data(24, '\1');
+  // a bias inside the weight
+  std::string e = error_of(craft({{"w", entry(6, 0, 24)}, {"b", entry(2, 8, 16)}}, data), io::Checksum::if_present);
+  EXPECT_NE(e.find("overlaps"), std::string::npos) << e;
+  // a gap, and bytes that belong to no tensor
+  e = error_of(craft({{"w", entry(2, 0, 8)}, {"b", entry(2, 16, 24)}}, data), io::Checksum::if_present);
+  EXPECT_NE(e.find("a gap"), std::string::npos) << e;
+  e = error_of(craft({{"w", entry(2, 0, 8)}}, data), io::Checksum::if_present);
+  EXPECT_NE(e.find("belongs to no tensor"), std::string::npos) << e;
+  // entries listed out of data order are fine when they tile (the format does not order keys)
+  EXPECT_EQ(error_of(craft({{"z", entry(4, 0, 16)}, {"a", entry(2, 16, 24)}}, data), io::Checksum::if_present), "");
+}
+
 }  // namespace
 }  // namespace bitgrad::test

@@ -1,5 +1,6 @@
 // The training loop: contracts T2/T3 (threads, loader workers), T5 (micro-batches), T7
 // (stop and resume mid-epoch), damaged checkpoints, configuration errors.
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -150,6 +151,20 @@ TEST(Train, DamagedCheckpointsAndChangedConfigsAreRefused) {
     FAIL() << "a flipped byte must be detected";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+  }
+  // one bit of the header: the data index "12" -> "13" parses, and resumed elsewhere before
+  for (const char* field : {"\"index\":\"", "\"optimizer_steps\":\"", "\"epoch\":\""}) {
+    std::string meta = good;
+    const std::size_t at = meta.find(field);
+    ASSERT_NE(at, std::string::npos) << field;
+    meta[at + std::strlen(field)] ^= 1;
+    io::write_file_atomic(ck, meta);
+    try {
+      run(kAdder, r);
+      FAIL() << "a flipped bit of " << field << " must be detected";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+    }
   }
   io::write_file_atomic(ck, good.substr(0, good.size() / 2));
   try {
