@@ -97,7 +97,8 @@ void sensitivity(const train::Config& cfg, const SensitivityOptions& opt, std::o
 struct ReportSummary {
   int runs = 0, plots = 0;
 };
-ReportSummary write_report(const std::vector<std::string>& run_dirs, const std::string& out_html);
+// An existing out_html is replaced only when it is a bitgrad report, or with `replace_any`.
+ReportSummary write_report(const std::vector<std::string>& run_dirs, const std::string& out_html, bool replace_any = false);
 
 std::string site_string(const char* file, int line);  // path made relative to the source tree
 

@@ -126,6 +126,8 @@ int main(int argc, char** argv) {
   CLI::App* reportc = app.add_subcommand("report", "One self-contained HTML page of runs, audits and sensitivity studies");
   reportc->add_option("runs", report_runs, "run directories")->required();
   reportc->add_option("-o,--out", report_out, "the HTML file to write")->required();
+  bool report_force = false;
+  reportc->add_flag("--force", report_force, "replace -o even when it is not a bitgrad report");
 
   try {
     app.parse(argc, argv);
@@ -158,7 +160,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (reportc->parsed()) {
-      const bitgrad::instruments::ReportSummary r = bitgrad::instruments::write_report(report_runs, report_out);
+      const bitgrad::instruments::ReportSummary r = bitgrad::instruments::write_report(report_runs, report_out, report_force);
       std::cout << "report of " << r.runs << " run" << (r.runs == 1 ? "" : "s") << " with " << r.plots << " plots written to " << report_out << "\n";
       return 0;
     }

@@ -71,7 +71,7 @@ int audit(const train::Config& cfg0, const AuditOptions& opt, std::ostream& out)
   auto train_ds = train::train_dataset(cfg0);
   auto test_ds = train::test_dataset(cfg0);
   const std::string dir = opt.out.empty() ? train::RunDir::default_path(cfg0.file, "audit-", false) : opt.out;
-  BITGRAD_CHECK(!io::exists(dir + "/audit.json"), "audit", dir, " already holds an audit; choose another --out");
+  const train::RunDir study = train::RunDir::create_study(dir, "audit");  // locked until the result is written
   // the fixed evaluation batch: the first evaluation-batch-size samples of the test set (or
   // of the training set without one)
   const data::Dataset& eval_ds = test_ds ? *test_ds : *train_ds;
@@ -152,7 +152,7 @@ int audit(const train::Config& cfg0, const AuditOptions& opt, std::ostream& out)
   j["matrices"] = mats;
   j["bitwise_equal"] = same;
   j["all_zero"] = all_equal;  // decided by the bits
-  train::RunDir::open(dir, "audit").write_study("audit.json", j, study_manifest_json("audit", cfg0, opt.command, false));
+  study.write_study("audit.json", j, study_manifest_json("audit", cfg0, opt.command, false));
   out << "\n" << (all_equal ? "all bitwise equal: " : "NOT all equal: ") << runs << " runs, matrices in " << dir << "/audit.json\n";
   return all_equal ? 0 : 1;
 }

@@ -1,5 +1,7 @@
 // `bitgrad report RUN... -o report.html`: one self-contained HTML page (inline SVG and CSS, a
 // few lines of script, no network) of training, sensitivity and audit runs.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -303,8 +305,29 @@ const char* const kScript = R"(
 
 }  // namespace
 
-ReportSummary write_report(const std::vector<std::string>& dirs, const std::string& out_html) {
+namespace {
+constexpr const char* kReportTitle = "<title>bitgrad report</title>";
+
+// A report replaces only what a report made: a run's manifest.json, a config or someone's
+// page under the same name is left alone unless the user says so.
+void check_replaceable(const std::string& out_html, bool replace_any) {
+  struct stat st {};
+  if (::stat(out_html.c_str(), &st) != 0) return;  // a new file
+  if (!S_ISREG(st.st_mode)) throw Error("report: " + out_html + " exists and is not a regular file");
+  if (replace_any) return;
+  std::string head(512, '\0');
+  std::FILE* f = std::fopen(out_html.c_str(), "rb");
+  const std::size_t n = f ? std::fread(head.data(), 1, head.size(), f) : 0;
+  if (f) std::fclose(f);
+  head.resize(n);
+  if (head.find(kReportTitle) == std::string::npos)
+    throw Error("report: " + out_html + " exists and is not a bitgrad report; choose another -o, or pass --force to replace it");
+}
+}  // namespace
+
+ReportSummary write_report(const std::vector<std::string>& dirs, const std::string& out_html, bool replace_any) {
   if (dirs.empty()) throw Error("report: name at least one run directory");
+  check_replaceable(out_html, replace_any);
   std::vector<Run> runs;
   for (const std::string& d0 : dirs) {
     Run r;
@@ -352,7 +375,7 @@ ReportSummary write_report(const std::vector<std::string>& dirs, const std::stri
   ReportSummary sum;
   for (std::size_t at = 0; (at = body.find("<svg class=\"plot", at)) != std::string::npos; ++at) ++sum.plots;
   sum.runs = static_cast<int>(runs.size());
-  std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>bitgrad report</title><style>";
+  std::string html = std::string("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">") + kReportTitle + "<style>";
   html += kStyle;
   html += "</style></head>\n<body>\n<h1>bitgrad report</h1>\n<p>" + std::to_string(runs.size()) + " run" + (runs.size() == 1 ? "" : "s") +
           ", made by bitgrad " + kVersion + " (numerics " + std::to_string(kNumericsVersion) + "). Self-contained: no network, plots are inline SVG.</p>\n<ul>";

@@ -43,7 +43,7 @@ void sensitivity(const train::Config& cfg, const SensitivityOptions& opt, std::o
   check_fp_environment();
   ThreadCountScope threads(opt.threads);
   const std::string dir = opt.out.empty() ? train::RunDir::default_path(cfg.file, "sensitivity-", false) : opt.out;
-  BITGRAD_CHECK(!io::exists(dir + "/sensitivity.json"), "sensitivity", dir, " already holds a sensitivity study; choose another --out");
+  const train::RunDir study = train::RunDir::create_study(dir, "sensitivity");  // locked until the result is written
   auto train_ds = train::train_dataset(cfg);
   auto test_ds = train::test_dataset(cfg);
   std::vector<std::unique_ptr<train::Session>> m;
@@ -131,7 +131,7 @@ void sensitivity(const train::Config& cfg, const SensitivityOptions& opt, std::o
     spread(tloss, "test loss", 1, "");
   }
   j["per_step"] = per;
-  train::RunDir::open(dir, "sensitivity").write_study("sensitivity.json", j, study_manifest_json("sensitivity", cfg, opt.command, true));
+  study.write_study("sensitivity.json", j, study_manifest_json("sensitivity", cfg, opt.command, true));
   out << "written to " << dir << "/sensitivity.json\n";
 }
 

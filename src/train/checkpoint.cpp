@@ -16,18 +16,6 @@ namespace {
 
 std::string name_of(std::int64_t step) { return io::strprintf("step-%09lld", static_cast<long long>(step)); }
 
-void remove_tree(const std::string& dir) {
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      if (n == "." || n == "..") continue;
-      ::unlink((dir + "/" + n).c_str());
-    }
-    ::closedir(d);
-  }
-  ::rmdir(dir.c_str());
-}
-
 std::int64_t meta_int(const io::SafeTensors& st, const std::string& key, const std::string& file) {
   auto it = st.metadata.find(key);
   if (it == st.metadata.end()) throw Error("checkpoint: " + file + ": metadata '" + key + "' is missing");
@@ -41,13 +29,26 @@ std::int64_t meta_int(const io::SafeTensors& st, const std::string& key, const s
 
 std::string checkpoint_name(std::int64_t step) { return name_of(step); }
 
+void remove_checkpoint_dir(const std::string& dir) {
+  if (DIR* d = ::opendir(dir.c_str())) {
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(n);
+    }
+    ::closedir(d);
+    for (const std::string& n : names) ::unlink((dir + "/" + n).c_str());
+  }
+  ::rmdir(dir.c_str());
+}
+
 void save_checkpoint(const std::string& run_dir, const io::NamedTensors& params, const io::NamedTensors& optimizer,
                      const CheckpointInfo& info, int keep) {
   const std::string root = run_dir + "/checkpoints";
   io::make_dirs(root);
   const std::string name = name_of(info.step);
   const std::string tmp = root + "/.tmp-" + name + "-" + std::to_string(::getpid());
-  remove_tree(tmp);
+  remove_checkpoint_dir(tmp);
   io::make_dirs(tmp);
   io::Metadata meta = {{"format", "bitgrad checkpoint 1"},
                        {"bitgrad.version", kVersion},
@@ -61,7 +62,7 @@ void save_checkpoint(const std::string& run_dir, const io::NamedTensors& params,
   if (info.accumulate > 0) meta["accumulate"] = std::to_string(info.accumulate);
   io::save_safetensors(tmp + "/optimizer.safetensors", optimizer, meta);
   const std::string final_dir = root + "/" + name;
-  remove_tree(final_dir);
+  remove_checkpoint_dir(final_dir);
   if (std::rename(tmp.c_str(), final_dir.c_str()) != 0) throw Error("checkpoint: cannot move " + tmp + " to " + final_dir);
   io::write_file_atomic(root + "/latest", name + "\n");
   // keep the newest `keep`
@@ -76,7 +77,7 @@ void save_checkpoint(const std::string& run_dir, const io::NamedTensors& params,
   std::sort(names.begin(), names.end());
   // the initial state (step 0) stays: `bitgrad diff` replays from it
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < names.size(); ++i)
-    if (names[i] != name_of(0)) remove_tree(root + "/" + names[i]);
+    if (names[i] != name_of(0)) remove_checkpoint_dir(root + "/" + names[i]);
 }
 
 std::vector<std::int64_t> list_checkpoints(const std::string& run_dir) {

@@ -37,5 +37,7 @@ Checkpoint load_checkpoint(const std::string& run_dir, const std::string& name);
 std::string checkpoint_name(std::int64_t step);  // "step-000000468"
 // Steps of the checkpoints in a run directory, ascending.
 std::vector<std::int64_t> list_checkpoints(const std::string& run_dir);
+// Removes a checkpoint directory (its files, then the directory).
+void remove_checkpoint_dir(const std::string& dir);
 
 }  // namespace bitgrad::train

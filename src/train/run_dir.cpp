@@ -1,7 +1,15 @@
 #include "train/run_dir.hpp"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 #include "bitgrad/error.hpp"
@@ -79,17 +87,95 @@ void JsonLinesWriter::flush() {
   if (!out_) throw Error("train: cannot write " + path_);
 }
 
+DirLock::DirLock(const std::string& dir, const std::string& who) {
+  io::make_dirs(dir);
+  const std::string file = dir + "/.lock";
+  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error(who + ": cannot create " + file + ": " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char pid[32] = {};
+    const ssize_t n = ::pread(fd_, pid, sizeof pid - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    if (err != EWOULDBLOCK) throw Error(who + ": cannot lock " + file + ": " + std::strerror(err));
+    std::string holder(pid, n > 0 ? static_cast<std::size_t>(n) : 0);
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    throw Error(who + ": " + dir + " is in use by another bitgrad process" + (holder.empty() ? "" : " (pid " + holder + ")") +
+                "; wait for it to finish or choose another directory");
+  }
+  const std::string me = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
+    // the lock holds without the pid; only the message of a second process loses it
+  }
+}
+
+DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
 bool RunDir::holds_run(const std::string& d) {
   return io::exists(d + "/config.toml") || io::exists(d + "/metrics.jsonl") || io::exists(d + "/checkpoints");
 }
 
-RunDir RunDir::create(const std::string& path) {
-  BITGRAD_CHECK(!holds_run(path), "train", "run directory ", path, " already holds a run; choose another --out or continue it with --resume ",
-                path);
-  return RunDir(path, "train");
+std::string RunDir::holds(const std::string& d) {
+  if (holds_run(d)) return "a run";
+  if (io::exists(d + "/audit.json")) return "an audit";
+  if (io::exists(d + "/sensitivity.json")) return "a sensitivity study";
+  if (io::exists(d + "/manifest.json")) return "a run or study (it has a manifest.json)";
+  return "";
 }
 
-RunDir RunDir::resume(const std::string& path) { return RunDir(path, "resume"); }
+RunDir RunDir::create(const std::string& path) {
+  RunDir r(path, "train");
+  r.lock_ = std::make_shared<DirLock>(path, "train");  // first: two runs cannot both find it free
+  const std::string what = holds(path);
+  if (!what.empty()) {
+    if (what == "a run" && r.unborn())
+      throw Error("train: " + path + " holds a run that stopped before its first checkpoint; start it again with --resume " + path +
+                  " (from step 0), or choose another --out");
+    throw Error("train: " + path + " already holds " + what + "; choose another --out" +
+                (what == "a run" ? " or continue it with --resume " + path : std::string()));
+  }
+  return r;
+}
+
+RunDir RunDir::resume(const std::string& path) {
+  RunDir r(path, "resume");
+  r.lock_ = std::make_shared<DirLock>(path, "resume");
+  if (!holds_run(path)) throw Error("resume: " + path + " holds no run to continue (no config.toml, metrics or checkpoints)");
+  r.remove_stale_temporaries();
+  return r;
+}
+
+RunDir RunDir::create_study(const std::string& path, const std::string& kind) {
+  RunDir r(path, kind);
+  r.lock_ = std::make_shared<DirLock>(path, kind);
+  const std::string what = holds(path);
+  if (!what.empty()) throw Error(kind + ": " + path + " already holds " + what + "; choose another --out");
+  return r;
+}
+
+bool RunDir::unborn() const { return holds_run(path_) && !io::exists(path_ + "/checkpoints/latest"); }
+
+void RunDir::remove_stale_temporaries() const {
+  const std::string root = path_ + "/checkpoints";
+  std::vector<std::string> stale;
+  if (DIR* d = ::opendir(root.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.rfind(".tmp-", 0) == 0) stale.push_back(root + "/" + n);
+    }
+    ::closedir(d);
+  }
+  std::sort(stale.begin(), stale.end());
+  for (const std::string& t : stale) remove_checkpoint_dir(t);
+}
+
+void RunDir::clear_records() const {
+  for (const char* f : {"metrics.jsonl", "trace.jsonl", "ops.jsonl"})
+    if (has(f)) ::unlink(file(f).c_str());
+}
 
 RunDir RunDir::open(const std::string& path, const std::string& who) { return RunDir(path, who); }
 

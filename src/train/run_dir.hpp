@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -46,19 +47,47 @@ class JsonLinesWriter {
   LineFormat format_;
 };
 
+// An exclusive lock on a run or study directory (flock on DIR/.lock, which holds the owner's
+// pid): held while a run trains or a study computes, released when the last copy goes, and by
+// the system when the process dies (kill -9 included), so a stale lock cannot exist.
+class DirLock {
+ public:
+  // Creates the directory if needed; throws, naming the holder's pid, when another process
+  // holds it.
+  DirLock(const std::string& dir, const std::string& who);
+  ~DirLock();
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 class RunDir {
  public:
-  // The directory of a new run: refuses one that already holds a run. Nothing is created
-  // until the first write.
+  // The directory of a new run, locked: refuses one that holds a run or a study.
   static RunDir create(const std::string& path);
-  // The directory of an existing run to continue.
+  // The directory of an existing run to continue, locked.
   static RunDir resume(const std::string& path);
+  // The directory of a study (kind: "audit", "sensitivity"), locked: refuses one that holds a
+  // run or a study.
+  static RunDir create_study(const std::string& path, const std::string& kind);
   // An existing run or study to read; `who` prefixes errors ("diff", "report").
   static RunDir open(const std::string& path, const std::string& who);
   // runs/<prefix><config file name without .toml>, with -2, -3 ... until the name is free
   // (`numbered`), or as it is.
   static std::string default_path(const std::string& config_path, const std::string& prefix, bool numbered);
   static bool holds_run(const std::string& path);
+  // "" when the directory holds neither a run nor a study, else what it holds ("a run", "an
+  // audit", ...).
+  static std::string holds(const std::string& path);
+  // A run that stopped before its first checkpoint (killed, out of memory, a full disk):
+  // files but no checkpoints/latest. `--resume` starts it again from step 0.
+  bool unborn() const;
+  // Removes checkpoint directories a killed run left half-written (.tmp-step-*).
+  void remove_stale_temporaries() const;
+  // Removes the metrics and traces (a run started again from step 0).
+  void clear_records() const;
 
   const std::string& path() const { return path_; }
   std::string file(const char* name) const { return path_ + "/" + name; }
@@ -89,6 +118,7 @@ class RunDir {
  private:
   explicit RunDir(std::string path, std::string who) : path_(std::move(path)), who_(std::move(who)) {}
   std::string path_, who_;
+  std::shared_ptr<DirLock> lock_;
 };
 
 // Objects flattened to dotted keys in document order; arrays and scalars as compact JSON

@@ -142,6 +142,20 @@ void check_resumed_accumulate(std::int64_t before, const Config& cfg, const std:
               "resume with --accumulate " + std::to_string(before));
 }
 
+// A run that stopped before its first checkpoint is started again only with its own
+// configuration (config.toml's second line names its hash).
+void check_unborn_config(const RunDir& dir, const std::string& hash) {
+  std::string had;
+  if (dir.has("config.toml")) {
+    const std::string text = io::read_file(dir.config_path());
+    const std::string tag = "# config hash ";
+    if (const std::size_t at = text.find(tag); at != std::string::npos) had = text.substr(at + tag.size(), hash.size());
+  }
+  if (had != hash)
+    throw Error("resume: " + dir.path() + " stopped before its first checkpoint, and the configuration differs from the one it was started with (config hash " +
+                hash + ", " + dir.config_path() + (had.empty() ? " is missing or damaged" : " has " + had) + ")");
+}
+
 }  // namespace
 
 RunResult run(Config cfg, const RunOptions& opt, std::ostream& out) { return run(std::move(cfg), opt, out, {}); }
@@ -162,7 +176,14 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out, const std::v
   std::int64_t start = 0;
   RunDir dir = opt.resume.empty() ? RunDir::create(opt.out.empty() ? RunDir::default_path(cfg.file, "", true) : opt.out)
                                   : RunDir::resume(opt.resume);
-  if (!opt.resume.empty()) {
+  bool fresh = opt.resume.empty();
+  if (!fresh && dir.unborn()) {  // it died before its first checkpoint: nothing to continue, so start it again
+    check_unborn_config(dir, hash);
+    out << "resume: " << dir.path() << " stopped before its first checkpoint; starting it again from step 0\n";
+    dir.clear_records();
+    fresh = true;
+  }
+  if (!fresh) {
     const Checkpoint ck = dir.latest_checkpoint();
     if (ck.info.config_hash != hash)
       throw Error("resume: the configuration differs from the one " + dir.path() + " was trained with (config hash " + hash + ", checkpoint " +
@@ -179,7 +200,7 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out, const std::v
     dir.write_config(resolved_toml(cfg));
   }
   for (RunObserver* o : observers) o->begin(dir, session, start);
-  if (opt.resume.empty()) dir.save_checkpoint(session.params(), session.optimizer().state(), session.checkpoint_info(0, hash));  // diff replays from here
+  if (fresh) dir.save_checkpoint(session.params(), session.optimizer().state(), session.checkpoint_info(0, hash));  // diff replays from here
   JsonLinesWriter metrics = dir.metrics();
   session.set_before_update([&observers] {
     for (RunObserver* o : observers) o->before_update();

@@ -111,5 +111,29 @@ TEST(Audit, RefusesEmptyOrSingleRunAudits) {
   EXPECT_THROW_MSG(instruments::audit(cfg, o, out), "batch size 100 is not divisible by accumulate 3");
 }
 
+TEST(Audit, NeverWritesOverARun) {
+  instruments::TrainOptions t = options(2);
+  t.out = fresh_dir("audit_over_run");
+  run_text(kAdder, t);
+  const std::string manifest = io::read_file(t.out + "/manifest.json");
+  train::Config cfg = train::parse_config(kAdder, "adder.toml");
+  instruments::AuditOptions o;
+  o.out = t.out;
+  o.threads = {1, 2};
+  o.steps = 2;
+  std::ostringstream out;
+  EXPECT_THROW_MSG(instruments::audit(cfg, o, out), "already holds a run; choose another --out");
+  instruments::SensitivityOptions so;
+  so.out = t.out;
+  so.steps = 2;
+  EXPECT_THROW_MSG(instruments::sensitivity(cfg, so, out), "already holds a run; choose another --out");
+  EXPECT_EQ(io::read_file(t.out + "/manifest.json"), manifest) << "the run's manifest is untouched";
+  // and a run never goes where a study is
+  o.out = fresh_dir("audit_then_train");
+  instruments::audit(cfg, o, out);
+  t.out = o.out;
+  EXPECT_THROW_MSG(run_text(kAdder, t), "already holds an audit");
+}
+
 }  // namespace
 }  // namespace bitgrad::test

@@ -147,6 +147,15 @@ TEST(Report, RefusesWhatIsNotARun) {
   io::write_file_atomic(o.out + "/manifest.json", manifest);
   const std::string out = fresh_dir("report_ok") + ".html";
   EXPECT_EQ(instruments::write_report({o.out}, out).plots, 1) << "the intact run reports its loss";
+  EXPECT_EQ(instruments::write_report({o.out}, out).plots, 1) << "a report replaces a report";
+  // but nothing else: not a run's manifest, not someone's page
+  EXPECT_THROW_MSG(instruments::write_report({o.out}, o.out + "/manifest.json"), "exists and is not a bitgrad report; choose another -o");
+  EXPECT_EQ(io::read_file(o.out + "/manifest.json"), manifest);
+  const std::string page = fresh_dir("report_page") + ".html";
+  io::write_file_atomic(page, "<html><title>my notes</title></html>");
+  EXPECT_THROW_MSG(instruments::write_report({o.out}, page), "is not a bitgrad report");
+  EXPECT_EQ(instruments::write_report({o.out}, page, true).plots, 1) << "--force replaces it";
+  EXPECT_THROW_MSG(instruments::write_report({o.out}, o.out), "is not a regular file");
 }
 
 TEST(Report, DrawsABenchmarkScalingSweep) {

@@ -1,5 +1,7 @@
 // The run directory: the line format of its JSON records, resume's cut of the records after a
 // step (kept bytes unchanged; damaged records refused), studies and the default names.
+#include <unistd.h>
+
 #include <limits>
 
 #include "bitgrad/io.hpp"
@@ -49,8 +51,36 @@ TEST(RunDir, NewRunsAndStudies) {
   s.write_study("audit.json", Json{{"all_zero", true}}, "{\"run\": {\"kind\": \"audit\"}}\n");
   EXPECT_EQ(s.manifest()["run"]["kind"], "audit");
   EXPECT_EQ(s.read_json("audit.json")["all_zero"], true);
+  EXPECT_THROW_MSG(train::RunDir::create(d), "already holds an audit");
+  EXPECT_THROW_MSG(train::RunDir::create_study(d, "sensitivity"), "already holds an audit");
   io::make_dirs(d + "/checkpoints");
-  EXPECT_THROW_MSG(train::RunDir::create(d), "already holds a run");
+  io::write_file_atomic(d + "/checkpoints/latest", "step-000000000\n");
+  EXPECT_THROW_MSG(train::RunDir::create(d), "already holds a run; choose another --out or continue it with --resume");
+  EXPECT_THROW_MSG(train::RunDir::create_study(d, "audit"), "already holds a run");
+}
+
+TEST(RunDir, ARunThatDiedBeforeItsFirstCheckpointIsNamedSo) {
+  const std::string d = fresh_dir("unborn");
+  io::make_dirs(d + "/checkpoints/.tmp-step-000000000-123");
+  io::write_file_atomic(d + "/checkpoints/.tmp-step-000000000-123/model.safetensors", "half");
+  io::write_file_atomic(d + "/config.toml", "# resolved\n");
+  EXPECT_THROW_MSG(train::RunDir::create(d), "stopped before its first checkpoint; start it again with --resume");
+  const train::RunDir r = train::RunDir::resume(d);
+  EXPECT_TRUE(r.unborn());
+  EXPECT_FALSE(io::exists(d + "/checkpoints/.tmp-step-000000000-123")) << "resume removes what a killed checkpoint left";
+}
+
+TEST(RunDir, OneProcessAtATime) {
+  const std::string d = fresh_dir("locked");
+  {
+    const train::RunDir first = train::RunDir::create(d);
+    const train::RunDir copy = first;  // the lock lives while any copy does
+    EXPECT_THROW_MSG(train::RunDir::create(d), "is in use by another bitgrad process (pid " + std::to_string(::getpid()) + ")");
+    EXPECT_THROW_MSG(train::RunDir::resume(d), "is in use by another bitgrad process");
+    EXPECT_THROW_MSG(train::RunDir::create_study(d, "audit"), "is in use by another bitgrad process");
+  }
+  EXPECT_NO_THROW(train::RunDir::create(d)) << "released with the last copy";
+  EXPECT_THROW_MSG(train::RunDir::resume(fresh_dir("empty")), "holds no run to continue");
 }
 
 }  // namespace

@@ -133,6 +133,33 @@ TEST(Train, ResumeMidEpochEqualsTrainingStraight) {
   EXPECT_EQ(lines, 30);
 }
 
+TEST(Train, ARunKilledBeforeItsFirstCheckpointResumesFromStepZero) {
+  RuntimeGuard g;
+  instruments::TrainOptions o;
+  o.out = fresh_dir("born");
+  o.steps = 6;
+  const std::string straight = run(kAdder, o).fingerprint.hex();
+  // what a kill between config.toml and the first `latest` leaves
+  const std::string d = fresh_dir("unborn-run");
+  io::make_dirs(d);
+  io::write_file_atomic(d + "/config.toml", io::read_file(o.out + "/config.toml"));
+  io::write_file_atomic(d + "/trace.jsonl", "{\"step\": 1, \"par");
+  instruments::TrainOptions again;
+  again.out = d;
+  EXPECT_THROW_MSG(run(kAdder, again), "stopped before its first checkpoint; start it again with --resume");
+  std::string log;
+  EXPECT_EQ(run(kAdder, resume_options(d, 6), &log).fingerprint.hex(), straight);
+  EXPECT_NE(log.find("starting it again from step 0"), std::string::npos) << log;
+  EXPECT_EQ(io::read_file(d + "/trace.jsonl"), io::read_file(o.out + "/trace.jsonl"));
+  // only with the configuration it was started with
+  const std::string d2 = fresh_dir("unborn-other");
+  io::make_dirs(d2);
+  io::write_file_atomic(d2 + "/config.toml", io::read_file(o.out + "/config.toml"));
+  std::string changed = kAdder;
+  changed.replace(changed.find("lr = 0.05"), 9, "lr = 0.06");
+  EXPECT_THROW_MSG(run(changed.c_str(), resume_options(d2, 6)), "differs from the one it was started with");
+}
+
 TEST(Train, DamagedCheckpointsAndChangedConfigsAreRefused) {
   RuntimeGuard g;
   const std::string dir = fresh_dir("damage");
