@@ -1,5 +1,6 @@
 // `bitgrad train`: train::run watched by the instruments — the manifest, the step trace
 // (trace.jsonl), the op trace (ops.jsonl) and anomaly detection.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -99,6 +100,9 @@ class OpWatch final : public train::RunObserver {
   void end_step(std::int64_t, const train::Session&, const train::Session::StepOut&) override {
     if (ops_) ops_->flush();
   }
+  void sync() override {  // an epoch's evaluation records its ops after end_step
+    if (ops_) ops_->flush();
+  }
 
  private:
   static void on_op(void* ctx, const autograd::OpEvent& e) {
@@ -152,7 +156,34 @@ TraceLevel trace_level(const TrainOptions& opt) {
   }
 }
 
+// A resumed run reads the data its manifest hashed: a data file edited (or replaced) since
+// would silently make it another run.
+void check_resumed_data(const train::Config& cfg, const TrainOptions& opt) {
+  if (opt.resume.empty()) return;
+  const std::string text = train::RunDir::open(opt.resume, "resume").manifest_text();
+  if (text.empty()) return;
+  train::Json data;
+  try {
+    data = train::Json::parse(text).at("run").at("data");
+  } catch (const std::exception&) {
+    return;  // a damaged manifest is reported where it is read in full
+  }
+  if (!data.is_object()) return;
+  const std::vector<std::string> files = cfg.data_files();
+  std::size_t k = 0;
+  for (auto it = data.begin(); it != data.end(); ++it, ++k) {
+    // by path where the paths agree, else by position (a resume from another directory)
+    const std::string f = std::find(files.begin(), files.end(), it.key()) != files.end() ? it.key() : (k < files.size() ? files[k] : "");
+    if (f.empty() || !it->is_string()) continue;
+    const std::string now = file_hash(f);
+    if (now != it->get<std::string>())
+      throw Error("resume: the data file " + f + " has changed since " + opt.resume + " was trained (hash " + now + ", the run's manifest has " +
+                  it->get<std::string>() + "): the continued run would not be the same run");
+  }
+}
+
 train::RunResult train(train::Config cfg, const TrainOptions& opt, std::ostream& out) {
+  check_resumed_data(cfg, opt);
   const TraceLevel level = trace_level(opt);
   ManifestWriter manifest(opt, level);
   StepTraceWriter steps(level);

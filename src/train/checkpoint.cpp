@@ -60,6 +60,7 @@ void save_checkpoint(const std::string& run_dir, const io::NamedTensors& params,
   meta["index"] = std::to_string(info.index);
   meta["optimizer_steps"] = std::to_string(info.opt_steps);
   if (info.accumulate > 0) meta["accumulate"] = std::to_string(info.accumulate);
+  for (const auto& [f, bytes] : info.records) meta["records." + f] = std::to_string(bytes);
   io::save_safetensors(tmp + "/optimizer.safetensors", optimizer, meta);
   const std::string final_dir = root + "/" + name;
   remove_checkpoint_dir(final_dir);
@@ -126,6 +127,8 @@ Checkpoint load_checkpoint(const std::string& run_dir, const std::string& name) 
   c.info.opt_steps = meta_int(o, "optimizer_steps", of);
   c.info.config_hash = o.metadata.at("config_hash");
   if (o.metadata.count("accumulate")) c.info.accumulate = meta_int(o, "accumulate", of);
+  for (const auto& [k, v] : o.metadata)
+    if (k.rfind("records.", 0) == 0) c.info.records[k.substr(8)] = meta_int(o, k, of);
   if (meta_int(m, "step", mf) != c.info.step || m.metadata.at("config_hash") != c.info.config_hash)
     throw Error("checkpoint: " + mf + " and " + of + " belong to different checkpoints");
   c.params = std::move(m.tensors);

@@ -7,6 +7,7 @@
 // moves (atomically) to it: an interrupted write leaves the previous checkpoint in charge.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct CheckpointInfo {
   std::int64_t opt_steps = 0;  // the optimizer's own count
   std::string config_hash;
   std::int64_t accumulate = 0;  // micro-batches per step of the segment that wrote it (0: not recorded)
+  std::map<std::string, std::int64_t> records;  // sizes of metrics.jsonl, trace.jsonl, ops.jsonl when it was written
 };
 
 struct Checkpoint {

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -251,7 +252,21 @@ std::vector<Json> RunDir::read_lines(const char* name) const {
   return out;
 }
 
-void RunDir::truncate_after(std::int64_t step) const {
+std::map<std::string, std::int64_t> RunDir::record_sizes() const {
+  std::map<std::string, std::int64_t> sizes;
+  for (const char* f : {"metrics.jsonl", "trace.jsonl", "ops.jsonl"}) {
+    struct stat st {};
+    if (::stat(file(f).c_str(), &st) == 0) sizes[f] = static_cast<std::int64_t>(st.st_size);
+  }
+  return sizes;
+}
+
+void RunDir::truncate_after(std::int64_t step, const std::map<std::string, std::int64_t>& expected) const {
+  for (const auto& [f, bytes] : expected)
+    if (!has(f.c_str()))
+      throw Error(who_ + ": " + file(f.c_str()) + " is missing, but the checkpoint at step " + std::to_string(step) + " recorded " +
+                  std::to_string(bytes) + " bytes of it");
+  std::vector<std::pair<std::string, std::string>> keep;
   for (const char* f : {"metrics.jsonl", "trace.jsonl", "ops.jsonl"}) {
     if (!has(f)) continue;
     const std::string text = io::read_file(file(f));
@@ -266,7 +281,28 @@ void RunDir::truncate_after(std::int64_t step) const {
       if (r["step"].get<std::int64_t>() <= step) kept.append(text, at, nl + 1 - at);
       at = nl + 1;
     }
-    io::write_file_atomic(file(f), kept);
+    if (auto e = expected.find(f); e != expected.end() && static_cast<std::int64_t>(kept.size()) != e->second) {
+      const bool short_ = static_cast<std::int64_t>(text.size()) < e->second;
+      throw Error(who_ + ": " + file(f) + (short_ ? " was cut short" : " was changed") + " after the checkpoint at step " +
+                  std::to_string(step) + " was written (it holds " + std::to_string(kept.size()) + " bytes up to that step, the checkpoint recorded " +
+                  std::to_string(e->second) + (short_ ? "; a power loss or a full disk can do this" : "") +
+                  "): the run cannot continue with its records complete");
+    }
+    keep.emplace_back(f, std::move(kept));
+  }
+  for (const auto& [f, kept] : keep) io::write_file_atomic(file(f.c_str()), kept);
+}
+
+void RunDir::sync_records() const {
+  for (const char* f : {"metrics.jsonl", "trace.jsonl", "ops.jsonl"}) {
+    if (!has(f)) continue;
+    const int fd = ::open(file(f).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ::fsync(fd) != 0) {
+      const int err = errno;
+      if (fd >= 0) ::close(fd);
+      throw Error(who_ + ": cannot sync " + file(f) + " to disk: " + std::strerror(err));
+    }
+    ::close(fd);
   }
 }
 

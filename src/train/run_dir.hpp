@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -105,7 +106,14 @@ class RunDir {
   std::vector<Json> read_lines(const char* name) const;  // errors name file:line
   Json read_json(const char* name) const;
   // Resume: the records of steps after `step` are dropped from metrics, trace and op trace.
-  void truncate_after(std::int64_t step) const;
+  // `expected` (the sizes a checkpoint recorded, file name -> bytes) must then match what is
+  // kept: a file cut short (a power loss before it reached the disk), missing or edited is
+  // named and nothing is changed.
+  void truncate_after(std::int64_t step, const std::map<std::string, std::int64_t>& expected = {}) const;
+  // fsync of the metrics and traces, so that a checkpoint never outlives the records before it.
+  void sync_records() const;
+  // Sizes in bytes of the metrics and traces there are (for a checkpoint to record).
+  std::map<std::string, std::int64_t> record_sizes() const;
 
   void save_checkpoint(const io::NamedTensors& params, const io::NamedTensors& optimizer, const CheckpointInfo& info) const;
   Checkpoint latest_checkpoint() const;

@@ -195,7 +195,7 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out, const std::v
       throw Error("resume: " + dir.path() + " has trained " + std::to_string(start) + " steps already; " +
                   (stop == start ? "the run is complete (ask for more with --steps or --epochs)"
                                  : "stopping at step " + std::to_string(stop) + " would train none (ask for more than " + std::to_string(start) + ")"));
-    dir.truncate_after(start);
+    dir.truncate_after(start, ck.info.records);
   } else {
     dir.write_config(resolved_toml(cfg));
   }
@@ -206,8 +206,12 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out, const std::v
     for (RunObserver* o : observers) o->before_update();
   });
   auto checkpoint = [&](std::int64_t step) {
-    for (RunObserver* o : observers) o->sync();  // the traces reach the checkpoint before it exists
-    dir.save_checkpoint(session.params(), session.optimizer().state(), session.checkpoint_info(step, hash));
+    for (RunObserver* o : observers) o->sync();  // the traces reach the disk before the checkpoint exists
+    metrics.flush();
+    dir.sync_records();
+    CheckpointInfo info = session.checkpoint_info(step, hash);
+    info.records = dir.record_sizes();
+    dir.save_checkpoint(session.params(), session.optimizer().state(), info);
   };
   print_header(session, opt, dir.path(), start, stop, hash, observers, out);
 

@@ -1,5 +1,7 @@
 // The training loop: contracts T2/T3 (threads, loader workers), T5 (micro-batches), T7
 // (stop and resume mid-epoch), damaged checkpoints, configuration errors.
+#include <unistd.h>
+
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -158,6 +160,50 @@ TEST(Train, ARunKilledBeforeItsFirstCheckpointResumesFromStepZero) {
   std::string changed = kAdder;
   changed.replace(changed.find("lr = 0.05"), 9, "lr = 0.06");
   EXPECT_THROW_MSG(run(changed.c_str(), resume_options(d2, 6)), "differs from the one it was started with");
+}
+
+TEST(Train, ResumeRefusesRecordsCutShortOrChangedAfterTheCheckpoint) {
+  RuntimeGuard g;
+  instruments::TrainOptions o;
+  o.out = fresh_dir("records");
+  o.steps = 6;
+  o.checkpoint_every = 3;
+  run(kAdder, o);
+  // a power loss can leave the checkpoint on disk but not the last lines of a trace: cut at a
+  // line boundary, so that every line is still whole JSON
+  const std::string trace = io::read_file(o.out + "/trace.jsonl");
+  const std::size_t cut = trace.rfind('\n', trace.size() - 2) + 1;
+  io::write_file_atomic(o.out + "/trace.jsonl", trace.substr(0, cut));
+  EXPECT_THROW_MSG(run(kAdder, resume_options(o.out, 9)), "trace.jsonl was cut short after the checkpoint at step 6");
+  io::write_file_atomic(o.out + "/trace.jsonl", trace);
+  const std::string metrics = io::read_file(o.out + "/metrics.jsonl");
+  std::string edited = metrics;
+  edited.replace(edited.find("\"step\": 2"), 9, "\"step\":  2");
+  io::write_file_atomic(o.out + "/metrics.jsonl", edited);
+  EXPECT_THROW_MSG(run(kAdder, resume_options(o.out, 9)), "metrics.jsonl was changed after the checkpoint at step 6");
+  EXPECT_EQ(io::read_file(o.out + "/metrics.jsonl"), edited) << "nothing is cut when resume refuses";
+  ::unlink((o.out + "/metrics.jsonl").c_str());
+  EXPECT_THROW_MSG(run(kAdder, resume_options(o.out, 9)), "metrics.jsonl is missing");
+  io::write_file_atomic(o.out + "/metrics.jsonl", metrics);
+  EXPECT_EQ(run(kAdder, resume_options(o.out, 9)).steps, 9) << "intact records resume";
+}
+
+TEST(Train, ResumeRefusesADataFileChangedSinceTheRun) {
+  RuntimeGuard g;
+  const std::string dir = fresh_dir("csv-data");
+  io::make_dirs(dir);
+  std::string rows;
+  for (int i = 0; i < 64; ++i) rows += std::to_string(i % 7) + "," + std::to_string(i % 3) + "," + std::to_string(i % 2) + "\n";
+  io::write_file_atomic(dir + "/train.csv", rows);
+  const std::string cfg = "seed = 1\n[data]\ndataset = \"csv\"\ntrain = \"" + dir + "/train.csv\"\nlabel_column = 2\n"
+                          "[model]\nlayers = [ { type = \"linear\", out = 2 } ]\n[train]\nbatch_size = 16\nepochs = 2\n[optimizer]\ntype = \"sgd\"\nlr = 0.1\n";
+  instruments::TrainOptions o;
+  o.out = dir + "/run";
+  o.steps = 2;
+  run(cfg.c_str(), o);
+  rows[0] = rows[0] == '0' ? '1' : '0';  // one value of one row
+  io::write_file_atomic(dir + "/train.csv", rows);
+  EXPECT_THROW_MSG(run(cfg.c_str(), resume_options(o.out, 4)), "the data file " + dir + "/train.csv has changed since");
 }
 
 TEST(Train, DamagedCheckpointsAndChangedConfigsAreRefused) {
