@@ -108,7 +108,8 @@ struct RunOptions {
   std::int64_t accumulate = 0;   // 0: config
   std::string out;               // run directory ("" : runs/<config name>[-N])
   std::string resume;            // run directory to continue
-  std::int64_t checkpoint_every = 0;
+  std::int64_t checkpoint_every = 0;  // also every N steps (0: epoch ends only)
+  bool checkpoint_epochs = true;       // a checkpoint at each epoch's end
   int progress = -1;             // -1: a bar when stdout is a terminal, 0: log lines, 1: bar
   std::optional<std::uint64_t> perturb_order;  // evaluate every reduction in a seeded random order
   std::int64_t grad_stats_every = 0;  // per-parameter gradient statistics into the metrics
@@ -128,6 +129,16 @@ struct RunResult {
 // on return. Without instruments: `instruments::train` (bitgrad/instruments.hpp) adds the
 // manifest, the traces and anomaly detection, as `bitgrad train` does.
 RunResult run(Config cfg, const RunOptions& opt, std::ostream& out);
+
+// A graceful stop (bitgrad installs it for SIGINT and SIGTERM): once requested, `run` stops
+// after the step in progress, writes a checkpoint and throws Interrupted. Async-signal-safe.
+void request_stop(int signal_number);
+int stop_requested();  // the signal number asked with, 0: none
+void clear_stop_request();
+struct Interrupted : Error {
+  Interrupted(const std::string& what, int signal_number) : Error(what), signal(signal_number) {}
+  int signal;
+};
 
 // A micro-batch of `rows` samples is a complete subtree of the batch rule's pairwise tree (a
 // power-of-two number of whole 32-sample blocks): accumulating such micro-batches gives the

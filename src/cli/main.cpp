@@ -2,7 +2,12 @@
 // exit code 2.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <string>
 
@@ -47,14 +52,58 @@ std::uint64_t parse_seed(const std::string& flag, const std::string& text, std::
   return v;
 }
 
+// The first SIGINT / SIGTERM asks the run to stop after its step and checkpoint; a second one
+// stops at once (the default action).
+extern "C" void on_stop_signal(int sig) {
+  if (bitgrad::train::stop_requested()) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  bitgrad::train::request_stop(sig);
+  static const char msg[] = "\nbitgrad: stopping after this step to write a checkpoint (signal again to stop at once)\n";
+  [[maybe_unused]] const ssize_t n = ::write(2, msg, sizeof msg - 1);
+}
+
 int cmd_train(const std::string& config, const bitgrad::instruments::TrainOptions& o) {
-  bitgrad::instruments::train(bitgrad::train::load_config(config), o, std::cout);
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  try {
+    bitgrad::instruments::train(bitgrad::train::load_config(config), o, std::cout);
+  } catch (const bitgrad::train::Interrupted& e) {
+    std::cout.flush();
+    std::fprintf(stderr, "bitgrad: %s\n", e.what());
+    return 128 + e.signal;
+  }
   return 0;
+}
+
+// Output that never reached stdout (a full disk, a closed file) is an error, not exit 0.
+int checked_stdout(int rc) {
+  std::cout.flush();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
+    std::fprintf(stderr, "bitgrad: error: cannot write to standard output (%s)\n", std::strerror(errno));
+    return rc != 0 ? rc : 2;
+  }
+  return rc;
 }
 
 }  // namespace
 
+int run_command(int argc, char** argv);
+
 int main(int argc, char** argv) {
+  // past `ulimit -f` a write fails with EFBIG, which the writers report, instead of the default
+  // SIGXFSZ killing the process without a word
+  std::signal(SIGXFSZ, SIG_IGN);
+  return checked_stdout(run_command(argc, argv));
+}
+
+int run_command(int argc, char** argv) {
   CLI::App app{"bitgrad: bitwise reproducible automatic differentiation and training", "bitgrad"};
   app.set_version_flag("--version", version_line());
   app.require_subcommand(1);
@@ -84,6 +133,8 @@ int main(int argc, char** argv) {
                          ->check(CLI::ExistingDirectory);
   out_opt->excludes(resume_opt);
   train->add_option("--checkpoint-every", run.checkpoint_every, "also checkpoint every N steps")->check(CLI::Range(1L, 1L << 50));
+  bool no_epoch_checkpoints = false;
+  train->add_flag("--no-epoch-checkpoints", no_epoch_checkpoints, "do not checkpoint at each epoch's end (the default does)");
   auto* trace_opt = train->add_option("--trace", trace, "fingerprint trace: none, steps (trace.jsonl, default) or ops (also ops.jsonl); a resumed run keeps its own")
       ->check(CLI::IsMember({"none", "steps", "ops"}));
   train->add_flag("--detect-anomaly", run.detect_anomaly, "stop at the first non-finite op output or gradient, naming the op");
@@ -175,6 +226,7 @@ int main(int argc, char** argv) {
       run.command = command;
       if (trace_opt->count()) run.trace = bitgrad::instruments::parse_trace_level(trace);
       if (bar->count()) run.progress = progress ? 1 : 0;
+      run.checkpoint_epochs = !no_epoch_checkpoints;
       return cmd_train(config, run);
     }
   } catch (const std::exception& e) {

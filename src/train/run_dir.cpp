@@ -85,7 +85,7 @@ void JsonLinesWriter::write(const Json& record) { out_ << json_line(record, form
 
 void JsonLinesWriter::flush() {
   out_.flush();
-  if (!out_) throw Error("train: cannot write " + path_);
+  if (!out_) throw Error("train: cannot write " + path_ + " (" + std::strerror(errno) + ")");
 }
 
 DirLock::DirLock(const std::string& dir, const std::string& who) {
@@ -232,7 +232,10 @@ Json RunDir::read_json(const char* name) const {
 std::vector<Json> RunDir::read_lines(const char* name) const {
   const std::string p = file(name);
   if (!io::exists(p)) throw Error(who_ + ": " + p + " does not exist");
-  const std::string text = io::read_file(p);
+  return parse_lines(io::read_file(p), p);
+}
+
+std::vector<Json> RunDir::parse_lines(const std::string& text, const std::string& p) const {
   std::vector<Json> out;
   std::size_t at = 0;
   int lineno = 0;
@@ -270,23 +273,38 @@ void RunDir::truncate_after(std::int64_t step, const std::map<std::string, std::
   for (const char* f : {"metrics.jsonl", "trace.jsonl", "ops.jsonl"}) {
     if (!has(f)) continue;
     const std::string text = io::read_file(file(f));
-    const std::vector<Json> records = read_lines(f);
-    // keep the original bytes of the records kept
     std::string kept;
-    std::size_t at = 0;
-    for (const Json& r : records) {
-      const std::size_t nl = text.find('\n', at);
-      if (!r.contains("step") || !r["step"].is_number_integer())
-        throw Error(who_ + ": " + file(f) + ": a record without an integer \"step\"");
-      if (r["step"].get<std::int64_t>() <= step) kept.append(text, at, nl + 1 - at);
-      at = nl + 1;
-    }
-    if (auto e = expected.find(f); e != expected.end() && static_cast<std::int64_t>(kept.size()) != e->second) {
-      const bool short_ = static_cast<std::int64_t>(text.size()) < e->second;
-      throw Error(who_ + ": " + file(f) + (short_ ? " was cut short" : " was changed") + " after the checkpoint at step " +
-                  std::to_string(step) + " was written (it holds " + std::to_string(kept.size()) + " bytes up to that step, the checkpoint recorded " +
-                  std::to_string(e->second) + (short_ ? "; a power loss or a full disk can do this" : "") +
-                  "): the run cannot continue with its records complete");
+    if (auto e = expected.find(f); e != expected.end()) {
+      // The checkpoint says how many bytes were on disk when it was written: what follows is
+      // of later steps (a kill can leave half a line there) and goes; what precedes must be
+      // whole records of steps up to `step`.
+      auto damaged = [&](const std::string& why) {
+        return Error(who_ + ": " + file(f) + " " + why + " after the checkpoint at step " + std::to_string(step) + " was written (the checkpoint recorded " +
+                     std::to_string(e->second) + " bytes, the file has " + std::to_string(text.size()) +
+                     (why == "was cut short" ? "; a power loss or a full disk can do this" : "") + "): the run cannot continue with its records complete");
+      };
+      if (static_cast<std::int64_t>(text.size()) < e->second) throw damaged("was cut short");
+      kept = text.substr(0, static_cast<std::size_t>(e->second));
+      if (!kept.empty() && kept.back() != '\n') throw damaged("was changed");
+      try {
+        for (const Json& r : parse_lines(kept, file(f)))
+          if (!r.contains("step") || !r["step"].is_number_integer() || r["step"].get<std::int64_t>() > step) throw damaged("was changed");
+      } catch (const Error& err) {
+        if (std::string(err.what()).find("after the checkpoint") != std::string::npos) throw;
+        throw damaged("was changed");
+      }
+    } else {
+      // no recorded size (the initial checkpoint): keep the whole records of steps up to `step`
+      std::size_t at = 0;
+      while (at < text.size()) {
+        const std::size_t nl = text.find('\n', at);
+        if (nl == std::string::npos) break;  // half a line a kill left: of a later step
+        const std::vector<Json> r = parse_lines(text.substr(at, nl + 1 - at), file(f));
+        if (!r[0].contains("step") || !r[0]["step"].is_number_integer())
+          throw Error(who_ + ": " + file(f) + ": a record without an integer \"step\"");
+        if (r[0]["step"].get<std::int64_t>() <= step) kept.append(text, at, nl + 1 - at);
+        at = nl + 1;
+      }
     }
     keep.emplace_back(f, std::move(kept));
   }

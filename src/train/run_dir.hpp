@@ -125,6 +125,7 @@ class RunDir {
 
  private:
   explicit RunDir(std::string path, std::string who) : path_(std::move(path)), who_(std::move(who)) {}
+  std::vector<Json> parse_lines(const std::string& text, const std::string& path) const;  // errors name path:line
   std::string path_, who_;
   std::shared_ptr<DirLock> lock_;
 };

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <iostream>
 
@@ -156,7 +157,13 @@ void check_unborn_config(const RunDir& dir, const std::string& hash) {
                 hash + ", " + dir.config_path() + (had.empty() ? " is missing or damaged" : " has " + had) + ")");
 }
 
+volatile std::sig_atomic_t g_stop = 0;
+
 }  // namespace
+
+void request_stop(int signal_number) { g_stop = signal_number > 0 ? signal_number : 1; }
+int stop_requested() { return g_stop; }
+void clear_stop_request() { g_stop = 0; }
 
 RunResult run(Config cfg, const RunOptions& opt, std::ostream& out) { return run(std::move(cfg), opt, out, {}); }
 
@@ -232,7 +239,16 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out, const std::v
       evaluate_epoch(session, step, step_out.batch.epoch, metrics, res, out);
     }
     metrics.flush();
-    if (opt.checkpoint_every > 0 && step % opt.checkpoint_every == 0 && step < stop) checkpoint(step);
+    const bool epoch_end = step_out.batch.index == session.batches_per_epoch() - 1;
+    if (const int sig = stop_requested(); sig != 0 && step < stop) {
+      progress.end_line();
+      checkpoint(step);
+      const std::string how = "bitgrad train " + cfg.file + " --resume " + dir.path();
+      out << "stopped at step " << step << " of " << stop << " (signal " << sig << "); checkpoint written; continue with: " << how << "\n";
+      out.flush();
+      throw Interrupted("interrupted at step " + std::to_string(step) + "; continue with: " + how, sig);
+    }
+    if (step < stop && ((opt.checkpoint_every > 0 && step % opt.checkpoint_every == 0) || (opt.checkpoint_epochs && epoch_end))) checkpoint(step);
   }
   progress.end_line();
   for (RunObserver* o : observers) o->sync();

@@ -38,8 +38,19 @@ TEST(RunDir, ResumeCutsRecordsAfterTheCheckpointAndKeepsTheRest) {
 
   io::write_file_atomic(d + "/metrics.jsonl", "{\"step\": 1}\n{\"step\": \"two\"}\n");
   EXPECT_THROW_MSG(dir.truncate_after(1), "without an integer \"step\"");
+  // half a line a kill left is of a later step: it goes
   io::write_file_atomic(d + "/metrics.jsonl", "{\"step\": 1}\n{\"step\": 2");
-  EXPECT_THROW_MSG(dir.truncate_after(1), "metrics.jsonl:2: the last line is incomplete");
+  dir.truncate_after(1);
+  EXPECT_EQ(io::read_file(d + "/metrics.jsonl"), "{\"step\": 1}\n");
+  // with the sizes a checkpoint recorded: cut exactly there, and refuse what does not fit
+  io::write_file_atomic(d + "/metrics.jsonl", "{\"step\": 1}\n{\"step\": 2}\n{\"step\": 3, \"lo");
+  io::write_file_atomic(d + "/trace.jsonl", "{\"step\": 1}\n{\"step\": 2}\n");
+  EXPECT_THROW_MSG(dir.truncate_after(2, {{"metrics.jsonl", 24}, {"trace.jsonl", 40}}), "trace.jsonl was cut short");
+  EXPECT_THROW_MSG(dir.truncate_after(2, {{"metrics.jsonl", 23}}), "metrics.jsonl was changed");
+  EXPECT_THROW_MSG(dir.truncate_after(1, {{"metrics.jsonl", 24}}), "metrics.jsonl was changed");
+  EXPECT_THROW_MSG(dir.truncate_after(2, {{"ops.jsonl", 10}}), "ops.jsonl is missing");
+  dir.truncate_after(2, {{"metrics.jsonl", 24}, {"trace.jsonl", 24}});
+  EXPECT_EQ(io::read_file(d + "/metrics.jsonl"), "{\"step\": 1}\n{\"step\": 2}\n");
 }
 
 TEST(RunDir, NewRunsAndStudies) {

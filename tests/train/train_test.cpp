@@ -12,6 +12,7 @@
 #include "support/fashion.hpp"
 #include "support/runs.hpp"
 #include "support/test_util.hpp"
+#include "train/trainer.hpp"
 
 namespace bitgrad::test {
 namespace {
@@ -204,6 +205,56 @@ TEST(Train, ResumeRefusesADataFileChangedSinceTheRun) {
   rows[0] = rows[0] == '0' ? '1' : '0';  // one value of one row
   io::write_file_atomic(dir + "/train.csv", rows);
   EXPECT_THROW_MSG(run(cfg.c_str(), resume_options(o.out, 4)), "the data file " + dir + "/train.csv has changed since");
+}
+
+// Asks for a stop at the end of step `at`, as bitgrad's SIGINT/SIGTERM handler does.
+struct StopAt final : train::RunObserver {
+  explicit StopAt(std::int64_t s) : at(s) {}
+  void begin(const train::RunDir&, train::Session&, std::int64_t) override {}
+  void end_step(std::int64_t step, const train::Session&, const train::Session::StepOut&) override {
+    if (step == at) train::request_stop(15);
+  }
+  std::int64_t at;
+};
+
+TEST(Train, AStopRequestCheckpointsAfterItsStepAndTheRunResumesBitExact) {
+  RuntimeGuard g;
+  instruments::TrainOptions o;
+  o.out = fresh_dir("stop-straight");
+  o.steps = 10;
+  const std::string straight = run(kAdder, o).fingerprint.hex();
+  const std::string dir = fresh_dir("stopped");
+  train::RunOptions ro;
+  ro.out = dir;
+  ro.steps = 10;
+  ro.progress = 0;
+  StopAt stop(4);
+  std::ostringstream log;
+  try {
+    train::run(train::parse_config(kAdder, "adder.toml"), ro, log, {&stop});
+    ADD_FAILURE() << "a stop request must stop the run";
+  } catch (const train::Interrupted& e) {
+    EXPECT_EQ(e.signal, 15);
+    EXPECT_NE(std::string(e.what()).find("interrupted at step 4; continue with: bitgrad train adder.toml --resume " + dir), std::string::npos)
+        << e.what();
+  }
+  train::clear_stop_request();
+  EXPECT_NE(log.str().find("stopped at step 4 of 10 (signal 15); checkpoint written"), std::string::npos) << log.str();
+  EXPECT_EQ(train::load_latest_checkpoint(dir).info.step, 4);
+  EXPECT_EQ(run(kAdder, resume_options(dir, 10)).fingerprint.hex(), straight);
+}
+
+TEST(Train, EveryEpochEndIsACheckpointByDefault) {
+  RuntimeGuard g;
+  instruments::TrainOptions o;
+  o.out = fresh_dir("epoch-checkpoints");
+  o.steps = 85;  // 40 steps an epoch
+  run(kAdder, o);
+  EXPECT_EQ(train::list_checkpoints(o.out), (std::vector<std::int64_t>{0, 40, 80, 85}));
+  o.out = fresh_dir("no-epoch-checkpoints");
+  o.checkpoint_epochs = false;
+  run(kAdder, o);
+  EXPECT_EQ(train::list_checkpoints(o.out), (std::vector<std::int64_t>{0, 85}));
 }
 
 TEST(Train, DamagedCheckpointsAndChangedConfigsAreRefused) {
