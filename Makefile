@@ -1,12 +1,12 @@
 # The README's two commands:
 #   make demo   install dependencies, build, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
-# Other targets: build, bench, contract, crosscheck, sanitize, accuracy, clean.
+# Other targets: build, bench, contract, crosscheck, sanitize, tsan, fuzz, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test crosscheck sanitize tsan bench contract accuracy clean
+.PHONY: deps configure build demo test crosscheck sanitize tsan fuzz bench contract accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -46,6 +46,16 @@ tsan: deps
 	@ninja -C build-tsan -j $(JOBS)
 	@cd build-tsan && ctest --output-on-failure -j $(JOBS) -R '^(ThreadPool|Gemm|Reduce|GoldenFingerprint|BatchInvariance|Loader|Train|TrainInstruments|Diff|StepTracer)\.'
 
+# libFuzzer on the readers (tests/fuzz, docs/fuzzing.md): FUZZ_RUNS executions per target, or
+# FUZZ_SECONDS each when set (CI: 20); inputs that crash land in build-fuzz/findings/.
+FUZZ_RUNS ?= 1000000
+FUZZ_SECONDS ?= 0
+fuzz: deps
+	@cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DBITGRAD_FUZZ=ON \
+	  -DBITGRAD_BUILD_TESTS=OFF -DBITGRAD_BUILD_BENCH=OFF -DBITGRAD_BUILD_TOOLS=OFF >/dev/null
+	@ninja -C build-fuzz -j $(JOBS) fuzz_safetensors fuzz_idx fuzz_config fuzz_csv fuzz_records
+	@bash scripts/fuzz.sh build-fuzz $(FUZZ_RUNS) $(FUZZ_SECONDS)
+
 bench: build
 	@bash bench/run.sh $(BUILD)
 
@@ -53,4 +63,4 @@ accuracy: build
 	@$(BUILD)/bin/mathfn_accuracy --n 10000000
 
 clean:
-	@rm -rf $(BUILD) build-asan build-tsan build-clang-O0
+	@rm -rf $(BUILD) build-asan build-tsan build-clang-O0 build-fuzz

@@ -34,7 +34,9 @@ inline const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 // Numbers separated by commas, one sample per line; `label_column` >= 0 makes a classification
 // dataset with that column as the class (an integer in [0, classes)), otherwise the last
 // `targets` columns are f32 regression targets. A header line is skipped when `header`.
-std::shared_ptr<Dataset> csv_dataset(const std::string& path, bool header, int label_column, int targets = 1);
+// A value that is not a finite f32 (nan, inf, beyond 3.4e38) is refused, naming its line,
+// unless `allow_nonfinite`.
+std::shared_ptr<Dataset> csv_dataset(const std::string& path, bool header, int label_column, int targets = 1, bool allow_nonfinite = false);
 
 // The "adder" regression: sample i has `features` values uniform in [0, 1) from
 // (seed, "adder").sub(first + i); the target is their sum, added left to right in f32.

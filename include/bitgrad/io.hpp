@@ -4,6 +4,7 @@
 // an interrupted run never leaves a half-written file where a complete one was.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -17,7 +18,9 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 using Metadata = std::map<std::string, std::string>;
 
 void write_file_atomic(const std::string& path, const std::string& bytes);
-std::string read_file(const std::string& path);
+// The whole of a regular file: a FIFO, a device or a directory is refused (reading /dev/zero
+// or a pipe would never end), and so is a file larger than max_bytes, before anything is read.
+std::string read_file(const std::string& path, std::uint64_t max_bytes = UINT64_MAX);
 void make_dirs(const std::string& path);
 bool exists(const std::string& path);
 

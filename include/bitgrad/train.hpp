@@ -49,6 +49,7 @@ struct Config {
   bool hflip = false;
   std::string train_csv, test_csv;
   bool csv_header = false;
+  bool allow_nonfinite = false;  // csv: train on nan / inf values instead of refusing them
   int label_column = -1;
   int targets = 1;
   std::int64_t samples = 0, test_samples = 0;  // adder

@@ -1,8 +1,11 @@
 // Fashion-MNIST (gzipped IDX), CSV and the synthetic adder.
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <fstream>
 #include <sstream>
 
@@ -12,42 +15,80 @@
 namespace bitgrad::data {
 namespace {
 
-std::vector<unsigned char> read_gz(const std::string& path, const char* what) {
+std::uint32_t be32(const unsigned char* b) {
+  return (std::uint32_t(b[0]) << 24) | (std::uint32_t(b[1]) << 16) | (std::uint32_t(b[2]) << 8) | b[3];
+}
+
+// A gzipped IDX file, decompressed no further than its header says it holds: `size(header)`
+// is the whole file's size as the first `header_bytes` bytes declare it. A gzip bomb, or a
+// header that lies, is an error before the memory is taken.
+template <class Size>
+std::vector<unsigned char> read_idx_gz(const std::string& path, const char* what, std::size_t header_bytes, Size size) {
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f)
     throw Error(std::string(what) + ": cannot open " + path + " (" + std::strerror(errno ? errno : ENOENT) +
                 "); install Debian's dataset-fashion-mnist package or set [data] path to the directory holding the files");
-  std::vector<unsigned char> out;
-  unsigned char buf[1 << 16];
-  for (;;) {
-    int n = gzread(f, buf, sizeof buf);
-    if (n < 0) {
-      int err = 0;
-      std::string msg = gzerror(f, &err);
-      gzclose(f);
-      throw Error(std::string(what) + ": " + path + " is not a readable gzip file (" + msg + ")");
+  std::vector<unsigned char> out(header_bytes);
+  std::uint64_t want = 0;
+  auto read = [&](unsigned char* to, std::size_t n) -> std::size_t {
+    std::size_t got = 0;
+    while (got < n) {
+      const int k = gzread(f, to + got, static_cast<unsigned>(std::min<std::size_t>(n - got, 1u << 30)));
+      if (k < 0) {
+        int err = 0;
+        const std::string msg = gzerror(f, &err);
+        gzclose(f);
+        throw Error(std::string(what) + ": " + path + " is not a readable gzip file (" + msg + ")");
+      }
+      if (k == 0) break;
+      got += static_cast<std::size_t>(k);
     }
-    if (n == 0) break;
-    out.insert(out.end(), buf, buf + n);
+    return got;
+  };
+  try {
+    if (read(out.data(), header_bytes) != header_bytes) throw Error(std::string(what) + ": " + path + " is too short to hold an IDX header");
+    want = size(out.data());
+    out.resize(static_cast<std::size_t>(want));
+    const std::size_t body = static_cast<std::size_t>(want) - header_bytes;
+    const std::size_t got = read(out.data() + header_bytes, body);
+    out.resize(header_bytes + got);
+    unsigned char extra;
+    if (got == body && read(&extra, 1) != 0)
+      throw Error(std::string(what) + ": " + path + " decompresses to more than the " + std::to_string(want) + " bytes its IDX header declares");
+  } catch (...) {
+    gzclose(f);
+    throw;
   }
   gzclose(f);
   return out;
 }
 
-std::uint32_t be32(const std::vector<unsigned char>& b, std::size_t at) {
-  return (std::uint32_t(b[at]) << 24) | (std::uint32_t(b[at + 1]) << 16) | (std::uint32_t(b[at + 2]) << 8) | b[at + 3];
-}
+std::uint32_t be32(const std::vector<unsigned char>& b, std::size_t at) { return be32(b.data() + at); }
+
+// Fashion-MNIST has 60,000 + 10,000 images; a million is room for any IDX set of 28x28 images
+// this reader is for (784 MB), and refuses a header that would claim terabytes.
+constexpr std::uint32_t kMaxIdxImages = 1000000;
 
 class FashionMnist : public Dataset {
  public:
   FashionMnist(const std::string& dir, bool train, bool normalize) : train_(train), normalize_(normalize) {
     const std::string prefix = dir + "/" + (train ? "train" : "t10k");
     const std::string ipath = prefix + "-images-idx3-ubyte.gz", lpath = prefix + "-labels-idx1-ubyte.gz";
-    images_ = read_gz(ipath, "fashion-mnist");
-    labels_ = read_gz(lpath, "fashion-mnist");
     auto bad = [&](const std::string& path, const std::string& why) { throw Error("fashion-mnist: " + path + ": " + why); };
-    if (images_.size() < 16 || be32(images_, 0) != 0x00000803) bad(ipath, "not an IDX image file (magic 0x00000803 expected)");
-    if (labels_.size() < 8 || be32(labels_, 0) != 0x00000801) bad(lpath, "not an IDX label file (magic 0x00000801 expected)");
+    auto count = [&](const std::string& path, std::uint32_t n) {
+      if (n > kMaxIdxImages) bad(path, "its header declares " + std::to_string(n) + " items, more than the " + std::to_string(kMaxIdxImages) + " this reader takes");
+      return std::uint64_t(n);
+    };
+    images_ = read_idx_gz(ipath, "fashion-mnist", 16, [&](const unsigned char* h) {
+      if (be32(h) != 0x00000803) bad(ipath, "not an IDX image file (magic 0x00000803 expected)");
+      if (be32(h + 8) != 28 || be32(h + 12) != 28)
+        bad(ipath, "images are " + std::to_string(be32(h + 8)) + "x" + std::to_string(be32(h + 12)) + ", expected 28x28");
+      return 16 + count(ipath, be32(h + 4)) * 784;
+    });
+    labels_ = read_idx_gz(lpath, "fashion-mnist", 8, [&](const unsigned char* h) {
+      if (be32(h) != 0x00000801) bad(lpath, "not an IDX label file (magic 0x00000801 expected)");
+      return 8 + count(lpath, be32(h + 4));
+    });
     n_ = be32(images_, 4);
     const std::uint32_t rows = be32(images_, 8), cols = be32(images_, 12);
     if (rows != 28 || cols != 28) bad(ipath, "images are " + std::to_string(rows) + "x" + std::to_string(cols) + ", expected 28x28");
@@ -84,7 +125,8 @@ class FashionMnist : public Dataset {
 
 class Csv : public Dataset {
  public:
-  Csv(const std::string& path, bool header, int label_column, int targets) : path_(path), label_(label_column), targets_(targets) {
+  Csv(const std::string& path, bool header, int label_column, int targets, bool allow_nonfinite)
+      : path_(path), label_(label_column), targets_(targets) {
     std::ifstream f(path);
     if (!f) throw Error("csv: cannot open " + path + " (" + std::strerror(errno ? errno : ENOENT) + ")");
     std::string line;
@@ -103,8 +145,13 @@ class Csv : public Dataset {
         double v = std::strtod(cell.c_str(), &end);
         while (end && (*end == ' ' || *end == '\r' || *end == '\t')) ++end;
         if (cell.empty() || !end || *end != '\0' || errno == ERANGE)
-          throw Error("csv: " + path + ":" + std::to_string(lineno) + ": column " + std::to_string(vals.size() + 1) + " ('" + cell +
+          throw Error("csv: " + path + ":" + std::to_string(lineno) + ": column " + std::to_string(vals.size() + 1) + " ('" + printable_excerpt(cell) +
                       "') is not a number");
+        // nan, inf and values beyond f32 (which become inf) train silently into NaN: refused
+        // unless the configuration says the data holds them on purpose
+        if (!allow_nonfinite && !(std::fabs(v) <= static_cast<double>(std::numeric_limits<float>::max())))
+          throw Error("csv: " + path + ":" + std::to_string(lineno) + ": column " + std::to_string(vals.size() + 1) + " ('" +
+                      printable_excerpt(cell) + "') is not a finite f32 value; set [data] allow_nonfinite = true to train on such data");
         vals.push_back(v);
       }
       if (width < 0) width = static_cast<int>(vals.size());
@@ -232,8 +279,8 @@ std::shared_ptr<Dataset> synthetic_dataset(std::int64_t n, const Shape& sample, 
 std::shared_ptr<Dataset> fashion_mnist(const std::string& dir, bool train, bool normalize) {
   return std::make_shared<FashionMnist>(dir, train, normalize);
 }
-std::shared_ptr<Dataset> csv_dataset(const std::string& path, bool header, int label_column, int targets) {
-  return std::make_shared<Csv>(path, header, label_column, targets);
+std::shared_ptr<Dataset> csv_dataset(const std::string& path, bool header, int label_column, int targets, bool allow_nonfinite) {
+  return std::make_shared<Csv>(path, header, label_column, targets, allow_nonfinite);
 }
 std::shared_ptr<Dataset> adder_dataset(std::int64_t n, int features, std::uint64_t seed, std::int64_t first) {
   return std::make_shared<Adder>(n, features, seed, first);

@@ -104,7 +104,7 @@ std::string file_hash(const std::string& path) {
   return h.digest().hex();
 }
 
-std::string machine_manifest_json() { return machine().dump(2) + "\n"; }
+std::string machine_manifest_json() { return machine().dump(2, ' ', false, json::error_handler_t::replace) + "\n"; }
 
 std::string run_manifest_json(const RunInfo& r, const std::string& previous) {
   json j = machine();
@@ -143,7 +143,7 @@ std::string run_manifest_json(const RunInfo& r, const std::string& previous) {
     hist.push_back(seg);
     j["history"] = hist;
   }
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";  // a non-UTF-8 path: U+FFFD, not an exception
 }
 
 std::string study_manifest_json(const std::string& kind, const train::Config& c, const std::string& command, bool perturbed) {

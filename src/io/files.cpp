@@ -53,13 +53,39 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   }
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("io: cannot open " + path + ": " + std::strerror(errno ? errno : ENOENT));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) throw Error("io: cannot read " + path);
-  return ss.str();
+std::string read_file(const std::string& path, std::uint64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
+  if (fd < 0) sys_fail("cannot open", path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    sys_fail("cannot stat", path);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    const char* kind = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device"
+                       : S_ISBLK(st.st_mode) ? "a block device" : S_ISSOCK(st.st_mode) ? "a socket" : "not a regular file";
+    throw Error("io: " + path + " is " + kind + ", not a regular file");
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    throw Error("io: " + path + " is " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max_bytes) + " such a file may have");
+  }
+  std::string out(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      sys_fail("cannot read", path);
+    }
+    if (n == 0) break;  // shrank while read: what there is
+    done += static_cast<std::size_t>(n);
+  }
+  out.resize(done);
+  ::close(fd);
+  return out;
 }
 
 void make_dirs(const std::string& path) {

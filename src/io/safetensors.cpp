@@ -61,7 +61,12 @@ std::string safetensors_bytes(const NamedTensors& tensors, Metadata metadata) {
   const std::string zeros = std::string(kChecksumPrefix) + std::string(kHexDigits, '0');
   metadata[kChecksumKey] = zeros;
   header["__metadata__"] = metadata;
-  std::string h = header.dump();
+  std::string h;
+  try {
+    h = header.dump();
+  } catch (const nlohmann::json::exception&) {
+    throw Error("safetensors: a tensor name or a metadata value is not valid UTF-8");
+  }
   while (h.size() % 8) h += ' ';
   std::string out(8, '\0');
   const std::uint64_t n = h.size();
@@ -100,38 +105,38 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& name,
     if (it.key() == "__metadata__") {
       if (!it->is_object()) throw bad("__metadata__ is not an object");
       for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string()) throw bad("metadata value '" + m.key() + "' is not a string");
+        if (!m->is_string()) throw bad("metadata value '" + printable_excerpt(m.key()) + "' is not a string");
         out.metadata[m.key()] = m->get<std::string>();
       }
       continue;
     }
     const auto& e = *it;
     if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
-      throw bad("entry '" + it.key() + "' needs dtype, shape and data_offsets");
+      throw bad("entry '" + printable_excerpt(it.key()) + "' needs dtype, shape and data_offsets");
     const std::string dt = e["dtype"].is_string() ? e["dtype"].get<std::string>() : "";
     DType d;
     if (dt == "F32") d = DType::f32;
     else if (dt == "F64") d = DType::f64;
     else if (dt == "I64") d = DType::i64;
     else if (dt == "U8") d = DType::u8;
-    else throw bad("entry '" + it.key() + "' has unsupported dtype '" + dt + "' (F32, F64, I64, U8)");
+    else throw bad("entry '" + printable_excerpt(it.key()) + "' has unsupported dtype '" + printable_excerpt(dt) + "' (F32, F64, I64, U8)");
     std::vector<std::int64_t> dims;
     try {
       dims = e["shape"].get<std::vector<std::int64_t>>();
     } catch (...) {
-      throw bad("entry '" + it.key() + "' has a malformed shape");
+      throw bad("entry '" + printable_excerpt(it.key()) + "' has a malformed shape");
     }
     Shape s(dims);
     std::vector<std::uint64_t> off;
     try {
       off = e["data_offsets"].get<std::vector<std::uint64_t>>();
     } catch (...) {
-      throw bad("entry '" + it.key() + "' has malformed data_offsets");
+      throw bad("entry '" + printable_excerpt(it.key()) + "' has malformed data_offsets");
     }
     if (off.size() != 2 || off[0] > off[1] || off[1] > data_size)
-      throw bad("entry '" + it.key() + "' points outside the data (" + std::to_string(data_size) + " bytes; truncated?)");
+      throw bad("entry '" + printable_excerpt(it.key()) + "' points outside the data (" + std::to_string(data_size) + " bytes; truncated?)");
     if (off[1] - off[0] != static_cast<std::uint64_t>(s.numel()) * dtype_size(d))
-      throw bad("entry '" + it.key() + "' has " + std::to_string(off[1] - off[0]) + " bytes for shape " + s.str());
+      throw bad("entry '" + printable_excerpt(it.key()) + "' has " + std::to_string(off[1] - off[0]) + " bytes for shape " + s.str());
     found.push_back({{off[0], off[1]}, {it.key(), Tensor::empty(s, d)}});
   }
   // The entries must tile the data in order, with no gap and no overlap (the safetensors
@@ -140,7 +145,7 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& name,
   std::uint64_t end = 0;
   for (const auto& f : found) {
     if (f.first.first != end)
-      throw bad("entry '" + f.second.first + "' starts at byte " + std::to_string(f.first.first) + " of the data, expected " +
+      throw bad("entry '" + printable_excerpt(f.second.first) + "' starts at byte " + std::to_string(f.first.first) + " of the data, expected " +
                 std::to_string(end) + (f.first.first < end ? " (it overlaps the entry before it)" : " (a gap before it)"));
     end = f.first.second;
   }
@@ -154,7 +159,7 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& name,
       throw bad("its checksum covers the tensor data only (written by a bitgrad before numerics 3); this build needs the whole-file checksum");
     const std::size_t at = checksum_at(bytes, base, v);
     if (v.size() != std::string(kChecksumPrefix).size() + kHexDigits || at == std::string::npos)
-      throw bad("the checksum entry is damaged ('" + v.substr(0, 64) + "')");
+      throw bad("the checksum entry is damaged ('" + printable_excerpt(v) + "')");
     std::string zeroed = bytes;
     zeroed.replace(at, kHexDigits, std::string(kHexDigits, '0'));
     const std::string got = file_checksum(zeroed);

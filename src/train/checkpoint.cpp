@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "bitgrad/io.hpp"
 #include "bitgrad/version.hpp"
 #include "io/format.hpp"
 
@@ -101,7 +102,7 @@ Checkpoint load_latest_checkpoint(const std::string& run_dir) {
   std::string name = io::read_file(latest);
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
   if (name.rfind("step-", 0) != 0 || name.find('/') != std::string::npos)
-    throw Error("checkpoint: " + latest + " does not name a checkpoint ('" + name + "')");
+    throw Error("checkpoint: " + latest + " does not name a checkpoint ('" + printable_excerpt(name) + "')");
   return load_checkpoint(run_dir, name);
 }
 

@@ -7,12 +7,17 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "bitgrad/io.hpp"
 #include "bitgrad/train.hpp"
 #include "bitgrad/version.hpp"
 #include "io/format.hpp"
 
 namespace bitgrad::train {
 namespace {
+
+// A configuration is a few hundred bytes; a megabyte is generous and keeps `bitgrad train
+// /dev/zero`-like mistakes from reading without end.
+constexpr std::uint64_t kMaxConfigBytes = 1 << 20;
 
 // The spellings of each choice in the configuration file, in the order errors list them.
 template <class E>
@@ -118,7 +123,7 @@ class Section {
         ok = ok || a == v;
         list += (list.empty() ? "" : ", ") + a;
       }
-      if (!ok) fail_at(file_, line_of(n), where() + " " + key + " is '" + v + "'; expected one of " + list);
+      if (!ok) fail_at(file_, line_of(n), where() + " " + key + " is '" + printable_excerpt(v) + "'; expected one of " + list);
     }
     return v;
   }
@@ -154,7 +159,7 @@ class Section {
       if (!seen_.count(key)) {
         std::string known;
         for (const auto& s : seen_) known += (known.empty() ? "" : ", ") + s;
-        fail_at(file_, line_of(&v), "unknown key '" + key + "' in " + where() + " (known keys: " + known + ")");
+        fail_at(file_, line_of(&v), "unknown key '" + printable_excerpt(key) + "' in " + where() + " (known keys: " + known + ")");
       }
     }
   }
@@ -237,7 +242,7 @@ std::string defining_toml(const Config& c, bool for_hash) {
     o << "path = " << toml_string(c.path) << "\nnormalize = " << (c.normalize ? "true" : "false") << "\n";
   } else if (c.dataset == DatasetKind::csv) {
     o << "train = " << toml_string(c.train_csv) << "\ntest = " << toml_string(c.test_csv) << "\nheader = " << (c.csv_header ? "true" : "false")
-      << "\nlabel_column = " << c.label_column << "\ntargets = " << c.targets << "\n";
+      << "\nlabel_column = " << c.label_column << "\ntargets = " << c.targets << "\nallow_nonfinite = " << (c.allow_nonfinite ? "true" : "false") << "\n";
   } else if (c.dataset == DatasetKind::adder) {
     o << "samples = " << c.samples << "\ntest_samples = " << c.test_samples << "\nfeatures = " << c.features << "\n";
   } else {
@@ -298,6 +303,8 @@ std::vector<std::string> Config::data_files() const {
 }
 
 Config parse_config(const std::string& text, const std::string& name) {
+  if (text.size() > kMaxConfigBytes)
+    throw Error(name + ": " + std::to_string(text.size()) + " bytes; a configuration file has at most " + std::to_string(kMaxConfigBytes));
   toml::table root;
   try {
     root = toml::parse(text, name);
@@ -323,6 +330,7 @@ Config parse_config(const std::string& text, const std::string& name) {
     c.csv_header = d.boolean("header", false);
     c.label_column = static_cast<int>(d.integer("label_column", -1, -1, 1 << 20));
     c.targets = static_cast<int>(d.integer("targets", 1, 1, 1 << 20));
+    c.allow_nonfinite = d.boolean("allow_nonfinite", false);
   } else if (c.dataset == DatasetKind::adder) {
     c.samples = d.integer("samples", 100000, 1, INT64_MAX / 2);
     c.test_samples = d.integer("test_samples", 10000, 0, INT64_MAX / 2);
@@ -406,13 +414,12 @@ Config parse_config(const std::string& text, const std::string& name) {
 }
 
 Config load_config(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw Error(path + ": cannot open the configuration file");
   std::string text;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  std::fclose(f);
+  try {
+    text = io::read_file(path, kMaxConfigBytes);
+  } catch (const Error& e) {
+    throw Error(path + ": cannot read the configuration file (" + e.what() + ")");
+  }
   return parse_config(text, path);
 }
 

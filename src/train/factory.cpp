@@ -1,5 +1,6 @@
 // The datasets and the model a configuration describes.
 #include "bitgrad/train.hpp"
+#include "train/memory.hpp"
 
 namespace bitgrad::train {
 namespace {
@@ -11,7 +12,7 @@ namespace {
 std::shared_ptr<data::Dataset> train_dataset(const Config& c) {
   switch (c.dataset) {
     case DatasetKind::fashion_mnist: return data::fashion_mnist(c.path, true, c.normalize);
-    case DatasetKind::csv: return data::csv_dataset(c.train_csv, c.csv_header, c.label_column, c.targets);
+    case DatasetKind::csv: return data::csv_dataset(c.train_csv, c.csv_header, c.label_column, c.targets, c.allow_nonfinite);
     case DatasetKind::synthetic: return data::synthetic_dataset(c.samples, Shape(c.shape), c.classes, c.targets, c.seed);
     case DatasetKind::adder: break;
   }
@@ -21,7 +22,7 @@ std::shared_ptr<data::Dataset> train_dataset(const Config& c) {
 std::shared_ptr<data::Dataset> test_dataset(const Config& c) {
   switch (c.dataset) {
     case DatasetKind::fashion_mnist: return data::fashion_mnist(c.path, false, c.normalize);
-    case DatasetKind::csv: return c.test_csv.empty() ? nullptr : data::csv_dataset(c.test_csv, c.csv_header, c.label_column, c.targets);
+    case DatasetKind::csv: return c.test_csv.empty() ? nullptr : data::csv_dataset(c.test_csv, c.csv_header, c.label_column, c.targets, c.allow_nonfinite);
     case DatasetKind::synthetic:
       return c.test_samples > 0 ? data::synthetic_dataset(c.test_samples, Shape(c.shape), c.classes, c.targets, c.seed, c.samples) : nullptr;
     case DatasetKind::adder: break;
@@ -34,10 +35,24 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
   Shape shape{1};
   for (std::int64_t d : ds.sample_shape()) shape.push_back(d);
   std::uint64_t dropout_id = 0;
+  double param_bytes = 0;  // so far, counted before a layer allocates its own
   for (std::size_t i = 0; i < c.layers.size(); ++i) {
     const LayerSpec& l = c.layers[i];
     const std::string where = "model.layers[" + std::to_string(i) + "] (" + to_string(l.type) + ")";
     std::shared_ptr<nn::Module> m;
+    double count = 0;
+    if (shape.ndim() >= 2) {
+      const double last = static_cast<double>(shape[shape.ndim() - 1]);
+      if (l.type == LayerKind::linear) count = last * static_cast<double>(l.out) + (l.bias ? static_cast<double>(l.out) : 0.0);
+      if (l.type == LayerKind::conv2d && shape.ndim() == 4)
+        count = static_cast<double>(shape[1]) * static_cast<double>(l.out) * static_cast<double>(l.kernel) * static_cast<double>(l.kernel) +
+                (l.bias ? static_cast<double>(l.out) : 0.0);
+      if (l.type == LayerKind::layernorm) count = 2 * last;
+    }
+    param_bytes += count * 4;
+    // a parameter, its gradient, an accumulator and two optimizer slots
+    if (count > 0) require_memory(5 * param_bytes, c.file + ":" + std::to_string(l.line) + ": " + where + ": the model up to this layer",
+                                  std::to_string(static_cast<long long>(count)) + " parameters in this layer");
     try {
       switch (l.type) {
         case LayerKind::linear:

@@ -63,7 +63,7 @@ void flatten_into(const Json& j, const std::string& prefix, std::vector<std::pai
   if (j.is_object() && !j.empty()) {
     for (auto it = j.begin(); it != j.end(); ++it) flatten_into(*it, prefix.empty() ? it.key() : prefix + "." + it.key(), out);
   } else {
-    out.emplace_back(prefix, j.dump());
+    out.emplace_back(prefix, j.dump(-1, ' ', false, Json::error_handler_t::replace));
   }
 }
 
@@ -333,7 +333,7 @@ std::vector<std::int64_t> RunDir::checkpoint_steps() const { return list_checkpo
 
 void RunDir::write_study(const char* result_file, const Json& result, const std::string& manifest_json) const {
   io::make_dirs(path_);
-  io::write_file_atomic(file(result_file), result.dump(1) + "\n");
+  io::write_file_atomic(file(result_file), result.dump(1, ' ', false, Json::error_handler_t::replace) + "\n");
   io::write_file_atomic(file("manifest.json"), manifest_json);
 }
 

@@ -9,9 +9,13 @@
 // batch's canonical tree, so accumulate = k gives the bits of accumulate = 1 (contract T5).
 #include "train/session.hpp"
 
+#include <algorithm>
+
 #include "bitgrad/autograd.hpp"
+#include "io/format.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/tensor_ops.hpp"
+#include "train/memory.hpp"
 
 namespace bitgrad::train {
 namespace {
@@ -83,11 +87,49 @@ float LocalGradReducer::finish(const optim::NamedTensors& params) {
   return loss_.total();
 }
 
+namespace {
+
+// What a run holds at its peak, roughly, refused up front when the machine lacks it: an
+// `samples = 1e12` would otherwise allocate until it fails, after the run directory exists.
+void check_memory(const Config& c, const data::Dataset& train, const data::Dataset* test, const nn::Sequential& model, int workers) {
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  // the epoch's sample order (int64), the next epoch's beside it
+  const double order = 16.0 * static_cast<double>(train.size());
+  // parameters, gradients, micro-batch accumulation and up to two optimizer slots, in the dtype
+  double params = 0;
+  for (const Tensor& p : model.parameters()) params += static_cast<double>(p.numel()) * static_cast<double>(dtype_size(p.dtype()));
+  params *= 5;
+  // each layer's output for a batch, kept for the backward pass and met by its gradient
+  const std::int64_t batch = std::max(c.batch_size, c.eval_batch_size);
+  Shape s = train.sample_shape();
+  std::vector<std::int64_t> dims{batch};
+  for (std::int64_t d : s.vec()) dims.push_back(d);
+  Shape cur(dims);
+  double acts = 3.0 * static_cast<double>(cur.numel()) * 4;
+  for (const auto& [name, m] : model.children()) {
+    cur = m->output_shape(cur);
+    acts += 3.0 * static_cast<double>(cur.numel()) * 8;  // f32 or f64, a value, a saved copy and a gradient
+  }
+  // batches the loader holds ahead (inputs and targets, f32)
+  const double ahead = static_cast<double>(2 * workers + 2) * static_cast<double>(c.batch_size) *
+                       static_cast<double>(s.numel() + train.target_shape().numel() + 1) * 4;
+  const double total = order + params + acts + ahead + (test ? 8.0 * static_cast<double>(test->size()) : 0.0);
+  require_memory(total, "train: this run",
+                 io::strprintf("sample order of %lld samples %.3g GiB, parameters with their gradients and optimizer state %.3g GiB, "
+                               "activations of a batch %.3g GiB",
+                               static_cast<long long>(train.size()), order / gib, params / gib, (acts + ahead) / gib));
+}
+
+}  // namespace
+
 Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared_ptr<data::Dataset> te, int workers,
                  std::optional<std::uint64_t> p)
     : cfg_(c), train_ds_(std::move(tr)), test_ds_(std::move(te)), perturb_(p), reducer_(std::make_unique<LocalGradReducer>()) {
   BITGRAD_CHECK(cfg_.batch_size % cfg_.accumulate == 0, "train", "batch size ", cfg_.batch_size, " is not divisible by accumulate ",
                 cfg_.accumulate);
+  model_ = build_model(cfg_, *train_ds_);
+  params_ = model_->named_parameters();
+  check_memory(cfg_, *train_ds_, test_ds_.get(), *model_, workers);  // before the loader takes any
   data::LoaderOptions lo;
   lo.batch_size = cfg_.batch_size;
   lo.shuffle = cfg_.shuffle;
@@ -98,8 +140,6 @@ Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared
   lo.augment.hflip = cfg_.hflip;
   loader_ = std::make_unique<data::DataLoader>(train_ds_, lo);
   batches_per_epoch_ = loader_->batches_per_epoch();
-  model_ = build_model(cfg_, *train_ds_);
-  params_ = model_->named_parameters();
   opt_ = make_optimizer(cfg_, params_);
   planned_ = cfg_.steps > 0 ? cfg_.steps : cfg_.epochs * batches_per_epoch_;
   sched_.kind = cfg_.schedule;

@@ -1,5 +1,9 @@
 // Datasets, the sampler and the loader: contract T3 (batches bit-identical for any number of
 // workers), the sampler's golden values, resume positions, augmentations, errors.
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -181,6 +185,56 @@ TEST(FashionMnist, MissingAndCorruptFilesAreClearErrors) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+  }
+}
+
+// An IDX file gzipped, from its header's fields and `body` bytes of data.
+void write_idx_gz(const std::string& path, std::uint32_t magic, std::vector<std::uint32_t> dims, std::size_t body) {
+  std::string raw;
+  auto be = [&](std::uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) raw += static_cast<char>((v >> s) & 0xff);
+  };
+  be(magic);
+  for (std::uint32_t d : dims) be(d);
+  raw += std::string(body, '\0');
+  gzFile f = gzopen(path.c_str(), "wb");
+  gzwrite(f, raw.data(), static_cast<unsigned>(raw.size()));
+  gzclose(f);
+}
+
+TEST(FashionMnist, ADecompressedSizeBeyondTheHeaderIsRefusedBeforeItIsRead) {
+  const std::string dir = ::testing::TempDir() + "/fmnist_bomb_" + std::to_string(::getpid());
+  std::system(("mkdir -p " + dir).c_str());
+  write_idx_gz(dir + "/t10k-labels-idx1-ubyte.gz", 0x801, {2}, 2);
+  // a header declaring 2 images over 8 MB of zeros (which gzip shrinks to a few KB)
+  write_idx_gz(dir + "/t10k-images-idx3-ubyte.gz", 0x803, {2, 28, 28}, 8 << 20);
+  EXPECT_THROW_MSG(data::fashion_mnist(dir, false), "decompresses to more than the 1584 bytes its IDX header declares");
+  // a header claiming more images than any real set (it would ask for terabytes)
+  write_idx_gz(dir + "/t10k-images-idx3-ubyte.gz", 0x803, {4000000000u, 28, 28}, 16);
+  EXPECT_THROW_MSG(data::fashion_mnist(dir, false), "its header declares 4000000000 items, more than the 1000000 this reader takes");
+  write_idx_gz(dir + "/t10k-images-idx3-ubyte.gz", 0x803, {2, 28, 28}, 2 * 784);
+  EXPECT_EQ(data::fashion_mnist(dir, false)->size(), 2) << "an honest small file reads";
+}
+
+TEST(Csv, NonFiniteValuesAreRefusedUnlessAllowed) {
+  const std::string path = ::testing::TempDir() + "/bitgrad_nonfinite.csv";
+  for (const char* bad : {"nan", "inf", "-Infinity", "1e39"}) {
+    std::ofstream(path) << "1,2,0\n3," << bad << ",1\n";
+    EXPECT_THROW_MSG(data::csv_dataset(path, false, 2), path + ":2: column 2 ('" + bad + "') is not a finite f32 value; set [data] allow_nonfinite = true");
+    auto ds = data::csv_dataset(path, false, 2, 1, true);
+    float x[2];
+    std::int64_t l;
+    ds->get(1, x, &l, nullptr);
+    EXPECT_FALSE(std::isfinite(x[1])) << bad;
+  }
+  // an error quotes a short, printable excerpt of what it found
+  std::ofstream(path) << "1,2\n3," << std::string(500, 'x') << "\x01\n";
+  try {
+    data::csv_dataset(path, false, -1, 1);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_LT(std::string(e.what()).size(), 200u) << e.what();
+    EXPECT_NE(std::string(e.what()).find("xxx..."), std::string::npos) << e.what();
   }
 }
 

@@ -323,6 +323,34 @@ void expect_config_error(const std::string& text, const std::string& message) {
   }
 }
 
+TEST(Train, SizesAreBoundedBeforeAnythingIsAllocatedOrWritten) {
+  // a configuration that is not a regular file, or not a configuration's size
+  EXPECT_THROW_MSG(train::load_config("/dev/zero"), "/dev/zero: cannot read the configuration file (io: /dev/zero is a character device");
+  const std::string big = fresh_dir("big") + ".toml";
+  io::write_file_atomic(big, std::string(2 << 20, '#'));
+  EXPECT_THROW_MSG(train::load_config(big), "more than the 1048576 such a file may have");
+  EXPECT_THROW_MSG(train::parse_config(std::string(2 << 20, '#'), "text.toml"), "a configuration file has at most 1048576");
+  // a trillion samples: the memory a run needs is estimated and refused up front
+  std::string huge = kAdder;
+  huge.replace(huge.find("samples = 4000"), 14, "samples = 1000000000000");
+  instruments::TrainOptions o;
+  o.out = fresh_dir("huge");
+  o.steps = 1;
+  EXPECT_THROW_MSG(run(huge.c_str(), o), "of memory (sample order of 1000000000000 samples");
+  EXPECT_FALSE(io::exists(o.out)) << "nothing written";
+}
+
+TEST(Train, ANonUtf8NameDoesNotBreakTheJsonFiles) {
+  RuntimeGuard g;
+  instruments::TrainOptions o = options(2);
+  o.out = fresh_dir("utf8");
+  std::ostringstream log;
+  const train::RunResult r = instruments::train(train::parse_config(kAdder, "caf\xe9.toml"), o, log);
+  EXPECT_EQ(r.steps, 2);
+  const std::string m = io::read_file(o.out + "/manifest.json");
+  EXPECT_NE(m.find("caf\xef\xbf\xbd.toml"), std::string::npos) << "U+FFFD where the byte was not UTF-8";
+}
+
 TEST(Train, ConfigurationErrorsNameFileLineAndKey) {
   const std::string base = kAdder;
   expect_config_error(base + "\n[extra]\nx = 1\n", "cfg.toml:17: unknown key 'extra' in top level");

@@ -1,0 +1,33 @@
+// Reading files: only regular files, never more than the caller allows; error excerpts.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bitgrad/io.hpp"
+#include "support/test_util.hpp"
+
+namespace bitgrad::test {
+namespace {
+
+TEST(Files, OnlyRegularFilesAreRead) {
+  EXPECT_THROW_MSG(io::read_file("/dev/zero"), "/dev/zero is a character device, not a regular file");
+  EXPECT_THROW_MSG(io::read_file("/dev/urandom"), "is a character device");
+  EXPECT_THROW_MSG(io::read_file(::testing::TempDir()), "is a directory");
+  const std::string fifo = ::testing::TempDir() + "/bitgrad_fifo_" + std::to_string(::getpid());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THROW_MSG(io::read_file(fifo), "is a FIFO, not a regular file");  // and the open does not block
+  ::unlink(fifo.c_str());
+  const std::string f = ::testing::TempDir() + "/bitgrad_sized_" + std::to_string(::getpid());
+  io::write_file_atomic(f, std::string(100, 'a'));
+  EXPECT_EQ(io::read_file(f, 100).size(), 100u);
+  EXPECT_THROW_MSG(io::read_file(f, 99), "is 100 bytes, more than the 99 such a file may have");
+  EXPECT_THROW_MSG(io::read_file(f + ".missing"), "cannot open");
+}
+
+TEST(Files, ErrorExcerptsAreShortAndPrintable) {
+  EXPECT_EQ(printable_excerpt("abc"), "abc");
+  EXPECT_EQ(printable_excerpt(std::string("a\x01\xff", 3)), "a\\x01\\xff");
+  EXPECT_EQ(printable_excerpt(std::string(100, 'x'), 10), "xxxxxxxxxx...");
+}
+
+}  // namespace
+}  // namespace bitgrad::test
