@@ -34,11 +34,9 @@ std::vector<unsigned char> read_idx_gz(const std::string& path, const char* what
     std::size_t got = 0;
     while (got < n) {
       const int k = gzread(f, to + got, static_cast<unsigned>(std::min<std::size_t>(n - got, 1u << 30)));
-      if (k < 0) {
+      if (k < 0) {  // the caller closes f
         int err = 0;
-        const std::string msg = gzerror(f, &err);
-        gzclose(f);
-        throw Error(std::string(what) + ": " + path + " is not a readable gzip file (" + msg + ")");
+        throw Error(std::string(what) + ": " + path + " is not a readable gzip file (" + gzerror(f, &err) + ")");
       }
       if (k == 0) break;
       got += static_cast<std::size_t>(k);
@@ -123,6 +121,8 @@ class FashionMnist : public Dataset {
   std::vector<unsigned char> images_, labels_;
 };
 
+constexpr double kMaxClasses = 1 << 20;
+
 class Csv : public Dataset {
  public:
   Csv(const std::string& path, bool header, int label_column, int targets, bool allow_nonfinite)
@@ -167,8 +167,10 @@ class Csv : public Dataset {
                                         std::to_string(width_) + " columns)");
       for (std::size_t r = 0; r < rows_.size(); ++r) {
         const double v = rows_[r][std::size_t(label_)];
-        if (v < 0 || v != static_cast<double>(static_cast<std::int64_t>(v)))
-          throw Error("csv: " + path + ": row " + std::to_string(r + 1) + ": label " + std::to_string(v) + " is not a class index");
+        // checked before the conversion (1e63 or NaN do not convert to an integer)
+        if (!(v >= 0 && v < kMaxClasses) || v != std::floor(v))
+          throw Error("csv: " + path + ": row " + std::to_string(r + 1) + ": label " + std::to_string(v) + " is not a class index (an integer in [0, " +
+                      std::to_string(static_cast<long long>(kMaxClasses)) + "))");
         classes_ = std::max<std::int64_t>(classes_, static_cast<std::int64_t>(v) + 1);
       }
     } else if (targets_ < 1 || targets_ >= width_) {
@@ -205,7 +207,7 @@ class Csv : public Dataset {
 class Adder : public Dataset {
  public:
   Adder(std::int64_t n, int features, std::uint64_t seed, std::int64_t first)
-      : n_(n), first_(first), f_(features), seed_(seed), base_(seed, "adder") {
+      : n_(n), first_(first), f_(features), base_(seed, "adder") {
     BITGRAD_CHECK(n > 0 && features > 0, "adder", "needs n > 0 and features > 0, got ", n, " and ", features);
   }
   std::int64_t size() const override { return n_; }
@@ -231,7 +233,6 @@ class Adder : public Dataset {
  private:
   std::int64_t n_, first_;
   int f_;
-  std::uint64_t seed_;
   rng::Stream base_;
 };
 

@@ -3,8 +3,20 @@
 #include <xxhash.h>
 
 #include <cstdio>
+#include <cstring>
 #include <set>
 #include <sstream>
+
+#include "bitgrad/error.hpp"
+// toml++ checks its own invariants with assert (an abort of the whole process on some malformed
+// inputs: the fuzzer found "[\0..." in a table header); here a failed check is an error about
+// the file like any other.
+namespace bitgrad::train::detail {
+[[noreturn]] inline void toml_check_failed(const char* what) {
+  throw Error(std::string("malformed TOML (the parser's check '") + what + "' failed)");
+}
+}  // namespace bitgrad::train::detail
+#define TOML_ASSERT(expr) ((expr) ? static_cast<void>(0) : ::bitgrad::train::detail::toml_check_failed(#expr))
 #include <toml++/toml.h>
 
 #include "bitgrad/io.hpp"
@@ -302,14 +314,73 @@ std::vector<std::string> Config::data_files() const {
   return {};
 }
 
+// What TOML 1.0 allows before the parser sees it: no control characters but tab, newline and
+// carriage return, and characters beyond ASCII only inside strings and comments (bare keys are
+// ASCII). Debian's toml++ 3.3 reaches __builtin_unreachable on some non-ASCII characters
+// outside strings (the libFuzzer config target found U+03B2 in a key), and asserts on
+// NUL in a table header; valid TOML never gets there.
+namespace {
+void check_toml_characters(const std::string& text, const std::string& name) {
+  enum class In { code, comment, basic, literal, ml_basic, ml_literal } in = In::code;
+  int line = 1;
+  bool escaped = false;  // the character before was a backslash in a basic string
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    auto starts = [&](const char* s) { return text.compare(i, std::strlen(s), s) == 0; };
+    if ((c < 0x20 && c != '\t' && c != '\r' && c != '\n') || c == 0x7f)
+      fail_at(name, line, "malformed TOML: the control character " + printable_excerpt(std::string(1, text[i])) + " is not allowed");
+    if (c == '\n') {
+      ++line;
+      escaped = false;
+      if (in == In::comment || in == In::basic || in == In::literal) in = In::code;  // an unclosed string is toml++'s to report
+      continue;
+    }
+    if (escaped) {
+      escaped = false;
+      continue;
+    }
+    switch (in) {
+      case In::code:
+        if (c >= 0x80)
+          fail_at(name, line, "malformed TOML: the character " + printable_excerpt(text.substr(i, 4), 16) +
+                                  " is outside a string or a comment (keys and values other than strings are ASCII)");
+        if (c == '#') in = In::comment;
+        else if (starts("\"\"\"")) in = In::ml_basic, i += 2;
+        else if (starts("'''")) in = In::ml_literal, i += 2;
+        else if (c == '"') in = In::basic;
+        else if (c == '\'') in = In::literal;
+        break;
+      case In::basic:
+        if (c == '\\') escaped = true;
+        else if (c == '"') in = In::code;
+        break;
+      case In::ml_basic:
+        if (c == '\\') escaped = true;
+        else if (starts("\"\"\"")) in = In::code, i += 2;
+        break;
+      case In::literal:
+        if (c == '\'') in = In::code;
+        break;
+      case In::ml_literal:
+        if (starts("'''")) in = In::code, i += 2;
+        break;
+      case In::comment: break;
+    }
+  }
+}
+}  // namespace
+
 Config parse_config(const std::string& text, const std::string& name) {
   if (text.size() > kMaxConfigBytes)
     throw Error(name + ": " + std::to_string(text.size()) + " bytes; a configuration file has at most " + std::to_string(kMaxConfigBytes));
+  check_toml_characters(text, name);
   toml::table root;
   try {
     root = toml::parse(text, name);
   } catch (const toml::parse_error& e) {
-    fail_at(name, static_cast<int>(e.source().begin.line), "malformed TOML: " + std::string(e.description()));
+    fail_at(name, static_cast<int>(e.source().begin.line), "malformed TOML: " + printable_excerpt(std::string(e.description()), 200));
+  } catch (const Error& e) {
+    throw Error(name + ": " + e.what());
   }
   Config c;
   c.file = name;

@@ -252,7 +252,7 @@ Digest128 Session::fingerprint() const {
 }
 
 CheckpointInfo Session::checkpoint_info(std::int64_t step, const std::string& config_hash) const {
-  return {step, loader_->epoch(), loader_->index(), opt_->steps(), config_hash, cfg_.accumulate};
+  return {step, loader_->epoch(), loader_->index(), opt_->steps(), config_hash, cfg_.accumulate, {}};
 }
 
 }  // namespace bitgrad::train

@@ -227,6 +227,8 @@ TEST(Csv, NonFiniteValuesAreRefusedUnlessAllowed) {
     ds->get(1, x, &l, nullptr);
     EXPECT_FALSE(std::isfinite(x[1])) << bad;
   }
+  std::ofstream(path) << "1,2,0\n3,4,1e63\n";
+  EXPECT_THROW_MSG(data::csv_dataset(path, false, 2, 1, true), "is not a class index (an integer in [0, 1048576))");
   // an error quotes a short, printable excerpt of what it found
   std::ofstream(path) << "1,2\n3," << std::string(500, 'x') << "\x01\n";
   try {

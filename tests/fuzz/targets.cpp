@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <string>
@@ -58,7 +59,17 @@ void idx(const std::uint8_t* data, std::size_t size) {
     return std::system(("gzip -nf '" + dir + "/t10k-labels-idx1-ubyte'").c_str()) == 0;
   }();
   (void)labels;
-  io::write_file_atomic(dir + "/t10k-images-idx3-ubyte.gz", bytes(data, size));
+  // gzip bytes as they are; anything else is taken as a raw IDX file and gzipped here, so that
+  // mutations reach the IDX header checks and not only gzip's own
+  const std::string images = dir + "/t10k-images-idx3-ubyte.gz";
+  if (size >= 2 && data[0] == 0x1f && data[1] == 0x8b) {
+    io::write_file_atomic(images, bytes(data, size));
+  } else {
+    gzFile w = gzopen(images.c_str(), "wb1");
+    if (!w) return;
+    if (size > 0) gzwrite(w, data, static_cast<unsigned>(size));
+    gzclose(w);
+  }
   expect_errors_only([&] {
     auto ds = data::fashion_mnist(dir, false);
     std::vector<float> x(784);

@@ -353,6 +353,10 @@ TEST(Train, ANonUtf8NameDoesNotBreakTheJsonFiles) {
 
 TEST(Train, ConfigurationErrorsNameFileLineAndKey) {
   const std::string base = kAdder;
+  // characters TOML does not allow where they stand (toml++ would reach undefined behaviour)
+  expect_config_error("seed = 1\nb\xce\xb2ta = 2\n", "cfg.toml:2: malformed TOML: the character \\xce\\xb2ta is outside a string or a comment");
+  expect_config_error(std::string("seed = 1\n[\0x]\n", 13), "cfg.toml:2: malformed TOML: the control character \\x00 is not allowed");
+  expect_config_error(base + "# caf\xc3\xa9 \"\n[extra]\nname = \"\xce\xb2 \\\" \xce\xb2\"\n", "unknown key 'extra'");  // fine in comments and strings
   expect_config_error(base + "\n[extra]\nx = 1\n", "cfg.toml:17: unknown key 'extra' in top level");
   std::string typo = base;
   typo.replace(typo.find("lr = 0.05"), 9, "lrr = 0.05");
