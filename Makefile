@@ -47,7 +47,8 @@ tsan: deps
 	@cd build-tsan && ctest --output-on-failure -j $(JOBS) -R '^(ThreadPool|Gemm|Reduce|GoldenFingerprint|BatchInvariance|Loader|Train|TrainInstruments|Diff|StepTracer)\.'
 
 # libFuzzer on the readers (tests/fuzz, docs/fuzzing.md): FUZZ_RUNS executions per target, or
-# FUZZ_SECONDS each when set (CI: 20); inputs that crash land in build-fuzz/findings/.
+# FUZZ_SECONDS each when set (CI: 20), FUZZ_TARGETS="idx config" for some; inputs that crash
+# land in build-fuzz/findings/.
 FUZZ_RUNS ?= 1000000
 FUZZ_SECONDS ?= 0
 fuzz: deps

@@ -3,12 +3,12 @@
 # The working corpus grows in BUILD/corpus/<target> from the seeds in tests/fuzz/corpus and the
 # past findings in tests/fuzz/regressions; a crash, a leak, a timeout or a sanitizer report
 # leaves its input in BUILD/findings/<target>/ and fails the run.
-# Usage: scripts/fuzz.sh BUILD RUNS SECONDS
+# Usage: scripts/fuzz.sh BUILD RUNS SECONDS   (FUZZ_TARGETS="idx config" for some of them)
 set -euo pipefail
 build=$1 runs=$2 seconds=$3
 root=$(cd "$(dirname "$0")/.." && pwd)
 status=0
-for t in safetensors idx config csv records; do
+for t in ${FUZZ_TARGETS:-safetensors idx config csv records}; do
   mkdir -p "$build/corpus/$t" "$build/findings/$t"
   limit=(-runs="$runs")
   [ "$seconds" -gt 0 ] && limit=(-max_total_time="$seconds")

@@ -46,12 +46,17 @@ std::vector<unsigned char> read_idx_gz(const std::string& path, const char* what
   try {
     if (read(out.data(), header_bytes) != header_bytes) throw Error(std::string(what) + ": " + path + " is too short to hold an IDX header");
     want = size(out.data());
-    out.resize(static_cast<std::size_t>(want));
-    const std::size_t body = static_cast<std::size_t>(want) - header_bytes;
-    const std::size_t got = read(out.data() + header_bytes, body);
-    out.resize(header_bytes + got);
+    // grown as the data arrives: a 16-byte file that declares a million images takes no more
+    // memory than it holds
+    while (out.size() < want) {
+      const std::size_t at = out.size(), chunk = static_cast<std::size_t>(std::min<std::uint64_t>(want - at, 1 << 20));
+      out.resize(at + chunk);
+      const std::size_t got = read(out.data() + at, chunk);
+      out.resize(at + got);
+      if (got < chunk) break;  // the end: shorter than declared, which the caller reports
+    }
     unsigned char extra;
-    if (got == body && read(&extra, 1) != 0)
+    if (out.size() == want && read(&extra, 1) != 0)
       throw Error(std::string(what) + ": " + path + " decompresses to more than the " + std::to_string(want) + " bytes its IDX header declares");
   } catch (...) {
     gzclose(f);

@@ -2,6 +2,7 @@
 // "FILE:LINE: ..." naming the key, so a typo never falls back to a default silently.
 #include <xxhash.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -314,58 +315,51 @@ std::vector<std::string> Config::data_files() const {
   return {};
 }
 
-// What TOML 1.0 allows before the parser sees it: no control characters but tab, newline and
-// carriage return, and characters beyond ASCII only inside strings and comments (bare keys are
-// ASCII). Debian's toml++ 3.3 reaches __builtin_unreachable on some non-ASCII characters
-// outside strings (the libFuzzer config target found U+03B2 in a key), and asserts on
-// NUL in a table header; valid TOML never gets there.
+// Debian's toml++ 3.3 reaches __builtin_unreachable when its whitespace and bare-key tests
+// meet some characters beyond ASCII (U+00A1..U+0499, U+FC00..U+FEFE, ...: the libFuzzer config
+// target found them in keys and in the debris of a broken value), and asserts on NUL in a table
+// header. Valid TOML has such characters only inside strings and comments, where those tests
+// never run. So the text is checked first: UTF-8 without control characters (TOML allows tab,
+// newline and carriage return), then parsed with every character beyond ASCII replaced by '`',
+// which TOML allows only inside strings and comments. Only when that parses does the parser see
+// the real text, whose every character beyond ASCII then lies where the parser reads it as
+// string or comment content.
 namespace {
 void check_toml_characters(const std::string& text, const std::string& name) {
-  enum class In { code, comment, basic, literal, ml_basic, ml_literal } in = In::code;
   int line = 1;
-  bool escaped = false;  // the character before was a backslash in a basic string
   for (std::size_t i = 0; i < text.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
-    auto starts = [&](const char* s) { return text.compare(i, std::strlen(s), s) == 0; };
+    if (c == '\n') ++line;
     if ((c < 0x20 && c != '\t' && c != '\r' && c != '\n') || c == 0x7f)
       fail_at(name, line, "malformed TOML: the control character " + printable_excerpt(std::string(1, text[i])) + " is not allowed");
-    if (c == '\n') {
-      ++line;
-      escaped = false;
-      if (in == In::comment || in == In::basic || in == In::literal) in = In::code;  // an unclosed string is toml++'s to report
-      continue;
+    if (c < 0x80) continue;
+    // a UTF-8 sequence: its length from the lead byte, continuation bytes 10xxxxxx, no
+    // overlong form, no surrogate, nothing beyond U+10FFFF
+    const int n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    bool ok = n > 0 && i + static_cast<std::size_t>(n) <= text.size();
+    std::uint32_t cp = n == 2 ? c & 0x1F : n == 3 ? c & 0x0F : c & 0x07;
+    for (int k = 1; ok && k < n; ++k) {
+      const unsigned char b = static_cast<unsigned char>(text[i + static_cast<std::size_t>(k)]);
+      ok = (b & 0xC0) == 0x80;
+      cp = (cp << 6) | (b & 0x3F);
     }
-    if (escaped) {
-      escaped = false;
-      continue;
-    }
-    switch (in) {
-      case In::code:
-        if (c >= 0x80)
-          fail_at(name, line, "malformed TOML: the character " + printable_excerpt(text.substr(i, 4), 16) +
-                                  " is outside a string or a comment (keys and values other than strings are ASCII)");
-        if (c == '#') in = In::comment;
-        else if (starts("\"\"\"")) in = In::ml_basic, i += 2;
-        else if (starts("'''")) in = In::ml_literal, i += 2;
-        else if (c == '"') in = In::basic;
-        else if (c == '\'') in = In::literal;
-        break;
-      case In::basic:
-        if (c == '\\') escaped = true;
-        else if (c == '"') in = In::code;
-        break;
-      case In::ml_basic:
-        if (c == '\\') escaped = true;
-        else if (starts("\"\"\"")) in = In::code, i += 2;
-        break;
-      case In::literal:
-        if (c == '\'') in = In::code;
-        break;
-      case In::ml_literal:
-        if (starts("'''")) in = In::code, i += 2;
-        break;
-      case In::comment: break;
-    }
+    ok = ok && !(n == 3 && cp < 0x800) && !(n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) && !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (!ok) fail_at(name, line, "malformed TOML: not UTF-8 (" + printable_excerpt(text.substr(i, 4), 16) + ")");
+    i += static_cast<std::size_t>(n - 1);
+  }
+  std::string masked;
+  masked.reserve(text.size());
+  for (const char ch : text) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c < 0x80) masked += ch;
+    else if ((c & 0xC0) != 0x80) masked += '`';  // one per character
+  }
+  try {
+    (void)toml::parse(masked, name);
+  } catch (const toml::parse_error& e) {
+    fail_at(name, static_cast<int>(e.source().begin.line),
+            "malformed TOML: " + printable_excerpt(std::string(e.description()), 200) +
+                (masked.size() != text.size() ? " (characters beyond ASCII shown as `; TOML allows them only in strings and comments)" : ""));
   }
 }
 }  // namespace
