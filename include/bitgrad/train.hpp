@@ -132,7 +132,9 @@ struct RunResult {
 RunResult run(Config cfg, const RunOptions& opt, std::ostream& out);
 
 // A graceful stop (bitgrad installs it for SIGINT and SIGTERM): once requested, `run` stops
-// after the step in progress, writes a checkpoint and throws Interrupted. Async-signal-safe.
+// after the step in progress, writes a checkpoint and throws Interrupted. The request is one
+// flag for the process and stays until clear_stop_request(); request_stop is
+// async-signal-safe.
 void request_stop(int signal_number);
 int stop_requested();  // the signal number asked with, 0: none
 void clear_stop_request();

@@ -286,13 +286,14 @@ void RunDir::truncate_after(std::int64_t step, const std::map<std::string, std::
       if (static_cast<std::int64_t>(text.size()) < e->second) throw damaged("was cut short");
       kept = text.substr(0, static_cast<std::size_t>(e->second));
       if (!kept.empty() && kept.back() != '\n') throw damaged("was changed");
+      std::vector<Json> records;
       try {
-        for (const Json& r : parse_lines(kept, file(f)))
-          if (!r.contains("step") || !r["step"].is_number_integer() || r["step"].get<std::int64_t>() > step) throw damaged("was changed");
-      } catch (const Error& err) {
-        if (std::string(err.what()).find("after the checkpoint") != std::string::npos) throw;
+        records = parse_lines(kept, file(f));
+      } catch (const Error&) {
         throw damaged("was changed");
       }
+      for (const Json& r : records)
+        if (!r.contains("step") || !r["step"].is_number_integer() || r["step"].get<std::int64_t>() > step) throw damaged("was changed");
     } else {
       // no recorded size (the initial checkpoint): keep the whole records of steps up to `step`
       std::size_t at = 0;
