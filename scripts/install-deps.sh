@@ -8,6 +8,8 @@ PKGS=(
   g++ clang cmake ninja-build make pkg-config libgtest-dev libbenchmark-dev
   # libFuzzer (make fuzz)
   libclang-rt-14-dev
+  # data parallel (MPI)
+  openmpi-bin libopenmpi-dev
   # runtime libraries
   libxxhash-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev zlib1g-dev
   # data of the main job

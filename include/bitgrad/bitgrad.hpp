@@ -2,6 +2,7 @@
 #pragma once
 
 #include "bitgrad/autograd.hpp"
+#include "bitgrad/dist.hpp"
 #include "bitgrad/dtype.hpp"
 #include "bitgrad/error.hpp"
 #include "bitgrad/fingerprint.hpp"

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bitgrad/tensor.hpp"
@@ -63,13 +64,23 @@ struct LoaderOptions {
   int prefetch = 4;       // batches built ahead per worker
   std::uint64_t seed = 0;
   Augment augment;
+  // Data parallel: this process builds only rank `rank`'s shard of every batch — of the batch's
+  // leaves of `leaf_rows` samples (the last one may be short), leaves
+  // [rank n / world, (rank + 1) n / world) (dist/plan.hpp).
+  int world = 1, rank = 0;
+  std::int64_t leaf_rows = 32;
 };
 
 struct Batch {
-  Tensor x;  // [B, sample...] f32
+  Tensor x;  // [B, sample...] f32 (data parallel: this rank's rows only)
   Tensor y;  // [B] i64 labels, or [B, target...] f32
   std::int64_t epoch = 0, index = 0;  // position: batch `index` of epoch `epoch`
+  std::int64_t rows = 0;   // samples in the whole batch (all ranks)
+  std::int64_t first = 0;  // the batch row x's first row is
 };
+
+// Rows [first, last) of rank `rank`'s shard of a batch of `rows` samples (LoaderOptions).
+std::pair<std::int64_t, std::int64_t> shard_rows(std::int64_t rows, std::int64_t leaf_rows, int world, int rank);
 
 // The order of the samples in an epoch: (seed, "shuffle").sub(epoch).permutation(n), or 0..n-1.
 std::vector<std::int64_t> epoch_order(std::int64_t n, bool shuffle, std::uint64_t seed, std::int64_t epoch);

@@ -42,6 +42,8 @@ struct RunInfo {
   std::vector<std::pair<std::string, std::string>> params;  // name, shape
   std::vector<std::string> data_files;                      // hashed into the manifest
   std::int64_t resumed_at_step = 0;  // a resumed run: the step it continued from
+  int ranks = 1;                     // data-parallel MPI ranks
+  std::vector<std::string> hosts;    // each rank's host
 };
 
 // JSON: bitgrad version, commit and numerics; compiler, flags and build type; CPU, code path,

@@ -23,6 +23,8 @@ void write_file_atomic(const std::string& path, const std::string& bytes);
 std::string read_file(const std::string& path, std::uint64_t max_bytes = UINT64_MAX);
 void make_dirs(const std::string& path);
 bool exists(const std::string& path);
+// XXH3-128 (hex) of a file's bytes; an error names the file when it cannot be read.
+std::string file_hash(const std::string& path);
 
 // Writes tensors in order; metadata gains "bitgrad.checksum": "xxh3-128:<hex>", the XXH3-128
 // of every byte of the file (header, metadata, padding, data) with those 32 hex digits read

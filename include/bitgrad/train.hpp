@@ -114,6 +114,9 @@ struct RunOptions {
   int progress = -1;             // -1: a bar when stdout is a terminal, 0: log lines, 1: bar
   std::optional<std::uint64_t> perturb_order;  // evaluate every reduction in a seeded random order
   std::int64_t grad_stats_every = 0;  // per-parameter gradient statistics into the metrics
+  // data parallel (launched by mpirun; docs/distributed.md)
+  double dist_timeout = 0;                // seconds a rank waits for the others (0: BITGRAD_DIST_TIMEOUT or 300)
+  std::int64_t replica_check_every = 100;  // compare the ranks' parameters every N steps (0: at start and end only)
 };
 
 struct RunResult {
@@ -142,6 +145,11 @@ struct Interrupted : Error {
   Interrupted(const std::string& what, int signal_number) : Error(what), signal(signal_number) {}
   int signal;
 };
+
+// Data parallel: a rank that fails before run() reaches its start-up exchange (a configuration
+// it cannot read) joins that exchange with its error, so every rank refuses alike (throws
+// dist::CollectiveError, which rank 0 reports once). With one process: throws Error(error).
+[[noreturn]] void fail_start(const std::string& error);
 
 // A micro-batch of `rows` samples is a complete subtree of the batch rule's pairwise tree (a
 // power-of-two number of whole 32-sample blocks): accumulating such micro-batches gives the

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -65,20 +66,48 @@ extern "C" void on_stop_signal(int sig) {
   [[maybe_unused]] const ssize_t n = ::write(2, msg, sizeof msg - 1);
 }
 
+// Under mpirun every rank runs this; rank 0 prints. An error all ranks share (a refused start,
+// a replica mismatch) is printed once by rank 0; an error of one rank is printed by it, naming
+// the rank, and ends the job (the others would wait for it in vain).
 int cmd_train(const std::string& config, const bitgrad::instruments::TrainOptions& o) {
+  namespace dist = bitgrad::dist;
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
+  const bool ranks = dist::launched_by_mpirun();
+  int rank = 0;
   try {
-    bitgrad::instruments::train(bitgrad::train::load_config(config), o, std::cout);
+    rank = dist::world_rank();  // starts MPI under mpirun
+    bitgrad::train::Config cfg;
+    try {
+      cfg = bitgrad::train::load_config(config);
+    } catch (const std::exception& e) {
+      if (!ranks) throw;
+      bitgrad::train::fail_start(e.what());
+    }
+    bitgrad::instruments::train(cfg, o, std::cout);
   } catch (const bitgrad::train::Interrupted& e) {
     std::cout.flush();
-    std::fprintf(stderr, "bitgrad: %s\n", e.what());
+    if (rank == 0) std::fprintf(stderr, "bitgrad: %s\n", e.what());
+    dist::finalize();
     return 128 + e.signal;
+  } catch (const dist::CollectiveError& e) {
+    std::cout.flush();
+    if (rank == 0) std::fprintf(stderr, "bitgrad: error: %s\n", e.what());
+    dist::finalize();
+    return 2;
+  } catch (const std::exception& e) {
+    if (!ranks || dist::world_size() == 1) throw;
+    std::cout.flush();
+    std::fprintf(stderr, "bitgrad: error: rank %d (%s): %s\n", rank, dist::host_name().c_str(), e.what());
+    std::fflush(stderr);
+    dist::abort_job(2);
+    return 2;
   }
+  dist::finalize();
   return 0;
 }
 
@@ -140,6 +169,10 @@ int run_command(int argc, char** argv) {
   train->add_flag("--detect-anomaly", run.detect_anomaly, "stop at the first non-finite op output or gradient, naming the op");
   std::string perturb;
   auto* perturb_opt = train->add_option("--perturb-order", perturb, "evaluate every reduction in an order drawn from this seed (analysis)");
+  train->add_option("--dist-timeout", run.dist_timeout, "data parallel: seconds a rank waits for the others before it fails (default 300)")
+      ->check(CLI::Range(0.1, 1e7));
+  train->add_option("--replica-check", run.replica_check_every, "data parallel: compare the ranks' parameters every N steps (default 100; 0: at start and end only)")
+      ->check(CLI::Range(0L, 1L << 50));
   train->add_option("--grad-stats", run.grad_stats_every, "every N steps, per-parameter gradient norm, mean and max |g| into the metrics")
       ->check(CLI::Range(1L, 1L << 50));
   bool progress = false;
@@ -189,7 +222,9 @@ int run_command(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "bitgrad: error: %s (see bitgrad --help)\n", e.what());
+    // under mpirun every rank parses the same command line: rank 0 says what is wrong
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (!rank || std::string(rank) == "0") std::fprintf(stderr, "bitgrad: error: %s (see bitgrad --help)\n", e.what());
     return 2;
   }
   try {

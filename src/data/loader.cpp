@@ -46,12 +46,22 @@ void augment_sample(const Augment& a, const Shape& s, const rng::Stream& st, std
 
 }  // namespace
 
+std::pair<std::int64_t, std::int64_t> shard_rows(std::int64_t rows, std::int64_t leaf_rows, int world, int rank) {
+  const std::int64_t leaves = (rows + leaf_rows - 1) / leaf_rows;
+  auto row = [&](std::int64_t leaf) { return std::min(rows, leaf * leaf_rows); };
+  return {row(rank * leaves / world), row((rank + 1) * leaves / world)};
+}
+
 Batch make_batch(const Dataset& ds, const LoaderOptions& o, const std::vector<std::int64_t>& order, std::int64_t epoch,
                  std::int64_t index, bool use_kernel_threads) {
   const std::int64_t n = ds.size();
-  const std::int64_t start = index * o.batch_size;
-  const std::int64_t B = std::min(o.batch_size, n - start);
-  BITGRAD_CHECK(B > 0, "data loader", "batch ", index, " of epoch ", epoch, " is past the end of the data");
+  const std::int64_t rows = std::min(o.batch_size, n - index * o.batch_size);
+  BITGRAD_CHECK(rows > 0, "data loader", "batch ", index, " of epoch ", epoch, " is past the end of the data");
+  BITGRAD_CHECK(o.world >= 1 && o.rank >= 0 && o.rank < o.world && o.leaf_rows > 0, "data loader", "rank ", o.rank, " of ", o.world,
+                " with leaves of ", o.leaf_rows, " samples");
+  const auto [first, last] = shard_rows(rows, o.leaf_rows, o.world, o.rank);
+  const std::int64_t start = index * o.batch_size + first;  // the shard's first sample in the epoch order
+  const std::int64_t B = last - first;
   const Shape ss = ds.sample_shape();
   const std::int64_t sx = ss.numel();
   Shape xs{B};
@@ -59,6 +69,8 @@ Batch make_batch(const Dataset& ds, const LoaderOptions& o, const std::vector<st
   Batch b;
   b.epoch = epoch;
   b.index = index;
+  b.rows = rows;
+  b.first = first;
   b.x = Tensor::empty(xs, DType::f32);
   float* px = const_cast<float*>(b.x.data<float>());
   const bool cls = ds.num_classes() > 0;

@@ -13,6 +13,7 @@
 #endif
 
 #include "bitgrad/instruments.hpp"
+#include "bitgrad/io.hpp"
 #include "instruments/manifest.hpp"
 #include "io/format.hpp"
 #include "bitgrad/runtime.hpp"
@@ -92,17 +93,7 @@ json machine() {
 
 }  // namespace
 
-std::string file_hash(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("manifest: cannot read " + path + " to hash it");
-  Fingerprint h;
-  char buf[1 << 16];
-  while (f) {
-    f.read(buf, sizeof buf);
-    if (f.gcount() > 0) h.add_bytes(buf, static_cast<std::size_t>(f.gcount()));
-  }
-  return h.digest().hex();
-}
+std::string file_hash(const std::string& path) { return io::file_hash(path); }
 
 std::string machine_manifest_json() { return machine().dump(2, ' ', false, json::error_handler_t::replace) + "\n"; }
 
@@ -117,6 +108,8 @@ std::string run_manifest_json(const RunInfo& r, const std::string& previous) {
   run["threads"] = r.threads;
   run["workers"] = r.workers;
   run["accumulate"] = r.accumulate;
+  run["ranks"] = r.ranks;
+  if (!r.hosts.empty()) run["hosts"] = r.hosts;
   run["perturb_order"] = r.perturbed ? json(r.perturb_seed) : json(nullptr);
   run["trace"] = r.trace;
   run["resumed_at_step"] = r.resumed_at_step;

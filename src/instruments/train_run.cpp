@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "bitgrad/autograd.hpp"
+#include "bitgrad/dist.hpp"
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/runtime.hpp"
 #include "instruments/step_tracer.hpp"
@@ -20,7 +21,8 @@ namespace {
 class ManifestWriter final : public train::RunObserver {
  public:
   ManifestWriter(const TrainOptions& opt, TraceLevel trace) : opt_(opt), trace_(trace) {}
-  void begin(const train::RunDir& dir, train::Session& session, std::int64_t start) override {
+  void begin(const train::RunDir* dir, train::Session& session, std::int64_t start) override {
+    if (!dir) return;
     const train::Config& cfg = session.config();
     RunInfo info;
     info.command = opt_.command;
@@ -37,7 +39,9 @@ class ManifestWriter final : public train::RunObserver {
     for (const auto& [n, p] : session.params()) info.params.emplace_back(n, p.shape().str());
     info.data_files = cfg.data_files();
     info.resumed_at_step = start;
-    dir.write_manifest(run_manifest_json(info, opt_.resume.empty() ? std::string() : dir.manifest_text()));
+    info.ranks = session.world();
+    if (session.world() > 1) info.hosts = session.hosts();
+    dir->write_manifest(run_manifest_json(info, opt_.resume.empty() ? std::string() : dir->manifest_text()));
   }
 
  private:
@@ -50,12 +54,18 @@ class StepTraceWriter final : public train::RunObserver {
  public:
   explicit StepTraceWriter(TraceLevel level) : level_(level) {}
   std::string describe() const override { return std::string(", trace ") + to_string(level_); }
-  void begin(const train::RunDir& dir, train::Session&, std::int64_t) override { tracer_.emplace(dir.step_trace()); }
-  void before_update() override { tracer_->wait(); }
-  void end_step(std::int64_t step, const train::Session& session, const train::Session::StepOut& out) override {
-    tracer_->submit(step - 1, session, out);
+  void begin(const train::RunDir* dir, train::Session&, std::int64_t) override {
+    if (dir) tracer_.emplace(dir->step_trace());
   }
-  void sync() override { tracer_->wait(); }
+  void before_update() override {
+    if (tracer_) tracer_->wait();
+  }
+  void end_step(std::int64_t step, const train::Session& session, const train::Session::StepOut& out) override {
+    if (tracer_) tracer_->submit(step - 1, session, out);
+  }
+  void sync() override {
+    if (tracer_) tracer_->wait();
+  }
 
  private:
   TraceLevel level_;
@@ -88,8 +98,8 @@ class OpWatch final : public train::RunObserver {
     if (installed_) autograd::set_op_hook(nullptr, nullptr);
   }
   std::string describe() const override { return anomaly_ ? ", anomaly detection" : ""; }
-  void begin(const train::RunDir& dir, train::Session&, std::int64_t) override {
-    if (trace_) ops_.emplace(dir.op_trace());
+  void begin(const train::RunDir* dir, train::Session&, std::int64_t) override {
+    if (trace_ && dir) ops_.emplace(dir->op_trace());
     autograd::set_op_hook(&on_op, this);
     installed_ = true;
   }
@@ -183,8 +193,22 @@ void check_resumed_data(const train::Config& cfg, const TrainOptions& opt) {
 }
 
 train::RunResult train(train::Config cfg, const TrainOptions& opt, std::ostream& out) {
-  check_resumed_data(cfg, opt);
-  const TraceLevel level = trace_level(opt);
+  // data parallel: rank 0 writes the run and its traces; a check that fails here reaches every
+  // rank through train::run's start-up exchange
+  const bool root = dist::world_rank() == 0;
+  TraceLevel level = TraceLevel::steps;
+  try {
+    if (root) {
+      check_resumed_data(cfg, opt);
+      level = trace_level(opt);
+    }
+    if (level == TraceLevel::ops && dist::world_size() > 1)
+      throw Error("train: --trace ops records every op of a step, and on " + std::to_string(dist::world_size()) +
+                  " ranks each rank runs only its shard's ops: trace ops with one process (the step trace, --trace steps, is the same on any number of ranks)");
+  } catch (const std::exception& e) {
+    if (dist::world_size() == 1) throw;
+    train::fail_start(e.what());
+  }
   ManifestWriter manifest(opt, level);
   StepTraceWriter steps(level);
   OpWatch ops(level == TraceLevel::ops, opt.detect_anomaly);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "bitgrad/fingerprint.hpp"
 #include "bitgrad/io.hpp"
 
 namespace bitgrad::io {
@@ -102,6 +103,18 @@ void make_dirs(const std::string& path) {
 bool exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string file_hash(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot read " + path + " to hash it");
+  Fingerprint h;
+  char buf[1 << 16];
+  while (f) {
+    f.read(buf, sizeof buf);
+    if (f.gcount() > 0) h.add_bytes(buf, static_cast<std::size_t>(f.gcount()));
+  }
+  return h.digest().hex();
 }
 
 }  // namespace bitgrad::io

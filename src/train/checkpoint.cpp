@@ -62,6 +62,8 @@ void save_checkpoint(const std::string& run_dir, const io::NamedTensors& params,
   meta["optimizer_steps"] = std::to_string(info.opt_steps);
   if (info.accumulate > 0) meta["accumulate"] = std::to_string(info.accumulate);
   for (const auto& [f, bytes] : info.records) meta["records." + f] = std::to_string(bytes);
+  meta["world_size"] = std::to_string(info.world);
+  for (std::size_t r = 0; r < info.hosts.size(); ++r) meta["host." + std::to_string(r)] = info.hosts[r];
   io::save_safetensors(tmp + "/optimizer.safetensors", optimizer, meta);
   const std::string final_dir = root + "/" + name;
   remove_checkpoint_dir(final_dir);
@@ -128,6 +130,8 @@ Checkpoint load_checkpoint(const std::string& run_dir, const std::string& name) 
   c.info.opt_steps = meta_int(o, "optimizer_steps", of);
   c.info.config_hash = o.metadata.at("config_hash");
   if (o.metadata.count("accumulate")) c.info.accumulate = meta_int(o, "accumulate", of);
+  if (o.metadata.count("world_size")) c.info.world = static_cast<int>(meta_int(o, "world_size", of));
+  for (int r = 0; r < c.info.world && o.metadata.count("host." + std::to_string(r)); ++r) c.info.hosts.push_back(o.metadata.at("host." + std::to_string(r)));
   for (const auto& [k, v] : o.metadata)
     if (k.rfind("records.", 0) == 0) c.info.records[k.substr(8)] = meta_int(o, k, of);
   if (meta_int(m, "step", mf) != c.info.step || m.metadata.at("config_hash") != c.info.config_hash)

@@ -22,7 +22,9 @@ struct CheckpointInfo {
   std::int64_t opt_steps = 0;  // the optimizer's own count
   std::string config_hash;
   std::int64_t accumulate = 0;  // micro-batches per step of the segment that wrote it (0: not recorded)
-  std::map<std::string, std::int64_t> records;  // sizes of metrics.jsonl, trace.jsonl, ops.jsonl when it was written
+  std::map<std::string, std::int64_t> records;
+  int world = 1;                    // ranks of the run that wrote it (data parallel)
+  std::vector<std::string> hosts;   // each rank's host  // sizes of metrics.jsonl, trace.jsonl, ops.jsonl when it was written
 };
 
 struct Checkpoint {

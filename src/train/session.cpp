@@ -16,6 +16,7 @@
 #include "kernels/kernels.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "train/memory.hpp"
+#include "train/trainer.hpp"
 
 namespace bitgrad::train {
 namespace {
@@ -54,39 +55,6 @@ bool whole_subtree(std::int64_t rows) {
   return (blocks & (blocks - 1)) == 0;
 }
 
-Tensor LocalGradReducer::AddTensors::operator()(const Tensor& a, const Tensor& b) const { return kern::add_same_shape(a, b); }
-
-void LocalGradReducer::begin(const optim::NamedTensors& params, std::int64_t micro_batches) {
-  micro_batches_ = micro_batches;
-  loss_ = {};
-  if (micro_batches_ > 1) trees_.resize(params.size());
-}
-
-void LocalGradReducer::add(const optim::NamedTensors& params, float loss_sum) {
-  loss_.push(loss_sum);
-  if (micro_batches_ == 1) return;  // the gradients stay in .grad
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    Tensor p = params[i].second;
-    Tensor g = p.grad();
-    if (g.defined()) trees_[i].push(g);
-    p.zero_grad();
-  }
-}
-
-float LocalGradReducer::finish(const optim::NamedTensors& params) {
-  if (micro_batches_ > 1) {
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      Tensor g = trees_[i].total();
-      trees_[i].clear();
-      if (g.defined()) {
-        Tensor p = params[i].second;
-        p.set_grad(g);
-      }
-    }
-  }
-  return loss_.total();
-}
-
 namespace {
 
 // What a run holds at its peak, roughly, refused up front when the machine lacks it: an
@@ -123,10 +91,13 @@ void check_memory(const Config& c, const data::Dataset& train, const data::Datas
 }  // namespace
 
 Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared_ptr<data::Dataset> te, int workers,
-                 std::optional<std::uint64_t> p)
-    : cfg_(c), train_ds_(std::move(tr)), test_ds_(std::move(te)), perturb_(p), reducer_(std::make_unique<LocalGradReducer>()) {
+                 std::optional<std::uint64_t> p, dist::Comm* comm)
+    : cfg_(c), train_ds_(std::move(tr)), test_ds_(std::move(te)), perturb_(p), comm_(comm && comm->size() > 1 ? comm : nullptr),
+      reducer_(std::make_unique<TreeGradReducer>(comm_)) {
   BITGRAD_CHECK(cfg_.batch_size % cfg_.accumulate == 0, "train", "batch size ", cfg_.batch_size, " is not divisible by accumulate ",
                 cfg_.accumulate);
+  if (const std::string why = dist::layout_problem(cfg_.batch_size, cfg_.accumulate, world()); !why.empty())
+    throw dist::CollectiveError("train: cannot train on " + std::to_string(world()) + " ranks: " + why);
   model_ = build_model(cfg_, *train_ds_);
   params_ = model_->named_parameters();
   check_memory(cfg_, *train_ds_, test_ds_.get(), *model_, workers);  // before the loader takes any
@@ -138,6 +109,9 @@ Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared
   lo.seed = cfg_.seed;
   lo.augment.crop_padding = cfg_.crop_padding;
   lo.augment.hflip = cfg_.hflip;
+  lo.world = world();
+  lo.rank = rank();
+  lo.leaf_rows = dist::step_layout(cfg_.batch_size, cfg_.batch_size, cfg_.accumulate, 1).leaf_rows;
   loader_ = std::make_unique<data::DataLoader>(train_ds_, lo);
   batches_per_epoch_ = loader_->batches_per_epoch();
   opt_ = make_optimizer(cfg_, params_);
@@ -164,25 +138,33 @@ Session::StepOut Session::step(std::int64_t s) {
   r.batch = loader_->next();
   r.lr = sched_.at(s);
   const data::Batch& b = r.batch;
-  const std::int64_t B = b.x.shape()[0];
-  // micro-batches of the configured size (the short last batch of an epoch gets fewer, its
-  // last one shorter): each whole micro-batch stays an aligned subtree of the batch rule
-  const std::int64_t micro = cfg_.batch_size / cfg_.accumulate;
-  const std::int64_t k = (B + micro - 1) / micro;
+  const std::int64_t B = b.rows;  // the whole batch, over every rank
+  // this rank's nodes of the batch tree, each in pieces of at most the micro-batch size (the
+  // short last batch of an epoch gets fewer, its last one shorter): each whole piece stays an
+  // aligned subtree of the batch rule
+  const dist::StepLayout layout = dist::step_layout(B, cfg_.batch_size, cfg_.accumulate, world());
+  const dist::Range mine = layout.rows_of(rank());
+  BITGRAD_CHECK(mine.begin == b.first && mine.size() == b.x.shape()[0], "train", "the loader's shard [", b.first, ", ",
+                b.first + b.x.shape()[0], ") is not the layout's [", mine.begin, ", ", mine.end, ")");
   const bool xent = cfg_.loss == LossKind::cross_entropy;
-  reducer_->begin(params_, k);
-  for (std::int64_t m = 0; m < k; ++m) {
-    const std::int64_t r0 = m * micro, r1 = std::min(B, r0 + micro);
-    nn::Context ctx{true, cfg_.seed, static_cast<std::uint64_t>(s), r0};
-    Tensor x = k == 1 ? b.x : slice(b.x, 0, r0, r1);
-    Tensor y = k == 1 ? b.y : slice(b.y, 0, r0, r1);
-    Tensor out = model_->forward(x, ctx);
-    Tensor S = xent ? cross_entropy(out, y, Reduction::sum) : mse_loss(reshape(out, y.shape()), y, Reduction::sum);
-    const float loss_sum = static_cast<float>(S.item());
-    div(S, static_cast<double>(B * divisor_)).backward();
-    reducer_->add(params_, loss_sum);
+  reducer_->begin(params_, layout, rank());
+  for (const dist::Range& node : layout.nodes[static_cast<std::size_t>(rank())]) {
+    const std::int64_t n1 = layout.row_of(node.end);
+    for (std::int64_t r0 = layout.row_of(node.begin); r0 < n1; r0 += layout.piece_rows) {
+      const std::int64_t r1 = std::min(n1, r0 + layout.piece_rows);
+      nn::Context ctx{true, cfg_.seed, static_cast<std::uint64_t>(s), r0};
+      const bool whole = r0 == mine.begin && r1 == mine.end;
+      Tensor x = whole ? b.x : slice(b.x, 0, r0 - mine.begin, r1 - mine.begin);
+      Tensor y = whole ? b.y : slice(b.y, 0, r0 - mine.begin, r1 - mine.begin);
+      Tensor out = model_->forward(x, ctx);
+      Tensor S = xent ? cross_entropy(out, y, Reduction::sum) : mse_loss(reshape(out, y.shape()), y, Reduction::sum);
+      const float loss_sum = static_cast<float>(S.item());
+      div(S, static_cast<double>(B * divisor_)).backward();
+      reducer_->add(params_, loss_sum);
+    }
   }
   r.loss = reducer_->finish(params_) / static_cast<float>(B * divisor_);
+  r.stop_signal = reducer_->stop_signal();
   if (cfg_.clip_grad_norm > 0) r.grad_norm = optim::clip_grad_norm(model_->parameters(), cfg_.clip_grad_norm);
   if (before_update_) before_update_();
   opt_->step(r.lr);
@@ -252,7 +234,16 @@ Digest128 Session::fingerprint() const {
 }
 
 CheckpointInfo Session::checkpoint_info(std::int64_t step, const std::string& config_hash) const {
-  return {step, loader_->epoch(), loader_->index(), opt_->steps(), config_hash, cfg_.accumulate, {}};
+  CheckpointInfo info;
+  info.step = step;
+  info.epoch = loader_->epoch();
+  info.index = loader_->index();
+  info.opt_steps = opt_->steps();
+  info.config_hash = config_hash;
+  info.accumulate = cfg_.accumulate;
+  info.world = world();
+  info.hosts = hosts_;
+  return info;
 }
 
 }  // namespace bitgrad::train

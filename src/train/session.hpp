@@ -20,15 +20,18 @@ struct Eval {
 
 class Session {
  public:
-  // perturb: evaluate every reduction of this session in a seeded random order (analysis mode)
+  // perturb: evaluate every reduction of this session in a seeded random order (analysis mode).
+  // comm: train data parallel as one rank of these (null: one process); this rank loads and
+  // computes only its shard of every batch, and the step's result is the same on every rank.
   Session(const Config& cfg, std::shared_ptr<data::Dataset> train_ds, std::shared_ptr<data::Dataset> test_ds, int workers,
-          std::optional<std::uint64_t> perturb = std::nullopt);
+          std::optional<std::uint64_t> perturb = std::nullopt, dist::Comm* comm = nullptr);
 
   struct StepOut {
     data::Batch batch;
     float loss = 0;
     double lr = 0;
     double grad_norm = -1;
+    int stop_signal = 0;  // a stop request every rank agreed on during the step
   };
   // One optimizer step (number `s`, from 0). The step's gradients stay in the parameters'
   // .grad until the next step.
@@ -54,6 +57,12 @@ class Session {
   const optim::Optimizer& optimizer() const { return *opt_; }
   const optim::Schedule& schedule() const { return sched_; }
   const data::DataLoader& loader() const { return *loader_; }
+  int world() const { return comm_ ? comm_->size() : 1; }
+  int rank() const { return comm_ ? comm_->rank() : 0; }
+  dist::Comm* comm() const { return comm_; }
+  // Each rank's host (set once the ranks have agreed to start).
+  const std::vector<std::string>& hosts() const { return hosts_; }
+  void set_hosts(std::vector<std::string> h) { hosts_ = std::move(h); }
   std::int64_t batches_per_epoch() const { return batches_per_epoch_; }
   std::int64_t planned_steps() const { return planned_; }
 
@@ -69,6 +78,8 @@ class Session {
   std::int64_t divisor_ = 1;  // values per sample the loss is averaged over (mse: the target size)
   std::optional<std::uint64_t> perturb_;
   std::function<void()> before_update_;
+  dist::Comm* comm_ = nullptr;
+  std::vector<std::string> hosts_;
   std::unique_ptr<GradReducer> reducer_;
 };
 

@@ -8,11 +8,15 @@
 #include <chrono>
 #include <csignal>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <streambuf>
 
 #include "bitgrad/runtime.hpp"
 #include "bitgrad/version.hpp"
 #include "io/format.hpp"
+#include "train/dist_sync.hpp"
 
 namespace bitgrad::train {
 namespace {
@@ -64,7 +68,8 @@ class Progress {
 };
 
 void print_header(const Session& session, const RunOptions& opt, const std::string& dir, std::int64_t start, std::int64_t stop,
-                  const std::string& hash, const std::vector<RunObserver*>& observers, std::ostream& out) {
+                  const std::string& hash, const std::vector<RunObserver*>& observers, const std::vector<std::string>& hosts,
+                  std::ostream& out) {
   const Config& cfg = session.config();
   const std::int64_t micro = cfg.batch_size / cfg.accumulate;
   out << "bitgrad " << kVersion << " train " << cfg.file << " (numerics " << kNumericsVersion << ", config " << hash.substr(0, 12) << ")\n";
@@ -75,6 +80,17 @@ void print_header(const Session& session, const RunOptions& opt, const std::stri
   out << "batch     " << cfg.batch_size << " (" << session.batches_per_epoch() << " per epoch)";
   if (cfg.accumulate > 1) out << ", " << cfg.accumulate << " micro-batches of " << micro;
   out << "; threads " << num_threads() << ", loader workers " << cfg.workers << ", " << isa_name(active_isa()) << "\n";
+  if (session.world() > 1) {
+    const dist::StepLayout l = dist::step_layout(cfg.batch_size, cfg.batch_size, cfg.accumulate, session.world());
+    std::int64_t lo = l.leaves, hi = 0;
+    for (int r = 0; r < l.world; ++r) lo = std::min(lo, dist::shard(l.leaves, l.world, r).size()), hi = std::max(hi, dist::shard(l.leaves, l.world, r).size());
+    std::string on;
+    for (std::size_t r = 0; r < hosts.size() && r < 8; ++r) on += (r ? ", " : "") + hosts[r];
+    if (hosts.size() > 8) on += ", ...";
+    out << "ranks     " << session.world() << " (MPI, on " << on << "); a batch is " << l.leaves << " "
+        << (l.leaf_rows == dist::kBlockRows ? "blocks of 32 samples" : "micro-batches of " + std::to_string(l.leaf_rows) + " samples") << ", "
+        << (lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi)) << " per rank; rank 0 writes the run\n";
+  }
   out << "run       " << dir << (start > 0 ? " (resumed at step " + std::to_string(start) + ")" : std::string());
   for (const RunObserver* o : observers) out << o->describe();
   out << "\n";
@@ -159,6 +175,39 @@ void check_unborn_config(const RunDir& dir, const std::string& hash) {
 
 volatile std::sig_atomic_t g_stop = 0;
 
+// Output of the ranks other than 0.
+struct NullBuf : std::streambuf {
+  int overflow(int c) override { return c; }
+};
+struct NullStream : std::ostream {
+  NullStream() : std::ostream(&buf) {}
+  NullBuf buf;
+};
+
+// Fault injection for the replica-check test: BITGRAD_FAULT_FLIP="RANK:STEP" flips the lowest
+// bit of the first parameter's first element on that rank after that step.
+struct FaultFlip {
+  int rank = -1;
+  std::int64_t step = -1;
+  void apply(Session& session) const {
+    Tensor p = session.params().front().second;
+    BITGRAD_DISPATCH_FLOAT(p.dtype(), "fault", T, [&] {
+      T* v = p.mutable_data<T>();
+      unsigned char* b = reinterpret_cast<unsigned char*>(v);
+      b[0] ^= 1;
+    });
+  }
+};
+FaultFlip fault_flip_from_env() {
+  FaultFlip f;
+  if (const char* e = std::getenv("BITGRAD_FAULT_FLIP"); e && *e) {
+    long long st = -1;
+    if (std::sscanf(e, "%d:%lld", &f.rank, &st) != 2) throw Error("BITGRAD_FAULT_FLIP must be RANK:STEP, got '" + std::string(e) + "'");
+    f.step = st;
+  }
+  return f;
+}
+
 }  // namespace
 
 void request_stop(int signal_number) { g_stop = signal_number > 0 ? signal_number : 1; }
@@ -167,95 +216,164 @@ void clear_stop_request() { g_stop = 0; }
 
 RunResult run(Config cfg, const RunOptions& opt, std::ostream& out) { return run(std::move(cfg), opt, out, {}); }
 
-RunResult run(Config cfg, const RunOptions& opt, std::ostream& out, const std::vector<RunObserver*>& observers) {
-  // settings and checks: nothing is written before all of them pass
-  if (opt.seed) cfg.seed = *opt.seed;
-  if (opt.accumulate > 0) cfg.accumulate = opt.accumulate;
-  if (opt.threads > 0) cfg.threads = opt.threads;
-  if (opt.workers >= 0) cfg.workers = opt.workers;
-  check_fp_environment();
-  ThreadCountScope threads(cfg.threads);  // a library call leaves the process as it found it
-  Session session(cfg, train_dataset(cfg), test_dataset(cfg), cfg.workers, opt.perturb_order);
-  const std::int64_t stop = opt.steps >= 0 ? opt.steps : (opt.epochs >= 0 ? opt.epochs * session.batches_per_epoch() : session.planned_steps());
-  const std::string hash = config_hash(cfg);
+RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const std::vector<RunObserver*>& observers) {
+  // data parallel when launched by mpirun: every rank trains, rank 0 alone writes and prints
+  dist::Comm* comm = dist::Comm::launched_by_mpirun() ? &dist::Comm::world() : nullptr;
+  if (comm && comm->size() == 1) comm = nullptr;
+  if (comm && opt.dist_timeout > 0) comm->set_timeout(opt.dist_timeout);
+  const bool root = !comm || comm->root();
+  NullStream null_out;
+  std::ostream& out = root ? out_arg : null_out;
 
-  // the run directory: a new one, or the resumed one cut back to its latest checkpoint
-  std::int64_t start = 0;
-  RunDir dir = opt.resume.empty() ? RunDir::create(opt.out.empty() ? RunDir::default_path(cfg.file, "", true) : opt.out)
-                                  : RunDir::resume(opt.resume);
+  // settings and checks: nothing is written before all of them pass (on every rank)
+  std::optional<Session> session_slot;
+  std::optional<RunDir> dir_slot;
+  std::optional<Checkpoint> ck;
+  std::int64_t stop = 0;
+  std::string hash;
   bool fresh = opt.resume.empty();
-  if (!fresh && dir.unborn()) {  // it died before its first checkpoint: nothing to continue, so start it again
-    check_unborn_config(dir, hash);
-    out << "resume: " << dir.path() << " stopped before its first checkpoint; starting it again from step 0\n";
-    dir.clear_records();
-    fresh = true;
+  std::optional<ThreadCountScope> threads;
+  std::vector<std::string> hosts{dist::host_name()};
+  StartInfo start_info;
+  try {
+    if (opt.seed) cfg.seed = *opt.seed;
+    if (opt.accumulate > 0) cfg.accumulate = opt.accumulate;
+    if (opt.threads > 0) cfg.threads = opt.threads;
+    if (opt.workers >= 0) cfg.workers = opt.workers;
+    check_fp_environment();
+    threads.emplace(cfg.threads);  // a library call leaves the process as it found it
+    session_slot.emplace(cfg, train_dataset(cfg), test_dataset(cfg), cfg.workers, opt.perturb_order, comm);
+    Session& session = *session_slot;
+    stop = opt.steps >= 0 ? opt.steps : (opt.epochs >= 0 ? opt.epochs * session.batches_per_epoch() : session.planned_steps());
+    hash = config_hash(cfg);
+    if (root) {
+      // the run directory: a new one, or the resumed one cut back to its latest checkpoint
+      dir_slot.emplace(opt.resume.empty() ? RunDir::create(opt.out.empty() ? RunDir::default_path(cfg.file, "", true) : opt.out)
+                                          : RunDir::resume(opt.resume));
+      RunDir& dir = *dir_slot;
+      if (!fresh && dir.unborn()) {  // it died before its first checkpoint: nothing to continue, so start it again
+        check_unborn_config(dir, hash);
+        out << "resume: " << dir.path() << " stopped before its first checkpoint; starting it again from step 0\n";
+        dir.clear_records();
+        fresh = true;
+      }
+      if (!fresh) {
+        ck.emplace(dir.latest_checkpoint());
+        if (ck->info.config_hash != hash)
+          throw Error("resume: the configuration differs from the one " + dir.path() + " was trained with (config hash " + hash +
+                      ", checkpoint " + ck->info.config_hash + "); compare with " + dir.config_path());
+        check_resumed_accumulate(ck->info.accumulate, cfg, dir.path());
+        const std::int64_t start = ck->info.step;
+        if (stop <= start)
+          throw Error("resume: " + dir.path() + " has trained " + std::to_string(start) + " steps already; " +
+                      (stop == start ? "the run is complete (ask for more with --steps or --epochs)"
+                                     : "stopping at step " + std::to_string(stop) + " would train none (ask for more than " +
+                                           std::to_string(start) + ")"));
+      }
+    }
+  } catch (const std::exception& e) {  // several ranks: every rank learns of it in agree_to_start
+    if (!comm) throw;
+    start_info.error = e.what();
   }
-  if (!fresh) {
-    const Checkpoint ck = dir.latest_checkpoint();
-    if (ck.info.config_hash != hash)
-      throw Error("resume: the configuration differs from the one " + dir.path() + " was trained with (config hash " + hash + ", checkpoint " +
-                  ck.info.config_hash + "); compare with " + dir.config_path());
-    check_resumed_accumulate(ck.info.accumulate, cfg, dir.path());
-    session.restore(ck, dir.path() + "/checkpoints/" + ck.name);
-    start = ck.info.step;
-    if (stop <= start)
-      throw Error("resume: " + dir.path() + " has trained " + std::to_string(start) + " steps already; " +
-                  (stop == start ? "the run is complete (ask for more with --steps or --epochs)"
-                                 : "stopping at step " + std::to_string(stop) + " would train none (ask for more than " + std::to_string(start) + ")"));
-    dir.truncate_after(start, ck.info.records);
+  if (comm) {
+    if (start_info.error.empty()) {
+      start_info.config_hash = hash;
+      start_info.stop = stop;
+      start_info.perturb = opt.perturb_order;
+      start_info.data_files = cfg.data_files();
+    }
+    hosts = agree_to_start(*comm, start_info);  // throws on every rank when one cannot start
+  }
+  Session& session = *session_slot;
+  session.set_hosts(hosts);
+
+  std::int64_t start = 0;
+  if (root && !fresh) {
+    RunDir& dir = *dir_slot;
+    session.restore(*ck, dir.path() + "/checkpoints/" + ck->name);
+    start = ck->info.step;
+    dir.truncate_after(start, ck->info.records);
+  } else if (root) {
+    dir_slot->write_config(resolved_toml(cfg));
+  }
+  if (comm) start = share_start_state(*comm, session, root && !fresh ? &*ck : nullptr);
+  const std::string world_note = comm ? std::to_string(comm->size()) : "1";
+  auto info_at = [&](std::int64_t step) {
+    CheckpointInfo info = session.checkpoint_info(step, hash);
+    info.world = session.world();
+    info.hosts = hosts;
+    return info;
+  };
+  std::optional<JsonLinesWriter> metrics;
+  if (root) {
+    RunDir& dir = *dir_slot;
+    for (RunObserver* o : observers) o->begin(&dir, session, start);
+    if (fresh) dir.save_checkpoint(session.params(), session.optimizer().state(), info_at(0));  // diff replays from here
+    metrics.emplace(dir.metrics());
   } else {
-    dir.write_config(resolved_toml(cfg));
+    for (RunObserver* o : observers) o->begin(nullptr, session, start);
   }
-  for (RunObserver* o : observers) o->begin(dir, session, start);
-  if (fresh) dir.save_checkpoint(session.params(), session.optimizer().state(), session.checkpoint_info(0, hash));  // diff replays from here
-  JsonLinesWriter metrics = dir.metrics();
   session.set_before_update([&observers] {
     for (RunObserver* o : observers) o->before_update();
   });
   auto checkpoint = [&](std::int64_t step) {
+    if (!root) return;
+    RunDir& dir = *dir_slot;
     for (RunObserver* o : observers) o->sync();  // the traces reach the disk before the checkpoint exists
-    metrics.flush();
+    metrics->flush();
     dir.sync_records();
-    CheckpointInfo info = session.checkpoint_info(step, hash);
+    CheckpointInfo info = info_at(step);
     info.records = dir.record_sizes();
     dir.save_checkpoint(session.params(), session.optimizer().state(), info);
   };
-  print_header(session, opt, dir.path(), start, stop, hash, observers, out);
+  auto replicas = [&](std::int64_t step) {
+    if (comm) check_replicas(*comm, session, step, hosts);
+  };
+  print_header(session, opt, root ? dir_slot->path() : std::string(), start, stop, hash, observers, hosts, out);
+  replicas(start);  // the ranks start from the same state
 
   Progress progress(cfg, opt, out, stop, session.batches_per_epoch());
   RunResult res;
-  res.out_dir = dir.path();
+  res.out_dir = root ? dir_slot->path() : std::string();
+  const FaultFlip fault = fault_flip_from_env();
   for (std::int64_t step = start + 1; step <= stop; ++step) {  // steps count from 1 in every file
     for (RunObserver* o : observers) o->begin_step(step);
     const Session::StepOut step_out = session.step(step - 1);
     res.last_loss = step_out.loss;
     res.steps = step;
     for (RunObserver* o : observers) o->end_step(step, session, step_out);
-    metrics.write(step_metrics(step, step_out));
-    if (opt.grad_stats_every > 0 && step % opt.grad_stats_every == 0) metrics.write(grad_stats(step, session.params()));
-    progress.step(step, step_out);
-    if (step_out.batch.index == session.batches_per_epoch() - 1 && cfg.eval_each_epoch && session.test_data()) {
-      progress.end_line();
-      evaluate_epoch(session, step, step_out.batch.epoch, metrics, res, out);
+    if (fault.step == step && fault.rank == session.rank()) fault.apply(session);
+    if (metrics) {
+      metrics->write(step_metrics(step, step_out));
+      if (opt.grad_stats_every > 0 && step % opt.grad_stats_every == 0) metrics->write(grad_stats(step, session.params()));
     }
-    metrics.flush();
-    const bool epoch_end = step_out.batch.index == session.batches_per_epoch() - 1;
-    if (const int sig = stop_requested(); sig != 0 && step < stop) {
+    progress.step(step, step_out);
+    if (step_out.batch.index == session.batches_per_epoch() - 1 && cfg.eval_each_epoch && session.test_data() && root) {
       progress.end_line();
+      evaluate_epoch(session, step, step_out.batch.epoch, *metrics, res, out);
+    }
+    if (metrics) metrics->flush();
+    const bool epoch_end = step_out.batch.index == session.batches_per_epoch() - 1;
+    // several ranks stop at the step they agreed on; one process at the step the signal came in
+    if (const int sig = comm ? step_out.stop_signal : stop_requested(); sig != 0 && step < stop) {
+      progress.end_line();
+      replicas(step);
       checkpoint(step);
-      const std::string how = "bitgrad train " + cfg.file + " --resume " + dir.path();
+      const std::string how = "bitgrad train " + cfg.file + " --resume " + (root ? dir_slot->path() : std::string("RUN_DIR"));
       out << "stopped at step " << step << " of " << stop << " (signal " << sig << "); checkpoint written; continue with: " << how << "\n";
       out.flush();
       throw Interrupted("interrupted at step " + std::to_string(step) + "; continue with: " + how, sig);
     }
+    if (opt.replica_check_every > 0 && step % opt.replica_check_every == 0) replicas(step);
     if (step < stop && ((opt.checkpoint_every > 0 && step % opt.checkpoint_every == 0) || (opt.checkpoint_epochs && epoch_end))) checkpoint(step);
   }
   progress.end_line();
   for (RunObserver* o : observers) o->sync();
+  replicas(stop);
   if (start < stop) checkpoint(stop);
 
   res.fingerprint = session.fingerprint();
-  out << "trained " << res.steps << " steps in " << strprintf("%.1f", progress.seconds()) << " s; run directory " << dir.path() << "\n";
+  out << "trained " << res.steps << " steps in " << strprintf("%.1f", progress.seconds()) << " s; run directory " << res.out_dir << "\n";
   out << "fingerprint " << res.fingerprint.hex() << "\n";
   out.flush();
   return res;

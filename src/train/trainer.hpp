@@ -16,8 +16,9 @@ class RunObserver {
   virtual ~RunObserver() = default;
   // Added to the header's "run" line (", trace steps").
   virtual std::string describe() const { return {}; }
-  // The run directory is ready (resumed: truncated to `start`); nothing has trained yet.
-  virtual void begin(const RunDir& dir, Session& session, std::int64_t start) = 0;
+  // The run directory is ready (resumed: truncated to `start`); nothing has trained yet. `dir`
+  // is null on the ranks other than 0 of a data-parallel run (rank 0 alone writes the run).
+  virtual void begin(const RunDir* dir, Session& session, std::int64_t start) = 0;
   virtual void begin_step(std::int64_t step) { (void)step; }  // step counts from 1
   // Inside the step, after the gradients are final and before the optimizer updates.
   virtual void before_update() {}

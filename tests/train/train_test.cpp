@@ -210,7 +210,7 @@ TEST(Train, ResumeRefusesADataFileChangedSinceTheRun) {
 // Asks for a stop at the end of step `at`, as bitgrad's SIGINT/SIGTERM handler does.
 struct StopAt final : train::RunObserver {
   explicit StopAt(std::int64_t s) : at(s) {}
-  void begin(const train::RunDir&, train::Session&, std::int64_t) override {}
+  void begin(const train::RunDir*, train::Session&, std::int64_t) override {}
   void end_step(std::int64_t step, const train::Session&, const train::Session::StepOut&) override {
     if (step == at) train::request_stop(15);
   }

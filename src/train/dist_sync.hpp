@@ -1,0 +1,38 @@
+// What the ranks of a data-parallel run agree on besides gradients: the start (same
+// configuration, build, data and stop point on every rank, or every rank refuses alike), rank
+// 0's checkpoint handed to the others on resume, and the replica check (every rank's
+// parameters and optimizer state compared by fingerprint).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dist/comm.hpp"
+#include "train/checkpoint.hpp"
+#include "train/session.hpp"
+
+namespace bitgrad::train {
+
+struct StartInfo {
+  std::string error;  // why this rank cannot start ("": it can)
+  std::string config_hash;
+  std::int64_t stop = 0;
+  std::optional<std::uint64_t> perturb;
+  std::vector<std::string> data_files;  // hashed and compared
+};
+
+// Every rank's StartInfo compared: throws dist::CollectiveError on every rank when one failed
+// or they differ. Returns each rank's host.
+std::vector<std::string> agree_to_start(dist::Comm& comm, const StartInfo& mine);
+
+// Rank 0's state on every rank: with `ck` (rank 0 resumed from it) the others restore it too;
+// returns the step the run starts at.
+std::int64_t share_start_state(dist::Comm& comm, Session& session, const Checkpoint* ck);
+
+// The replica check after step `step`: the fingerprints of every parameter and optimizer
+// buffer, the optimizer's step count and the loader's position on every rank against rank
+// 0's; a difference throws dist::CollectiveError naming the step, the ranks and the tensor.
+void check_replicas(dist::Comm& comm, const Session& session, std::int64_t step, const std::vector<std::string>& hosts);
+
+}  // namespace bitgrad::train
