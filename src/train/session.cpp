@@ -10,6 +10,7 @@
 #include "train/session.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "bitgrad/autograd.hpp"
 #include "io/format.hpp"
@@ -137,15 +138,16 @@ Session::StepOut Session::step(std::int64_t s) {
   StepOut r;
   r.batch = loader_->next();
   r.lr = sched_.at(s);
-  const data::Batch& b = r.batch;
-  const std::int64_t B = b.rows;  // the whole batch, over every rank
+  const Tensor bx = r.batch.x, by = r.batch.y;  // this rank's shard
+  const std::int64_t B = r.batch.rows;         // the whole batch, over every rank
   // this rank's nodes of the batch tree, each in pieces of at most the micro-batch size (the
   // short last batch of an epoch gets fewer, its last one shorter): each whole piece stays an
   // aligned subtree of the batch rule
   const dist::StepLayout layout = dist::step_layout(B, cfg_.batch_size, cfg_.accumulate, world());
   const dist::Range mine = layout.rows_of(rank());
-  BITGRAD_CHECK(mine.begin == b.first && mine.size() == b.x.shape()[0], "train", "the loader's shard [", b.first, ", ",
-                b.first + b.x.shape()[0], ") is not the layout's [", mine.begin, ", ", mine.end, ")");
+  BITGRAD_CHECK(mine.begin == r.batch.first && mine.size() == bx.shape()[0], "train", "the loader's shard [", r.batch.first, ", ",
+                r.batch.first + bx.shape()[0], ") is not the layout's [", mine.begin, ", ", mine.end, ")");
+  if (comm_) gather_batch_on_root(layout, r.batch);  // rank 0's step record names the whole batch
   const bool xent = cfg_.loss == LossKind::cross_entropy;
   reducer_->begin(params_, layout, rank());
   for (const dist::Range& node : layout.nodes[static_cast<std::size_t>(rank())]) {
@@ -154,8 +156,8 @@ Session::StepOut Session::step(std::int64_t s) {
       const std::int64_t r1 = std::min(n1, r0 + layout.piece_rows);
       nn::Context ctx{true, cfg_.seed, static_cast<std::uint64_t>(s), r0};
       const bool whole = r0 == mine.begin && r1 == mine.end;
-      Tensor x = whole ? b.x : slice(b.x, 0, r0 - mine.begin, r1 - mine.begin);
-      Tensor y = whole ? b.y : slice(b.y, 0, r0 - mine.begin, r1 - mine.begin);
+      Tensor x = whole ? bx : slice(bx, 0, r0 - mine.begin, r1 - mine.begin);
+      Tensor y = whole ? by : slice(by, 0, r0 - mine.begin, r1 - mine.begin);
       Tensor out = model_->forward(x, ctx);
       Tensor S = xent ? cross_entropy(out, y, Reduction::sum) : mse_loss(reshape(out, y.shape()), y, Reduction::sum);
       const float loss_sum = static_cast<float>(S.item());
@@ -169,6 +171,49 @@ Session::StepOut Session::step(std::int64_t s) {
   if (before_update_) before_update_();
   opt_->step(r.lr);
   return r;
+}
+
+// The other ranks' shards of the batch to rank 0 (bytes only), so that what rank 0 reports of
+// a step (the step trace's input fingerprint) is the whole batch, as in one process.
+void Session::gather_batch_on_root(const dist::StepLayout& layout, data::Batch& b) const {
+  dist::Comm& comm = *comm_;
+  auto row_bytes = [](const Tensor& t) { return t.shape()[0] > 0 ? t.numel() / t.shape()[0] * dtype_size(t.dtype()) : std::int64_t{0}; };
+  auto raw = [](const Tensor& t) -> char* {
+    switch (t.dtype()) {
+      case DType::i64: return reinterpret_cast<char*>(const_cast<std::int64_t*>(t.data<std::int64_t>()));
+      default: return reinterpret_cast<char*>(const_cast<float*>(t.data<float>()));
+    }
+  };
+  std::vector<dist::Comm::Message> sends, recvs;
+  Tensor x = b.x, y = b.y;
+  if (comm.root()) {
+    Shape xs = b.x.shape(), ys = b.y.shape();
+    xs[0] = layout.rows;
+    ys[0] = layout.rows;
+    x = Tensor::empty(xs, b.x.dtype());
+    y = Tensor::empty(ys, b.y.dtype());
+    const std::int64_t xrow = x.numel() / layout.rows * dtype_size(x.dtype()), yrow = y.numel() / layout.rows * dtype_size(y.dtype());
+    for (int r = 0; r < comm.size(); ++r) {
+      const dist::Range rows = layout.rows_of(r);
+      if (rows.size() == 0) continue;
+      if (r == 0) {
+        std::memcpy(raw(x), raw(b.x), static_cast<std::size_t>(rows.size() * xrow));
+        std::memcpy(raw(y), raw(b.y), static_cast<std::size_t>(rows.size() * yrow));
+        continue;
+      }
+      recvs.push_back({r, raw(x) + rows.begin * xrow, rows.size() * xrow});
+      recvs.push_back({r, raw(y) + rows.begin * yrow, rows.size() * yrow});
+    }
+  } else if (b.x.shape()[0] > 0) {
+    sends.push_back({0, raw(b.x), b.x.shape()[0] * row_bytes(b.x)});
+    sends.push_back({0, raw(b.y), b.y.shape()[0] * row_bytes(b.y)});
+  }
+  comm.exchange(sends, recvs, "the batch's inputs to rank 0");
+  if (comm.root()) {
+    b.x = x;
+    b.y = y;
+    b.first = 0;
+  }
 }
 
 Tensor Session::predict(const Tensor& x) const {

@@ -67,6 +67,7 @@ class Session {
   std::int64_t planned_steps() const { return planned_; }
 
  private:
+  void gather_batch_on_root(const dist::StepLayout& layout, data::Batch& b) const;
   Config cfg_;
   std::shared_ptr<data::Dataset> train_ds_, test_ds_;
   std::unique_ptr<data::DataLoader> loader_;

@@ -1,6 +1,6 @@
-// The local gradient reducer: micro-batches combined by the pairwise tree (left + right, the
-// batch rule above the block level), the loss sums likewise; one micro-batch leaves .grad as
-// backward wrote it (no copy).
+// The tree reducer in one process: micro-batches combined by the pairwise tree (left + right,
+// the batch rule above the block level), the loss sums likewise; one micro-batch leaves .grad
+// as backward wrote it (no copy).
 #include "bitgrad/bitgrad.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "support/test_util.hpp"
@@ -22,8 +22,11 @@ TEST(GradReducer, MicroBatchesFollowThePairwiseTree) {
     std::vector<Tensor> g;
     std::vector<float> loss;
     for (int m = 0; m < k; ++m) g.push_back(random_tensor(37, 100 + static_cast<std::uint64_t>(m))), loss.push_back(0.1f * static_cast<float>(m + 1) + 1e-3f);
-    train::LocalGradReducer r;
-    r.begin(params, k);
+    train::TreeGradReducer r;
+    // k micro-batches of 40 samples (not whole blocks): the tree's leaves are the micro-batches
+    const dist::StepLayout layout = dist::step_layout(40 * k, 40 * k, k, 1);
+    if (k > 1) ASSERT_EQ(layout.leaves, k);
+    r.begin(params, layout, 0);
     for (int m = 0; m < k; ++m) {
       w.set_grad(g[static_cast<std::size_t>(m)]);
       r.add(params, loss[static_cast<std::size_t>(m)]);

@@ -1,0 +1,335 @@
+// Data parallel end to end: `mpirun -n P bitgrad train` gives the fingerprint, metrics and step
+// trace of one process for P = 1, 2, 3, 4 and 8 (oversubscribed), with threads, loader workers
+// and accumulate varied; a run resumes on another number of ranks mid-epoch; a killed or hung
+// rank ends the job with an error within a bound and the last checkpoint resumes; ranks with
+// another configuration, a replica that drifts and a world larger than the batch are refused
+// with one error. Each mpirun is bounded by `timeout`.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bitgrad/io.hpp"
+
+namespace bitgrad::test {
+namespace {
+
+#ifdef BITGRAD_MPIRUN
+const std::string kMpirun = std::string(BITGRAD_MPIRUN) + " --oversubscribe --allow-run-as-root --bind-to none";
+#endif
+const std::string kBin = std::string(BITGRAD_BINARY_DIR) + "/bin/bitgrad";
+
+// 8 blocks of 32 per batch; 1000 samples: 3 full batches and a short one of 232 (8 blocks,
+// the last of 8 samples) per epoch; dropout keyed by the sample's row.
+const char* kSynth = R"(seed = 17
+[data]
+dataset = "synthetic"
+shape = [12]
+classes = 5
+samples = 1000
+test_samples = 100
+[model]
+layers = [ { type = "linear", out = 24 }, { type = "tanh" }, { type = "dropout", p = 0.1 }, { type = "linear", out = 5 } ]
+[train]
+batch_size = 256
+epochs = 3
+drop_last = false
+[optimizer]
+type = "adamw"
+lr = 0.01
+weight_decay = 0.01
+)";
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+  double seconds = 0;
+};
+
+std::string dir_for(const std::string& name) {
+  const std::string d = ::testing::TempDir() + "/bitgrad_dist_" + std::to_string(::getpid()) + "_" + name;
+  if (std::system(("rm -rf '" + d + "'").c_str()) != 0) ADD_FAILURE() << "cannot clear " << d;
+  io::make_dirs(d);
+  return d;
+}
+
+// Runs a shell command with a time limit; stdout and stderr captured.
+Result sh(const std::string& cmd, const std::string& work, int limit_s = 240) {
+  Result r;
+  const std::string o = work + "/.out", e = work + "/.err";
+  const auto t0 = std::chrono::steady_clock::now();
+  const int st = std::system(("cd '" + work + "' && timeout -k 5 " + std::to_string(limit_s) + " " + cmd + " >" + o + " 2>" + e).c_str());
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = io::exists(o) ? io::read_file(o) : "";
+  r.err = io::exists(e) ? io::read_file(e) : "";
+  return r;
+}
+
+std::string fingerprint_of(const Result& r) {
+  const std::size_t at = r.out.rfind("fingerprint ");
+  return at == std::string::npos ? "(none)" : r.out.substr(at + 12, 32);
+}
+
+#ifdef BITGRAD_MPIRUN
+std::string mpirun(int P, const std::string& args) { return kMpirun + " -n " + std::to_string(P) + " " + kBin + " train " + args; }
+#endif
+
+class DistTrain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef BITGRAD_MPIRUN
+    GTEST_SKIP() << "built without MPI";
+#endif
+  }
+};
+
+#ifdef BITGRAD_MPIRUN
+
+TEST_F(DistTrain, AnyNumberOfRanksGivesTheBitsOfOneProcess) {
+  const std::string w = dir_for("ranks");
+  io::write_file_atomic(w + "/s.toml", kSynth);
+  const Result one = sh(kBin + " train s.toml --out p1 --no-progress --threads 2", w);
+  ASSERT_EQ(one.code, 0) << one.err;
+  const std::string want = fingerprint_of(one);
+  const std::string metrics = io::read_file(w + "/p1/metrics.jsonl"), trace = io::read_file(w + "/p1/trace.jsonl");
+  struct Case {
+    int P;
+    std::string flags;
+  };
+  for (const Case& c : std::vector<Case>{{1, "--threads 1"},
+                                         {2, "--threads 1 --workers 2"},
+                                         {3, "--threads 2"},
+                                         {4, "--threads 1 --accumulate 2"},
+                                         {8, "--threads 1 --workers 1"},
+                                         {3, "--threads 3 --accumulate 4"}}) {
+    const std::string out = "p" + std::to_string(c.P) + "_" + std::to_string(c.flags.size());
+    const Result r = sh(mpirun(c.P, "s.toml --out " + out + " --no-progress " + c.flags), w);
+    ASSERT_EQ(r.code, 0) << c.P << " ranks " << c.flags << "\n" << r.out << r.err;
+    EXPECT_EQ(fingerprint_of(r), want) << c.P << " ranks " << c.flags;
+    EXPECT_EQ(io::read_file(w + "/" + out + "/metrics.jsonl"), metrics) << c.P << " ranks " << c.flags;
+    EXPECT_EQ(io::read_file(w + "/" + out + "/trace.jsonl"), trace) << c.P << " ranks " << c.flags;
+    if (c.P > 1) EXPECT_NE(r.out.find("ranks     " + std::to_string(c.P) + " (MPI"), std::string::npos) << r.out;
+    EXPECT_NE(io::read_file(w + "/" + out + "/manifest.json").find("\"ranks\": " + std::to_string(c.P)), std::string::npos);
+  }
+}
+
+// micro-batches that are not whole blocks (T5 does not hold): the ranks hold whole
+// micro-batches, and the bits are still those of one process with the same accumulate
+TEST_F(DistTrain, MicroBatchesOfPartialBlocksAreSplitWhole) {
+  const std::string w = dir_for("partial");
+  io::write_file_atomic(w + "/s.toml", kSynth);
+  const Result one = sh(kBin + " train s.toml --out p1 --no-progress --accumulate 8 --steps 9", w);
+  ASSERT_EQ(one.code, 0) << one.err;
+  for (int P : {3, 8}) {
+    const Result r = sh(mpirun(P, "s.toml --no-progress --accumulate 8 --steps 9 --out p" + std::to_string(P)), w);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(fingerprint_of(r), fingerprint_of(one)) << P << " ranks";
+  }
+  const Result r = sh(mpirun(3, "s.toml --no-progress --accumulate 2 --steps 2 --out bad"), w);  // 2 micro-batches of 128: fine
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST_F(DistTrain, FashionMnistMlpAndCnnOnOneToFourRanks) {
+  const std::string w = dir_for("fashion");
+  io::write_file_atomic(w + "/cnn.toml", R"(seed = 4
+[data]
+dataset = "fashion-mnist"
+[model]
+layers = [
+  { type = "conv2d", out = 4, kernel = 3, padding = 1 }, { type = "relu" }, { type = "maxpool2d", kernel = 2 },
+  { type = "flatten" }, { type = "linear", out = 10 },
+]
+[train]
+batch_size = 128
+epochs = 1
+[optimizer]
+type = "sgd"
+lr = 0.05
+momentum = 0.9
+)");
+  for (const std::string& cfg : {std::string(BITGRAD_SOURCE_DIR) + "/examples/fashion_mlp.toml", std::string("cnn.toml")}) {
+    const int steps = cfg == "cnn.toml" ? 6 : 25;
+    const Result one = sh(kBin + " train " + cfg + " --no-progress --steps " + std::to_string(steps) + " --out one" + std::to_string(steps), w);
+    ASSERT_EQ(one.code, 0) << one.err;
+    for (int P : {2, 3, 4}) {
+      const Result r = sh(mpirun(P, cfg + " --no-progress --threads 1 --steps " + std::to_string(steps) + " --out r" + std::to_string(steps) + "_" +
+                                        std::to_string(P)),
+                          w);
+      ASSERT_EQ(r.code, 0) << r.err;
+      EXPECT_EQ(fingerprint_of(r), fingerprint_of(one)) << cfg << " on " << P << " ranks";
+    }
+  }
+}
+
+// checkpointed on 4 ranks mid-epoch, continued on 2, then on 1: the bits of one straight run
+TEST_F(DistTrain, ElasticResumeOnAnotherNumberOfRanks) {
+  const std::string w = dir_for("elastic");
+  io::write_file_atomic(w + "/s.toml", kSynth);
+  const Result straight = sh(kBin + " train s.toml --out straight --no-progress --steps 11", w);
+  ASSERT_EQ(straight.code, 0) << straight.err;
+  Result r = sh(mpirun(4, "s.toml --out run --no-progress --steps 5"), w);  // step 5: batch 1 of epoch 1
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(io::read_file(w + "/run/checkpoints/step-000000005/optimizer.safetensors").find("\"world_size\":\"4\""), std::string::npos);
+  r = sh(mpirun(2, "s.toml --resume run --no-progress --steps 9"), w);
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = sh(kBin + " train s.toml --resume run --no-progress --steps 11", w);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(fingerprint_of(r), fingerprint_of(straight));
+  EXPECT_EQ(io::read_file(w + "/run/metrics.jsonl"), io::read_file(w + "/straight/metrics.jsonl"));
+  EXPECT_EQ(io::read_file(w + "/run/trace.jsonl"), io::read_file(w + "/straight/trace.jsonl"));
+}
+
+// pids of mpirun's children (the ranks): every process whose parent it is
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> kids;
+  if (DIR* d = ::opendir("/proc")) {
+    while (dirent* e = ::readdir(d)) {
+      const pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
+      if (pid <= 0) continue;
+      const std::string stat = "/proc/" + std::string(e->d_name) + "/stat";
+      std::FILE* f = std::fopen(stat.c_str(), "r");
+      if (!f) continue;
+      char buf[512] = {};
+      const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+      std::fclose(f);
+      const std::string text(buf, n);
+      const std::size_t close = text.rfind(')');  // "pid (comm) state ppid ..."
+      if (close == std::string::npos) continue;
+      char state = 0;
+      long ppid = 0;
+      if (std::sscanf(text.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 && ppid == parent) kids.push_back(pid);
+    }
+    ::closedir(d);
+  }
+  return kids;
+}
+
+pid_t spawn_sh(const std::string& cmd) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int wait_bounded(pid_t pid, double limit_s, double* took) {
+  const auto t0 = std::chrono::steady_clock::now();
+  int st = 0;
+  for (;;) {
+    const pid_t got = ::waitpid(pid, &st, WNOHANG);
+    *took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (got == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (*took > limit_s) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &st, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// `sig` sent to a rank other than 0 once the run has a checkpoint past step 0
+void fault_run(const std::string& w, int sig, const std::string& extra, std::string* err_text, int* code, double* took) {
+  const pid_t mp = spawn_sh("cd '" + w + "' && exec " + mpirun(3, "s.toml --out run --no-progress --steps 100000 --checkpoint-every 4 " + extra) +
+                            " >fault.out 2>fault.err");
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!io::exists(w + "/run/checkpoints/step-000000004") &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 60)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const std::string lock = io::exists(w + "/run/.lock") ? io::read_file(w + "/run/.lock") : "";
+  const pid_t root = static_cast<pid_t>(std::atol(lock.c_str()));
+  pid_t victim = 0;
+  for (pid_t k : children_of(mp))
+    if (k != root) victim = k;
+  ASSERT_GT(victim, 0) << "no rank to stop (lock '" << lock << "')";
+  ::kill(victim, sig);
+  *code = wait_bounded(mp, 90, took);
+  if (sig == SIGSTOP) ::kill(victim, SIGKILL);
+  *err_text = io::exists(w + "/fault.err") ? io::read_file(w + "/fault.err") : "";
+}
+
+TEST_F(DistTrain, AKilledRankEndsTheJobAndTheRunResumes) {
+  const std::string w = dir_for("killed");
+  io::write_file_atomic(w + "/s.toml", kSynth);
+  std::string err;
+  int code = 0;
+  double took = 0;
+  fault_run(w, SIGKILL, "", &err, &code, &took);
+  EXPECT_NE(code, 0) << err;
+  EXPECT_NE(code, -1) << "mpirun did not end within 90 s of the kill";
+  // continued on 2 ranks past its last checkpoint: the bits of a straight run to that step
+  const std::int64_t last = std::atoll(io::read_file(w + "/run/checkpoints/latest").c_str() + 5);
+  const std::string to = std::to_string(last + 13);
+  const Result straight = sh(kBin + " train s.toml --out straight --no-progress --steps " + to, w);
+  ASSERT_EQ(straight.code, 0);
+  const Result r = sh(mpirun(2, "s.toml --resume run --no-progress --steps " + to), w);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(fingerprint_of(r), fingerprint_of(straight));
+  std::printf("killed rank: mpirun ended %.1f s after the kill (exit %d); resumed from step %lld\n", took, code, static_cast<long long>(last));
+}
+
+TEST_F(DistTrain, AHungRankMakesTheOthersFailWithinTheTimeout) {
+  const std::string w = dir_for("hung");
+  io::write_file_atomic(w + "/s.toml", kSynth);
+  std::string err;
+  int code = 0;
+  double took = 0;
+  fault_run(w, SIGSTOP, "--dist-timeout 3", &err, &code, &took);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(code, -1) << "the job did not end within 90 s";
+  EXPECT_NE(err.find("without an answer from the other ranks"), std::string::npos) << err;
+  EXPECT_TRUE(io::exists(w + "/run/checkpoints/latest"));
+  std::printf("hung rank: the job ended %.1f s after the stop (exit %d)\n", took, code);
+}
+
+TEST_F(DistTrain, RanksWithAnotherConfigurationAreRefusedOnce) {
+  const std::string w = dir_for("mismatch");
+  io::write_file_atomic(w + "/s.toml", kSynth);
+  std::string other = kSynth;
+  other.replace(other.find("lr = 0.01"), 9, "lr = 0.02");
+  io::write_file_atomic(w + "/t.toml", other);
+  Result r = sh(kMpirun + " -n 2 " + kBin + " train s.toml --out run --no-progress : -n 1 " + kBin + " train t.toml --out run --no-progress", w);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("rank 2 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("a different configuration"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("bitgrad: error"), r.err.rfind("bitgrad: error")) << "one error line: " << r.err;
+  EXPECT_FALSE(io::exists(w + "/run/config.toml"));
+  // a stop point that differs
+  r = sh(kMpirun + " -n 1 " + kBin + " train s.toml --out run2 --steps 3 : -n 1 " + kBin + " train s.toml --out run2 --steps 4", w);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("a different stop point"), std::string::npos) << r.err;
+  // a world larger than the blocks of a batch
+  r = sh(mpirun(9, "s.toml --out run3 --no-progress"), w);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("8 blocks of 32 samples, fewer than the 9 ranks"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("bitgrad: error"), r.err.rfind("bitgrad: error")) << "one error line: " << r.err;
+  // a configuration only some ranks can read
+  r = sh(kMpirun + " -n 1 " + kBin + " train s.toml --out run4 : -n 1 " + kBin + " train /etc/hostname --out run4", w);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("rank 1 ("), std::string::npos) << r.err;
+}
+
+TEST_F(DistTrain, AReplicaThatDriftsStopsEveryRank) {
+  const std::string w = dir_for("drift");
+  io::write_file_atomic(w + "/s.toml", kSynth);
+  const Result r = sh("env BITGRAD_FAULT_FLIP=1:3 " + mpirun(2, "s.toml --out run --no-progress --steps 8 --replica-check 2"), w);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("replica check after step 4: rank 1 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("in parameter '"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("bitgrad: error"), r.err.rfind("bitgrad: error")) << "one error line: " << r.err;
+}
+
+#endif
+
+}  // namespace
+}  // namespace bitgrad::test
