@@ -73,6 +73,7 @@ struct AuditOptions {
   int runs = 0;  // 0: one per combination
   std::vector<int> threads{1}, workers{0};
   std::vector<std::int64_t> accumulate{1};
+  std::vector<int> ranks{1};  // > 1: the run is `mpirun -n R bitgrad train` (data parallel)
   std::int64_t steps = -1;  // -1: the configuration's plan
   std::string out;          // directory for audit.json and manifest.json ("": runs/audit-<name>)
   std::string command;

@@ -193,6 +193,8 @@ int run_command(int argc, char** argv) {
   auditc->add_option("--threads", aud.threads, "thread counts, e.g. 1,2,3")->delimiter(',')->check(CLI::Range(1, 4096));
   auditc->add_option("--workers", aud.workers, "loader worker counts, e.g. 0,2")->delimiter(',')->check(CLI::Range(0, 256));
   auditc->add_option("--accumulate", aud.accumulate, "micro-batch counts, e.g. 1,2,4")->delimiter(',')->check(CLI::Range(1L, 1L << 20));
+  auditc->add_option("--ranks", aud.ranks, "MPI rank counts, e.g. 1,2,4 (runs with more than one rank are launched with mpirun)")
+      ->delimiter(',')->check(CLI::Range(1, 1024));
   auditc->add_option("--steps", aud.steps, "steps per run (default: the configuration's plan)")->check(CLI::Range(1L, 1L << 50));
   auditc->add_option("--out", aud.out, "directory for audit.json (default: runs/audit-<config name>)");
 

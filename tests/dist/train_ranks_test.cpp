@@ -329,6 +329,30 @@ TEST_F(DistTrain, AReplicaThatDriftsStopsEveryRank) {
   EXPECT_EQ(r.err.find("bitgrad: error"), r.err.rfind("bitgrad: error")) << "one error line: " << r.err;
 }
 
+// the instruments know ranks: audit launches runs on several ranks and compares them with
+// runs in one process; diff compares a run on 3 ranks with one in a process (the same bits,
+// the manifests naming the ranks)
+TEST_F(DistTrain, AuditAndDiffAcrossRanks) {
+  const std::string w = dir_for("instruments");
+  io::write_file_atomic(w + "/s.toml", kSynth);
+  Result r = sh(kBin + " audit s.toml --ranks 1,2,3 --steps 6 --out aud", w);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("run 3: ranks 3, threads 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("all bitwise equal: 3 runs"), std::string::npos) << r.out;
+  EXPECT_NE(io::read_file(w + "/aud/audit.json").find("\"ranks\": 3"), std::string::npos);
+  // a world the batch cannot hold is refused before anything runs
+  r = sh(kBin + " audit s.toml --ranks 1,9 --steps 2 --out aud2", w);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--ranks 9"), std::string::npos) << r.err;
+  EXPECT_FALSE(io::exists(w + "/aud2/audit.json"));
+
+  ASSERT_EQ(sh(kBin + " train s.toml --out one --no-progress --steps 6", w).code, 0);
+  ASSERT_EQ(sh(mpirun(3, "s.toml --out three --no-progress --steps 6"), w).code, 0);
+  r = sh(kBin + " diff one three", w);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("run.ranks: 1 | 3"), std::string::npos) << r.out;
+}
+
 #endif
 
 }  // namespace
