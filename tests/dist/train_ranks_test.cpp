@@ -278,6 +278,32 @@ TEST_F(DistTrain, AKilledRankEndsTheJobAndTheRunResumes) {
   std::printf("killed rank: mpirun ended %.1f s after the kill (exit %d); resumed from step %lld\n", took, code, static_cast<long long>(last));
 }
 
+// SIGTERM to mpirun reaches every rank; they agree on the step to stop after, rank 0 writes its
+// checkpoint, and the run continues (on another number of ranks) to the bits of a straight run
+TEST_F(DistTrain, ASignalStopsEveryRankAfterTheSameStep) {
+  const std::string w = dir_for("signal");
+  io::write_file_atomic(w + "/s.toml", kSynth);
+  const pid_t mp = spawn_sh("cd '" + w + "' && exec " + mpirun(2, "s.toml --out run --no-progress --steps 100000 --no-epoch-checkpoints --checkpoint-every 4") +
+                            " >sig.out 2>sig.err");
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!io::exists(w + "/run/checkpoints/step-000000004") && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 60)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ::kill(mp, SIGTERM);
+  double took = 0;
+  const int code = wait_bounded(mp, 60, &took);
+  ASSERT_NE(code, -1) << "mpirun did not end within 60 s of SIGTERM";
+  const std::string out = io::read_file(w + "/sig.out");
+  const std::size_t at = out.find("stopped at step ");
+  ASSERT_NE(at, std::string::npos) << out << io::read_file(w + "/sig.err");
+  const std::int64_t stopped = std::atoll(out.c_str() + at + 16);
+  EXPECT_EQ(std::atoll(io::read_file(w + "/run/checkpoints/latest").c_str() + 5), stopped);
+  const std::string to = std::to_string(stopped + 7);
+  const Result straight = sh(kBin + " train s.toml --out straight --no-progress --steps " + to, w);
+  const Result r = sh(mpirun(3, "s.toml --resume run --no-progress --steps " + to), w);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(fingerprint_of(r), fingerprint_of(straight));
+}
+
 TEST_F(DistTrain, AHungRankMakesTheOthersFailWithinTheTimeout) {
   const std::string w = dir_for("hung");
   io::write_file_atomic(w + "/s.toml", kSynth);
