@@ -122,6 +122,24 @@ TEST_F(DistTrain, AnyNumberOfRanksGivesTheBitsOfOneProcess) {
   }
 }
 
+// 800 samples: the epoch's last batch is one block of 32, so most ranks (rank 0 among them)
+// hold nothing in that step
+TEST_F(DistTrain, RanksWithoutSamplesInAShortBatch) {
+  const std::string w = dir_for("empty");
+  std::string cfg = kSynth;
+  cfg.replace(cfg.find("samples = 1000"), 14, "samples = 800");
+  io::write_file_atomic(w + "/e.toml", cfg);
+  const Result one = sh(kBin + " train e.toml --out one --no-progress --steps 9", w);
+  ASSERT_EQ(one.code, 0) << one.err;
+  for (int P : {5, 8}) {
+    const std::string out = "p" + std::to_string(P);
+    const Result r = sh(mpirun(P, "e.toml --no-progress --threads 1 --steps 9 --out " + out), w);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(fingerprint_of(r), fingerprint_of(one)) << P << " ranks";
+    EXPECT_EQ(io::read_file(w + "/" + out + "/trace.jsonl"), io::read_file(w + "/one/trace.jsonl")) << P << " ranks";
+  }
+}
+
 // micro-batches that are not whole blocks (T5 does not hold): the ranks hold whole
 // micro-batches, and the bits are still those of one process with the same accumulate
 TEST_F(DistTrain, MicroBatchesOfPartialBlocksAreSplitWhole) {
