@@ -1,8 +1,9 @@
 // The contract fuzzer: random training set-ups (contract/case.hpp), each trained under a matrix
 // of settings that the reproducibility contract (docs/numerics.md, ../shared/DESIGN.md §2) says
 // cannot change a bit — threads, loader workers, code paths, a resume at a random step, the
-// same perturbed order at two thread counts, and every accumulate that divides the batch (T5:
-// equal unless the run said the contract does not hold). A pair that must agree and does not
+// same perturbed order at two thread counts, every accumulate that divides the batch (T5:
+// equal unless the run said the contract does not hold), and a run on 2 to 8 MPI ranks for
+// batches of two blocks or more (T6, when built with MPI). A pair that must agree and does not
 // fails the case; the case is shrunk and printed as a TOML file and the two command lines.
 //
 //   contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--keep-going] [--print]
@@ -32,10 +33,12 @@ struct Setting {
   Isa isa = Isa::scalar;
   std::optional<std::uint64_t> perturb;
   std::int64_t resume_at = 0;  // > 0: train this many steps, then resume to the end
+  int ranks = 1;               // > 1: mpirun -n ranks bitgrad train (T6)
 
   std::string command(const std::string& toml) const {
     std::string env = std::string("BITGRAD_ISA=") + isa_name(isa) + " ";
     std::string opts = " --threads " + std::to_string(threads) + " --workers " + std::to_string(workers);
+    if (ranks > 1) return env + "mpirun --oversubscribe --bind-to none -n " + std::to_string(ranks) + " bitgrad train " + toml + opts;
     if (accumulate > 1) opts += " --accumulate " + std::to_string(accumulate);
     if (perturb) opts += " --perturb-order " + std::to_string(*perturb);
     if (resume_at > 0)
@@ -58,10 +61,42 @@ struct Outcome {
 
 std::string g_root;  // temporary directory of this process
 int g_runs = 0;
+int g_rank_runs = 0;  // of them on MPI ranks
+
+// A run on several ranks: mpirun on the bitgrad binary of this build.
+void run_ranks(const Case& c, const Setting& s, const std::string& dir, Outcome& o) {
+#ifdef BITGRAD_MPIRUN
+  io::make_dirs(dir);
+  io::write_file_atomic(dir + "/case.toml", c.toml());
+  const std::string cmd = "cd '" + dir + "' && BITGRAD_ISA=" + isa_name(s.isa) + " timeout -k 5 300 " + BITGRAD_MPIRUN +
+                          " --oversubscribe --allow-run-as-root --bind-to none -n " + std::to_string(s.ranks) + " " + BITGRAD_BIN +
+                          " train case.toml --out run --no-progress --threads " + std::to_string(s.threads) + " --workers " +
+                          std::to_string(s.workers) + " >out.txt 2>err.txt";
+  const int rc = std::system(cmd.c_str());
+  const std::string out = io::exists(dir + "/out.txt") ? io::read_file(dir + "/out.txt") : "";
+  if (rc != 0) {
+    const std::string err = io::exists(dir + "/err.txt") ? io::read_file(dir + "/err.txt") : "";
+    o.error = "mpirun -n " + std::to_string(s.ranks) + " failed: " + err.substr(0, 500);
+    return;
+  }
+  const std::size_t at = out.rfind("fingerprint ");
+  o.fingerprint = at == std::string::npos ? "(none)" : out.substr(at + 12, 32);
+  o.trace = io::read_file(dir + "/run/trace.jsonl");
+#else
+  (void)c, (void)s, (void)dir;
+  o.error = "built without MPI";
+#endif
+}
 
 Outcome run_case(const Case& c, const Setting& s) {
   Outcome o;
   const std::string dir = g_root + "/run" + std::to_string(g_runs++);
+  if (s.ranks > 1) {
+    ++g_rank_runs;
+    run_ranks(c, s, dir, o);
+    if (std::system(("rm -rf '" + dir + "'").c_str()) != 0) std::fprintf(stderr, "contract_fuzz: cannot remove %s\n", dir.c_str());
+    return o;
+  }
   try {
     const train::Config cfg = train::parse_config(c.toml(), "case.toml");
     IsaScope isa(s.isa);
@@ -132,6 +167,15 @@ std::vector<Pair> matrix(const Case& c, std::uint64_t seed, std::uint64_t index)
   Setting p1 = base, p2 = setting(static_cast<int>(2 + below(7)), static_cast<int>(below(3)), 1, isas[static_cast<std::size_t>(below(static_cast<std::int64_t>(isas.size())))]);
   p1.perturb = p2.perturb = 1 + static_cast<std::uint64_t>(below(1000));
   v.push_back({p1, p2});
+#ifdef BITGRAD_MPIRUN
+  // T6: data parallel on 2 to 8 ranks (each at least one 32-sample block of a full batch)
+  const std::int64_t blocks = (c.batch + 31) / 32;
+  if (blocks >= 2) {
+    Setting d = setting(1, static_cast<int>(below(2)), 1, isas.back());
+    d.ranks = static_cast<int>(2 + below(std::min<std::int64_t>(blocks, 8) - 1));
+    v.push_back({base, d});
+  }
+#endif
   return v;
 }
 
@@ -223,7 +267,7 @@ int main(int argc, char** argv) {
   if (std::system(("rm -rf '" + g_root + "'").c_str()) != 0) std::fprintf(stderr, "contract_fuzz: cannot remove %s\n", g_root.c_str());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "contract_fuzz: seed " << seed << ", cases " << first << ".." << first + done - 1 << ", " << pairs << " pairs of runs, "
-            << g_runs << " trainings in " << static_cast<long long>(secs) << " s\n";
+            << g_runs << " trainings (" << g_rank_runs << " on MPI ranks) in " << static_cast<long long>(secs) << " s\n";
   std::cout << done - failed << " passed, " << failed << " failed\n";
   return failed ? 1 : 0;
 }
