@@ -1,12 +1,12 @@
 # The README's two commands:
 #   make demo   install dependencies, build, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
-# Other targets: build, bench, contract, crosscheck, sanitize, tsan, fuzz, accuracy, clean.
+# Other targets: build, bench, bench-dist, contract, crosscheck, sanitize, tsan, fuzz, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test crosscheck sanitize tsan fuzz bench contract accuracy clean
+.PHONY: deps configure build demo test crosscheck sanitize tsan fuzz bench bench-dist contract accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -59,6 +59,11 @@ fuzz: deps
 
 bench: build
 	@bash bench/run.sh $(BUILD)
+
+# Data parallel (docs/distributed_bench.md): tree_allreduce against MPI_Allreduce, and the MLP's
+# training step under mpirun against one process; DIST_RANKS="2 4", DIST_ONLY=combine|train.
+bench-dist: build
+	@bash bench/dist.sh $(BUILD)
 
 accuracy: build
 	@$(BUILD)/bin/mathfn_accuracy --n 10000000

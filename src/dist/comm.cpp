@@ -1,5 +1,6 @@
 #include "dist/comm.hpp"
 
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -102,8 +103,9 @@ void check(int rc, const char* call, const std::string& what) {
 }  // namespace
 #endif
 
-// Polls with a growing pause: a rank waiting for a slower one (an evaluation, a checkpoint
-// write on rank 0) gives its core away on an oversubscribed machine.
+// Polls: busily at first (a message on the way arrives within microseconds), then yielding the
+// core (on an oversubscribed machine the rank we wait for may need it), and after 50 ms with
+// pauses of up to 1 ms (a slower rank: an evaluation or a checkpoint on rank 0).
 void Comm::wait(void* requests, int n, const std::string& what) {
 #ifdef BITGRAD_HAVE_MPI
   auto* req = static_cast<MPI_Request*>(requests);
@@ -113,14 +115,18 @@ void Comm::wait(void* requests, int n, const std::string& what) {
     int done = 0;
     check(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE), "MPI_Testall", what);
     if (done) return;
+    if (spins < 100) continue;
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (waited > timeout_) {
       throw Error(io::strprintf("data parallel: rank %d (%s) waited %.0f s in %s without an answer from the other ranks: one of them "
                                 "has died, hangs or is far slower (the limit is --dist-timeout / BITGRAD_DIST_TIMEOUT)",
                                 rank_, host_.c_str(), waited, what.c_str()));
     }
-    if (spins < 200) continue;
-    pause_ns = pause_ns < 1000000 ? pause_ns + 2000 : pause_ns;
+    if (waited < 0.05) {
+      ::sched_yield();
+      continue;
+    }
+    pause_ns = pause_ns < 1000000 ? pause_ns + 10000 : pause_ns;
     timespec ts{0, pause_ns};
     ::nanosleep(&ts, nullptr);
   }

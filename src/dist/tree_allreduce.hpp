@@ -19,9 +19,10 @@
 namespace bitgrad::dist {
 
 // nodes[r]: rank r's nodes (in order, tiling [0, leaves) together); mine: this rank's node
-// values, 1-D tensors of one length and floating dtype. Returns the tree's value (1-D).
-Tensor tree_allreduce(Comm& comm, const std::vector<std::vector<Range>>& nodes, std::int64_t leaves, std::vector<Tensor> mine,
-                      const std::string& what, std::int64_t bucket_elements = std::int64_t{1} << 20);
+// values, contiguous 1-D tensors of `len` elements of `dtype` (every rank passes the same len
+// and dtype, also one that holds no node). Returns the tree's value (1-D).
+Tensor tree_allreduce(Comm& comm, const std::vector<std::vector<Range>>& nodes, std::int64_t leaves, const std::vector<Tensor>& mine,
+                      std::int64_t len, DType dtype, const std::string& what, std::int64_t bucket_elements = std::int64_t{1} << 20);
 
 // The same with `world` ranks simulated in this process (tests, the bench's reference):
 // values[r] are rank r's node values; the result is what every rank would hold.

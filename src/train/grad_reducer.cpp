@@ -135,7 +135,7 @@ float TreeGradReducer::finish(const optim::NamedTensors& params) {
     flat.push_back(f);
   }
   node_grads_.clear();
-  Tensor total = dist::tree_allreduce(comm, lay.nodes, lay.leaves, std::move(flat), "the gradient combine");
+  Tensor total = dist::tree_allreduce(comm, lay.nodes, lay.leaves, flat, len, dt, "the gradient combine");
   std::int64_t off = 0;
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (!has_grad[i]) continue;

@@ -64,7 +64,7 @@ int check(dist::Comm& comm, std::int64_t leaves, std::int64_t len, std::int64_t 
     for (std::int64_t i = n.begin; i < n.end; ++i) s.push(all[static_cast<std::size_t>(i)]);
     mine.push_back(s.total());
   }
-  const Tensor got = dist::tree_allreduce(comm, nodes, leaves, mine, "the combine check", bucket);
+  const Tensor got = dist::tree_allreduce(comm, nodes, leaves, mine, len, sizeof(T) == 4 ? DType::f32 : DType::f64, "the combine check", bucket);
   if (got.numel() != len || std::memcmp(got.data<T>(), want.data<T>(), static_cast<std::size_t>(len) * sizeof(T)) != 0) {
     std::int64_t at = 0;
     while (at < len && std::memcmp(got.data<T>() + at, want.data<T>() + at, sizeof(T)) == 0) ++at;
