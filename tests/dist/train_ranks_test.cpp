@@ -389,6 +389,11 @@ TEST_F(DistTrain, AuditAndDiffAcrossRanks) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--ranks 9"), std::string::npos) << r.err;
   EXPECT_FALSE(io::exists(w + "/aud2/audit.json"));
+  // without mpirun on PATH: said so, before anything runs
+  r = sh("env PATH=/nonexistent " + kBin + " audit s.toml --ranks 1,2 --steps 2 --out aud3", w);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--ranks needs mpirun, which is not on PATH"), std::string::npos) << r.err;
+  EXPECT_FALSE(io::exists(w + "/aud3"));
 
   ASSERT_EQ(sh(kBin + " train s.toml --out one --no-progress --steps 6", w).code, 0);
   ASSERT_EQ(sh(mpirun(3, "s.toml --out three --no-progress --steps 6"), w).code, 0);
