@@ -118,6 +118,12 @@ void Comm::wait(void* requests, int n, const std::string& what) {
     if (spins < 100) continue;
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (waited > timeout_) {
+      // cancelled and freed, so that no late message lands in buffers the unwinding frees
+      for (int i = 0; i < n; ++i)
+        if (req[i] != MPI_REQUEST_NULL) {
+          MPI_Cancel(&req[i]);
+          MPI_Request_free(&req[i]);
+        }
       throw Error(io::strprintf("data parallel: rank %d (%s) waited %.0f s in %s without an answer from the other ranks: one of them "
                                 "has died, hangs or is far slower (the limit is --dist-timeout / BITGRAD_DIST_TIMEOUT)",
                                 rank_, host_.c_str(), waited, what.c_str()));

@@ -177,11 +177,15 @@ Session::StepOut Session::step(std::int64_t s) {
 // a step (the step trace's input fingerprint) is the whole batch, as in one process.
 void Session::gather_batch_on_root(const dist::StepLayout& layout, data::Batch& b) const {
   dist::Comm& comm = *comm_;
-  auto row_bytes = [](const Tensor& t) { return t.shape()[0] > 0 ? t.numel() / t.shape()[0] * dtype_size(t.dtype()) : std::int64_t{0}; };
-  auto raw = [](const Tensor& t) -> char* {
+  auto row_bytes = [](const Tensor& t) -> std::int64_t {
+    return t.shape()[0] > 0 ? t.numel() / t.shape()[0] * static_cast<std::int64_t>(dtype_size(t.dtype())) : 0;
+  };
+  auto raw = [](const Tensor& t) -> char* {  // the first byte of a contiguous batch tensor
     switch (t.dtype()) {
       case DType::i64: return reinterpret_cast<char*>(const_cast<std::int64_t*>(t.data<std::int64_t>()));
-      default: return reinterpret_cast<char*>(const_cast<float*>(t.data<float>()));
+      case DType::f64: return reinterpret_cast<char*>(const_cast<double*>(t.data<double>()));
+      case DType::f32: return reinterpret_cast<char*>(const_cast<float*>(t.data<float>()));
+      default: throw Error(std::string("train: cannot gather a batch tensor of dtype ") + dtype_name(t.dtype()));
     }
   };
   std::vector<dist::Comm::Message> sends, recvs;
@@ -192,7 +196,8 @@ void Session::gather_batch_on_root(const dist::StepLayout& layout, data::Batch& 
     ys[0] = layout.rows;
     x = Tensor::empty(xs, b.x.dtype());
     y = Tensor::empty(ys, b.y.dtype());
-    const std::int64_t xrow = x.numel() / layout.rows * dtype_size(x.dtype()), yrow = y.numel() / layout.rows * dtype_size(y.dtype());
+    const std::int64_t xrow = x.numel() / layout.rows * static_cast<std::int64_t>(dtype_size(x.dtype())),
+                       yrow = y.numel() / layout.rows * static_cast<std::int64_t>(dtype_size(y.dtype()));
     for (int r = 0; r < comm.size(); ++r) {
       const dist::Range rows = layout.rows_of(r);
       if (rows.size() == 0) continue;
