@@ -301,8 +301,10 @@ TEST_F(DistTrain, AKilledRankEndsTheJobAndTheRunResumes) {
 TEST_F(DistTrain, ASignalStopsEveryRankAfterTheSameStep) {
   const std::string w = dir_for("signal");
   io::write_file_atomic(w + "/s.toml", kSynth);
-  const pid_t mp = spawn_sh("cd '" + w + "' && exec " + mpirun(2, "s.toml --out run --no-progress --steps 100000 --no-epoch-checkpoints --checkpoint-every 4") +
-                            " >sig.out 2>sig.err");
+  // mpirun forwards SIGTERM and kills the ranks odls_base_sigkill_timeout seconds later (1 by
+  // default): time to finish the step and write the checkpoint, even on a loaded machine
+  const pid_t mp = spawn_sh("cd '" + w + "' && exec " + kMpirun + " --mca odls_base_sigkill_timeout 60 -n 2 " + kBin +
+                            " train s.toml --out run --no-progress --steps 100000 --no-epoch-checkpoints --checkpoint-every 4 >sig.out 2>sig.err");
   const auto t0 = std::chrono::steady_clock::now();
   while (!io::exists(w + "/run/checkpoints/step-000000004") && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 60)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
