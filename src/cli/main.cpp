@@ -2,6 +2,7 @@
 // exit code 2.
 #include <CLI/CLI.hpp>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -53,6 +54,8 @@ std::uint64_t parse_seed(const std::string& flag, const std::string& text, std::
   return v;
 }
 
+volatile std::sig_atomic_t g_under_mpirun = 0;
+
 // The first SIGINT / SIGTERM asks the run to stop after its step and checkpoint; a second one
 // stops at once (the default action).
 extern "C" void on_stop_signal(int sig) {
@@ -62,6 +65,10 @@ extern "C" void on_stop_signal(int sig) {
     return;
   }
   bitgrad::train::request_stop(sig);
+  // Under mpirun, which stops reading the ranks' output while it waits to kill them, a write to
+  // a full stdout pipe would block rank 0 before its checkpoint: from now on such a write fails
+  // instead (a write already blocked is restarted, and then fails too).
+  if (g_under_mpirun) ::fcntl(STDOUT_FILENO, F_SETFL, ::fcntl(STDOUT_FILENO, F_GETFL) | O_NONBLOCK);
   static const char msg[] = "\nbitgrad: stopping after this step to write a checkpoint (signal again to stop at once)\n";
   [[maybe_unused]] const ssize_t n = ::write(2, msg, sizeof msg - 1);
 }
@@ -78,6 +85,7 @@ int cmd_train(const std::string& config, const bitgrad::instruments::TrainOption
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   const bool ranks = dist::launched_by_mpirun();
+  g_under_mpirun = ranks;
   int rank = 0;
   try {
     rank = dist::world_rank();  // starts MPI under mpirun
@@ -92,7 +100,8 @@ int cmd_train(const std::string& config, const bitgrad::instruments::TrainOption
   } catch (const bitgrad::train::Interrupted& e) {
     std::cout.flush();
     if (rank == 0) std::fprintf(stderr, "bitgrad: %s\n", e.what());
-    dist::finalize();
+    // no MPI_Finalize: mpirun, which forwarded the signal, is ending the job, and a finalize
+    // would wait for it; the checkpoint is written
     return 128 + e.signal;
   } catch (const dist::CollectiveError& e) {
     std::cout.flush();

@@ -35,6 +35,7 @@ class Progress {
   }
   void step(std::int64_t step, const Session::StepOut& step_out) {
     ++done_;
+    if (stop_requested()) return;  // once a stop is asked for, only the stop's own lines follow
     const auto now = Clock::now();
     const double elapsed = seconds();
     const double sps = elapsed > 0 ? static_cast<double>(done_ * batch_size_) / elapsed : 0;

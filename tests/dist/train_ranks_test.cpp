@@ -297,31 +297,33 @@ TEST_F(DistTrain, AKilledRankEndsTheJobAndTheRunResumes) {
 }
 
 // SIGTERM to mpirun reaches every rank; they agree on the step to stop after, rank 0 writes its
-// checkpoint, and the run continues (on another number of ranks) to the bits of a straight run
+// checkpoint (the run has no other but the initial one), and the run continues on another number of ranks to
+// the bits of a straight run
 TEST_F(DistTrain, ASignalStopsEveryRankAfterTheSameStep) {
   const std::string w = dir_for("signal");
   io::write_file_atomic(w + "/s.toml", kSynth);
-  // mpirun forwards SIGTERM and kills the ranks odls_base_sigkill_timeout seconds later (1 by
-  // default): time to finish the step and write the checkpoint, even on a loaded machine
-  const pid_t mp = spawn_sh("cd '" + w + "' && exec " + kMpirun + " --mca odls_base_sigkill_timeout 60 -n 2 " + kBin +
-                            " train s.toml --out run --no-progress --steps 100000 --no-epoch-checkpoints --checkpoint-every 4 >sig.out 2>sig.err");
+  // mpirun forwards SIGTERM, stops reading the ranks' output, and kills them
+  // odls_base_sigkill_timeout seconds later (1 by default, always waited in full): 10 s to
+  // finish the step and write the checkpoint on a loaded machine
+  const pid_t mp = spawn_sh("cd '" + w + "' && exec " + kMpirun + " --mca odls_base_sigkill_timeout 10 -n 2 " + kBin +
+                            " train s.toml --out run --no-progress --steps 100000 --no-epoch-checkpoints >sig.out 2>sig.err");
+  // training (some steps in the metrics), with no checkpoint but the initial one
   const auto t0 = std::chrono::steady_clock::now();
-  while (!io::exists(w + "/run/checkpoints/step-000000004") && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 60)
+  while ((!io::exists(w + "/run/metrics.jsonl") || io::read_file(w + "/run/metrics.jsonl").size() < 2000) &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 60)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ::kill(mp, SIGTERM);
   double took = 0;
   const int code = wait_bounded(mp, 60, &took);
   ASSERT_NE(code, -1) << "mpirun did not end within 60 s of SIGTERM";
-  const std::string out = io::read_file(w + "/sig.out");
-  const std::size_t at = out.find("stopped at step ");
-  ASSERT_NE(at, std::string::npos) << out << io::read_file(w + "/sig.err");
-  const std::int64_t stopped = std::atoll(out.c_str() + at + 16);
-  EXPECT_EQ(std::atoll(io::read_file(w + "/run/checkpoints/latest").c_str() + 5), stopped);
+  const std::int64_t stopped = std::atoll(io::read_file(w + "/run/checkpoints/latest").c_str() + 5);
+  EXPECT_GT(stopped, 0) << "no checkpoint of the stop";
   const std::string to = std::to_string(stopped + 7);
   const Result straight = sh(kBin + " train s.toml --out straight --no-progress --steps " + to, w);
   const Result r = sh(mpirun(3, "s.toml --resume run --no-progress --steps " + to), w);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(fingerprint_of(r), fingerprint_of(straight));
+  std::printf("signal: stopped after step %lld; mpirun ended %.1f s after SIGTERM\n", static_cast<long long>(stopped), took);
 }
 
 TEST_F(DistTrain, AHungRankMakesTheOthersFailWithinTheTimeout) {
