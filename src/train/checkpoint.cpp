@@ -62,8 +62,10 @@ void save_checkpoint(const std::string& run_dir, const io::NamedTensors& params,
   meta["optimizer_steps"] = std::to_string(info.opt_steps);
   if (info.accumulate > 0) meta["accumulate"] = std::to_string(info.accumulate);
   for (const auto& [f, bytes] : info.records) meta["records." + f] = std::to_string(bytes);
-  meta["world_size"] = std::to_string(info.world);
-  for (std::size_t r = 0; r < info.hosts.size(); ++r) meta["host." + std::to_string(r)] = info.hosts[r];
+  if (info.world > 1) {  // a single process's checkpoint stays the same bytes on every machine
+    meta["world_size"] = std::to_string(info.world);
+    for (std::size_t r = 0; r < info.hosts.size(); ++r) meta["host." + std::to_string(r)] = info.hosts[r];
+  }
   io::save_safetensors(tmp + "/optimizer.safetensors", optimizer, meta);
   const std::string final_dir = root + "/" + name;
   remove_checkpoint_dir(final_dir);
