@@ -46,7 +46,13 @@ Comm& Comm::world() {
 }
 
 Comm::Comm() : host_(hostname()) {
-  if (const char* t = std::getenv("BITGRAD_DIST_TIMEOUT"); t && *t) timeout_ = std::atof(t);
+  if (const char* t = std::getenv("BITGRAD_DIST_TIMEOUT"); t && *t) {
+    char* end = nullptr;
+    const double v = std::strtod(t, &end);
+    if (!end || *end || !(v > 0 && v <= 1e7))
+      throw Error(std::string("BITGRAD_DIST_TIMEOUT must be a number of seconds in (0, 1e7], got '") + printable_excerpt(t) + "'");
+    timeout_ = v;
+  }
   if (!launched_by_mpirun()) return;
 #ifdef BITGRAD_HAVE_MPI
   int provided = 0;
@@ -147,24 +153,22 @@ void Comm::exchange(const std::vector<Message>& sends, const std::vector<Message
   BITGRAD_CHECK(mpi_, "data parallel", "exchange without MPI");
   std::vector<MPI_Request> req;
   req.reserve(sends.size() + recvs.size());
-  // messages larger than 1 GiB go in parts (MPI counts are int)
+  // messages larger than 1 GiB go in parts (MPI counts are int); receives are posted first
   const std::int64_t part = std::int64_t{1} << 30;
-  for (const Message& m : recvs)
-    for (std::int64_t off = 0; off < m.bytes || (off == 0 && m.bytes == 0); off += part) {
+  auto post = [&](const Message& m, bool send) {
+    std::int64_t off = 0;
+    do {
       req.emplace_back();
-      check(MPI_Irecv(static_cast<char*>(m.data) + off, static_cast<int>(std::min(part, m.bytes - off)), MPI_BYTE, m.peer, 7, MPI_COMM_WORLD,
-                      &req.back()),
-            "MPI_Irecv", what);
-      if (m.bytes == 0) break;
-    }
-  for (const Message& m : sends)
-    for (std::int64_t off = 0; off < m.bytes || (off == 0 && m.bytes == 0); off += part) {
-      req.emplace_back();
-      check(MPI_Isend(static_cast<char*>(m.data) + off, static_cast<int>(std::min(part, m.bytes - off)), MPI_BYTE, m.peer, 7, MPI_COMM_WORLD,
-                      &req.back()),
-            "MPI_Isend", what);
-      if (m.bytes == 0) break;
-    }
+      char* p = static_cast<char*>(m.data) + off;
+      const int count = static_cast<int>(std::min(part, m.bytes - off));
+      check(send ? MPI_Isend(p, count, MPI_BYTE, m.peer, 7, MPI_COMM_WORLD, &req.back())
+                 : MPI_Irecv(p, count, MPI_BYTE, m.peer, 7, MPI_COMM_WORLD, &req.back()),
+            send ? "MPI_Isend" : "MPI_Irecv", what);
+      off += part;
+    } while (off < m.bytes);
+  };
+  for (const Message& m : recvs) post(m, false);
+  for (const Message& m : sends) post(m, true);
   wait(req.data(), static_cast<int>(req.size()), what);
 #else
   (void)what;

@@ -2,8 +2,8 @@
 // of settings that the reproducibility contract (docs/numerics.md, ../shared/DESIGN.md §2) says
 // cannot change a bit — threads, loader workers, code paths, a resume at a random step, the
 // same perturbed order at two thread counts, every accumulate that divides the batch (T5:
-// equal unless the run said the contract does not hold), and a run on 2 to 8 MPI ranks for
-// batches of two blocks or more (T6, when built with MPI). A pair that must agree and does not
+// equal unless the run said the contract does not hold), and a run on 2 to 8 MPI ranks against
+// one process with the same accumulate (T6, when built with MPI). A pair that must agree and does not
 // fails the case; the case is shrunk and printed as a TOML file and the two command lines.
 //
 //   contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--keep-going] [--print]
@@ -21,6 +21,7 @@
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/io.hpp"
 #include "bitgrad/rng.hpp"
+#include "dist/plan.hpp"
 #include "bitgrad/runtime.hpp"
 #include "contract/case.hpp"
 
@@ -38,8 +39,8 @@ struct Setting {
   std::string command(const std::string& toml) const {
     std::string env = std::string("BITGRAD_ISA=") + isa_name(isa) + " ";
     std::string opts = " --threads " + std::to_string(threads) + " --workers " + std::to_string(workers);
-    if (ranks > 1) return env + "mpirun --oversubscribe --bind-to none -n " + std::to_string(ranks) + " bitgrad train " + toml + opts;
     if (accumulate > 1) opts += " --accumulate " + std::to_string(accumulate);
+    if (ranks > 1) return env + "mpirun --oversubscribe --bind-to none -n " + std::to_string(ranks) + " bitgrad train " + toml + opts;
     if (perturb) opts += " --perturb-order " + std::to_string(*perturb);
     if (resume_at > 0)
       return env + "bitgrad train " + toml + opts + " --steps " + std::to_string(resume_at) + " --out R && " + env + "bitgrad train " + toml +
@@ -71,7 +72,7 @@ void run_ranks(const Case& c, const Setting& s, const std::string& dir, Outcome&
   const std::string cmd = "cd '" + dir + "' && BITGRAD_ISA=" + isa_name(s.isa) + " timeout -k 5 300 " + BITGRAD_MPIRUN +
                           " --oversubscribe --allow-run-as-root --bind-to none -n " + std::to_string(s.ranks) + " " + BITGRAD_BIN +
                           " train case.toml --out run --no-progress --threads " + std::to_string(s.threads) + " --workers " +
-                          std::to_string(s.workers) + " >out.txt 2>err.txt";
+                          std::to_string(s.workers) + " --accumulate " + std::to_string(s.accumulate) + " >out.txt 2>err.txt";
   const int rc = std::system(cmd.c_str());
   const std::string out = io::exists(dir + "/out.txt") ? io::read_file(dir + "/out.txt") : "";
   if (rc != 0) {
@@ -168,12 +169,18 @@ std::vector<Pair> matrix(const Case& c, std::uint64_t seed, std::uint64_t index)
   p1.perturb = p2.perturb = 1 + static_cast<std::uint64_t>(below(1000));
   v.push_back({p1, p2});
 #ifdef BITGRAD_MPIRUN
-  // T6: data parallel on 2 to 8 ranks (each at least one 32-sample block of a full batch)
-  const std::int64_t blocks = (c.batch + 31) / 32;
-  if (blocks >= 2) {
-    Setting d = setting(1, static_cast<int>(below(2)), 1, isas.back());
-    d.ranks = static_cast<int>(2 + below(std::min<std::int64_t>(blocks, 8) - 1));
-    v.push_back({base, d});
+  // T6: data parallel on 2 to 8 ranks against one process with the same accumulate (1 in half
+  // the cases, else a divisor of the batch: micro-batches that are whole subtrees, or not, when
+  // the ranks hold whole micro-batches), as many ranks as the batch's tree has leaves
+  std::vector<std::int64_t> accs{1};
+  for (std::int64_t d = 2; d <= c.batch; ++d)
+    if (c.batch % d == 0) accs.push_back(d);
+  const std::int64_t acc = below(2) == 0 ? 1 : accs[static_cast<std::size_t>(below(static_cast<std::int64_t>(accs.size())))];
+  const std::int64_t leaves = dist::step_layout(c.batch, c.batch, acc, 1).leaves;
+  if (leaves >= 2) {
+    Setting one = setting(1, 0, acc, isas.back()), d = setting(1, static_cast<int>(below(2)), acc, isas.back());
+    d.ranks = static_cast<int>(2 + below(std::min<std::int64_t>(leaves, 8) - 1));
+    v.push_back({one, d});
   }
 #endif
   return v;

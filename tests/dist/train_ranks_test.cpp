@@ -256,8 +256,14 @@ int wait_bounded(pid_t pid, double limit_s, double* took) {
   }
 }
 
+struct Fault {
+  std::string err;  // mpirun's stderr
+  int code = 0;     // its exit code, -1: it did not end within 90 s
+  double took = 0;  // seconds from the signal to its end
+};
+
 // `sig` sent to a rank other than 0 once the run has a checkpoint past step 0
-void fault_run(const std::string& w, int sig, const std::string& extra, std::string* err_text, int* code, double* took) {
+void fault_run(const std::string& w, int sig, const std::string& extra, Fault* f) {
   const pid_t mp = spawn_sh("cd '" + w + "' && exec " + mpirun(3, "s.toml --out run --no-progress --steps 100000 --checkpoint-every 4 " + extra) +
                             " >fault.out 2>fault.err");
   const auto t0 = std::chrono::steady_clock::now();
@@ -271,20 +277,18 @@ void fault_run(const std::string& w, int sig, const std::string& extra, std::str
     if (k != root) victim = k;
   ASSERT_GT(victim, 0) << "no rank to stop (lock '" << lock << "')";
   ::kill(victim, sig);
-  *code = wait_bounded(mp, 90, took);
+  f->code = wait_bounded(mp, 90, &f->took);
   if (sig == SIGSTOP) ::kill(victim, SIGKILL);
-  *err_text = io::exists(w + "/fault.err") ? io::read_file(w + "/fault.err") : "";
+  f->err = io::exists(w + "/fault.err") ? io::read_file(w + "/fault.err") : "";
 }
 
 TEST_F(DistTrain, AKilledRankEndsTheJobAndTheRunResumes) {
   const std::string w = dir_for("killed");
   io::write_file_atomic(w + "/s.toml", kSynth);
-  std::string err;
-  int code = 0;
-  double took = 0;
-  fault_run(w, SIGKILL, "", &err, &code, &took);
-  EXPECT_NE(code, 0) << err;
-  EXPECT_NE(code, -1) << "mpirun did not end within 90 s of the kill";
+  Fault f;
+  fault_run(w, SIGKILL, "", &f);
+  EXPECT_NE(f.code, 0) << f.err;
+  EXPECT_NE(f.code, -1) << "mpirun did not end within 90 s of the kill";
   // continued on 2 ranks past its last checkpoint: the bits of a straight run to that step
   const std::int64_t last = std::atoll(io::read_file(w + "/run/checkpoints/latest").c_str() + 5);
   const std::string to = std::to_string(last + 13);
@@ -293,7 +297,7 @@ TEST_F(DistTrain, AKilledRankEndsTheJobAndTheRunResumes) {
   const Result r = sh(mpirun(2, "s.toml --resume run --no-progress --steps " + to), w);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(fingerprint_of(r), fingerprint_of(straight));
-  std::printf("killed rank: mpirun ended %.1f s after the kill (exit %d); resumed from step %lld\n", took, code, static_cast<long long>(last));
+  std::printf("killed rank: mpirun ended %.1f s after the kill (exit %d); resumed from step %lld\n", f.took, f.code, static_cast<long long>(last));
 }
 
 // SIGTERM to mpirun reaches every rank; they agree on the step to stop after, rank 0 writes its
@@ -329,15 +333,13 @@ TEST_F(DistTrain, ASignalStopsEveryRankAfterTheSameStep) {
 TEST_F(DistTrain, AHungRankMakesTheOthersFailWithinTheTimeout) {
   const std::string w = dir_for("hung");
   io::write_file_atomic(w + "/s.toml", kSynth);
-  std::string err;
-  int code = 0;
-  double took = 0;
-  fault_run(w, SIGSTOP, "--dist-timeout 3", &err, &code, &took);
-  EXPECT_NE(code, 0);
-  EXPECT_NE(code, -1) << "the job did not end within 90 s";
-  EXPECT_NE(err.find("without an answer from the other ranks"), std::string::npos) << err;
+  Fault f;
+  fault_run(w, SIGSTOP, "--dist-timeout 3", &f);
+  EXPECT_NE(f.code, 0);
+  EXPECT_NE(f.code, -1) << "the job did not end within 90 s";
+  EXPECT_NE(f.err.find("without an answer from the other ranks"), std::string::npos) << f.err;
   EXPECT_TRUE(io::exists(w + "/run/checkpoints/latest"));
-  std::printf("hung rank: the job ended %.1f s after the stop (exit %d)\n", took, code);
+  std::printf("hung rank: the job ended %.1f s after the stop (exit %d)\n", f.took, f.code);
 }
 
 TEST_F(DistTrain, RanksWithAnotherConfigurationAreRefusedOnce) {
@@ -361,6 +363,10 @@ TEST_F(DistTrain, RanksWithAnotherConfigurationAreRefusedOnce) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("8 blocks of 32 samples, fewer than the 9 ranks"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("bitgrad: error"), r.err.rfind("bitgrad: error")) << "one error line: " << r.err;
+  // a malformed deadline
+  r = sh("env BITGRAD_DIST_TIMEOUT=soon " + mpirun(2, "s.toml --out run5"), w);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("BITGRAD_DIST_TIMEOUT must be a number of seconds"), std::string::npos) << r.err;
   // a configuration only some ranks can read
   r = sh(kMpirun + " -n 1 " + kBin + " train s.toml --out run4 : -n 1 " + kBin + " train /etc/hostname --out run4", w);
   EXPECT_EQ(r.code, 2);
