@@ -14,6 +14,8 @@ PKGS=(
   libxxhash-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev zlib1g-dev
   # data of the main job
   dataset-fashion-mnist
+  # the text corpus of examples/fortunes_gpt.toml
+  fortunes
   # report test (headless rendering)
   chromium
   # oracles and peers (tests and benchmarks only)

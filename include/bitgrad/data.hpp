@@ -20,7 +20,9 @@ class Dataset {
   virtual std::int64_t size() const = 0;
   virtual Shape sample_shape() const = 0;                 // one sample, no batch dimension
   virtual std::int64_t num_classes() const { return 0; }  // > 0: i64 class labels
-  virtual Shape target_shape() const { return Shape{}; }  // f32 targets when num_classes() == 0
+  // One sample's targets: f32 values when num_classes() == 0, else its i64 labels (Shape{}: one
+  // label; a text window: one per position)
+  virtual Shape target_shape() const { return Shape{}; }
   // Writes sample i: sample_shape().numel() floats to x and either *label or the target to y.
   virtual void get(std::int64_t i, float* x, std::int64_t* label, float* y) const = 0;
   virtual std::string describe() const = 0;
@@ -50,6 +52,36 @@ std::shared_ptr<Dataset> adder_dataset(std::int64_t n, int features, std::uint64
 std::shared_ptr<Dataset> synthetic_dataset(std::int64_t n, const Shape& sample, std::int64_t classes, std::int64_t targets,
                                            std::uint64_t seed, std::int64_t first = 0);
 
+// ---- text ------------------------------------------------------------------------------------
+// A text corpus: one UTF-8 file, or every regular file of a directory (not symlinks, not hidden,
+// not `*.dat` — the fortune indexes; subdirectories are not entered) in byte order of their
+// names, concatenated. The vocabulary is the sorted set of the corpus's characters (Unicode code
+// points), or of its bytes with `bytes`; token = index in it. Tokens [0, train_tokens) are the
+// training part, the last floor(n * val_fraction) tokens the validation part.
+struct TextCorpus {
+  std::string path;
+  bool bytes = false;
+  std::vector<std::string> files;      // in the order read
+  std::vector<std::uint32_t> symbols;  // sorted code points (or bytes)
+  std::vector<std::int32_t> tokens;
+  std::int64_t train_tokens = 0;
+  std::int64_t vocab_size() const { return static_cast<std::int64_t>(symbols.size()); }
+  // Throws naming the first character that is not in the vocabulary (or text that is not UTF-8).
+  std::vector<std::int64_t> encode(const std::string& text, const std::string& what) const;
+  std::string decode(const std::vector<std::int64_t>& tokens) const;
+};
+// The files a corpus path names (the rule above); throws when it names nothing readable.
+std::vector<std::string> text_files(const std::string& path);
+std::shared_ptr<const TextCorpus> load_text(const std::string& path, bool bytes, double val_fraction);
+inline const char* kFortunesDir = "/usr/share/games/fortunes";
+
+// Windows of block + 1 tokens: x = tokens [p, p + block) as f32, labels i64 [block] = tokens
+// [p + 1, p + block + 1). Training: one sample per start p in [0, train_tokens - block), drawn
+// by the sampler. Validation: the fixed windows p = v + i block (v = the validation part's first
+// token) for i < min(max_windows, (n_val - 1) / block).
+std::shared_ptr<Dataset> text_windows(std::shared_ptr<const TextCorpus> corpus, std::int64_t block, bool train,
+                                      std::int64_t max_windows = 0);
+
 struct Augment {
   int crop_padding = 0;  // random crop of the zero-padded image back to its size
   bool hflip = false;    // horizontal flip with probability 1/2
@@ -73,7 +105,7 @@ struct LoaderOptions {
 
 struct Batch {
   Tensor x;  // [B, sample...] f32 (data parallel: this rank's rows only)
-  Tensor y;  // [B] i64 labels, or [B, target...] f32
+  Tensor y;  // [B, target...]: i64 labels, or f32 targets
   std::int64_t epoch = 0, index = 0;  // position: batch `index` of epoch `epoch`
   std::int64_t rows = 0;   // samples in the whole batch (all ranks)
   std::int64_t first = 0;  // the batch row x's first row is

@@ -25,7 +25,9 @@ struct Context {
 };
 
 // ---- initialisation ------------------------------------------------------------------------
-enum class Init { kaiming_uniform, kaiming_normal, xavier_uniform, xavier_normal, zeros };
+// gpt2: weights and embeddings normal(0, 0.02), biases 0, a transformer block's output
+// projections normal(0, 0.02 / sqrt(2 n_layer)) (GPT-2's initialisation)
+enum class Init { kaiming_uniform, kaiming_normal, xavier_uniform, xavier_normal, zeros, gpt2 };
 Init parse_init(const std::string& name);  // throws on unknown names
 const char* init_name(Init init);
 // Fills t from stream (element k from draw k): kaiming: gain sqrt(2), bound sqrt(3) gain / sqrt(fan_in),
@@ -129,7 +131,7 @@ class Pool2d : public Module {
 
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(std::int64_t features, double eps = 1e-5);
+  explicit LayerNorm(std::int64_t features, double eps = 1e-5, bool bias = true);
   void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
@@ -149,6 +151,63 @@ class Embedding : public Module {  // i64 indices [..] -> [.., dim]
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
   Tensor weight;
+};
+
+// ---- transformers (docs/numerics.md §21) ----------------------------------------------------------
+// Token and position embedding: x [N, T] token ids (f32 holding integers, as a text dataset gives
+// them) -> wte[x] + wpe[0..T) [N, T, D], then dropout (p > 0, training only).
+class TokenEmbedding : public Module {
+ public:
+  TokenEmbedding(std::int64_t vocab, std::int64_t block, std::int64_t dim, double dropout, std::uint64_t dropout_id);
+  void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+  Tensor wte, wpe;
+
+ private:
+  double p_;
+  std::uint64_t drop_id_;
+};
+
+// Causal multi-head self-attention of x [N, T, D]: qkv = linear(x) [N, T, 3D] split into q, k, v
+// of n_head heads [N, H, T, D/H]; att = softmax(mask(q kᵀ · 1/sqrt(D/H))) with the positions
+// after each query masked; y = att v, heads concatenated, then the output projection.
+// Dropout ids: dropout_id (attention weights) and dropout_id + 1 (output).
+Tensor causal_self_attention(const Tensor& x, const Tensor& w_qkv, const Tensor& b_qkv, const Tensor& w_proj, const Tensor& b_proj,
+                             std::int64_t n_head, double dropout, std::uint64_t dropout_id, const Context& ctx);
+
+// A pre-norm transformer block: x + attn(ln1(x)), then h + mlp(ln2(h)) with mlp = proj(gelu(fc(.)))
+// of width 4D. Three dropout ids from dropout_id.
+class TransformerBlock : public Module {
+ public:
+  TransformerBlock(std::int64_t dim, std::int64_t n_head, double dropout, bool bias, std::int64_t n_layer, std::uint64_t dropout_id);
+  void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+  static constexpr int kDropouts = 3;
+
+ private:
+  std::int64_t dim_, n_head_, n_layer_;
+  double p_;
+  bool bias_;
+  std::uint64_t drop_id_;
+  std::shared_ptr<LayerNorm> ln1_, ln2_;
+  std::shared_ptr<Linear> qkv_, proj_, fc_, out_;
+};
+
+// The output layer tied to an embedding: x [.., D] -> x wteᵀ [.., vocab] (no parameter of its
+// own; the gradient reaches the embedding's weight).
+class TiedHead : public Module {
+ public:
+  explicit TiedHead(Tensor weight) : weight_(std::move(weight)) {}
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+
+ private:
+  Tensor weight_;
 };
 
 class Sequential : public Module {

@@ -66,6 +66,7 @@ struct AdamOptions {
   double eps = 1e-8;
   double weight_decay = 0.0;
   bool decoupled = false;  // AdamW: weight decay applied to the parameter, not the gradient
+  bool decay_matrices_only = false;  // no weight decay for parameters of fewer than 2 dimensions (biases, norms)
 };
 
 class Adam : public Optimizer {

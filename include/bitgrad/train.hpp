@@ -19,10 +19,13 @@ namespace bitgrad::train {
 
 // Every choice of the configuration file is parsed once into one of these; names() lists the
 // spellings the file uses (errors quote them), to_string gives them back.
-enum class DatasetKind { fashion_mnist, csv, adder, synthetic };
+enum class DatasetKind { fashion_mnist, csv, adder, synthetic, text };
 enum class LossKind { cross_entropy, mse };
 enum class OptimizerKind { sgd, adam, adamw };
-enum class LayerKind { linear, conv2d, flatten, relu, gelu, tanh, sigmoid, dropout, maxpool2d, avgpool2d, layernorm };
+enum class LayerKind {
+  linear, conv2d, flatten, relu, gelu, tanh, sigmoid, dropout, maxpool2d, avgpool2d, layernorm,
+  embedding, transformer_block, tied_head  // token models (text datasets)
+};
 const char* to_string(DatasetKind k);
 const char* to_string(LossKind k);
 const char* to_string(OptimizerKind k);
@@ -35,6 +38,7 @@ struct LayerSpec {
   int kernel = 0, stride = 0, padding = 0;
   double p = 0.0, eps = 1e-5;
   bool bias = true;
+  std::int64_t n_head = 0;  // transformer_block
   int line = 0;  // in the configuration file, for errors
 };
 
@@ -56,9 +60,18 @@ struct Config {
   int features = 10;                           // adder
   std::vector<std::int64_t> shape{8};          // synthetic: one sample
   std::int64_t classes = 10;                   // synthetic: 0 for regression on `targets` values
+  bool text_bytes = false;                     // text: byte-level vocabulary (else characters)
+  double val_fraction = 0.1;                   // text: the corpus's last part, for validation
+  std::int64_t block_size = 0;                 // text: tokens per window ([model] block_size for gpt)
   // [model]
-  std::vector<LayerSpec> layers;
+  std::vector<LayerSpec> layers;  // for type = "gpt", the layers it stands for
   nn::Init init = nn::Init::kaiming_uniform;
+  struct Gpt {
+    bool on = false;
+    std::int64_t n_layer = 4, n_head = 4, n_embd = 128;
+    double dropout = 0.0;
+    bool bias = true, tie_weights = false;
+  } gpt;
   // [train]
   std::int64_t batch_size = 128;
   std::int64_t epochs = 1;
@@ -73,6 +86,7 @@ struct Config {
   OptimizerKind optimizer = OptimizerKind::sgd;
   double lr = 0.01, momentum = 0.0, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   bool nesterov = false;
+  bool decay_matrices_only = false;  // weight decay on parameters of 2 or more dimensions only
   // [schedule]
   optim::Schedule::Kind schedule = optim::Schedule::Kind::constant;
   double gamma = 0.1, min_lr = 0.0;
@@ -80,6 +94,8 @@ struct Config {
   // [eval]
   std::int64_t eval_batch_size = 1000;
   bool eval_each_epoch = true;
+  std::int64_t eval_every = 0;    // also every N steps (0: never)
+  std::int64_t eval_windows = 0;  // text: validation windows evaluated (0: all)
   // [run] (not part of the hash: they cannot change a result)
   int threads = 0, workers = 0;
 
@@ -99,6 +115,8 @@ std::string config_hash(const Config& c);
 std::shared_ptr<data::Dataset> train_dataset(const Config& c);
 std::shared_ptr<data::Dataset> test_dataset(const Config& c);  // may be null
 std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset& ds);
+// The corpus of a text configuration (its vocabulary encodes prompts and decodes samples).
+std::shared_ptr<const data::TextCorpus> text_corpus(const Config& c);
 
 struct RunOptions {
   int threads = 0;               // 0: config / BITGRAD_THREADS

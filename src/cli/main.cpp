@@ -224,6 +224,18 @@ int run_command(int argc, char** argv) {
   bool report_force = false;
   reportc->add_flag("--force", report_force, "replace -o even when it is not a bitgrad report");
 
+  std::string sample_dir, sample_seed = "0";
+  bitgrad::instruments::SampleOptions smp;
+  CLI::App* samplec = app.add_subcommand("sample", "Text from a trained text model (a run directory's latest checkpoint)");
+  samplec->add_option("run_dir", sample_dir, "run directory of a text model")->required()->check(CLI::ExistingDirectory);
+  samplec->add_option("--prompt", smp.prompt, "text to continue (default: a newline)");
+  samplec->add_option("--tokens", smp.tokens, "tokens to generate (default 200)")->check(CLI::Range(0L, 1L << 24));
+  samplec->add_option("--temperature", smp.temperature, "divides the logits; 0: always the most likely token (default 1)")
+      ->check(CLI::Range(0.0, 1e6));
+  samplec->add_option("--top-k", smp.top_k, "draw from the k most likely tokens only (default 0: all)")->check(CLI::Range(0L, 1L << 24));
+  samplec->add_option("--seed", sample_seed, "seed of the draws (default 0)");
+  samplec->add_option("--threads", smp.threads, "kernel threads")->check(CLI::Range(1, 4096));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -259,6 +271,11 @@ int run_command(int argc, char** argv) {
     if (reportc->parsed()) {
       const bitgrad::instruments::ReportSummary r = bitgrad::instruments::write_report(report_runs, report_out, report_force);
       std::cout << "report of " << r.runs << " run" << (r.runs == 1 ? "" : "s") << " with " << r.plots << " plots written to " << report_out << "\n";
+      return 0;
+    }
+    if (samplec->parsed()) {
+      smp.seed = parse_seed("--seed", sample_seed, UINT64_MAX);
+      std::cout << bitgrad::instruments::sample(sample_dir, smp).text << "\n";
       return 0;
     }
     if (env->parsed()) {

@@ -76,8 +76,8 @@ Batch make_batch(const Dataset& ds, const LoaderOptions& o, const std::vector<st
   const bool cls = ds.num_classes() > 0;
   Shape ys{B};
   for (std::int64_t d : ds.target_shape()) ys.push_back(d);
-  b.y = cls ? Tensor::empty(Shape{B}, DType::i64) : Tensor::empty(ys, DType::f32);
-  const std::int64_t sy = cls ? 1 : ds.target_shape().numel();
+  b.y = Tensor::empty(ys, cls ? DType::i64 : DType::f32);
+  const std::int64_t sy = ds.target_shape().numel();
   const bool aug = o.augment.active();
   BITGRAD_CHECK(!aug || ss.ndim() == 3, "data loader", "augmentations need image samples [C, H, W], got ", ss.str());
   rng::Stream ast = rng::Stream(o.seed, "augment").sub(static_cast<std::uint64_t>(epoch));
@@ -91,7 +91,7 @@ Batch make_batch(const Dataset& ds, const LoaderOptions& o, const std::vector<st
       try {
         const std::int64_t id = order[static_cast<std::size_t>(start + r)];
         float* xr = px + r * sx;
-        std::int64_t* lab = cls ? const_cast<std::int64_t*>(b.y.data<std::int64_t>()) + r : nullptr;
+        std::int64_t* lab = cls ? const_cast<std::int64_t*>(b.y.data<std::int64_t>()) + r * sy : nullptr;
         float* yr = cls ? nullptr : const_cast<float*>(b.y.data<float>()) + r * sy;
         if (aug) {
           ds.get(id, tmp.data(), lab, yr);

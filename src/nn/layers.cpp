@@ -36,7 +36,14 @@ Linear::Linear(std::int64_t in, std::int64_t out, bool with_bias) : in_features(
 }
 void Linear::init(Init w, std::uint64_t seed, std::uint64_t& index) {
   init_tensor(weight, w, in_features, out_features, init_stream(seed, index));
-  if (bias.defined()) init_bias(bias, in_features, init_stream(seed, index));
+  if (!bias.defined()) return;
+  if (w == Init::gpt2) {
+    NoGradGuard ng;
+    bias.fill_(0.0);
+    ++index;
+    return;
+  }
+  init_bias(bias, in_features, init_stream(seed, index));
 }
 Tensor Linear::forward(const Tensor& x, const Context&) { return linear(x, weight, bias); }
 Shape Linear::output_shape(const Shape& in) const {
@@ -120,16 +127,16 @@ Shape Pool2d::output_shape(const Shape& in) const {
 std::string Pool2d::describe() const { return str(max_ ? "MaxPool2d(" : "AvgPool2d(", kernel_, ", stride=", stride_, ")"); }
 
 // ---- LayerNorm, Embedding ---------------------------------------------------------------------
-LayerNorm::LayerNorm(std::int64_t features, double eps) : features_(features), eps_(eps) {
+LayerNorm::LayerNorm(std::int64_t features, double eps, bool bias) : features_(features), eps_(eps) {
   BITGRAD_CHECK(features > 0, "LayerNorm", "features must be positive, got ", features);
   gamma = register_parameter("gamma", Tensor::ones(Shape{features}));
-  beta = register_parameter("beta", Tensor::zeros(Shape{features}));
+  if (bias) beta = register_parameter("beta", Tensor::zeros(Shape{features}));
 }
 void LayerNorm::init(Init, std::uint64_t, std::uint64_t& index) {
   NoGradGuard ng;
   gamma.fill_(1.0);
-  beta.fill_(0.0);
-  index += 2;
+  if (beta.defined()) beta.fill_(0.0);
+  index += beta.defined() ? 2 : 1;
 }
 Tensor LayerNorm::forward(const Tensor& x, const Context&) { return layer_norm(x, gamma, beta, eps_); }
 Shape LayerNorm::output_shape(const Shape& in) const {
@@ -137,7 +144,7 @@ Shape LayerNorm::output_shape(const Shape& in) const {
                 in.str());
   return in;
 }
-std::string LayerNorm::describe() const { return str("LayerNorm(", features_, ")"); }
+std::string LayerNorm::describe() const { return str("LayerNorm(", features_, beta.defined() ? "" : ", no bias", ")"); }
 
 Embedding::Embedding(std::int64_t num, std::int64_t dim) {
   BITGRAD_CHECK(num > 0 && dim > 0, "Embedding", "sizes must be positive, got ", num, " x ", dim);

@@ -36,8 +36,9 @@ Init parse_init(const std::string& name) {
   if (name == "xavier_uniform") return Init::xavier_uniform;
   if (name == "xavier_normal") return Init::xavier_normal;
   if (name == "zeros") return Init::zeros;
+  if (name == "gpt2") return Init::gpt2;
   throw Error("init: unknown initialiser '" + name +
-              "' (expected kaiming_uniform, kaiming_normal, xavier_uniform, xavier_normal or zeros)");
+              "' (expected kaiming_uniform, kaiming_normal, xavier_uniform, xavier_normal, zeros or gpt2)");
 }
 
 const char* init_name(Init init) {
@@ -47,6 +48,7 @@ const char* init_name(Init init) {
     case Init::xavier_uniform: return "xavier_uniform";
     case Init::xavier_normal: return "xavier_normal";
     case Init::zeros: return "zeros";
+    case Init::gpt2: return "gpt2";
   }
   return "?";
 }
@@ -63,6 +65,7 @@ void init_tensor(Tensor& t, Init init, std::int64_t fan_in, std::int64_t fan_out
     case Init::xavier_uniform: bound = math::sqrt(6.0 / (fi + fo)); break;
     case Init::xavier_normal: stddev = math::sqrt(2.0 / (fi + fo)), uniform = false; break;
     case Init::zeros: t.fill_(0.0); return;
+    case Init::gpt2: stddev = 0.02, uniform = false; break;
   }
   BITGRAD_DISPATCH_FLOAT(t.dtype(), "init", T, [&] {
     T* p = t.mutable_data<T>();

@@ -1,6 +1,8 @@
 // Losses, forward and backward side by side.
 //   cross_entropy: logits [N, C], targets i64 [N] -> per-sample l_n = log(s_n) - (x_t - m_n)
 //     mean: batch rule over the N losses, / N;  backward: (softmax - onehot) * (g / N)
+//   sequences: logits [N, T, C], targets i64 [N, T] -> l_n = rowrule_t(l_nt) / T (a sample is
+//     one sequence), then as above;  backward: (softmax - onehot) * ((g / N) / T)
 //   mse_loss: input, target [N, ..] -> per-sample row rule of (a-b)^2 (fma), batch rule over N,
 //     / numel;  backward: (a - b) * ((g * 2) / numel), and its negation for the target
 #include "ops/op_util.hpp"
@@ -24,7 +26,8 @@ Tensor batch_sum(const Tensor& v) {
 void xent_bw(Node& n, const Tensor& g, Tensor* gi) {
   const Tensor& x = n.saved_tensor(0);
   const Tensor& t = n.saved_tensor(1);
-  const std::int64_t N = x.shape()[0], C = x.shape()[1];
+  const bool seq = x.ndim() == 3;
+  const std::int64_t N = x.shape()[0], P = seq ? x.shape()[1] : 1, C = x.shape()[x.ndim() - 1];
   const Reduction red = n.payload<LossSaved>().reduction;
   Tensor gx = Tensor::empty(x.shape(), x.dtype());
   BITGRAD_DISPATCH_FLOAT(x.dtype(), "cross_entropy", T, [&] {
@@ -32,13 +35,16 @@ void xent_bw(Node& n, const Tensor& g, Tensor* gi) {
     const std::int64_t* pt = t.data<std::int64_t>();
     T* pg = kern::out_ptr<T>(gx);
     if (red == Reduction::none) {
-      kern::active<T>().xent_grad_rows(px, pt, N, C, T(1), pg);
+      kern::active<T>().xent_grad_rows(px, pt, N * P, C, T(1), pg);
       Tensor gc = kern::contiguous(g);
-      kern::active<T>().binary(kern::Binary::mul, kern::Bcast::col, pg, gc.data<T>(), pg, N, C);
+      std::vector<T> per_row(static_cast<std::size_t>(N * P));  // g_n / T for each of the sample's positions
+      for (std::int64_t i = 0; i < N * P; ++i) per_row[static_cast<std::size_t>(i)] = seq ? kern::canon(gc.data<T>()[i / P] / static_cast<T>(P)) : gc.data<T>()[i];
+      kern::active<T>().binary(kern::Binary::mul, kern::Bcast::col, pg, per_row.data(), pg, N * P, C);
     } else {
       const T gs = static_cast<T>(g.item());
-      const T scale = red == Reduction::mean ? gs / static_cast<T>(N) : gs;
-      kern::active<T>().xent_grad_rows(px, pt, N, C, scale, pg);
+      T scale = red == Reduction::mean ? gs / static_cast<T>(N) : gs;
+      if (seq) scale = scale / static_cast<T>(P);
+      kern::active<T>().xent_grad_rows(px, pt, N * P, C, scale, pg);
     }
   });
   gi[0] = gx;
@@ -67,22 +73,35 @@ void mse_bw(Node& n, const Tensor& g, Tensor* gi) {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction, CallSite site) {
   ops::check_float("cross_entropy", logits);
-  BITGRAD_CHECK(logits.ndim() == 2, "cross_entropy", "logits must be [N, C], got ", logits.shape().str());
-  const std::int64_t N = logits.shape()[0], C = logits.shape()[1];
+  BITGRAD_CHECK(logits.ndim() == 2 || logits.ndim() == 3, "cross_entropy", "logits must be [N, C] or sequences [N, T, C], got ",
+                logits.shape().str());
+  const bool seq = logits.ndim() == 3;
+  const std::int64_t N = logits.shape()[0], P = seq ? logits.shape()[1] : 1, C = logits.shape()[logits.ndim() - 1];
   BITGRAD_CHECK(C > 0, "cross_entropy", "logits have no classes (shape ", logits.shape().str(), ")");
-  BITGRAD_CHECK(targets.defined() && targets.dtype() == DType::i64 && targets.ndim() == 1 && targets.shape()[0] == N,
-                "cross_entropy", "targets must be i64 [", N, "] for logits ", logits.shape().str(), ", got ",
-                targets.defined() ? dtype_name(targets.dtype()) : "undefined", " ",
+  BITGRAD_CHECK(!seq || P > 0, "cross_entropy", "sequences of no positions (shape ", logits.shape().str(), ")");
+  const Shape want = seq ? Shape{N, P} : Shape{N};
+  BITGRAD_CHECK(targets.defined() && targets.dtype() == DType::i64 && targets.shape() == want, "cross_entropy", "targets must be i64 ",
+                want.str(), " for logits ", logits.shape().str(), ", got ", targets.defined() ? dtype_name(targets.dtype()) : "undefined", " ",
                 targets.defined() ? targets.shape().str() : "");
   Tensor tc = kern::contiguous(targets);
   const std::int64_t* pt = tc.data<std::int64_t>();
-  for (std::int64_t i = 0; i < N; ++i)
-    BITGRAD_CHECK(pt[i] >= 0 && pt[i] < C, "cross_entropy", "target ", pt[i], " of sample ", i, " is out of range [0, ", C, ")");
+  for (std::int64_t i = 0; i < N * P; ++i)
+    BITGRAD_CHECK(pt[i] >= 0 && pt[i] < C, "cross_entropy", "target ", pt[i], " of ", seq ? "position " : "sample ", seq ? i % P : i,
+                  seq ? " of sample " + std::to_string(i / P) : std::string(), " is out of range [0, ", C, ")");
   BITGRAD_CHECK(reduction != Reduction::mean || N > 0, "cross_entropy", "mean over an empty batch");
   Tensor x = kern::contiguous(logits);
   Tensor per = Tensor::empty(Shape{N}, logits.dtype());
   BITGRAD_DISPATCH_FLOAT(logits.dtype(), "cross_entropy", T, [&] {
-    kern::active<T>().xent_rows(x.data<T>(), pt, N, C, kern::out_ptr<T>(per));
+    const auto& k = kern::active<T>();
+    if (!seq) {
+      k.xent_rows(x.data<T>(), pt, N, C, kern::out_ptr<T>(per));
+      return;
+    }
+    std::vector<T> pos(static_cast<std::size_t>(N * P));
+    k.xent_rows(x.data<T>(), pt, N * P, C, pos.data());
+    T* pp = kern::out_ptr<T>(per);
+    k.sum_rows(pos.data(), N, P, pp);  // a sample's positions by the row rule, then / T
+    for (std::int64_t i = 0; i < N; ++i) pp[i] = kern::canon(pp[i] / static_cast<T>(P));
   });
   Tensor y;
   {

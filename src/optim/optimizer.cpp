@@ -93,7 +93,7 @@ Adam::Adam(NamedTensors params, AdamOptions o) : Optimizer(std::move(params)), o
 std::string Adam::describe() const {
   std::ostringstream os;
   os << (o_.decoupled ? "AdamW" : "Adam") << "(beta1=" << o_.beta1 << ", beta2=" << o_.beta2 << ", eps=" << o_.eps
-     << ", weight_decay=" << o_.weight_decay << ")";
+     << ", weight_decay=" << o_.weight_decay << (o_.decay_matrices_only ? " on matrices" : "") << ")";
   return os.str();
 }
 
@@ -110,7 +110,7 @@ void Adam::update(std::size_t i, Tensor& p, const Tensor& g, double lr) {
     c.ob1 = static_cast<T>(1.0 - o_.beta1), c.ob2 = static_cast<T>(1.0 - o_.beta2);
     c.c1 = static_cast<T>(c1), c.s2 = static_cast<T>(s2), c.eps = static_cast<T>(o_.eps);
     c.wd = static_cast<T>(o_.weight_decay), c.shrink = static_cast<T>(1.0 - lr * o_.weight_decay);
-    c.decay = o_.weight_decay != 0, c.decoupled = o_.decoupled;
+    c.decay = o_.weight_decay != 0 && !(o_.decay_matrices_only && p.ndim() < 2), c.decoupled = o_.decoupled;
     kern::active<T>().adam_update(p.mutable_data<T>(), g.data<T>(), all_[i].second.mutable_data<T>(),
                                   all_[n + i].second.mutable_data<T>(), p.numel(), c);
   });

@@ -39,7 +39,8 @@ struct Name {
   const char* name;
 };
 constexpr Name<DatasetKind> kDatasets[] = {
-    {DatasetKind::fashion_mnist, "fashion-mnist"}, {DatasetKind::csv, "csv"}, {DatasetKind::adder, "adder"}, {DatasetKind::synthetic, "synthetic"}};
+    {DatasetKind::fashion_mnist, "fashion-mnist"}, {DatasetKind::csv, "csv"}, {DatasetKind::adder, "adder"}, {DatasetKind::synthetic, "synthetic"},
+    {DatasetKind::text, "text"}};
 constexpr Name<LossKind> kLosses[] = {{LossKind::cross_entropy, "cross_entropy"}, {LossKind::mse, "mse"}};
 constexpr Name<OptimizerKind> kOptimizers[] = {{OptimizerKind::sgd, "sgd"}, {OptimizerKind::adam, "adam"}, {OptimizerKind::adamw, "adamw"}};
 constexpr Name<optim::Schedule::Kind> kSchedules[] = {
@@ -47,12 +48,15 @@ constexpr Name<optim::Schedule::Kind> kSchedules[] = {
 constexpr Name<LayerKind> kLayers[] = {{LayerKind::linear, "linear"},       {LayerKind::conv2d, "conv2d"},       {LayerKind::flatten, "flatten"},
                                        {LayerKind::relu, "relu"},           {LayerKind::gelu, "gelu"},           {LayerKind::tanh, "tanh"},
                                        {LayerKind::sigmoid, "sigmoid"},     {LayerKind::dropout, "dropout"},     {LayerKind::maxpool2d, "maxpool2d"},
-                                       {LayerKind::avgpool2d, "avgpool2d"}, {LayerKind::layernorm, "layernorm"}};
+                                       {LayerKind::avgpool2d, "avgpool2d"}, {LayerKind::layernorm, "layernorm"},
+                                       {LayerKind::embedding, "embedding"}, {LayerKind::transformer_block, "transformer_block"},
+                                       {LayerKind::tied_head, "tied_head"}};
 constexpr Name<nn::Init> kInits[] = {{nn::Init::kaiming_uniform, "kaiming_uniform"},
                                      {nn::Init::kaiming_normal, "kaiming_normal"},
                                      {nn::Init::xavier_uniform, "xavier_uniform"},
                                      {nn::Init::xavier_normal, "xavier_normal"},
-                                     {nn::Init::zeros, "zeros"}};
+                                     {nn::Init::zeros, "zeros"},
+                                     {nn::Init::gpt2, "gpt2"}};
 
 template <class E, std::size_t N>
 const char* name_of(const Name<E> (&table)[N], E v) {
@@ -226,6 +230,16 @@ LayerSpec parse_layer(const toml::table& t, std::size_t index, const std::string
     l.stride = static_cast<int>(s.integer("stride", l.kernel, 1, 64));
   } else if (l.type == LayerKind::layernorm) {
     l.eps = s.number("eps", 1e-5, 0, 1);
+    l.bias = s.boolean("bias", true);
+  } else if (l.type == LayerKind::embedding) {
+    need("dim");
+    l.out = s.integer("dim", 0, 1, 1 << 16);
+    l.p = s.number("dropout", 0, 0, 0.999999);
+  } else if (l.type == LayerKind::transformer_block) {
+    need("n_head");
+    l.n_head = s.integer("n_head", 0, 1, 1 << 12);
+    l.p = s.number("dropout", 0, 0, 0.999999);
+    l.bias = s.boolean("bias", true);
   }
   s.finish();
   return l;
@@ -258,6 +272,10 @@ std::string defining_toml(const Config& c, bool for_hash) {
       << "\nlabel_column = " << c.label_column << "\ntargets = " << c.targets << "\nallow_nonfinite = " << (c.allow_nonfinite ? "true" : "false") << "\n";
   } else if (c.dataset == DatasetKind::adder) {
     o << "samples = " << c.samples << "\ntest_samples = " << c.test_samples << "\nfeatures = " << c.features << "\n";
+  } else if (c.dataset == DatasetKind::text) {
+    o << "path = " << toml_string(c.path) << "\nvocabulary = " << (c.text_bytes ? "\"bytes\"" : "\"characters\"")
+      << "\nval_fraction = " << toml_float(c.val_fraction) << "\n";
+    if (!c.gpt.on) o << "block_size = " << c.block_size << "\n";
   } else {
     o << "samples = " << c.samples << "\ntest_samples = " << c.test_samples << "\nshape = [";
     for (std::size_t i = 0; i < c.shape.size(); ++i) o << (i ? ", " : "") << c.shape[i];
@@ -265,8 +283,15 @@ std::string defining_toml(const Config& c, bool for_hash) {
     if (c.classes == 0) o << "targets = " << c.targets << "\n";
   }
   o << "crop_padding = " << c.crop_padding << "\nhflip = " << (c.hflip ? "true" : "false") << "\n";
-  o << "\n[model]\ninit = " << toml_string(nn::init_name(c.init)) << "\nlayers = [\n";
+  o << "\n[model]\ninit = " << toml_string(nn::init_name(c.init)) << "\n";
+  if (c.gpt.on) {
+    o << "type = \"gpt\"\nn_layer = " << c.gpt.n_layer << "\nn_head = " << c.gpt.n_head << "\nn_embd = " << c.gpt.n_embd
+      << "\nblock_size = " << c.block_size << "\ndropout = " << toml_float(c.gpt.dropout) << "\nbias = " << (c.gpt.bias ? "true" : "false")
+      << "\ntie_weights = " << (c.gpt.tie_weights ? "true" : "false") << "\n";
+  }
+  o << (c.gpt.on ? "# the layers it stands for\n# layers = [\n" : "layers = [\n");
   for (const LayerSpec& l : c.layers) {
+    if (c.gpt.on) o << "# ";
     o << "  { type = " << toml_string(to_string(l.type));
     if (l.type == LayerKind::linear) o << ", out = " << l.out << ", bias = " << (l.bias ? "true" : "false");
     if (l.type == LayerKind::conv2d)
@@ -274,10 +299,13 @@ std::string defining_toml(const Config& c, bool for_hash) {
         << ", bias = " << (l.bias ? "true" : "false");
     if (l.type == LayerKind::dropout) o << ", p = " << toml_float(l.p);
     if (l.type == LayerKind::maxpool2d || l.type == LayerKind::avgpool2d) o << ", kernel = " << l.kernel << ", stride = " << l.stride;
-    if (l.type == LayerKind::layernorm) o << ", eps = " << toml_float(l.eps);
+    if (l.type == LayerKind::layernorm) o << ", eps = " << toml_float(l.eps) << ", bias = " << (l.bias ? "true" : "false");
+    if (l.type == LayerKind::embedding) o << ", dim = " << l.out << ", dropout = " << toml_float(l.p);
+    if (l.type == LayerKind::transformer_block)
+      o << ", n_head = " << l.n_head << ", dropout = " << toml_float(l.p) << ", bias = " << (l.bias ? "true" : "false");
     o << " },\n";
   }
-  o << "]\n\n[train]\nbatch_size = " << c.batch_size << "\nepochs = " << c.epochs << "\nsteps = " << c.steps
+  o << (c.gpt.on ? "# ]" : "]") << "\n\n[train]\nbatch_size = " << c.batch_size << "\nepochs = " << c.epochs << "\nsteps = " << c.steps
     << "\nloss = " << toml_string(to_string(c.loss)) << "\nclip_grad_norm = " << toml_float(c.clip_grad_norm) << "\nshuffle = " << (c.shuffle ? "true" : "false")
     << "\ndrop_last = " << (c.drop_last ? "true" : "false") << "\n";
   if (!for_hash) o << "accumulate = " << c.accumulate << "\nlog_every = " << c.log_every << "\n";
@@ -287,10 +315,13 @@ std::string defining_toml(const Config& c, bool for_hash) {
   else
     o << "\nbeta1 = " << toml_float(c.beta1) << "\nbeta2 = " << toml_float(c.beta2) << "\neps = " << toml_float(c.eps);
   o << "\nweight_decay = " << toml_float(c.weight_decay) << "\n";
+  if (c.optimizer != OptimizerKind::sgd) o << "decay = " << (c.decay_matrices_only ? "\"matrices\"" : "\"all\"") << "\n";
   o << "\n[schedule]\ntype = " << toml_string(to_string(c.schedule)) << "\nwarmup_steps = " << c.warmup_steps;
   if (c.schedule == optim::Schedule::Kind::step) o << "\ngamma = " << toml_float(c.gamma) << "\nstep_size = " << c.step_size;
   if (c.schedule == optim::Schedule::Kind::cosine) o << "\nmin_lr = " << toml_float(c.min_lr);
-  o << "\n\n[eval]\nbatch_size = " << c.eval_batch_size << "\neach_epoch = " << (c.eval_each_epoch ? "true" : "false") << "\n";
+  o << "\n\n[eval]\nbatch_size = " << c.eval_batch_size << "\neach_epoch = " << (c.eval_each_epoch ? "true" : "false") << "\nevery = " << c.eval_every
+    << "\n";
+  if (c.dataset == DatasetKind::text) o << "windows = " << c.eval_windows << "\n";
   return o.str();
 }
 
@@ -309,6 +340,7 @@ std::vector<std::string> Config::data_files() const {
               path + "/t10k-labels-idx1-ubyte.gz"};
     case DatasetKind::csv:
       return test_csv.empty() ? std::vector<std::string>{train_csv} : std::vector<std::string>{train_csv, test_csv};
+    case DatasetKind::text: return data::text_files(path);
     case DatasetKind::adder:
     case DatasetKind::synthetic: return {};
   }
@@ -396,6 +428,11 @@ Config parse_config(const std::string& text, const std::string& name) {
     c.label_column = static_cast<int>(d.integer("label_column", -1, -1, 1 << 20));
     c.targets = static_cast<int>(d.integer("targets", 1, 1, 1 << 20));
     c.allow_nonfinite = d.boolean("allow_nonfinite", false);
+  } else if (c.dataset == DatasetKind::text) {
+    c.path = d.string("path", data::kFortunesDir);
+    c.text_bytes = d.string("vocabulary", "characters", {"characters", "bytes"}) == "bytes";
+    c.val_fraction = d.number("val_fraction", 0.1, 0.0, 0.9);
+    c.block_size = d.integer("block_size", 0, 0, 1 << 16);  // required for a layer list, checked with [model]
   } else if (c.dataset == DatasetKind::adder) {
     c.samples = d.integer("samples", 100000, 1, INT64_MAX / 2);
     c.test_samples = d.integer("test_samples", 10000, 0, INT64_MAX / 2);
@@ -412,16 +449,52 @@ Config parse_config(const std::string& text, const std::string& name) {
   d.finish();
 
   Section m = sub(root, "model", name);
-  c.init = m.choice("init", nn::Init::kaiming_uniform, kInits);
-  const toml::node* ln = m.node("layers");
-  if (!ln) fail_at(name, m.line(), "[model] needs 'layers', a list of { type = ... } tables");
-  if (!ln->is_array()) fail_at(name, line_of(ln), std::string("[model] layers must be an array of tables, got ") + type_name(*ln));
-  const toml::array& arr = *ln->as_array();
-  if (arr.empty()) fail_at(name, line_of(ln), "[model] layers is empty");
-  for (std::size_t i = 0; i < arr.size(); ++i) {
-    const toml::node& e = arr[i];
-    if (!e.is_table()) fail_at(name, line_of(&e), "model.layers[" + std::to_string(i) + "] must be a table, got " + type_name(e));
-    c.layers.push_back(parse_layer(*e.as_table(), i, name, line_of(&e)));
+  const std::string mtype = m.string("type", "layers", {"layers", "gpt"});
+  c.gpt.on = mtype == "gpt";
+  c.init = m.choice("init", c.gpt.on ? nn::Init::gpt2 : nn::Init::kaiming_uniform, kInits);
+  if (c.gpt.on) {
+    if (c.dataset != DatasetKind::text) fail_at(name, m.line(), "[model] type = \"gpt\" needs token data: [data] dataset = \"text\"");
+    if (m.node("layers")) fail_at(name, line_of(m.node("layers")), "[model] type = \"gpt\" builds its own layers; remove 'layers'");
+    if (d.node("block_size") && c.block_size > 0) fail_at(name, line_of(d.node("block_size")), "[model] type = \"gpt\" sets block_size; remove it from [data]");
+    c.gpt.n_layer = m.integer("n_layer", 4, 1, 1 << 10);
+    c.gpt.n_head = m.integer("n_head", 4, 1, 1 << 12);
+    c.gpt.n_embd = m.integer("n_embd", 128, 1, 1 << 16);
+    c.block_size = m.integer("block_size", 64, 1, 1 << 16);
+    c.gpt.dropout = m.number("dropout", 0.0, 0.0, 0.999999);
+    c.gpt.bias = m.boolean("bias", true);
+    c.gpt.tie_weights = m.boolean("tie_weights", false);
+    if (c.gpt.n_embd % c.gpt.n_head != 0)
+      fail_at(name, line_of(m.node("n_embd")), "[model] n_embd " + std::to_string(c.gpt.n_embd) + " is not divisible by n_head " +
+                                                  std::to_string(c.gpt.n_head));
+    // the layers a gpt stands for (docs/cli.md): the same model as this layer list
+    const int line = m.line();
+    LayerSpec e;
+    e.type = LayerKind::embedding, e.out = c.gpt.n_embd, e.p = c.gpt.dropout, e.line = line;
+    c.layers.push_back(e);
+    for (std::int64_t i = 0; i < c.gpt.n_layer; ++i) {
+      LayerSpec b;
+      b.type = LayerKind::transformer_block, b.n_head = c.gpt.n_head, b.p = c.gpt.dropout, b.bias = c.gpt.bias, b.line = line;
+      c.layers.push_back(b);
+    }
+    LayerSpec ln;
+    ln.type = LayerKind::layernorm, ln.bias = c.gpt.bias, ln.line = line;
+    c.layers.push_back(ln);
+    LayerSpec head;
+    head.type = c.gpt.tie_weights ? LayerKind::tied_head : LayerKind::linear, head.out = 0, head.bias = false, head.line = line;
+    c.layers.push_back(head);  // linear: out = the vocabulary, set when the data is known
+  } else {
+    const toml::node* ln = m.node("layers");
+    if (!ln) fail_at(name, m.line(), "[model] needs 'layers', a list of { type = ... } tables (or type = \"gpt\")");
+    if (!ln->is_array()) fail_at(name, line_of(ln), std::string("[model] layers must be an array of tables, got ") + type_name(*ln));
+    const toml::array& arr = *ln->as_array();
+    if (arr.empty()) fail_at(name, line_of(ln), "[model] layers is empty");
+    for (std::size_t i = 0; i < arr.size(); ++i) {
+      const toml::node& e = arr[i];
+      if (!e.is_table()) fail_at(name, line_of(&e), "model.layers[" + std::to_string(i) + "] must be a table, got " + type_name(e));
+      c.layers.push_back(parse_layer(*e.as_table(), i, name, line_of(&e)));
+    }
+    if (c.dataset == DatasetKind::text && c.block_size == 0)
+      fail_at(name, d.line(), "[data] dataset = \"text\" with a layer list needs block_size (tokens per window)");
   }
   m.finish();
 
@@ -452,6 +525,8 @@ Config parse_config(const std::string& text, const std::string& name) {
     c.eps = o.number("eps", 1e-8, 1e-300, 1.0);
   }
   c.weight_decay = o.number("weight_decay", 0.0, 0.0, 1e6);
+  if (c.optimizer != OptimizerKind::sgd)
+    c.decay_matrices_only = o.string("decay", c.gpt.on ? "matrices" : "all", {"all", "matrices"}) == "matrices";
   o.finish();
   if (c.nesterov && c.momentum == 0) fail_at(name, o.line(), "[optimizer] nesterov needs momentum > 0");
 
@@ -469,6 +544,8 @@ Config parse_config(const std::string& text, const std::string& name) {
   Section e = sub(root, "eval", name);
   c.eval_batch_size = e.integer("batch_size", 1000, 1, 1 << 24);
   c.eval_each_epoch = e.boolean("each_epoch", true);
+  c.eval_every = e.integer("every", 0, 0, INT64_MAX / 2);
+  if (c.dataset == DatasetKind::text) c.eval_windows = e.integer("windows", 0, 0, INT64_MAX / 2);
   e.finish();
 
   Section r = sub(root, "run", name);

@@ -1,19 +1,43 @@
 // The datasets and the model a configuration describes.
 #include "bitgrad/train.hpp"
+#include "io/format.hpp"
 #include "train/memory.hpp"
+
+#include <map>
+#include <mutex>
 
 namespace bitgrad::train {
 namespace {
 [[noreturn]] void fail_at(const std::string& file, int line, const std::string& what) {
   throw Error(file + ":" + std::to_string(line) + ": " + what);
 }
+
+// The training and the validation set of a text configuration share one corpus, read once per
+// process (a map looked up by the corpus's settings, never iterated).
+std::shared_ptr<const data::TextCorpus> corpus_of(const Config& c) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<const data::TextCorpus>> cache;
+  const std::string key = c.path + (c.text_bytes ? "\nbytes\n" : "\nchars\n") + io::strprintf("%.17g", c.val_fraction);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end())
+    if (auto sp = it->second.lock()) return sp;
+  auto sp = data::load_text(c.path, c.text_bytes, c.val_fraction);
+  cache[key] = sp;
+  return sp;
+}
 }  // namespace
+
+std::shared_ptr<const data::TextCorpus> text_corpus(const Config& c) {
+  if (c.dataset != DatasetKind::text) throw Error(c.file + ": the dataset is not text");
+  return corpus_of(c);
+}
 
 std::shared_ptr<data::Dataset> train_dataset(const Config& c) {
   switch (c.dataset) {
     case DatasetKind::fashion_mnist: return data::fashion_mnist(c.path, true, c.normalize);
     case DatasetKind::csv: return data::csv_dataset(c.train_csv, c.csv_header, c.label_column, c.targets, c.allow_nonfinite);
     case DatasetKind::synthetic: return data::synthetic_dataset(c.samples, Shape(c.shape), c.classes, c.targets, c.seed);
+    case DatasetKind::text: return data::text_windows(corpus_of(c), c.block_size, true);
     case DatasetKind::adder: break;
   }
   return data::adder_dataset(c.samples, c.features, c.seed);
@@ -25,6 +49,7 @@ std::shared_ptr<data::Dataset> test_dataset(const Config& c) {
     case DatasetKind::csv: return c.test_csv.empty() ? nullptr : data::csv_dataset(c.test_csv, c.csv_header, c.label_column, c.targets, c.allow_nonfinite);
     case DatasetKind::synthetic:
       return c.test_samples > 0 ? data::synthetic_dataset(c.test_samples, Shape(c.shape), c.classes, c.targets, c.seed, c.samples) : nullptr;
+    case DatasetKind::text: return c.val_fraction > 0 ? data::text_windows(corpus_of(c), c.block_size, false, c.eval_windows) : nullptr;
     case DatasetKind::adder: break;
   }
   return c.test_samples > 0 ? data::adder_dataset(c.test_samples, c.features, c.seed, c.samples) : nullptr;
@@ -35,6 +60,7 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
   Shape shape{1};
   for (std::int64_t d : ds.sample_shape()) shape.push_back(d);
   std::uint64_t dropout_id = 0;
+  nn::TokenEmbedding* embed = nullptr;  // the last one, for a tied head
   double param_bytes = 0;  // so far, counted before a layer allocates its own
   for (std::size_t i = 0; i < c.layers.size(); ++i) {
     const LayerSpec& l = c.layers[i];
@@ -48,6 +74,9 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
         count = static_cast<double>(shape[1]) * static_cast<double>(l.out) * static_cast<double>(l.kernel) * static_cast<double>(l.kernel) +
                 (l.bias ? static_cast<double>(l.out) : 0.0);
       if (l.type == LayerKind::layernorm) count = 2 * last;
+      if (l.type == LayerKind::embedding) count = static_cast<double>(ds.num_classes() + shape[1]) * static_cast<double>(l.out);
+      if (l.type == LayerKind::transformer_block) count = 12 * last * last + 13 * last;
+      if (l.type == LayerKind::linear && l.out == 0) count = last * static_cast<double>(ds.num_classes());
     }
     param_bytes += count * 4;
     // a parameter, its gradient, an accumulator and two optimizer slots
@@ -57,9 +86,11 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
       switch (l.type) {
         case LayerKind::linear:
           if (shape.ndim() < 2) fail_at(c.file, l.line, where + ": no input");
-          if (shape.ndim() > 2)
-            fail_at(c.file, l.line, where + " expects inputs [N, features], the layer before gives " + shape.str() + "; add a flatten layer");
-          m = std::make_shared<nn::Linear>(shape[shape.ndim() - 1], l.out, l.bias);
+          if (shape.ndim() > 3)
+            fail_at(c.file, l.line, where + " expects inputs [N, features] or sequences [N, T, features], the layer before gives " + shape.str() +
+                                        "; add a flatten layer");
+          // out = 0: the vocabulary (the output layer of a gpt)
+          m = std::make_shared<nn::Linear>(shape[shape.ndim() - 1], l.out > 0 ? l.out : ds.num_classes(), l.bias);
           break;
         case LayerKind::conv2d:
           if (shape.ndim() != 4) fail_at(c.file, l.line, where + " expects images [N, C, H, W], the layer before gives " + shape.str());
@@ -73,7 +104,29 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
         case LayerKind::dropout: m = std::make_shared<nn::Dropout>(l.p, dropout_id++); break;
         case LayerKind::maxpool2d:
         case LayerKind::avgpool2d: m = std::make_shared<nn::Pool2d>(l.type == LayerKind::maxpool2d, l.kernel, l.stride); break;
-        case LayerKind::layernorm: m = std::make_shared<nn::LayerNorm>(shape[shape.ndim() - 1], l.eps); break;
+        case LayerKind::layernorm: m = std::make_shared<nn::LayerNorm>(shape[shape.ndim() - 1], l.eps, l.bias); break;
+        case LayerKind::embedding: {
+          if (shape.ndim() != 2 || ds.num_classes() <= 0 || ds.target_shape().ndim() != 1)
+            fail_at(c.file, l.line, where + " expects token windows [N, T] of a text dataset, the layer before gives " + shape.str());
+          auto e = std::make_shared<nn::TokenEmbedding>(ds.num_classes(), shape[1], l.out, l.p, dropout_id++);
+          embed = e.get();
+          m = e;
+          break;
+        }
+        case LayerKind::transformer_block: {
+          if (shape.ndim() != 3) fail_at(c.file, l.line, where + " expects sequences [N, T, D], the layer before gives " + shape.str());
+          if (shape[2] % l.n_head != 0)
+            fail_at(c.file, l.line, where + ": n_embd " + std::to_string(shape[2]) + " is not divisible by n_head " + std::to_string(l.n_head));
+          std::int64_t blocks = 0;
+          for (const LayerSpec& b : c.layers) blocks += b.type == LayerKind::transformer_block;
+          m = std::make_shared<nn::TransformerBlock>(shape[2], l.n_head, l.p, l.bias, blocks, dropout_id);
+          dropout_id += nn::TransformerBlock::kDropouts;
+          break;
+        }
+        case LayerKind::tied_head:
+          if (!embed) fail_at(c.file, l.line, where + " ties the output to an embedding; put an embedding layer before it");
+          m = std::make_shared<nn::TiedHead>(embed->wte);
+          break;
       }
       shape = m->output_shape(shape);
     } catch (const Error& e) {
@@ -84,7 +137,15 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
     model->add(m);
   }
   const std::int64_t outputs = shape.ndim() >= 2 ? shape.numel() / shape[0] : 0;
-  if (ds.num_classes() > 0) {
+  if (ds.num_classes() > 0 && ds.target_shape().ndim() == 1) {  // sequences: a label per position
+    const std::int64_t T = ds.target_shape()[0];
+    if (c.loss != LossKind::cross_entropy)
+      fail_at(c.file, c.layers.back().line, "the dataset has token labels; use loss = \"cross_entropy\" in [train]");
+    if (shape.ndim() != 3 || shape[1] != T || shape[2] != ds.num_classes())
+      fail_at(c.file, c.layers.back().line, "the model gives " + shape.str() + " per batch but the dataset has windows of " + std::to_string(T) +
+                                                " tokens of a vocabulary of " + std::to_string(ds.num_classes()) + ": the last layer must give [N, " +
+                                                std::to_string(T) + ", " + std::to_string(ds.num_classes()) + "]");
+  } else if (ds.num_classes() > 0) {
     if (c.loss != LossKind::cross_entropy)
       fail_at(c.file, c.layers.back().line, "the dataset has class labels; use loss = \"cross_entropy\" in [train]");
     if (shape.ndim() != 2 || outputs != ds.num_classes())

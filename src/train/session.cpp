@@ -45,6 +45,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const optim::N
   o.eps = c.eps;
   o.weight_decay = c.weight_decay;
   o.decoupled = c.optimizer == OptimizerKind::adamw;
+  o.decay_matrices_only = c.decay_matrices_only;
   return std::make_unique<optim::Adam>(params, o);
 }
 
@@ -235,7 +236,7 @@ Eval Session::evaluate() const {
   lo.shuffle = false;
   lo.drop_last = false;
   data::DataLoader l(test_ds_, lo);
-  std::int64_t correct = 0, total = 0;
+  std::int64_t correct = 0, total = 0, positions = 0;
   double loss_sum = 0;
   const bool cls = ds.num_classes() > 0;
   for (std::int64_t i = 0; i < l.batches_per_epoch(); ++i) {
@@ -244,10 +245,11 @@ Eval Session::evaluate() const {
     const std::int64_t n = batch.x.shape()[0];
     if (cls) {
       loss_sum += cross_entropy(out, batch.y, Reduction::sum).item();
-      Tensor pred = argmax(out, 1);
+      Tensor pred = argmax(out, out.ndim() - 1);  // [N], or [N, T] for sequences
       const std::int64_t* pp = pred.data<std::int64_t>();
       const std::int64_t* y = batch.y.data<std::int64_t>();
-      for (std::int64_t j = 0; j < n; ++j) correct += pp[j] == y[j];
+      for (std::int64_t j = 0; j < pred.numel(); ++j) correct += pp[j] == y[j];
+      positions += pred.numel();
     } else {
       loss_sum += mse_loss(reshape(out, batch.y.shape()), batch.y, Reduction::sum).item();
     }
@@ -255,7 +257,7 @@ Eval Session::evaluate() const {
   }
   Eval e;
   e.loss = loss_sum / static_cast<double>(total * (cls ? 1 : ds.target_shape().numel()));
-  if (cls) e.accuracy = static_cast<double>(correct) / static_cast<double>(total);
+  if (cls) e.accuracy = static_cast<double>(correct) / static_cast<double>(positions);
   return e;
 }
 

@@ -133,18 +133,26 @@ Json grad_stats(std::int64_t step, const optim::NamedTensors& params) {
   return {{"step", step}, {"grad_stats", stats}};
 }
 
-// The test set at an epoch's end: a metrics record and a line of output.
-void evaluate_epoch(const Session& session, std::int64_t step, std::int64_t epoch, JsonLinesWriter& metrics, RunResult& res, std::ostream& out) {
+// The test set at an epoch's end (every > 0: after step `step` of every N): a metrics record and
+// a line of output. A text model's loss is per token, and also in bits.
+void evaluate_at(const Session& session, std::int64_t step, std::int64_t epoch, bool periodic, JsonLinesWriter& metrics, RunResult& res,
+                 std::ostream& out) {
   const Eval e = session.evaluate();
   res.test_loss.push_back(e.loss);
   Json m = {{"step", step}, {"epoch", epoch}, {"test_loss", e.loss}};
-  if (e.accuracy >= 0) {
+  const std::string when = periodic ? "step " + std::to_string(step) : "epoch " + std::to_string(epoch + 1);
+  const bool text = session.config().dataset == DatasetKind::text;
+  if (text) {
+    const double bits = e.loss / 0.69314718055994530942;  // nats to bits
+    m["test_bits_per_token"] = bits;
+    out << when << "  validation loss " << strprintf("%.4f", e.loss) << "  " << strprintf("%.4f", bits)
+        << (session.config().text_bytes ? " bits per byte" : " bits per character") << "\n";
+  } else if (e.accuracy >= 0) {
     res.test_accuracy.push_back(e.accuracy);
     m["test_accuracy"] = e.accuracy;
-    out << "epoch " << epoch + 1 << "  test accuracy " << strprintf("%.2f%%", 100 * e.accuracy) << "  test loss " << strprintf("%.6f", e.loss)
-        << "\n";
+    out << when << "  test accuracy " << strprintf("%.2f%%", 100 * e.accuracy) << "  test loss " << strprintf("%.6f", e.loss) << "\n";
   } else {
-    out << "epoch " << epoch + 1 << "  test mse " << strprintf("%.9g", e.loss) << "\n";
+    out << when << "  test mse " << strprintf("%.9g", e.loss) << "\n";
   }
   metrics.write(m);
 }
@@ -349,9 +357,14 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
       if (opt.grad_stats_every > 0 && step % opt.grad_stats_every == 0) metrics->write(grad_stats(step, session.params()));
     }
     progress.step(step, step_out);
-    if (step_out.batch.index == session.batches_per_epoch() - 1 && cfg.eval_each_epoch && session.test_data() && root) {
-      progress.end_line();
-      evaluate_epoch(session, step, step_out.batch.epoch, *metrics, res, out);
+    if (session.test_data() && root) {
+      if (cfg.eval_every > 0 && step % cfg.eval_every == 0) {
+        progress.end_line();
+        evaluate_at(session, step, step_out.batch.epoch, true, *metrics, res, out);
+      } else if (step_out.batch.index == session.batches_per_epoch() - 1 && cfg.eval_each_epoch) {
+        progress.end_line();
+        evaluate_at(session, step, step_out.batch.epoch, false, *metrics, res, out);
+      }
     }
     if (metrics) metrics->flush();
     const bool epoch_end = step_out.batch.index == session.batches_per_epoch() - 1;
