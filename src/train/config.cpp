@@ -543,8 +543,8 @@ Config parse_config(const std::string& text, const std::string& name) {
 
   Section e = sub(root, "eval", name);
   c.eval_batch_size = e.integer("batch_size", 1000, 1, 1 << 24);
-  c.eval_each_epoch = e.boolean("each_epoch", true);
   c.eval_every = e.integer("every", 0, 0, INT64_MAX / 2);
+  c.eval_each_epoch = e.boolean("each_epoch", c.eval_every == 0);  // `every` alone: no evaluation at epoch ends
   if (c.dataset == DatasetKind::text) c.eval_windows = e.integer("windows", 0, 0, INT64_MAX / 2);
   e.finish();
 

@@ -57,6 +57,12 @@ bool whole_subtree(std::int64_t rows) {
   return (blocks & (blocks - 1)) == 0;
 }
 
+bool has_tied_weights(const Config& c) {
+  for (const LayerSpec& l : c.layers)
+    if (l.type == LayerKind::tied_head) return true;
+  return false;
+}
+
 namespace {
 
 // What a run holds at its peak, roughly, refused up front when the machine lacks it: an
@@ -100,6 +106,9 @@ Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared
                 cfg_.accumulate);
   if (const std::string why = dist::layout_problem(cfg_.batch_size, cfg_.accumulate, world()); !why.empty())
     throw dist::CollectiveError("train: cannot train on " + std::to_string(world()) + " ranks: " + why);
+  if (world() > 1 && has_tied_weights(cfg_))
+    throw dist::CollectiveError("train: cannot train on " + std::to_string(world()) + " ranks: the model ties weights (tie_weights = true), "
+                                "whose gradients on several ranks would not be those of one process (contract T6); untie them or use one process");
   model_ = build_model(cfg_, *train_ds_);
   params_ = model_->named_parameters();
   check_memory(cfg_, *train_ds_, test_ds_.get(), *model_, workers);  // before the loader takes any
