@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Contract T8: the selftest fingerprint must be the same for GCC -O3 (the main build) and
+# Contract T8: the selftest fingerprint, and trainings of the MLP and the GPT, must be the same for GCC -O3 (the main build) and
 # Clang -O0, on every code path this CPU has and on several thread counts.
 # Usage: scripts/crosscheck.sh [MAIN_BUILD_DIR]
 set -euo pipefail
@@ -58,3 +58,23 @@ if [ $fail -ne 0 ]; then
   exit 1
 fi
 echo "crosscheck: 10 training steps identical for gcc -O3 and clang -O0 on ${isas[*]}: $want"
+
+# A transformer: 4 steps of the fortunes GPT (text windows, attention, layer norm over tokens,
+# GELU, AdamW with clipping) in both builds, every code path.
+want=""
+for build in "$main" "$other"; do
+  for isa in "${isas[@]}"; do
+    got=$(BITGRAD_ISA=$isa "$build/bin/bitgrad" train examples/fortunes_gpt.toml --steps 4 --threads 2 --workers 2 \
+      --out "$tmp/gpt-$(basename "$build")-$isa" --no-progress | awk '/^fingerprint/ {print $2}')
+    [ -n "$want" ] || want=$got
+    if [ -z "$got" ] || [ "$got" != "$want" ]; then
+      echo "crosscheck: GPT TRAINING MISMATCH $(basename "$build") isa=$isa: '$got' vs $want"
+      fail=1
+    fi
+  done
+done
+if [ $fail -ne 0 ]; then
+  echo "crosscheck: FAILED: builds or code paths train the GPT differently (contract T8)"
+  exit 1
+fi
+echo "crosscheck: 4 GPT training steps identical for gcc -O3 and clang -O0 on ${isas[*]}: $want"

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bitgrad/io.hpp"
+#include "support/text_corpus.hpp"
 
 namespace bitgrad::test {
 namespace {
@@ -120,6 +121,30 @@ TEST_F(DistTrain, AnyNumberOfRanksGivesTheBitsOfOneProcess) {
     if (c.P > 1) EXPECT_NE(r.out.find("ranks     " + std::to_string(c.P) + " (MPI"), std::string::npos) << r.out;
     EXPECT_NE(io::read_file(w + "/" + out + "/manifest.json").find("\"ranks\": " + std::to_string(c.P)), std::string::npos);
   }
+}
+
+// The transformer: a tiny GPT (dropout on; untied) on 1, 2, 3 and 4 ranks; a tied one is refused
+// on several ranks (its gradient sums would be regrouped, numerics §21).
+TEST_F(DistTrain, AGptOnRanksGivesTheBitsOfOneProcess) {
+  const std::string w = dir_for("gpt");
+  const std::string cfg = tiny_gpt();
+  io::write_file_atomic(w + "/g.toml", cfg);
+  const Result one = sh(kBin + " train g.toml --out g1 --no-progress --threads 2", w);
+  ASSERT_EQ(one.code, 0) << one.err;
+  const std::string metrics = io::read_file(w + "/g1/metrics.jsonl");
+  for (const auto& [P, flags] : std::vector<std::pair<int, std::string>>{{2, "--threads 1"}, {3, "--threads 1 --workers 1"}, {4, "--threads 1 --accumulate 2"}}) {
+    const std::string out = "g" + std::to_string(P);
+    const Result r = sh(mpirun(P, "g.toml --out " + out + " --no-progress " + flags), w);
+    ASSERT_EQ(r.code, 0) << P << " ranks\n" << r.out << r.err;
+    EXPECT_EQ(fingerprint_of(r), fingerprint_of(one)) << P << " ranks " << flags;
+    EXPECT_EQ(io::read_file(w + "/" + out + "/metrics.jsonl"), metrics) << P << " ranks: the same losses and validation losses";
+  }
+  std::string tied = cfg;
+  tied.replace(tied.find("tie_weights = false"), 19, "tie_weights = true");
+  io::write_file_atomic(w + "/t.toml", tied);
+  const Result r = sh(mpirun(2, "t.toml --out t2 --no-progress --threads 1"), w);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("the model ties weights"), std::string::npos) << r.err;
 }
 
 // 800 samples: the epoch's last batch is one block of 32, so most ranks (rank 0 among them)
