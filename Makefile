@@ -1,12 +1,12 @@
 # The README's two commands:
 #   make demo   install dependencies, build, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
-# Other targets: build, bench, bench-dist, contract, crosscheck, sanitize, tsan, fuzz, accuracy, clean.
+# Other targets: build, bench, bench-dist, bench-gpt, contract, crosscheck, sanitize, tsan, fuzz, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test crosscheck sanitize tsan fuzz bench bench-dist contract accuracy clean
+.PHONY: deps configure build demo test crosscheck sanitize tsan fuzz bench bench-dist bench-gpt contract accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -72,6 +72,15 @@ bench: build
 # training step under mpirun against one process; DIST_RANKS="2 4", DIST_ONLY=combine|train.
 bench-dist: build
 	@bash bench/dist.sh $(BUILD)
+
+# The character-level GPT against the same model in PyTorch (docs/benchmarks.md): the same
+# initial parameters, batches and learning rates; the validation curves side by side, then step
+# times at 1 and 2 threads. GPT_STEPS (2000), GPT_TIME_STEPS (200), GPT_REPS (2),
+# GPT_TORCH_SETUPS ("torch-openblas torch-blis-skx"), GPT_ONLY=curve|timing; results in
+# $(BUILD)/bench-results-gpt, or GPT_OUT.
+GPT_OUT ?= $(BUILD)/bench-results-gpt
+bench-gpt: build
+	@bash bench/gpt_peer.sh $(BUILD) $(GPT_OUT)
 
 accuracy: build
 	@$(BUILD)/bin/mathfn_accuracy --n 10000000

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The GPT peer benchmark of docs/benchmarks.md (make bench-gpt): bitgrad's character-level GPT
+# (examples/fortunes_gpt.toml) against the same model in PyTorch (Debian's python3-torch,
+# /usr/bin/python3), trained from the same initial parameters on the same batches with the same
+# learning rates.
+#   1. curve: build/bin/gpt_export trains GPT_STEPS steps at GPT_CURVE_THREADS (2) threads and
+#      writes the initial parameters, every step's batch and learning rate and the validation
+#      windows (RESULTS/export), with bitgrad's validation loss at step 0, every 250 steps and
+#      every GPT_DENSE (25) steps up to 200; bench/gpt_peer.py trains PyTorch on them
+#      (GPT_TORCH_CURVE set-up, default torch-openblas at 1 thread) and evaluates at the same
+#      steps
+#   2. timing: GPT_TIME_STEPS (200) steps of bitgrad (--time-only) and of each PyTorch set-up of
+#      GPT_TORCH_SETUPS (bench/torch_setups.sh), at 1 and 2 threads, GPT_REPS (2) rounds, the
+#      order rotating every round
+# Usage: bench/gpt_peer.sh BUILD_DIR [RESULTS_DIR]   (default BUILD_DIR/bench-results-gpt);
+# GPT_ONLY=curve or timing runs one part (timing needs RESULTS_DIR/export from a curve run).
+# bench/gpt_peer.py --report RESULTS_DIR prints the tables and writes RESULTS_DIR/gpt_peer.json.
+set -euo pipefail
+build=${1:-build}
+out=${2:-$build/bench-results-gpt}
+config=${GPT_CONFIG:-examples/fortunes_gpt.toml}
+steps=${GPT_STEPS:-2000}
+dense=${GPT_DENSE:-25}
+curve_threads=${GPT_CURVE_THREADS:-2}
+torch_curve=${GPT_TORCH_CURVE:-torch-openblas:1}
+time_steps=${GPT_TIME_STEPS:-200}
+reps=${GPT_REPS:-2}
+setups=${GPT_TORCH_SETUPS:-torch-openblas torch-blis-skx}
+only=${GPT_ONLY:-curve,timing}
+want() { [[ ",$only," == *",$1,"* ]]; }
+here=$(dirname "$0")
+source "$here/torch_setups.sh"
+peer_py="$here/gpt_peer.py"  # run_torch runs this instead of peer_torch.py
+[ -d "$blis_dir" ] || { echo "gpt_peer: $blis_dir missing (scripts/install-deps.sh installs libblis-openmp-dev); PyTorch with BLIS is left out" >&2; setups=$(tr ' ' '\n' <<<"$setups" | grep -v blis | tr '\n' ' '); }
+[ "$time_steps" -le "$steps" ] || time_steps=$steps
+mkdir -p "$out"
+{ lscpu | grep -E '^(Model name|CPU family|Model|CPU\(s\)):'; uptime; } >"$out/machine.txt"
+
+if want curve; then
+  rm -rf "$out/export" "$out/torch-curve.json"
+  "$build/bin/gpt_export" --config "$config" --out "$out/export" --steps "$steps" --threads "$curve_threads" \
+    --eval-every 250 --dense-every "$dense" --dense-until 200 2>"$out/export.log"
+  IFS=: read -r setup t <<<"$torch_curve"
+  run_torch "$setup" "$t" --data "$out/export" --out "$out/torch-curve.json" 2>"$out/torch-curve.log"
+fi
+
+if want timing; then
+  rm -rf "$out/time"
+  mkdir -p "$out/time"
+  runs=()
+  for t in 1 2; do
+    runs+=("bitgrad:$t")
+    for s in $setups; do runs+=("$s:$t"); done
+  done
+  n=${#runs[@]}
+  for r in $(seq 1 "$reps"); do
+    for k in $(seq 0 $((n - 1))); do
+      IFS=: read -r who t <<<"${runs[$(((k + r) % n))]}"
+      dst="$out/time/$who-t$t-r$r.json"
+      if [ "$who" = bitgrad ]; then
+        "$build/bin/gpt_export" --config "$config" --out "$out/time/bitgrad-t$t-r$r" --steps "$time_steps" --threads "$t" --time-only
+        mv "$out/time/bitgrad-t$t-r$r/bitgrad.json" "$dst"
+        rmdir "$out/time/bitgrad-t$t-r$r"
+      else
+        run_torch "$who" "$t" --data "$out/export" --steps "$time_steps" --time-only --out "$dst"
+      fi
+    done
+    echo "gpt_peer: timing round $r of $reps done" >&2
+  done
+fi
+uptime >>"$out/machine.txt"
+/usr/bin/python3 "$peer_py" --report "$out"
