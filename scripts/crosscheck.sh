@@ -37,44 +37,31 @@ if [ $fail -ne 0 ]; then
 fi
 echo "crosscheck: selftest identical for gcc -O3 and clang -O0 on ${isas[*]} at threads 1, 2, 3, 8"
 
-# The whole training stack: 10 steps of the Fashion-MNIST MLP (data loading with workers,
-# forward, backward, optimizer, checkpoint) in both builds, every code path.
+# Trainings in both builds on every code path: CONFIG, STEPS, a label; every fingerprint must agree.
+train_everywhere() {
+  local config=$1 steps=$2 label=$3 want="" got
+  for build in "$main" "$other"; do
+    for isa in "${isas[@]}"; do
+      got=$(BITGRAD_ISA=$isa "$build/bin/bitgrad" train "$config" --steps "$steps" --threads 2 --workers 2 \
+        --out "$tmp/$label-$(basename "$build")-$isa" --no-progress | awk '/^fingerprint/ {print $2}')
+      [ -n "$want" ] || want=$got
+      if [ -z "$got" ] || [ "$got" != "$want" ]; then
+        echo "crosscheck: $label TRAINING MISMATCH $(basename "$build") isa=$isa: '$got' vs $want"
+        fail=1
+      fi
+    done
+  done
+  if [ $fail -ne 0 ]; then
+    echo "crosscheck: FAILED: builds or code paths train the $label differently (contract T8)"
+    exit 1
+  fi
+  echo "crosscheck: $steps $label training steps identical for gcc -O3 and clang -O0 on ${isas[*]}: $want"
+}
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-want=""
-for build in "$main" "$other"; do
-  for isa in "${isas[@]}"; do
-    got=$(BITGRAD_ISA=$isa "$build/bin/bitgrad" train examples/fashion_mlp.toml --steps 10 --threads 2 --workers 2 \
-      --out "$tmp/$(basename "$build")-$isa" --no-progress | awk '/^fingerprint/ {print $2}')
-    [ -n "$want" ] || want=$got
-    if [ "$got" != "$want" ]; then
-      echo "crosscheck: TRAINING MISMATCH $(basename "$build") isa=$isa: $got vs $want"
-      fail=1
-    fi
-  done
-done
-if [ $fail -ne 0 ]; then
-  echo "crosscheck: FAILED: builds or code paths train differently (contract T8)"
-  exit 1
-fi
-echo "crosscheck: 10 training steps identical for gcc -O3 and clang -O0 on ${isas[*]}: $want"
-
-# A transformer: 4 steps of the fortunes GPT (text windows, attention, layer norm over tokens,
-# GELU, AdamW with clipping) in both builds, every code path.
-want=""
-for build in "$main" "$other"; do
-  for isa in "${isas[@]}"; do
-    got=$(BITGRAD_ISA=$isa "$build/bin/bitgrad" train examples/fortunes_gpt.toml --steps 4 --threads 2 --workers 2 \
-      --out "$tmp/gpt-$(basename "$build")-$isa" --no-progress | awk '/^fingerprint/ {print $2}')
-    [ -n "$want" ] || want=$got
-    if [ -z "$got" ] || [ "$got" != "$want" ]; then
-      echo "crosscheck: GPT TRAINING MISMATCH $(basename "$build") isa=$isa: '$got' vs $want"
-      fail=1
-    fi
-  done
-done
-if [ $fail -ne 0 ]; then
-  echo "crosscheck: FAILED: builds or code paths train the GPT differently (contract T8)"
-  exit 1
-fi
-echo "crosscheck: 4 GPT training steps identical for gcc -O3 and clang -O0 on ${isas[*]}: $want"
+# The whole training stack: the Fashion-MNIST MLP (data loading with workers, forward,
+# backward, optimizer, checkpoint), and a transformer: the fortunes GPT (text windows,
+# attention, layer norm over tokens, GELU, AdamW with clipping).
+train_everywhere examples/fashion_mlp.toml 10 MLP
+train_everywhere examples/fortunes_gpt.toml 4 GPT

@@ -3,16 +3,12 @@
 
 #include "bitgrad/math.hpp"
 #include "bitgrad/nn.hpp"
+#include "nn/layer_util.hpp"
 
 namespace bitgrad::nn {
+using detail::init_stream;
+using detail::str;
 namespace {
-
-template <class... A>
-std::string str(const A&... a) {
-  std::ostringstream os;
-  (os << ... << a);
-  return os.str();
-}
 
 // bias uniform(-1/sqrt(fan_in), 1/sqrt(fan_in))
 void init_bias(Tensor& b, std::int64_t fan_in, const rng::Stream& s) {
@@ -23,8 +19,6 @@ void init_bias(Tensor& b, std::int64_t fan_in, const rng::Stream& s) {
     s.fill_uniform(b.mutable_data<T>(), b.numel(), 0, static_cast<T>(-bound), static_cast<T>(bound));
   });
 }
-
-rng::Stream init_stream(std::uint64_t seed, std::uint64_t& index) { return rng::Stream(seed, "init").sub(index++); }
 
 }  // namespace
 

@@ -6,18 +6,12 @@
 
 #include "bitgrad/math.hpp"
 #include "bitgrad/nn.hpp"
+#include "nn/layer_util.hpp"
 
 namespace bitgrad::nn {
+using detail::init_stream;
+using detail::str;
 namespace {
-
-template <class... A>
-std::string str(const A&... a) {
-  std::ostringstream os;
-  (os << ... << a);
-  return os.str();
-}
-
-rng::Stream init_stream(std::uint64_t seed, std::uint64_t& index) { return rng::Stream(seed, "init").sub(index++); }
 
 void fill_normal(Tensor& t, double stddev, const rng::Stream& s) {
   NoGradGuard ng;
