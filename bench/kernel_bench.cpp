@@ -170,7 +170,9 @@ template <Unary op>
 void unary(benchmark::State& st, bool ours) {
   const std::int64_t n = 1 << 20;
   const bool positive = op == Unary::log;
-  auto x = data(static_cast<std::size_t>(n), 7, positive ? 0.001f : -8.0f, 8.0f);
+  // GELU sees pre-activations of a trained layer: mostly within a few units of 0
+  const float lo = positive ? 0.001f : op == Unary::gelu ? -3.0f : -8.0f;
+  auto x = data(static_cast<std::size_t>(n), 7, lo, op == Unary::gelu ? 3.0f : 8.0f);
   std::vector<float> y(static_cast<std::size_t>(n));
   for (auto _ : st) {
     if (ours) {
@@ -183,8 +185,31 @@ void unary(benchmark::State& st, bool ours) {
         else if constexpr (op == Unary::log) r = std::log(v);
         else if constexpr (op == Unary::tanh) r = std::tanh(v);
         else if constexpr (op == Unary::sigmoid) r = 1.0f / (1.0f + std::exp(-v));
+        else if constexpr (op == Unary::gelu) r = 0.5f * v * (1.0f + std::erf(v * 0.70710678f));
         else r = std::erf(v);
         y[static_cast<std::size_t>(i)] = r;
+      }
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  st.counters["Gelem/s"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+}
+
+// GELU's gradient g * (Phi(x) + x phi(x)) over 2^20 elements in [-3, 3]
+void gelu_grad(benchmark::State& st, bool ours) {
+  const std::int64_t n = 1 << 20;
+  auto x = data(static_cast<std::size_t>(n), 7, -3.0f, 3.0f);
+  auto g = data(static_cast<std::size_t>(n), 8, -1.0f, 1.0f);
+  std::vector<float> y(static_cast<std::size_t>(n));
+  for (auto _ : st) {
+    if (ours) {
+      tb().act_grad(bitgrad::kern::ActGrad::gelu, x.data(), g.data(), y.data(), n);
+    } else {
+      for (std::size_t i = 0; i < y.size(); ++i) {
+        const float v = x[i];
+        y[i] = g[i] * (0.5f * (1.0f + std::erf(v * 0.70710678f)) + v * std::exp(-0.5f * v * v) * 0.39894228f);
       }
     }
     benchmark::DoNotOptimize(y.data());
@@ -218,6 +243,8 @@ int main(int argc, char** argv) {
   reg("tanh", unary<Unary::tanh>, {{0}});
   reg("sigmoid", unary<Unary::sigmoid>, {{0}});
   reg("erf", unary<Unary::erf>, {{0}});
+  reg("gelu", unary<Unary::gelu>, {{0}});
+  reg("gelu_grad", gelu_grad, {{0}});
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -194,6 +194,45 @@ void act_grad_fast(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) {
   });
 }
 
+// GELU split at e = erf(x/sqrt 2), kept in f64: the same lane operations as gelu_lanes and
+// gelu_grad_lanes, so the same bits, and the backward skips its erf
+template <class T>
+void gelu_keep_fast(const T* x, T* y, double* e, std::int64_t n) {
+  parallel_for(n, kGrainMath, [&](std::int64_t b, std::int64_t end) {
+    auto one = [&](D v) {
+      D r = erf_f64(v * D(kSqrtHalfD));
+      return std::pair<D, D>{(D(0.5) * v) * (D(1.0) + r), r};
+    };
+    std::int64_t i = b;
+    for (; i + kWD <= end; i += kWD) {
+      auto [yv, r] = one(load_d(x + i));
+      store(e + i, r);
+      store_d(y + i, yv);
+    }
+    if (i < end) {
+      const int m = static_cast<int>(end - i);
+      auto [yv, r] = one(load_d_part(x + i, m, 0.0));
+      store_part(e + i, r, m);
+      store_d_part(y + i, yv, m);
+    }
+  });
+}
+template <class T>
+void gelu_grad_kept_fast(const T* x, const double* e, const T* g, T* out, std::int64_t n) {
+  parallel_for(n, kGrainSimple / 4, [&](std::int64_t b, std::int64_t end) {
+    auto one = [](D v, D r, D gg) {
+      D pdf = exp_f64(D(-0.5) * (v * v)) * D(kInvSqrt2PiD);
+      return gg * (D(0.5) * (D(1.0) + r) + v * pdf);
+    };
+    std::int64_t i = b;
+    for (; i + kWD <= end; i += kWD) store_d(out + i, one(load_d(x + i), load(e + i), load_d(g + i)));
+    if (i < end) {
+      const int m = static_cast<int>(end - i);
+      store_d_part(out + i, one(load_d_part(x + i, m, 0.0), load_part(e + i, m, 0.0), load_d_part(g + i, m, 0.0)), m);
+    }
+  });
+}
+
 // ---- the row rule in lanes ----------------------------------------------------------------
 // 16 logical lanes = kNV vectors of W lanes; lane j of the block is element j mod 16.
 template <class T>
@@ -504,6 +543,8 @@ Table<T> fast_table(Table<T> tb) {
   tb.unary = &unary_fast<T>;
   tb.binary = &binary_fast<T>;
   tb.act_grad = &act_grad_fast<T>;
+  tb.gelu_keep = &gelu_keep_fast<T>;
+  tb.gelu_grad_kept = &gelu_grad_kept_fast<T>;
   tb.sum_rows = &sum_rows_fast<T>;
   tb.sumsq_rows = &sumsq_rows_fast<T>;
   tb.sum_cols = &sum_cols_fast<T>;

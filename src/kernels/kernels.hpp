@@ -105,6 +105,11 @@ struct Table {
   void (*unary)(Unary op, const T* x, T* y, std::int64_t n);
   void (*binary)(Binary op, Bcast bc, const T* a, const T* b, T* y, std::int64_t outer, std::int64_t inner);
   void (*act_grad)(ActGrad op, const T* v, const T* g, T* out, std::int64_t n);
+  // GELU forward that keeps e = erf(x/sqrt 2) in f64 for its backward: y = (0.5 x)(1 + e),
+  // the bits of unary(gelu)
+  void (*gelu_keep)(const T* x, T* y, double* e, std::int64_t n);
+  // GELU backward from the kept e: out = g (0.5 (1 + e) + x phi(x)), the bits of act_grad(gelu)
+  void (*gelu_grad_kept)(const T* x, const double* e, const T* g, T* out, std::int64_t n);
   // row rule over each of R rows of length L
   void (*sum_rows)(const T* x, std::int64_t R, std::int64_t L, T* out);
   // row rule of d*d accumulated by fma, d = a - b (b may be null: d = a)

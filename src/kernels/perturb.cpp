@@ -218,12 +218,19 @@ template <class T>
 void act_grad(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) { base<T>().act_grad(op, v, g, out, n); }
 
 template <class T>
+void gelu_keep(const T* x, T* y, double* e, std::int64_t n) { base<T>().gelu_keep(x, y, e, n); }
+template <class T>
+void gelu_grad_kept(const T* x, const double* e, const T* g, T* out, std::int64_t n) { base<T>().gelu_grad_kept(x, e, g, out, n); }
+
+template <class T>
 Table<T> make() {
   Table<T> t{};
   t.gemm = &gemm<T>;
   t.unary = &unary<T>;
   t.binary = &binary<T>;
   t.act_grad = &act_grad<T>;
+  t.gelu_keep = &gelu_keep<T>;
+  t.gelu_grad_kept = &gelu_grad_kept<T>;
   t.sum_rows = &sum_rows<T>;
   t.sumsq_rows = &sumsq_rows<T>;
   t.sum_cols = &sum_cols<T>;

@@ -137,6 +137,24 @@ void binary(Binary op, Bcast bc, const T* a, const T* b, T* y, std::int64_t oute
   }
 }
 
+// gelu_d and gelu_grad_d split at e = erf(x/sqrt 2)
+template <class T>
+void gelu_keep(const T* x, T* y, double* e, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(x[i]);
+    e[i] = math::erf(d * kSqrtHalf);
+    y[i] = canon(from_d<T>((0.5 * d) * (1.0 + e[i])));
+  }
+}
+template <class T>
+void gelu_grad_kept(const T* x, const double* e, const T* g, T* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(x[i]);
+    const double pdf = math::exp(-0.5 * (d * d)) * kInvSqrt2Pi;
+    out[i] = canon(from_d<T>(static_cast<double>(g[i]) * (0.5 * (1.0 + e[i]) + d * pdf)));
+  }
+}
+
 template <class T>
 void act_grad(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
@@ -271,6 +289,8 @@ Table<T> make_table() {
   tb.unary = &unary<T>;
   tb.binary = &binary<T>;
   tb.act_grad = &act_grad<T>;
+  tb.gelu_keep = &gelu_keep<T>;
+  tb.gelu_grad_kept = &gelu_grad_kept<T>;
   tb.sum_rows = &sum_rows<T>;
   tb.sumsq_rows = &sumsq_rows<T>;
   tb.sum_cols = &sum_cols<T>;

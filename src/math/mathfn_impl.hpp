@@ -234,9 +234,9 @@ inline D erf_f64(D x) {
   D a = clamp_(ax, kErfSmallBound, kErfBig);
   I idx = to_i(0);
   for (int i = 0; i < kErfIntervals - 1; ++i) idx = addi(idx, selecti(a >= D(kErfBounds[i]), to_i(1), to_i(0)));
-  D t = a - gather(kErfMid, idx);
-  D g = gather(kErfCoef[13], idx);
-  for (int kk = 12; kk >= 0; --kk) g = fma(g, t, gather(kErfCoef[kk], idx));
+  D t = a - lookup8(kErfMid, idx);
+  D g = lookup8(kErfCoef[13], idx);
+  for (int kk = 12; kk >= 0; --kk) g = fma(g, t, lookup8(kErfCoef[kk], idx));
   DD sq = two_prod(a, a);
   ExpCore e = exp_core(-sq.hi, -sq.lo);
   D eh = scale(e.H, e.k);

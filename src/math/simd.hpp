@@ -40,6 +40,8 @@ inline I ori(I a, I b) { return a | b; }
 inline M eqi(I a, I b) { return a == b; }
 inline M gti(I a, I b) { return a > b; }
 inline D gather(const double* t, I idx) { return t[idx]; }
+// gather from a table of 8 entries (64-byte aligned): a register permute where the ISA has one
+inline D lookup8(const double* t, I idx) { return t[idx]; }
 inline bool any(M m) { return m; }
 inline bool all(M m) { return m; }
 inline M mand(M a, M b) { return a && b; }
@@ -113,6 +115,16 @@ inline I ori(I a, I b) { return _mm256_or_si256(a.v, b.v); }
 inline M eqi(I a, I b) { return {_mm256_castsi256_pd(_mm256_cmpeq_epi64(a.v, b.v))}; }
 inline M gti(I a, I b) { return {_mm256_castsi256_pd(_mm256_cmpgt_epi64(a.v, b.v))}; }
 inline D gather(const double* t, I idx) { return _mm256_i64gather_pd(t, idx.v, 8); }
+// gather from a table of 8 entries (64-byte aligned): two in-register permutes and a blend;
+// lane k of each 64-bit index becomes the 32-bit pair (2k, 2k+1)
+inline D lookup8(const double* t, I idx) {
+  __m256i k = _mm256_slli_epi64(_mm256_and_si256(idx.v, _mm256_set1_epi64x(3)), 1);
+  __m256i pair = _mm256_or_si256(k, _mm256_slli_epi64(_mm256_add_epi64(k, _mm256_set1_epi64x(1)), 32));
+  __m256d lo = _mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(_mm256_load_pd(t)), pair));
+  __m256d hi = _mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(_mm256_load_pd(t + 4)), pair));
+  __m256d upper = _mm256_castsi256_pd(_mm256_cmpgt_epi64(idx.v, _mm256_set1_epi64x(3)));
+  return _mm256_blendv_pd(lo, hi, upper);
+}
 inline bool any(M m) { return _mm256_movemask_pd(m.v) != 0; }
 inline bool all(M m) { return _mm256_movemask_pd(m.v) == 0xf; }
 inline __m256i part_mask(int n) {
@@ -209,6 +221,8 @@ inline I ori(I a, I b) { return _mm512_or_si512(a.v, b.v); }
 inline M eqi(I a, I b) { return {_mm512_cmpeq_epi64_mask(a.v, b.v)}; }
 inline M gti(I a, I b) { return {_mm512_cmpgt_epi64_mask(a.v, b.v)}; }
 inline D gather(const double* t, I idx) { return _mm512_mask_i64gather_pd(_mm512_setzero_pd(), 0xff, idx.v, t, 8); }
+// gather from a table of 8 entries (64-byte aligned): one in-register permute
+inline D lookup8(const double* t, I idx) { return _mm512_permutexvar_pd(idx.v, _mm512_load_pd(t)); }
 inline bool any(M m) { return m.v != 0; }
 inline bool all(M m) { return m.v == 0xff; }
 inline __mmask8 part_mask(int n) { return static_cast<__mmask8>(n >= 8 ? 0xff : ((1u << (n < 0 ? 0 : n)) - 1u)); }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/op_util.hpp"
+#include "tensor/strided.hpp"
 
 namespace bitgrad {
 namespace {
@@ -193,7 +194,18 @@ void sqrt_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = div(g, mul(n.saved_
 void tanh_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = act_grad_raw(kern::ActGrad::tanh, n.saved_tensor(0), g); }
 void sigmoid_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = act_grad_raw(kern::ActGrad::sigmoid, n.saved_tensor(0), g); }
 void relu_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = act_grad_raw(kern::ActGrad::relu, n.saved_tensor(0), g); }
-void gelu_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = act_grad_raw(kern::ActGrad::gelu, n.saved_tensor(0), g); }
+// saved: x and e = erf(x/sqrt 2) in f64 from the forward (gelu_keep), so the backward's
+// Phi(x) = 0.5 (1 + e) costs no second erf
+void gelu_bw(Node& n, const Tensor& g, Tensor* gi) {
+  Tensor x = kern::contiguous(n.saved_tensor(0));
+  const Tensor& e = n.saved_tensor(1);
+  Tensor gc = kern::contiguous(g);
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  BITGRAD_DISPATCH_FLOAT(x.dtype(), "gelu backward", T, [&] {
+    kern::active<T>().gelu_grad_kept(x.data<T>(), e.data<double>(), gc.data<T>(), kern::out_ptr<T>(out), x.numel());
+  });
+  gi[0] = out;
+}
 
 Tensor unary_op(Unary op, const Tensor& x, const char* name, autograd::BackwardFn bw, bool save_output, CallSite site) {
   Tensor y = unary_raw(op, x, name);
@@ -269,7 +281,23 @@ Tensor sqrt(const Tensor& x, CallSite site) { return unary_op(Unary::sqrt, x, "s
 Tensor tanh(const Tensor& x, CallSite site) { return unary_op(Unary::tanh, x, "tanh", tanh_bw, true, site); }
 Tensor sigmoid(const Tensor& x, CallSite site) { return unary_op(Unary::sigmoid, x, "sigmoid", sigmoid_bw, true, site); }
 Tensor relu(const Tensor& x, CallSite site) { return unary_op(Unary::relu, x, "relu", relu_bw, false, site); }
-Tensor gelu(const Tensor& x, CallSite site) { return unary_op(Unary::gelu, x, "gelu", gelu_bw, false, site); }
+// y [..] = x (0.5)(1 + erf(x/sqrt 2)); backward gelu_bw. When the graph records, the forward
+// also keeps erf(x/sqrt 2) in f64 (8 bytes an element) for the backward.
+Tensor gelu(const Tensor& x, CallSite site) {
+  if (!grad_enabled() || !x.requires_grad()) return unary_op(Unary::gelu, x, "gelu", gelu_bw, false, site);
+  ops::check_float("gelu", x);
+  Tensor xc = kern::contiguous(x);
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  Tensor e = Tensor::empty(x.shape(), DType::f64);
+  BITGRAD_DISPATCH_FLOAT(x.dtype(), "gelu", T, [&] {
+    kern::active<T>().gelu_keep(xc.data<T>(), kern::out_ptr<T>(y), kern::out_ptr<double>(e), x.numel());
+  });
+  if (Node* n = ops::record("gelu", gelu_bw, {&x}, y, site)) {
+    n->save(0, x);
+    n->save(1, e);
+  }
+  return y;
+}
 
 Tensor clamp(const Tensor& x, double lo, double hi, CallSite site) {
   ops::check_float("clamp", x);
@@ -286,16 +314,24 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, CallSite site
   ops::check_same_dtype("where", a, b);
   BITGRAD_CHECK(cond.defined(), "where", "the condition is undefined");
   const Shape s = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
-  Tensor c = expand(cond, s).contiguous_copy();
-  Tensor ac = expand(a.detach(), s).contiguous_copy();
-  Tensor bc = expand(b.detach(), s).contiguous_copy();
+  // broadcast views (stride 0), walked in place: no expanded copies of a mask or a scalar
+  const Tensor c = expand(cond.detach(), s), av = expand(a.detach(), s), bv = expand(b.detach(), s);
   Tensor y = Tensor::empty(s, a.dtype());
-  Tensor cb = c.cast(DType::f64);  // nonzero (and NaN) is true, whatever the dtype
   BITGRAD_DISPATCH_FLOAT(a.dtype(), "where", T, [&] {
-    const double* pc = cb.data<double>();
-    const T *pa = ac.data<T>(), *pb = bc.data<T>();
+    const T *pa = av.data<T>(), *pb = bv.data<T>();
     T* py = kern::out_ptr<T>(y);
-    for (std::int64_t i = 0; i < y.numel(); ++i) py[i] = pc[i] != 0.0 ? pa[i] : pb[i];
+    auto select = [&](const auto* pc) {  // nonzero (and NaN) is true, whatever the dtype
+      detail::for_each_strided3(s, c.strides(), av.strides(), bv.strides(),
+                                [&](std::int64_t o, std::int64_t ic, std::int64_t ia, std::int64_t ib) {
+                                  py[o] = pc[ic] != 0 ? pa[ia] : pb[ib];
+                                });
+    };
+    switch (c.dtype()) {
+      case DType::f32: select(c.data<float>()); break;
+      case DType::f64: select(c.data<double>()); break;
+      case DType::i64: select(c.data<std::int64_t>()); break;
+      case DType::u8: select(c.data<std::uint8_t>()); break;
+    }
   });
   Tensor condt = cond;
   if (Node* n = ops::record("where", where_bw, {&condt, &a, &b}, y, site)) n->save(0, cond);

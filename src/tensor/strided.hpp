@@ -20,7 +20,11 @@ void for_each_strided2(const Shape& shape, const Shape& sa, const Shape& sb, F&&
   std::int64_t oa = 0, ob = 0;
   const std::int64_t inner = shape[n - 1], ia = sa[n - 1], ib = sb[n - 1];
   for (;;) {
-    for (std::int64_t i = 0; i < inner; ++i) f(oa + i * ia, ob + i * ib);
+    if (ia == 1 && ib == 1) {  // unit strides: a loop the compiler can vectorize
+      for (std::int64_t i = 0; i < inner; ++i) f(oa + i, ob + i);
+    } else {
+      for (std::int64_t i = 0; i < inner; ++i) f(oa + i * ia, ob + i * ib);
+    }
     int d = n - 2;
     for (; d >= 0; --d) {
       if (++idx[d] < shape[d]) {
@@ -30,6 +34,39 @@ void for_each_strided2(const Shape& shape, const Shape& sa, const Shape& sb, F&&
       }
       oa -= sa[d] * (shape[d] - 1);
       ob -= sb[d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+// Calls f(out, offset_a, offset_b, offset_c) for every element in row-major order, out counting
+// 0, 1, 2, ... (a contiguous output); offsets in elements (stride 0 for broadcast dimensions).
+template <class F>
+void for_each_strided3(const Shape& shape, const Shape& sa, const Shape& sb, const Shape& sc, F&& f) {
+  const int n = shape.ndim();
+  if (shape.numel() == 0) return;
+  if (n == 0) {
+    f(std::int64_t(0), std::int64_t(0), std::int64_t(0), std::int64_t(0));
+    return;
+  }
+  std::int64_t idx[kMaxDims] = {};
+  std::int64_t out = 0, oa = 0, ob = 0, oc = 0;
+  const std::int64_t inner = shape[n - 1], ia = sa[n - 1], ib = sb[n - 1], ic = sc[n - 1];
+  for (;;) {
+    for (std::int64_t i = 0; i < inner; ++i) f(out + i, oa + i * ia, ob + i * ib, oc + i * ic);
+    out += inner;
+    int d = n - 2;
+    for (; d >= 0; --d) {
+      if (++idx[d] < shape[d]) {
+        oa += sa[d];
+        ob += sb[d];
+        oc += sc[d];
+        break;
+      }
+      oa -= sa[d] * (shape[d] - 1);
+      ob -= sb[d] * (shape[d] - 1);
+      oc -= sc[d] * (shape[d] - 1);
       idx[d] = 0;
     }
     if (d < 0) return;

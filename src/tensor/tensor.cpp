@@ -166,12 +166,18 @@ void Tensor::copy_from(const Tensor& src) {
   BITGRAD_CHECK(d.dtype == s.dtype, "copy_from", "dtypes differ: destination ", dtype_name(d.dtype), ", source ",
                 dtype_name(s.dtype));
   d.storage->bump_version();
-  const std::size_t es = dtype_size(d.dtype);
-  const char* sp = static_cast<const char*>(s.storage->data()) + s.offset * static_cast<std::int64_t>(es);
-  char* dp = static_cast<char*>(d.storage->data()) + d.offset * static_cast<std::int64_t>(es);
-  detail::for_each_strided2(d.shape, s.strides, d.strides, [&](std::int64_t a, std::int64_t b) {
-    std::memcpy(dp + b * static_cast<std::int64_t>(es), sp + a * static_cast<std::int64_t>(es), es);
-  });
+  // copied as unsigned words of the element's size: bits move unchanged (NaN payloads included)
+  auto copy = [&](auto z) {
+    using W = decltype(z);
+    const W* sp = static_cast<const W*>(s.storage->data()) + s.offset;
+    W* dp = static_cast<W*>(d.storage->data()) + d.offset;
+    detail::for_each_strided2(d.shape, s.strides, d.strides, [&](std::int64_t a, std::int64_t b) { dp[b] = sp[a]; });
+  };
+  switch (dtype_size(d.dtype)) {
+    case 1: copy(std::uint8_t{}); break;
+    case 4: copy(std::uint32_t{}); break;
+    default: copy(std::uint64_t{}); break;
+  }
 }
 
 void Tensor::fill_(double value) {

@@ -1,6 +1,7 @@
 // Elementwise kernels: fast paths equal the reference bit for bit (odd sizes, specials,
 // threads 1..8).
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "support/kernel_check.hpp"
@@ -98,6 +99,47 @@ void act_grad_cases() {
 
 TEST(Elementwise, ActivationGradF32) { act_grad_cases<float>(); }
 TEST(Elementwise, ActivationGradF64) { act_grad_cases<double>(); }
+
+// The GELU pair that keeps erf in f64: y and the backward have the bits of unary(gelu) and
+// act_grad(gelu) on every table, and the kept e has the same bits on every path (it goes into
+// the run's gradients).
+template <class T>
+void gelu_keep_cases() {
+  for (std::int64_t n : kSizes) {
+    auto x = random_vec<T>(static_cast<std::size_t>(n), 600, -8, 8, true);
+    auto g = random_vec<T>(static_cast<std::size_t>(n), 601, -2, 2, true);
+    if (n > 10) {
+      x[3] = std::numeric_limits<T>::infinity();
+      x[4] = -std::numeric_limits<T>::infinity();
+      x[5] = std::numeric_limits<T>::quiet_NaN();
+      x[6] = T(-0.0);
+      x[7] = T(0.6);  // |x|/sqrt 2 below 0.84375: erf's small branch
+    }
+    const std::size_t un = static_cast<std::size_t>(n);
+    std::ostringstream name;
+    name << "gelu_keep(" << tname(T{}) << ",n=" << n << ")";
+    expect_fast_equals_reference<T>(name.str(), [&](const kern::Table<T>& tb) {
+      std::vector<T> y(un), yu(un), gx(un), ga(un);
+      std::vector<double> e(un);
+      tb.gelu_keep(x.data(), y.data(), e.data(), n);
+      tb.unary(Unary::gelu, x.data(), yu.data(), n);
+      EXPECT_TRUE(bitwise_equal(y, yu)) << name.str() << ": gelu_keep differs from unary(gelu)";
+      tb.gelu_grad_kept(x.data(), e.data(), g.data(), gx.data(), n);
+      tb.act_grad(ActGrad::gelu, x.data(), g.data(), ga.data(), n);
+      EXPECT_TRUE(bitwise_equal(gx, ga)) << name.str() << ": gelu_grad_kept differs from act_grad(gelu)";
+      // y, then the backward, then e's bits as T words
+      std::vector<T> out = y;
+      out.insert(out.end(), gx.begin(), gx.end());
+      std::vector<T> eb(un * sizeof(double) / sizeof(T));
+      if (!e.empty()) std::memcpy(eb.data(), e.data(), un * sizeof(double));
+      out.insert(out.end(), eb.begin(), eb.end());
+      return out;
+    });
+  }
+}
+
+TEST(Elementwise, GeluKeepF32) { gelu_keep_cases<float>(); }
+TEST(Elementwise, GeluKeepF64) { gelu_keep_cases<double>(); }
 
 }  // namespace
 }  // namespace bitgrad::test

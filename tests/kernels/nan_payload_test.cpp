@@ -153,6 +153,17 @@ void elementwise_cases() {
       tb.act_grad(static_cast<ActGrad>(a), v.data(), g.data(), y.data(), n);
       return y;
     });
+  // GELU keeping erf: the forward's y, then the backward from the kept e (e itself is internal)
+  expect_canonical_nans<T>(label<T>("gelu_keep", "y,gx"), [&](const kern::Table<T>& tb, std::uint64_t pl) {
+    auto v = with_nans<T>(static_cast<std::size_t>(n), 32, pl, -3, 3, 4);
+    auto g = with_nans<T>(static_cast<std::size_t>(n), 33, pl, -3, 3, 4);
+    std::vector<T> y(static_cast<std::size_t>(n)), gx(static_cast<std::size_t>(n));
+    std::vector<double> e(static_cast<std::size_t>(n));
+    tb.gelu_keep(v.data(), y.data(), e.data(), n);
+    tb.gelu_grad_kept(v.data(), e.data(), g.data(), gx.data(), n);
+    y.insert(y.end(), gx.begin(), gx.end());
+    return y;
+  });
 }
 TEST(NanPayloads, ElementwiseF32) { elementwise_cases<float>(); }
 TEST(NanPayloads, ElementwiseF64) { elementwise_cases<double>(); }

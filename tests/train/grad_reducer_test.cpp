@@ -25,7 +25,9 @@ TEST(GradReducer, MicroBatchesFollowThePairwiseTree) {
     train::TreeGradReducer r;
     // k micro-batches of 40 samples (not whole blocks): the tree's leaves are the micro-batches
     const dist::StepLayout layout = dist::step_layout(40 * k, 40 * k, k, 1);
-    if (k > 1) ASSERT_EQ(layout.leaves, k);
+    if (k > 1) {
+      ASSERT_EQ(layout.leaves, k);
+    }
     r.begin(params, layout, 0);
     for (int m = 0; m < k; ++m) {
       w.set_grad(g[static_cast<std::size_t>(m)]);
