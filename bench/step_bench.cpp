@@ -1,9 +1,10 @@
 // The bitgrad side of the peer benchmark (bench/peer.sh): trains a configuration as `bitgrad
 // train` does (the session's canonical step, the step trace on unless --trace none) for one
 // epoch or N steps after a short warm-up, and prints one JSON line: median ms per step,
-// samples/s over the measured steps, peak RSS.
+// samples/s over the measured steps, peak RSS, and the peak of tensor memory a step adds (activations
+// kept for the backward, gradients) over what it starts with.
 //   build/bin/step_bench --config FILE --threads N [--workers N] [--steps N] [--batch B]
-//                        [--width W] [--trace steps|none] [--label NAME]
+//                        [--width W] [--trace steps|none] [--label NAME] [--recompute none|blocks|all]
 // --batch and --width override the configuration (batch size; the hidden width of an MLP whose
 // hidden linear layers all have the same width), for the scaling tables.
 #include <sys/resource.h>
@@ -26,7 +27,7 @@
 int main(int argc, char** argv) {
   using namespace bitgrad;
   using Clock = std::chrono::steady_clock;
-  std::string config, trace = "steps", label = "bitgrad";
+  std::string config, trace = "steps", label = "bitgrad", recompute;
   long steps = 0, batch = 0, width = 0;
   int threads = 1, workers = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
     else if (k == "--width") width = std::atol(v);
     else if (k == "--trace") trace = v;
     else if (k == "--label") label = v;
+    else if (k == "--recompute") recompute = v;
     else {
       std::fprintf(stderr, "step_bench: unknown option %s\n", k.c_str());
       return 2;
@@ -59,6 +61,7 @@ int main(int argc, char** argv) {
         if (cfg.layers[static_cast<std::size_t>(i)].type == train::LayerKind::linear) cfg.layers[static_cast<std::size_t>(i)].out = width;
     }
     cfg.workers = workers;
+    if (!recompute.empty()) cfg.recompute = nn::parse_recompute(recompute);
     train::Session session(cfg, train::train_dataset(cfg), nullptr, workers);
     const std::int64_t measured = steps > 0 ? steps : session.batches_per_epoch();
     const std::int64_t warmup = std::min<std::int64_t>(10, measured / 10);
@@ -70,14 +73,21 @@ int main(int argc, char** argv) {
     }
     std::vector<double> ms;
     Clock::time_point start;
+    std::size_t base_bytes = 0;
     for (std::int64_t s = 0; s < warmup + measured; ++s) {
-      if (s == warmup) start = Clock::now();
+      if (s == warmup) {
+        start = Clock::now();
+        base_bytes = memory::bytes_in_use();  // parameters, optimizer state, the loader's batches
+        memory::reset_peak();
+      }
       const auto t0 = Clock::now();
       train::Session::StepOut step_out = session.step(s);
       if (tracer) tracer->submit(s, session, step_out);
       if (s >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     }
     if (tracer) tracer->wait();
+    // what a step adds on top at its peak: activations kept for the backward, gradients
+    const double step_peak_mb = static_cast<double>(memory::peak_bytes_in_use() - std::min(base_bytes, memory::peak_bytes_in_use())) / 1048576.0;
     const double total = std::chrono::duration<double>(Clock::now() - start).count();
     tracer.reset();
     std::remove(path.c_str());
@@ -87,10 +97,10 @@ int main(int argc, char** argv) {
     stem = stem.substr(0, stem.rfind(".toml"));
     std::printf(
         "{\"framework\": \"%s\", \"config\": \"%s\", \"threads\": %d, \"workers\": %d, \"batch\": %lld, \"width\": %ld, \"trace\": \"%s\", "
-        "\"isa\": \"%s\", \"steps\": %lld, \"ms_per_step\": %.4f, \"samples_per_s\": %.1f, \"peak_rss_mb\": %.1f}\n",
+        "\"isa\": \"%s\", \"steps\": %lld, \"ms_per_step\": %.4f, \"samples_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"recompute\": \"%s\", \"step_peak_mb\": %.2f}\n",
         label.c_str(), stem.c_str(), threads, workers, static_cast<long long>(cfg.batch_size), width, trace.c_str(),
         isa_name(active_isa()), static_cast<long long>(measured), bench::median(ms), static_cast<double>(measured * cfg.batch_size) / total,
-        static_cast<double>(ru.ru_maxrss) / 1024.0);
+        static_cast<double>(ru.ru_maxrss) / 1024.0, nn::recompute_name(cfg.recompute), step_peak_mb);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "step_bench: %s\n", e.what());
     return 2;

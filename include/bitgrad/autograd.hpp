@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "bitgrad/tensor.hpp"
 
@@ -78,6 +79,14 @@ void emit_forward(const char* op, const Tensor& out, CallSite site);
 std::size_t live_nodes();
 // Name of the op that produced t ("" for a leaf).
 const char* producer(const Tensor& t);
+
+// Gradients of root (seeded with `seed`, or 1 for an undefined seed and a scalar root) with
+// respect to `inputs`, in their order (undefined where no gradient arrives), without touching
+// any tensor's .grad. The nodes run and the contributions add up in the order of backward().
+// `unlisted`, if given, receives the shape of the first leaf that got a gradient but is not
+// among `inputs` (its gradient is dropped). Callable from a backward function.
+std::vector<Tensor> grad(const Tensor& root, const Tensor& seed, const std::vector<Tensor>& inputs, bool retain_graph = false,
+                         std::string* unlisted = nullptr);
 }  // namespace autograd
 
 }  // namespace bitgrad

@@ -210,6 +210,15 @@ class TiedHead : public Module {
   Tensor weight_;
 };
 
+// Activation checkpointing of a Sequential's layers in training (contract T9, numerics.md §22):
+// none; blocks: a layer with parameters and the parameter-free layers after it form one segment
+// (a transformer block; a linear or convolution with its activation, pooling and dropout); all:
+// every layer is a segment. A segment keeps only its input; its backward runs it again
+// (ops::checkpoint). The last segment is never recomputed: its backward comes first.
+enum class Recompute { none, blocks, all };
+Recompute parse_recompute(const std::string& name);  // throws on unknown names
+const char* recompute_name(Recompute r);
+
 class Sequential : public Module {
  public:
   void add(std::shared_ptr<Module> m);
@@ -217,6 +226,13 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
+  void set_recompute(Recompute r) { recompute_ = r; }
+  Recompute recompute() const { return recompute_; }
+  // first layer of each segment under the recompute setting (one segment, {0}, for none)
+  std::vector<std::size_t> segment_starts() const;
+
+ private:
+  Recompute recompute_ = Recompute::none;
 };
 
 // Initialises every parameter of m: weights with `weights` (fans of the layer), biases with

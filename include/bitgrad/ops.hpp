@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "bitgrad/autograd.hpp"
@@ -12,6 +13,16 @@
 #include "bitgrad/tensor.hpp"
 
 namespace bitgrad {
+
+// ---- activation checkpointing (contract T9, numerics.md §22) --------------------------------
+// y = fn(x) without keeping what the ops inside would save for the backward; the backward runs
+// fn again on the saved x and back-propagates through it, handing every contribution to x and
+// to the parameters on in arrival order. The gradients have the bits of calling fn(x) directly
+// when fn is a pure function of x, the parameters and what it captures (dropout keyed by its
+// nn::Context is). Every tensor inside fn that requires grad must be x or in params, else the
+// backward fails naming its shape.
+Tensor checkpoint(std::function<Tensor(const Tensor&)> fn, const Tensor& x, const std::vector<Tensor>& params,
+                  CallSite site = CallSite::current());
 
 // ---- elementwise ------------------------------------------------------------------------
 Tensor add(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());

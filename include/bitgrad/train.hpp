@@ -66,6 +66,7 @@ struct Config {
   // [model]
   std::vector<LayerSpec> layers;  // for type = "gpt", the layers it stands for
   nn::Init init = nn::Init::kaiming_uniform;
+  nn::Recompute recompute = nn::Recompute::none;  // activation checkpointing (T9: not in the hash)
   struct Gpt {
     bool on = false;
     std::int64_t n_layer = 4, n_head = 4, n_embd = 128;

@@ -2,6 +2,7 @@
 // creation order, accumulate each input's contributions in the order they arrive.
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <vector>
 
 #include "autograd/hooks_internal.hpp"
@@ -15,6 +16,10 @@ thread_local bool t_grad_enabled = true;
 std::atomic<std::uint64_t> g_epoch{0};
 
 void accumulate(Tensor& acc, const Tensor& g) { acc = acc.defined() ? kern::add_same_shape(acc, g) : g; }
+
+// The gradient parts the running backward function hands over one by one (add_gradient_part),
+// per input; each walk points it at its own list while a node runs.
+thread_local std::vector<std::vector<Tensor>>* t_parts = nullptr;
 
 // A leaf's gradient owns its storage, so in-place updates of it cannot reach another tensor.
 Tensor owned(const Tensor& g) {
@@ -30,29 +35,102 @@ void set_grad_enabled(bool on) { t_grad_enabled = on; }
 
 namespace autograd {
 
-void run_backward(const Tensor& root, const Tensor& seed_in, bool retain_graph) {
+namespace {
+using LeafSink = std::function<void(const std::shared_ptr<TensorImpl>&, const Tensor&)>;
+
+Tensor checked_seed(const Tensor& root, const Tensor& seed_in) {
   BITGRAD_CHECK(root.defined(), "backward", "called on an undefined tensor");
   BITGRAD_CHECK(root.requires_grad(), "backward", "the tensor does not require grad: no input of its computation has ",
                 "requires_grad set (or it was computed under no_grad)");
   BITGRAD_CHECK(is_floating(root.dtype()), "backward", "the tensor has dtype ", dtype_name(root.dtype()), "; expected f32 or f64");
-  Tensor seed;
   if (seed_in.defined()) {
     BITGRAD_CHECK(seed_in.shape() == root.shape(), "backward", "the seed gradient has shape ", seed_in.shape().str(),
                   " but the tensor has shape ", root.shape().str());
     BITGRAD_CHECK(seed_in.dtype() == root.dtype(), "backward", "the seed gradient has dtype ", dtype_name(seed_in.dtype()),
                   " but the tensor has dtype ", dtype_name(root.dtype()));
-    seed = seed_in.detach();
-  } else {
-    BITGRAD_CHECK(root.numel() == 1, "backward", "a tensor of shape ", root.shape().str(),
-                  " is not a scalar: pass a seed gradient of the same shape");
-    seed = Tensor::ones(root.shape(), root.dtype());
+    return seed_in.detach();
   }
+  BITGRAD_CHECK(root.numel() == 1, "backward", "a tensor of shape ", root.shape().str(),
+                " is not a scalar: pass a seed gradient of the same shape");
+  return Tensor::ones(root.shape(), root.dtype());
+}
+
+// Runs the nodes reachable from root in reverse creation order; every gradient that reaches a
+// leaf goes to `leaf` in arrival order. Reentrant: a backward function may run another walk
+// (activation checkpointing), which marks its own nodes with its own epoch.
+void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafSink& leaf) {
   NoGradGuard no_grad;
   SuppressForward quiet;  // the ops of backward functions are not forward events
   const std::uint64_t epoch = ++g_epoch;
+  AutogradMeta* rm = meta_if(root);
+  if (!rm || !rm->grad_fn) {
+    leaf(root.impl_ptr(), seed);
+    return;
+  }
+  // nodes reachable from the root
+  std::vector<Node*> nodes;
+  std::vector<Node*> stack{rm->grad_fn.get()};
+  rm->grad_fn->visit = epoch;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    if (n->released)
+      detail::fail("backward", "the graph through '", n->op,
+                   "' was already freed by an earlier backward; pass retain_graph=true to the first call");
+    nodes.push_back(n);
+    for (int i = 0; i < n->n_inputs; ++i) {
+      Node* p = n->input(i).node.get();
+      if (p && p->visit != epoch) {
+        p->visit = epoch;
+        stack.push_back(p);
+      }
+    }
+  }
+  std::sort(nodes.begin(), nodes.end(), [](const Node* a, const Node* b) { return a->seq > b->seq; });
+  // keep the nodes alive while we walk them even if a release drops the last edge
+  std::vector<NodePtr> hold(nodes.begin(), nodes.end());
+  rm->grad_fn->grad = seed;
+  std::vector<Tensor> gin;
+  std::vector<std::vector<Tensor>> parts;
+  auto deliver = [&](Node* n, int i, const Tensor& g) {
+    Edge& e = n->input(i);
+    if (!e.needs_grad() || !g.defined()) return;
+    BITGRAD_CHECK(g.shape() == n->input_shape(i), n->op, "internal: gradient of input ", i, " has shape ", g.shape().str(),
+                  ", expected ", n->input_shape(i).str());
+    if (op_hook_active()) emit_backward(n->op, g, n->site, n->label, i);
+    if (e.node) accumulate(e.node->grad, g);
+    else leaf(e.leaf, g);
+  };
+  for (Node* n : nodes) {
+    if (!n->grad.defined()) continue;
+    gin.assign(static_cast<std::size_t>(n->n_inputs), Tensor());
+    parts.assign(static_cast<std::size_t>(n->n_inputs), {});
+    std::vector<std::vector<Tensor>>* outer = t_parts;
+    t_parts = &parts;
+    try {
+      n->backward(*n, n->grad, gin.data());
+    } catch (...) {
+      t_parts = outer;
+      throw;
+    }
+    t_parts = outer;
+    n->grad = Tensor();
+    for (int i = 0; i < n->n_inputs; ++i) {
+      // parts first, in the order handed over, then the gradient returned (a function uses one or the other)
+      for (const Tensor& g : parts[static_cast<std::size_t>(i)]) deliver(n, i, g);
+      deliver(n, i, gin[static_cast<std::size_t>(i)]);
+    }
+    if (!retain_graph) reset_node(n);
+  }
+}
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& seed_in, bool retain_graph) {
+  const Tensor seed = checked_seed(root, seed_in);
+  const std::uint64_t epoch = ++g_epoch;
   std::vector<TensorImpl*> leaves;  // in order of first contribution
   std::vector<std::shared_ptr<TensorImpl>> leaf_refs;
-  auto to_leaf = [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g) {
+  walk(root, seed, retain_graph, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g) {
     Tensor lt(impl);
     AutogradMeta& m = meta(lt);
     if (m.bw_epoch != epoch) {
@@ -62,54 +140,7 @@ void run_backward(const Tensor& root, const Tensor& seed_in, bool retain_graph) 
       leaf_refs.push_back(impl);
     }
     accumulate(m.bw_acc, g);
-  };
-
-  AutogradMeta* rm = meta_if(root);
-  if (!rm || !rm->grad_fn) {
-    to_leaf(root.impl_ptr(), seed);
-  } else {
-    // nodes reachable from the root
-    std::vector<Node*> nodes;
-    std::vector<Node*> stack{rm->grad_fn.get()};
-    rm->grad_fn->visit = epoch;
-    while (!stack.empty()) {
-      Node* n = stack.back();
-      stack.pop_back();
-      if (n->released)
-        detail::fail("backward", "the graph through '", n->op,
-                     "' was already freed by an earlier backward; pass retain_graph=true to the first call");
-      nodes.push_back(n);
-      for (int i = 0; i < n->n_inputs; ++i) {
-        Node* p = n->input(i).node.get();
-        if (p && p->visit != epoch) {
-          p->visit = epoch;
-          stack.push_back(p);
-        }
-      }
-    }
-    std::sort(nodes.begin(), nodes.end(), [](const Node* a, const Node* b) { return a->seq > b->seq; });
-    // keep the nodes alive while we walk them even if a release drops the last edge
-    std::vector<NodePtr> hold(nodes.begin(), nodes.end());
-    rm->grad_fn->grad = seed;
-    std::vector<Tensor> gin;
-    for (Node* n : nodes) {
-      if (!n->grad.defined()) continue;
-      gin.assign(static_cast<std::size_t>(n->n_inputs), Tensor());
-      n->backward(*n, n->grad, gin.data());
-      n->grad = Tensor();
-      for (int i = 0; i < n->n_inputs; ++i) {
-        Edge& e = n->input(i);
-        Tensor& g = gin[static_cast<std::size_t>(i)];
-        if (!e.needs_grad() || !g.defined()) continue;
-        BITGRAD_CHECK(g.shape() == n->input_shape(i), n->op, "internal: gradient of input ", i, " has shape ", g.shape().str(),
-                      ", expected ", n->input_shape(i).str());
-        if (op_hook_active()) emit_backward(n->op, g, n->site, n->label, i);
-        if (e.node) accumulate(e.node->grad, g);
-        else to_leaf(e.leaf, g);
-      }
-      if (!retain_graph) reset_node(n);
-    }
-  }
+  });
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     Tensor lt(leaf_refs[i]);
     AutogradMeta& m = meta(lt);
@@ -117,6 +148,43 @@ void run_backward(const Tensor& root, const Tensor& seed_in, bool retain_graph) 
     m.bw_acc = Tensor();
     m.grad = m.grad.defined() ? kern::add_same_shape(m.grad, add) : owned(add);
   }
+}
+
+void add_gradient_part(int input, const Tensor& g) {
+  BITGRAD_CHECK(t_parts && input >= 0 && static_cast<std::size_t>(input) < t_parts->size(), "backward",
+                "internal: a gradient part outside a backward function or for input ", input);
+  (*t_parts)[static_cast<std::size_t>(input)].push_back(g);
+}
+
+std::vector<std::vector<Tensor>> grad_parts(const Tensor& root, const Tensor& seed_in, const std::vector<Tensor>& inputs,
+                                            std::string* unlisted) {
+  const Tensor seed = checked_seed(root, seed_in);
+  std::vector<std::vector<Tensor>> out(inputs.size());
+  walk(root, seed, false, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g) {
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].impl_ptr().get() == impl.get()) {
+        out[i].push_back(g);
+        return;
+      }
+    if (unlisted && unlisted->empty()) *unlisted = Tensor(impl).shape().str();
+  });
+  return out;
+}
+
+std::vector<Tensor> grad(const Tensor& root, const Tensor& seed_in, const std::vector<Tensor>& inputs, bool retain_graph,
+                         std::string* unlisted) {
+  const Tensor seed = checked_seed(root, seed_in);
+  std::vector<Tensor> out(inputs.size());
+  walk(root, seed, retain_graph, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g) {
+    // a lookup by identity; the order of the sums is the arrival order, as in run_backward
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].impl_ptr().get() == impl.get()) {
+        accumulate(out[i], g);
+        return;
+      }
+    if (unlisted && unlisted->empty()) *unlisted = Tensor(impl).shape().str();
+  });
+  return out;
 }
 
 }  // namespace autograd

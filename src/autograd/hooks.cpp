@@ -18,6 +18,11 @@ LabelScope::~LabelScope() { t_label.resize(restore_); }
 const std::string& current_label() { return t_label; }
 
 namespace autograd {
+LabelReplace::LabelReplace(const std::string& label) : saved_(t_label) { t_label = label; }
+LabelReplace::~LabelReplace() { t_label = saved_; }
+}  // namespace autograd
+
+namespace autograd {
 void set_op_hook(OpHook hook, void* ctx) {
   t_hook = hook;
   t_ctx = ctx;

@@ -12,4 +12,16 @@ struct SuppressForward {
   SuppressForward();
   ~SuppressForward();
 };
+// While alive, the current label is `label` (not joined to the enclosing one): a recomputed
+// forward runs under the label it had when it first ran.
+class LabelReplace {
+ public:
+  explicit LabelReplace(const std::string& label);
+  ~LabelReplace();
+  LabelReplace(const LabelReplace&) = delete;
+  LabelReplace& operator=(const LabelReplace&) = delete;
+
+ private:
+  std::string saved_;
+};
 }  // namespace bitgrad::autograd

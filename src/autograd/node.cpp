@@ -30,6 +30,7 @@ void recycle(Node* n) {
   for (auto& s : n->saved) s = Tensor();
   n->grad = Tensor();
   n->saved_values.clear();
+  n->owned.reset();
   n->op = "";
   n->backward = nullptr;
   n->released = false;
@@ -88,6 +89,7 @@ void reset_node(Node* n) {
   for (auto& s : n->saved) s = Tensor();
   n->grad = Tensor();
   n->saved_values.clear();
+  n->owned.reset();
   n->released = true;
 }
 

@@ -100,6 +100,9 @@ struct Node {
   std::uint64_t saved_version[kMaxSaved] = {};
 
   Payload saved_values;  // the payload: set_payload / payload
+  // State that is neither a tensor nor plain values (a checkpoint's recompute function);
+  // dropped with the saved tensors
+  std::shared_ptr<void> owned;
 
   Shape out_shape;
   DType out_dtype = DType::f32;
@@ -129,6 +132,14 @@ struct Node {
   }
   [[noreturn]] void payload_mismatch() const;
 };
+
+// From a backward function: hands the engine one part of the gradient of input `input`; the
+// engine adds the parts in the order handed over, as if each came from its own node (a
+// checkpoint forwards its segment's contributions one by one, so sums keep their order).
+void add_gradient_part(int input, const Tensor& g);
+// Like grad(), but every contribution that reaches an input, unsummed, in arrival order.
+std::vector<std::vector<Tensor>> grad_parts(const Tensor& root, const Tensor& seed, const std::vector<Tensor>& inputs,
+                                            std::string* unlisted);
 
 Node* allocate_node();  // refs == 0; wrap in NodePtr
 void reset_node(Node* n);  // drops edges, saved tensors and the payload (after a backward without retain_graph)

@@ -158,16 +158,62 @@ std::string Embedding::describe() const { return str("Embedding(", weight.shape(
 
 // ---- Sequential ---------------------------------------------------------------------------------
 void Sequential::add(std::shared_ptr<Module> m) { register_module(std::to_string(size()), std::move(m)); }
-Tensor Sequential::forward(const Tensor& x, const Context& ctx) {
+namespace {
+using Layers = std::vector<std::pair<std::string, std::shared_ptr<Module>>>;
+Tensor run_layers(const Layers& layers, std::size_t a, std::size_t b, const Tensor& x, const Context& ctx) {
   Tensor h = x;
   const bool labels = autograd::op_hook_active();  // names for op traces: "2:Linear(784, 512)"
-  for (const auto& [name, m] : children()) {
+  for (std::size_t i = a; i < b; ++i) {
+    const auto& [name, m] = layers[i];
     if (labels) {
       LabelScope scope(name + ":" + m->describe());
       h = m->forward(h, ctx);
     } else {
       h = m->forward(h, ctx);
     }
+  }
+  return h;
+}
+}  // namespace
+
+Recompute parse_recompute(const std::string& name) {
+  if (name == "none") return Recompute::none;
+  if (name == "blocks") return Recompute::blocks;
+  if (name == "all") return Recompute::all;
+  bitgrad::detail::fail("recompute", "unknown setting '", name, "'; expected none, blocks or all");
+}
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::blocks: return "blocks";
+    case Recompute::all: return "all";
+  }
+  return "?";
+}
+
+std::vector<std::size_t> Sequential::segment_starts() const {
+  std::vector<std::size_t> starts{0};
+  for (std::size_t i = 1; i < children().size(); ++i) {
+    const bool starts_one = recompute_ == Recompute::all || (recompute_ == Recompute::blocks && !children()[i].second->parameters().empty());
+    if (starts_one) starts.push_back(i);
+  }
+  return starts;
+}
+
+Tensor Sequential::forward(const Tensor& x, const Context& ctx) {
+  const Layers& layers = children();
+  if (recompute_ == Recompute::none || !ctx.training || !grad_enabled()) return run_layers(layers, 0, layers.size(), x, ctx);
+  const std::vector<std::size_t> starts = segment_starts();
+  Tensor h = x;
+  for (std::size_t k = 0; k < starts.size(); ++k) {
+    const std::size_t a = starts[k], b = k + 1 < starts.size() ? starts[k + 1] : layers.size();
+    if (b == layers.size()) return run_layers(layers, a, b, h, ctx);  // the last: its backward comes first
+    Layers seg(layers.begin() + static_cast<std::ptrdiff_t>(a), layers.begin() + static_cast<std::ptrdiff_t>(b));
+    std::vector<Tensor> params;
+    for (const auto& [name, m] : seg)
+      for (const Tensor& p : m->parameters()) params.push_back(p);
+    // the segment's layers and the context by value: the backward may outlive this call's frame
+    h = checkpoint([seg, ctx](const Tensor& in) { return run_layers(seg, 0, seg.size(), in, ctx); }, h, params);
   }
   return h;
 }

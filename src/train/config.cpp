@@ -284,6 +284,7 @@ std::string defining_toml(const Config& c, bool for_hash) {
   }
   o << "crop_padding = " << c.crop_padding << "\nhflip = " << (c.hflip ? "true" : "false") << "\n";
   o << "\n[model]\ninit = " << toml_string(nn::init_name(c.init)) << "\n";
+  if (!for_hash) o << "recompute = " << toml_string(nn::recompute_name(c.recompute)) << "\n";  // T9: the same bits
   if (c.gpt.on) {
     o << "type = \"gpt\"\nn_layer = " << c.gpt.n_layer << "\nn_head = " << c.gpt.n_head << "\nn_embd = " << c.gpt.n_embd
       << "\nblock_size = " << c.block_size << "\ndropout = " << toml_float(c.gpt.dropout) << "\nbias = " << (c.gpt.bias ? "true" : "false")
@@ -452,6 +453,7 @@ Config parse_config(const std::string& text, const std::string& name) {
   const std::string mtype = m.string("type", "layers", {"layers", "gpt"});
   c.gpt.on = mtype == "gpt";
   c.init = m.choice("init", c.gpt.on ? nn::Init::gpt2 : nn::Init::kaiming_uniform, kInits);
+  c.recompute = nn::parse_recompute(m.string("recompute", "none", {"none", "blocks", "all"}));
   if (c.gpt.on) {
     if (c.dataset != DatasetKind::text) fail_at(name, m.line(), "[model] type = \"gpt\" needs token data: [data] dataset = \"text\"");
     if (m.node("layers")) fail_at(name, line_of(m.node("layers")), "[model] type = \"gpt\" builds its own layers; remove 'layers'");

@@ -159,6 +159,7 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
                                                 std::to_string(ds.target_shape().numel()));
   }
   nn::initialize(*model, c.init, c.seed);
+  model->set_recompute(c.recompute);
   return model;
 }
 

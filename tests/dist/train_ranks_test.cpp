@@ -118,7 +118,9 @@ TEST_F(DistTrain, AnyNumberOfRanksGivesTheBitsOfOneProcess) {
     EXPECT_EQ(fingerprint_of(r), want) << c.P << " ranks " << c.flags;
     EXPECT_EQ(io::read_file(w + "/" + out + "/metrics.jsonl"), metrics) << c.P << " ranks " << c.flags;
     EXPECT_EQ(io::read_file(w + "/" + out + "/trace.jsonl"), trace) << c.P << " ranks " << c.flags;
-    if (c.P > 1) EXPECT_NE(r.out.find("ranks     " + std::to_string(c.P) + " (MPI"), std::string::npos) << r.out;
+    if (c.P > 1) {
+      EXPECT_NE(r.out.find("ranks     " + std::to_string(c.P) + " (MPI"), std::string::npos) << r.out;
+    }
     EXPECT_NE(io::read_file(w + "/" + out + "/manifest.json").find("\"ranks\": " + std::to_string(c.P)), std::string::npos);
   }
 }
