@@ -2,8 +2,8 @@
 // of settings that the reproducibility contract (docs/numerics.md, ../shared/DESIGN.md §2) says
 // cannot change a bit — threads, loader workers, code paths, a resume at a random step, the
 // same perturbed order at two thread counts, every accumulate that divides the batch (T5:
-// equal unless the run said the contract does not hold), and a run on 2 to 8 MPI ranks against
-// one process with the same accumulate (T6, when built with MPI). A pair that must agree and does not
+// equal unless the run said the contract does not hold), a run on 2 to 8 MPI ranks against
+// one process with the same accumulate (T6, when built with MPI), and recomputed activations (T9). A pair that must agree and does not
 // fails the case; the case is shrunk and printed as a TOML file and the two command lines.
 //
 //   contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--keep-going] [--print]
@@ -35,6 +35,7 @@ struct Setting {
   std::optional<std::uint64_t> perturb;
   std::int64_t resume_at = 0;  // > 0: train this many steps, then resume to the end
   int ranks = 1;               // > 1: mpirun -n ranks bitgrad train (T6)
+  std::string recompute;       // non-empty: [model] recompute = this (T9)
 
   std::string command(const std::string& toml) const {
     std::string env = std::string("BITGRAD_ISA=") + isa_name(isa) + " ";
@@ -45,6 +46,7 @@ struct Setting {
     if (resume_at > 0)
       return env + "bitgrad train " + toml + opts + " --steps " + std::to_string(resume_at) + " --out R && " + env + "bitgrad train " + toml +
              opts + " --resume R";
+    if (!recompute.empty()) return env + "bitgrad train " + toml + opts + "   # with recompute = \"" + recompute + "\" in [model]";
     return env + "bitgrad train " + toml + opts;
   }
 };
@@ -99,7 +101,8 @@ Outcome run_case(const Case& c, const Setting& s) {
     return o;
   }
   try {
-    const train::Config cfg = train::parse_config(c.toml(), "case.toml");
+    train::Config cfg = train::parse_config(c.toml(), "case.toml");
+    if (!s.recompute.empty()) cfg.recompute = nn::parse_recompute(s.recompute);
     IsaScope isa(s.isa);
     instruments::TrainOptions opt;
     opt.threads = s.threads;
@@ -183,6 +186,10 @@ std::vector<Pair> matrix(const Case& c, std::uint64_t seed, std::uint64_t index)
     v.push_back({one, d});
   }
 #endif
+  // T9: recomputed activations (drawn last, so every earlier pair of a case is what it was)
+  Setting rc = setting(static_cast<int>(1 + below(4)), static_cast<int>(below(3)), 1, isas.back());
+  rc.recompute = below(2) == 0 ? "blocks" : "all";
+  v.push_back({base, rc});
   return v;
 }
 
