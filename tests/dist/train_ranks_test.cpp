@@ -112,7 +112,7 @@ TEST_F(DistTrain, AnyNumberOfRanksGivesTheBitsOfOneProcess) {
                                          {4, "--threads 1 --accumulate 2"},
                                          {8, "--threads 1 --workers 1"},
                                          {3, "--threads 3 --accumulate 4"}}) {
-    const std::string out = "p" + std::to_string(c.P) + "_" + std::to_string(c.flags.size());
+    const std::string out = std::string("p") + std::to_string(c.P) + "_" + std::to_string(c.flags.size());
     const Result r = sh(mpirun(c.P, "s.toml --out " + out + " --no-progress " + c.flags), w);
     ASSERT_EQ(r.code, 0) << c.P << " ranks " << c.flags << "\n" << r.out << r.err;
     EXPECT_EQ(fingerprint_of(r), want) << c.P << " ranks " << c.flags;
@@ -135,7 +135,7 @@ TEST_F(DistTrain, AGptOnRanksGivesTheBitsOfOneProcess) {
   ASSERT_EQ(one.code, 0) << one.err;
   const std::string metrics = io::read_file(w + "/g1/metrics.jsonl");
   for (const auto& [P, flags] : std::vector<std::pair<int, std::string>>{{2, "--threads 1"}, {3, "--threads 1 --workers 1"}, {4, "--threads 1 --accumulate 2"}}) {
-    const std::string out = "g" + std::to_string(P);
+    const std::string out = std::string("g") + std::to_string(P);
     const Result r = sh(mpirun(P, "g.toml --out " + out + " --no-progress " + flags), w);
     ASSERT_EQ(r.code, 0) << P << " ranks\n" << r.out << r.err;
     EXPECT_EQ(fingerprint_of(r), fingerprint_of(one)) << P << " ranks " << flags;
@@ -159,7 +159,7 @@ TEST_F(DistTrain, RanksWithoutSamplesInAShortBatch) {
   const Result one = sh(kBin + " train e.toml --out one --no-progress --steps 9", w);
   ASSERT_EQ(one.code, 0) << one.err;
   for (int P : {5, 8}) {
-    const std::string out = "p" + std::to_string(P);
+    const std::string out = std::string("p") + std::to_string(P);
     const Result r = sh(mpirun(P, "e.toml --no-progress --threads 1 --steps 9 --out " + out), w);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(fingerprint_of(r), fingerprint_of(one)) << P << " ranks";
