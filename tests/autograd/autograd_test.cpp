@@ -24,6 +24,38 @@ TEST(Autograd, ContributionsAddInReverseCreationOrder) {
   EXPECT_NE(want, (ka + kb) + kc) << "the test must be able to tell the orders apart";
 }
 
+TEST(Autograd, GradReturnsWhatBackwardWouldAccumulateAndTouchesNoGrad) {
+  // x used three times, w once; grad() sums in backward's order and leaves .grad alone
+  auto make = [](Tensor& x, Tensor& w) {
+    x = Tensor::from<float>(std::vector<float>{0.3f, -1.7f, 2.1f}, Shape{3});
+    w = Tensor::from<float>(std::vector<float>{1.1f, 0.9f, -0.4f}, Shape{3});
+    x.set_requires_grad(true);
+    w.set_requires_grad(true);
+    return sum(add(mul(mul(x, x), w), exp(x)));
+  };
+  Tensor x, w;
+  make(x, w).backward();
+  const std::vector<float> gx = x.grad().to_vector<float>(), gw = w.grad().to_vector<float>();
+  Tensor x2, w2;
+  Tensor y = make(x2, w2);
+  Tensor unused = Tensor::from<float>(std::vector<float>{1.0f}, Shape{1});
+  std::string unlisted;
+  const std::vector<Tensor> g = autograd::grad(y, Tensor(), {x2, unused}, false, &unlisted);
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_TRUE(bitwise_equal(g[0].to_vector<float>(), gx));
+  EXPECT_FALSE(g[1].defined());
+  EXPECT_EQ(unlisted, "[3]");  // w got a gradient but was not asked for
+  EXPECT_FALSE(x2.grad().defined());
+  EXPECT_FALSE(w2.grad().defined());
+  // every part, unsummed, in arrival order: three for x (the product twice, then exp), one for w
+  Tensor x3, w3;
+  Tensor y3 = make(x3, w3);
+  const auto parts = autograd::grad_parts(y3, Tensor(), {x3, w3}, nullptr);
+  EXPECT_EQ(parts[0].size(), 3u);
+  EXPECT_EQ(parts[1].size(), 1u);
+  EXPECT_TRUE(bitwise_equal(parts[1][0].to_vector<float>(), gw));
+}
+
 TEST(Autograd, LeafGradientsAccumulateAcrossCalls) {
   Tensor x = vec({1, 2, 3});
   x.set_requires_grad(true);
