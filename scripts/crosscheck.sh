@@ -65,3 +65,10 @@ trap 'rm -rf "$tmp"' EXIT
 # attention, layer norm over tokens, GELU, AdamW with clipping).
 train_everywhere examples/fashion_mlp.toml 10 MLP
 train_everywhere examples/fortunes_gpt.toml 4 GPT
+# Mixed precision: the GPT in bf16 with stochastic rounding and in fp16 with dynamic loss scaling
+# (the 16-bit rounding's fast paths are plain C++: the same bits from both compilers and -O levels).
+sed -e 's/^clip_grad_norm = 1.0$/clip_grad_norm = 1.0\nprecision = "bf16"\nrounding = "stochastic"/' examples/fortunes_gpt.toml > "$tmp/gpt_bf16.toml"
+sed -e 's/^clip_grad_norm = 1.0$/clip_grad_norm = 1.0\nprecision = "fp16"/' examples/fortunes_gpt.toml > "$tmp/gpt_fp16.toml"
+grep -q 'precision = "bf16"' "$tmp/gpt_bf16.toml" || { echo "crosscheck: could not make the bf16 configuration"; exit 1; }
+train_everywhere "$tmp/gpt_bf16.toml" 4 GPT-bf16
+train_everywhere "$tmp/gpt_fp16.toml" 4 GPT-fp16

@@ -35,6 +35,7 @@ struct RunInfo {
   std::uint64_t seed = 0;
   int threads = 0, workers = 0;
   std::int64_t accumulate = 1;
+  std::string precision = "fp32";  // [train] precision (mixed precision)
   bool perturbed = false;
   std::uint64_t perturb_seed = 0;
   std::string trace = "steps";

@@ -22,6 +22,10 @@ struct Context {
   std::uint64_t seed = 0;       // root seed of the run (dropout streams)
   std::uint64_t step = 0;       // optimizer step (dropout masks change every step)
   std::int64_t row_offset = 0;  // first sample of this micro-batch inside the step's batch
+  // mixed precision (numerics.md §24): the operands and results of the matmul-like ops (linear,
+  // conv2d, attention's products) rounded to bf16 / fp16 values; stochastically in training
+  Precision precision = Precision::fp32;
+  bool stochastic = false;
 };
 
 // ---- initialisation ------------------------------------------------------------------------
@@ -49,6 +53,10 @@ class Module {
 
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<Tensor> parameters() const;
+  // Numbers this module and its descendants depth-first in registration order from `next`:
+  // the tensor part of the stochastic-rounding keys (numerics.md §24).
+  void number_sites(std::uint64_t& next);
+  std::uint64_t site() const { return site_; }
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
 
  protected:
@@ -58,6 +66,7 @@ class Module {
  private:
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::uint64_t site_ = 0;
 };
 
 // ---- layers --------------------------------------------------------------------------------
@@ -173,9 +182,11 @@ class TokenEmbedding : public Module {
 // Causal multi-head self-attention of x [N, T, D]: qkv = linear(x) [N, T, 3D] split into q, k, v
 // of n_head heads [N, H, T, D/H]; att = softmax(mask(q kᵀ · 1/sqrt(D/H))) with the positions
 // after each query masked; y = att v, heads concatenated, then the output projection.
-// Dropout ids: dropout_id (attention weights) and dropout_id + 1 (output).
+// Dropout ids: dropout_id (attention weights) and dropout_id + 1 (output). Rounding sites
+// (mixed precision, numerics.md §24): `site` for the two products, the linears' own.
 Tensor causal_self_attention(const Tensor& x, const Tensor& w_qkv, const Tensor& b_qkv, const Tensor& w_proj, const Tensor& b_proj,
-                             std::int64_t n_head, double dropout, std::uint64_t dropout_id, const Context& ctx);
+                             std::int64_t n_head, double dropout, std::uint64_t dropout_id, const Context& ctx, std::uint64_t site = 0,
+                             std::uint64_t qkv_site = 0, std::uint64_t proj_site = 0);
 
 // A pre-norm transformer block: x + attn(ln1(x)), then h + mlp(ln2(h)) with mlp = proj(gelu(fc(.)))
 // of width 4D. Three dropout ids from dropout_id.

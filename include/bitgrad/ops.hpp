@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bitgrad/autograd.hpp"
+#include "bitgrad/half.hpp"
 #include "bitgrad/rng.hpp"
 #include "bitgrad/tensor.hpp"
 
@@ -113,6 +114,13 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
 // Inverted dropout: element k of x (row-major) is kept, scaled by 1/(1-p), when
 // stream.uniform(first_index + k) >= p, else zeroed. p in [0, 1).
 Tensor dropout(const Tensor& x, double p, const rng::Stream& stream, std::uint64_t first_index, CallSite site = CallSite::current());
+// Mixed precision (numerics.md §24): every element rounded to p's 16-bit format and kept exactly
+// in x's dtype; to nearest, or with a stream stochastically from stream.u32(first_index + k).
+// The backward rounds the gradient to nearest in the same format, or passes it on unchanged
+// (round_grad false: a parameter's low-precision copy, whose master gradient stays f32).
+// fp32 returns x.
+Tensor round_to(const Tensor& x, Precision p, const rng::Stream* stochastic = nullptr, std::uint64_t first_index = 0, bool round_grad = true,
+                CallSite site = CallSite::current());
 // weight [num, dim], indices i64 [..] -> [.., dim]
 Tensor embedding(const Tensor& weight, const Tensor& indices, CallSite site = CallSite::current());
 

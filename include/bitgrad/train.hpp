@@ -83,6 +83,12 @@ struct Config {
   bool shuffle = true;
   bool drop_last = true;
   std::int64_t log_every = 0;  // 0: about 10 lines an epoch
+  // mixed precision (numerics.md §24-25): matmul operands and results in bf16 / fp16 values,
+  // f32 master weights and optimizer state
+  Precision precision = Precision::fp32;
+  bool stochastic_rounding = false;          // rounding = "stochastic" (training's forward only)
+  double loss_scale = 1;                     // 0: dynamic (fp16's default); else fixed, a power of two
+  std::int64_t loss_scale_interval = 2000;   // dynamic: steps without overflow before the scale doubles
   // [optimizer]
   OptimizerKind optimizer = OptimizerKind::sgd;
   double lr = 0.01, momentum = 0.0, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;

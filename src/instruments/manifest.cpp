@@ -108,6 +108,7 @@ std::string run_manifest_json(const RunInfo& r, const std::string& previous) {
   run["threads"] = r.threads;
   run["workers"] = r.workers;
   run["accumulate"] = r.accumulate;
+  run["precision"] = r.precision;
   run["ranks"] = r.ranks;
   if (!r.hosts.empty()) run["hosts"] = r.hosts;
   run["perturb_order"] = r.perturbed ? json(r.perturb_seed) : json(nullptr);

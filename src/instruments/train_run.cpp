@@ -32,6 +32,7 @@ class ManifestWriter final : public train::RunObserver {
     info.threads = num_threads();
     info.workers = cfg.workers;
     info.accumulate = cfg.accumulate;
+    info.precision = precision_name(cfg.precision);
     info.perturbed = opt_.perturb_order.has_value();
     info.perturb_seed = opt_.perturb_order.value_or(0);
     info.trace = to_string(trace_);

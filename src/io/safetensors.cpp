@@ -18,6 +18,8 @@ const char* st_dtype(DType t) {
     case DType::f64: return "F64";
     case DType::i64: return "I64";
     case DType::u8: return "U8";
+    case DType::bf16: return "BF16";
+    case DType::f16: return "F16";
   }
   return "?";
 }
@@ -119,7 +121,9 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& name,
     else if (dt == "F64") d = DType::f64;
     else if (dt == "I64") d = DType::i64;
     else if (dt == "U8") d = DType::u8;
-    else throw bad("entry '" + printable_excerpt(it.key()) + "' has unsupported dtype '" + printable_excerpt(dt) + "' (F32, F64, I64, U8)");
+    else if (dt == "BF16") d = DType::bf16;
+    else if (dt == "F16") d = DType::f16;
+    else throw bad("entry '" + printable_excerpt(it.key()) + "' has unsupported dtype '" + printable_excerpt(dt) + "' (F32, F64, I64, U8, BF16, F16)");
     std::vector<std::int64_t> dims;
     try {
       dims = e["shape"].get<std::vector<std::int64_t>>();

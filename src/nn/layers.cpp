@@ -39,7 +39,7 @@ void Linear::init(Init w, std::uint64_t seed, std::uint64_t& index) {
   }
   init_bias(bias, in_features, init_stream(seed, index));
 }
-Tensor Linear::forward(const Tensor& x, const Context&) { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x, const Context& ctx) { return detail::lowp_linear(x, weight, bias, ctx, site()); }
 Shape Linear::output_shape(const Shape& in) const {
   BITGRAD_CHECK(in.ndim() >= 2 && in[in.ndim() - 1] == in_features, describe().c_str(), "expects inputs [N, ", in_features,
                 "], got ", in.str());
@@ -62,7 +62,12 @@ void Conv2d::init(Init w, std::uint64_t seed, std::uint64_t& index) {
   init_tensor(weight, w, in_channels * kk, out_channels * kk, init_stream(seed, index));
   if (bias.defined()) init_bias(bias, in_channels * kk, init_stream(seed, index));
 }
-Tensor Conv2d::forward(const Tensor& x, const Context&) { return conv2d(x, weight, bias, stride, padding); }
+Tensor Conv2d::forward(const Tensor& x, const Context& ctx) {
+  using detail::lowp;
+  if (ctx.precision == Precision::fp32) return conv2d(x, weight, bias, stride, padding);
+  const std::uint64_t s = site();
+  return lowp(conv2d(lowp(x, ctx, s, 0), lowp(weight, ctx, s, 1, true), lowp(bias, ctx, s, 2, true), stride, padding), ctx, s, 3);
+}
 Shape Conv2d::output_shape(const Shape& in) const {
   BITGRAD_CHECK(in.ndim() == 4 && in[1] == in_channels, describe().c_str(), "expects inputs [N, ", in_channels, ", H, W], got ",
                 in.str());

@@ -26,6 +26,11 @@ std::vector<Tensor> Module::parameters() const {
   return out;
 }
 
+void Module::number_sites(std::uint64_t& next) {
+  site_ = next++;
+  for (const auto& [name, child] : children_) child->number_sites(next);
+}
+
 void Module::init(Init weights, std::uint64_t seed, std::uint64_t& index) {
   for (const auto& [name, child] : children_) child->init(weights, seed, index);
 }

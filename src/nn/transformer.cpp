@@ -84,24 +84,28 @@ std::string TokenEmbedding::describe() const {
 // ---- attention ------------------------------------------------------------------------------------------
 // x [N, T, D] -> [N, T, D]; shapes in the comments, H heads of E = D / H
 Tensor causal_self_attention(const Tensor& x, const Tensor& w_qkv, const Tensor& b_qkv, const Tensor& w_proj, const Tensor& b_proj,
-                             std::int64_t n_head, double p, std::uint64_t dropout_id, const Context& ctx) {
+                             std::int64_t n_head, double p, std::uint64_t dropout_id, const Context& ctx, std::uint64_t site,
+                             std::uint64_t qkv_site, std::uint64_t proj_site) {
   BITGRAD_CHECK(x.ndim() == 3, "causal_self_attention", "expects x [N, T, D], got ", x.shape().str());
   const std::int64_t N = x.shape()[0], T = x.shape()[1], D = x.shape()[2];
   BITGRAD_CHECK(n_head > 0 && D % n_head == 0, "causal_self_attention", "n_embd ", D, " is not divisible by n_head ", n_head);
   const std::int64_t E = D / n_head;
-  Tensor qkv = linear(x, w_qkv, b_qkv);  // [N, T, 3D]
+  using detail::lowp;
+  Tensor qkv = detail::lowp_linear(x, w_qkv, b_qkv, ctx, qkv_site);  // [N, T, 3D]
   auto head = [&](std::int64_t part) {      // [N, H, T, E]
     return permute(reshape(slice(qkv, 2, part * D, (part + 1) * D), Shape{N, T, n_head, E}), {0, 2, 1, 3});
   };
   Tensor q = head(0), k = head(1), v = head(2);
   // scores: chains over E (the GEMM), then one multiplication by 1/sqrt(E) rounded to the dtype
-  Tensor att = mul(matmul(q, transpose(k, 2, 3)), 1.0 / math::sqrt(static_cast<double>(E)));  // [N, H, T, T]
+  // (mixed precision: q, k, v are the qkv linear's low-precision output; the product is
+  // rounded, scaled in f32, the softmax is f32 and its result rounded for the second product)
+  Tensor att = mul(lowp(matmul(q, transpose(k, 2, 3)), ctx, site, 0), 1.0 / math::sqrt(static_cast<double>(E)));  // [N, H, T, T]
   att = where(causal_mask(T), att, Tensor::scalar(-std::numeric_limits<double>::infinity(), att.dtype()));
   att = softmax(att, -1);  // a masked position's weight is exp(-inf) = +0
-  att = drop(att, p, dropout_id, ctx);
-  Tensor y = matmul(att, v);                                        // [N, H, T, E]
+  att = lowp(drop(att, p, dropout_id, ctx), ctx, site, 1);
+  Tensor y = lowp(matmul(att, v), ctx, site, 2);                    // [N, H, T, E]
   y = reshape(contiguous(permute(y, {0, 2, 1, 3})), Shape{N, T, D});  // heads side by side
-  return drop(linear(y, w_proj, b_proj), p, dropout_id + 1, ctx);
+  return drop(detail::lowp_linear(y, w_proj, b_proj, ctx, proj_site), p, dropout_id + 1, ctx);
 }
 
 // ---- TransformerBlock -------------------------------------------------------------------------------
@@ -138,7 +142,7 @@ void TransformerBlock::init(Init w, std::uint64_t seed, std::uint64_t& index) {
 }
 Tensor TransformerBlock::forward(const Tensor& x, const Context& ctx) {
   Tensor h = add(x, causal_self_attention(ln1_->forward(x, ctx), qkv_->weight, qkv_->bias, proj_->weight, proj_->bias, n_head_, p_,
-                                          drop_id_, ctx));
+                                          drop_id_, ctx, site(), qkv_->site(), proj_->site()));
   Tensor m = drop(out_->forward(gelu(fc_->forward(ln2_->forward(h, ctx), ctx)), ctx), p_, drop_id_ + 2, ctx);
   return add(h, m);
 }
@@ -151,7 +155,7 @@ std::string TransformerBlock::describe() const {
 }
 
 // ---- TiedHead -------------------------------------------------------------------------------------------
-Tensor TiedHead::forward(const Tensor& x, const Context&) { return linear(x, weight_); }
+Tensor TiedHead::forward(const Tensor& x, const Context& ctx) { return detail::lowp_linear(x, weight_, Tensor(), ctx, site()); }
 Shape TiedHead::output_shape(const Shape& in) const {
   BITGRAD_CHECK(in.ndim() >= 2 && in[in.ndim() - 1] == weight_.shape()[1], describe().c_str(), "expects inputs [..., ", weight_.shape()[1],
                 "], got ", in.str());

@@ -331,6 +331,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, CallSite site
       case DType::f64: select(c.data<double>()); break;
       case DType::i64: select(c.data<std::int64_t>()); break;
       case DType::u8: select(c.data<std::uint8_t>()); break;
+      default: bitgrad::detail::fail("where", "the condition must be f32, f64, i64 or u8, got ", dtype_name(c.dtype()));
     }
   });
   Tensor condt = cond;

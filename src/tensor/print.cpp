@@ -4,6 +4,7 @@
 #include <ostream>
 #include <string>
 
+#include "bitgrad/half.hpp"
 #include "bitgrad/tensor.hpp"
 
 namespace bitgrad {
@@ -16,6 +17,8 @@ std::string fmt_value(const Tensor& c, std::int64_t i) {
     case DType::f64: std::snprintf(buf, sizeof buf, "%.16g", c.data<double>()[i]); break;
     case DType::i64: std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(c.data<std::int64_t>()[i])); break;
     case DType::u8: std::snprintf(buf, sizeof buf, "%u", static_cast<unsigned>(c.data<std::uint8_t>()[i])); break;
+    case DType::bf16: std::snprintf(buf, sizeof buf, "%.4g", half::bf16_value(c.data<bf16_t>()[i].bits)); break;
+    case DType::f16: std::snprintf(buf, sizeof buf, "%.5g", half::f16_value(c.data<f16_t>()[i].bits)); break;
   }
   return buf;
 }

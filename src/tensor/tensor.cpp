@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "bitgrad/half.hpp"
 #include "tensor/strided.hpp"
 
 namespace bitgrad {
@@ -23,7 +24,27 @@ void dispatch_any(DType t, F&& f) {
     case DType::f64: f(double{}); break;
     case DType::i64: f(std::int64_t{}); break;
     case DType::u8: f(std::uint8_t{}); break;
+    case DType::bf16: f(bf16_t{}); break;
+    case DType::f16: f(f16_t{}); break;
   }
+}
+
+// One element from S to D: the 16-bit formats go through their exact f64 value and are
+// rounded to nearest from the exact source value (bitgrad/half.hpp).
+template <class S>
+double to_double(S v) {
+  if constexpr (std::is_same_v<S, bf16_t>) return half::bf16_value(v.bits);
+  else if constexpr (std::is_same_v<S, f16_t>) return half::f16_value(v.bits);
+  else return static_cast<double>(v);
+}
+template <class D, class S>
+D convert(S v) {
+  if constexpr (std::is_same_v<D, S>) return v;
+  else if constexpr (std::is_same_v<D, bf16_t>) {
+    if constexpr (std::is_same_v<S, float>) return bf16_t{half::bf16_bits_f32(v)};
+    else return bf16_t{half::bf16_bits(to_double(v))};
+  } else if constexpr (std::is_same_v<D, f16_t>) return f16_t{half::f16_bits(to_double(v))};
+  else return static_cast<D>(to_double(v));
 }
 }  // namespace
 
@@ -113,10 +134,14 @@ template const float* Tensor::data<float>() const;
 template const double* Tensor::data<double>() const;
 template const std::int64_t* Tensor::data<std::int64_t>() const;
 template const std::uint8_t* Tensor::data<std::uint8_t>() const;
+template const bf16_t* Tensor::data<bf16_t>() const;
+template const f16_t* Tensor::data<f16_t>() const;
 template float* Tensor::mutable_data<float>();
 template double* Tensor::mutable_data<double>();
 template std::int64_t* Tensor::mutable_data<std::int64_t>();
 template std::uint8_t* Tensor::mutable_data<std::uint8_t>();
+template bf16_t* Tensor::mutable_data<bf16_t>();
+template f16_t* Tensor::mutable_data<f16_t>();
 
 Tensor Tensor::contiguous_copy() const { return cast(dtype()); }
 
@@ -131,7 +156,7 @@ Tensor Tensor::cast(DType to) const {
       using Dt = decltype(zd);
       Dt* dst = static_cast<Dt*>(out.impl().storage->data());
       detail::for_each_strided2(s.shape, s.strides, dst_strides,
-                                [&](std::int64_t a, std::int64_t b) { dst[b] = static_cast<Dt>(src[a]); });
+                                [&](std::int64_t a, std::int64_t b) { dst[b] = convert<Dt>(src[a]); });
     });
   });
   return out;
@@ -143,7 +168,7 @@ double Tensor::item() const {
   const TensorImpl& s = impl();
   dispatch_any(s.dtype, [&](auto z) {
     using T = decltype(z);
-    v = static_cast<double>(static_cast<const T*>(s.storage->data())[s.offset]);
+    v = to_double(static_cast<const T*>(s.storage->data())[s.offset]);
   });
   return v;
 }
@@ -175,6 +200,7 @@ void Tensor::copy_from(const Tensor& src) {
   };
   switch (dtype_size(d.dtype)) {
     case 1: copy(std::uint8_t{}); break;
+    case 2: copy(std::uint16_t{}); break;
     case 4: copy(std::uint32_t{}); break;
     default: copy(std::uint64_t{}); break;
   }
@@ -186,7 +212,7 @@ void Tensor::fill_(double value) {
   dispatch_any(d.dtype, [&](auto z) {
     using T = decltype(z);
     T* p = static_cast<T*>(d.storage->data()) + d.offset;
-    const T v = static_cast<T>(value);
+    const T v = convert<T>(value);
     detail::for_each_strided2(d.shape, d.strides, d.strides, [&](std::int64_t a, std::int64_t) { p[a] = v; });
   });
 }

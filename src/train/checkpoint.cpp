@@ -61,6 +61,11 @@ void save_checkpoint(const std::string& run_dir, const io::NamedTensors& params,
   meta["index"] = std::to_string(info.index);
   meta["optimizer_steps"] = std::to_string(info.opt_steps);
   if (info.accumulate > 0) meta["accumulate"] = std::to_string(info.accumulate);
+  if (info.precision != "fp32") meta["precision"] = info.precision;
+  if (info.dynamic_scale) {
+    meta["loss_scale_log2"] = std::to_string(info.loss_scale_log2);
+    meta["loss_scale_good_steps"] = std::to_string(info.loss_scale_good);
+  }
   for (const auto& [f, bytes] : info.records) meta["records." + f] = std::to_string(bytes);
   if (info.world > 1) {  // a single process's checkpoint stays the same bytes on every machine
     meta["world_size"] = std::to_string(info.world);
@@ -132,6 +137,12 @@ Checkpoint load_checkpoint(const std::string& run_dir, const std::string& name) 
   c.info.opt_steps = meta_int(o, "optimizer_steps", of);
   c.info.config_hash = o.metadata.at("config_hash");
   if (o.metadata.count("accumulate")) c.info.accumulate = meta_int(o, "accumulate", of);
+  if (o.metadata.count("precision")) c.info.precision = o.metadata.at("precision");
+  if (o.metadata.count("loss_scale_log2")) {
+    c.info.dynamic_scale = true;
+    c.info.loss_scale_log2 = static_cast<int>(meta_int(o, "loss_scale_log2", of));
+    c.info.loss_scale_good = meta_int(o, "loss_scale_good_steps", of);
+  }
   if (o.metadata.count("world_size")) c.info.world = static_cast<int>(meta_int(o, "world_size", of));
   for (int r = 0; r < c.info.world && o.metadata.count("host." + std::to_string(r)); ++r) c.info.hosts.push_back(o.metadata.at("host." + std::to_string(r)));
   for (const auto& [k, v] : o.metadata)

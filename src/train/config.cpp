@@ -310,6 +310,12 @@ std::string defining_toml(const Config& c, bool for_hash) {
     << "\nloss = " << toml_string(to_string(c.loss)) << "\nclip_grad_norm = " << toml_float(c.clip_grad_norm) << "\nshuffle = " << (c.shuffle ? "true" : "false")
     << "\ndrop_last = " << (c.drop_last ? "true" : "false") << "\n";
   if (!for_hash) o << "accumulate = " << c.accumulate << "\nlog_every = " << c.log_every << "\n";
+  // mixed precision: in the hash only when not fp32, so the hashes of f32 runs stay as they were
+  if (!for_hash || c.precision != Precision::fp32) {
+    o << "precision = " << toml_string(precision_name(c.precision)) << "\nrounding = " << (c.stochastic_rounding ? "\"stochastic\"" : "\"nearest\"")
+      << "\nloss_scale = " << (c.loss_scale == 0 ? std::string("\"dynamic\"") : toml_float(c.loss_scale))
+      << "\nloss_scale_interval = " << c.loss_scale_interval << "\n";
+  }
   o << "\n[optimizer]\ntype = " << toml_string(to_string(c.optimizer)) << "\nlr = " << toml_float(c.lr);
   if (c.optimizer == OptimizerKind::sgd)
     o << "\nmomentum = " << toml_float(c.momentum) << "\nnesterov = " << (c.nesterov ? "true" : "false");
@@ -510,6 +516,24 @@ Config parse_config(const std::string& text, const std::string& name) {
   c.shuffle = t.boolean("shuffle", true);
   c.drop_last = t.boolean("drop_last", true);
   c.log_every = t.integer("log_every", 0, 0, INT64_MAX / 2);
+  c.precision = parse_precision(t.string("precision", "fp32", {"fp32", "bf16", "fp16"}));
+  c.stochastic_rounding = t.string("rounding", "nearest", {"nearest", "stochastic"}) == "stochastic";
+  if (c.stochastic_rounding && c.precision == Precision::fp32)
+    fail_at(name, line_of(t.node("rounding")), "[train] rounding = \"stochastic\" needs precision = \"bf16\" or \"fp16\"");
+  c.loss_scale = c.precision == Precision::fp16 ? 0 : 1;
+  if (const toml::node* ls = t.node("loss_scale")) {
+    if (ls->is_string()) {
+      if (ls->as_string()->get() != "dynamic")
+        fail_at(name, line_of(ls), "[train] loss_scale must be \"dynamic\" or a power of two, got \"" + ls->as_string()->get() + "\"");
+      c.loss_scale = 0;
+    } else {
+      c.loss_scale = t.number("loss_scale", 1, 0x1p-24, 0x1p64);
+      int ex = 0;
+      if (std::frexp(c.loss_scale, &ex) != 0.5)
+        fail_at(name, line_of(ls), "[train] loss_scale must be \"dynamic\" or a power of two (so that scaling is exact), got " + toml_float(c.loss_scale));
+    }
+  }
+  c.loss_scale_interval = t.integer("loss_scale_interval", 2000, 1, INT64_MAX / 2);
   t.finish();
   if (c.batch_size % c.accumulate != 0)
     fail_at(name, t.line(), "[train] batch_size " + std::to_string(c.batch_size) + " is not divisible by accumulate " +

@@ -82,7 +82,10 @@ std::int64_t share_start_state(dist::Comm& comm, Session& session, const Checkpo
                          {"epoch", std::to_string(ck->info.epoch)},
                          {"index", std::to_string(ck->info.index)},
                          {"optimizer_steps", std::to_string(ck->info.opt_steps)},
-                         {"config_hash", ck->info.config_hash}};
+                         {"config_hash", ck->info.config_hash},
+                         {"precision", ck->info.precision},
+                         {"loss_scale", ck->info.dynamic_scale ? std::to_string(ck->info.loss_scale_log2) : std::string()},
+                         {"loss_scale_good_steps", std::to_string(ck->info.loss_scale_good)}};
     const std::string m = io::safetensors_bytes(ck->params, meta), o = io::safetensors_bytes(ck->optimizer, meta);
     const std::uint64_t ml = m.size();
     bytes.assign(reinterpret_cast<const char*>(&ml), sizeof ml);
@@ -103,6 +106,12 @@ std::int64_t share_start_state(dist::Comm& comm, Session& session, const Checkpo
   c.info.index = num("index");
   c.info.opt_steps = num("optimizer_steps");
   c.info.config_hash = o.metadata.at("config_hash");
+  c.info.precision = o.metadata.at("precision");
+  if (const std::string& ls = o.metadata.at("loss_scale"); !ls.empty()) {
+    c.info.dynamic_scale = true;
+    c.info.loss_scale_log2 = static_cast<int>(std::stoll(ls));
+    c.info.loss_scale_good = num("loss_scale_good_steps");
+  }
   c.params = std::move(m.tensors);
   c.optimizer = std::move(o.tensors);
   session.restore(c, "rank 0's checkpoint");

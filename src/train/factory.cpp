@@ -160,6 +160,8 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
   }
   nn::initialize(*model, c.init, c.seed);
   model->set_recompute(c.recompute);
+  std::uint64_t site = 0;  // the stochastic-rounding keys' tensor numbers
+  model->number_sites(site);
   return model;
 }
 

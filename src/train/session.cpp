@@ -10,6 +10,7 @@
 #include "train/session.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "bitgrad/autograd.hpp"
@@ -50,6 +51,9 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const optim::N
 }
 
 }  // namespace
+
+// dynamic loss scaling starts at 2^16 (numerics.md §25)
+constexpr int kInitialScaleLog2 = 16;
 
 bool whole_subtree(std::int64_t rows) {
   if (rows % kern::kBatchBlock) return false;
@@ -135,6 +139,67 @@ Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared
   sched_.min_lr = cfg_.min_lr;
   sched_.warmup_steps = cfg_.warmup_steps;
   divisor_ = cfg_.loss == LossKind::mse ? train_ds_->target_shape().numel() : 1;
+  dynamic_scale_ = cfg_.loss_scale == 0;
+  if (dynamic_scale_) scale_log2_ = kInitialScaleLog2;
+  else {
+    int ex = 0;
+    std::frexp(cfg_.loss_scale, &ex);  // a power of two (the configuration checks it)
+    scale_log2_ = ex - 1;
+  }
+}
+
+nn::Context Session::context(bool training, std::int64_t step, std::int64_t first_row) const {
+  nn::Context c;
+  c.training = training;
+  c.seed = cfg_.seed;
+  c.step = static_cast<std::uint64_t>(step);
+  c.row_offset = first_row;
+  c.precision = cfg_.precision;
+  c.stochastic = cfg_.stochastic_rounding;
+  return c;
+}
+
+bool Session::unscale_gradients(std::int64_t step) {
+  if (!dynamic_scale_ && scale_log2_ == 0 && cfg_.precision != Precision::fp16) return true;
+  NoGradGuard ng;
+  // the first parameter, in registration order, whose gradient holds a NaN or an infinity
+  for (const auto& [name, p] : params_) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    Tensor c = g.contiguous_copy();
+    bool finite = true;
+    BITGRAD_DISPATCH_FLOAT(c.dtype(), "loss scaling", T, [&] {
+      const T* v = c.data<T>();
+      for (std::int64_t i = 0; i < c.numel() && finite; ++i) finite = v[i] - v[i] == 0;
+    });
+    if (finite) continue;
+    if (!dynamic_scale_)
+      throw Error(io::strprintf("train: %s overflow at step %lld: the gradient of parameter '%s' is not finite (loss scale 2^%d); use "
+                                "[train] loss_scale = \"dynamic\" or a smaller scale, and --detect-anomaly to name the first op whose "
+                                "result is not finite",
+                                precision_name(cfg_.precision), static_cast<long long>(step + 1), name.c_str(), scale_log2_));
+    --scale_log2_;
+    scale_good_ = 0;
+    return false;
+  }
+  if (scale_log2_ != 0) {
+    // 2^-k is exact, and so is every product but one that falls among the subnormals
+    const double inv = std::ldexp(1.0, -scale_log2_);
+    for (const auto& [name, p] : params_) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      BITGRAD_DISPATCH_FLOAT(g.dtype(), "loss scaling", T, [&] {
+        T* v = g.mutable_data<T>();
+        const T f = static_cast<T>(inv);
+        for (std::int64_t i = 0; i < g.numel(); ++i) v[i] *= f;
+      });
+    }
+  }
+  if (dynamic_scale_ && ++scale_good_ == cfg_.loss_scale_interval) {
+    ++scale_log2_;
+    scale_good_ = 0;
+  }
+  return true;
 }
 
 void Session::set_segment(std::int64_t accumulate, std::optional<std::uint64_t> perturb) {
@@ -164,19 +229,27 @@ Session::StepOut Session::step(std::int64_t s) {
     const std::int64_t n1 = layout.row_of(node.end);
     for (std::int64_t r0 = layout.row_of(node.begin); r0 < n1; r0 += layout.piece_rows) {
       const std::int64_t r1 = std::min(n1, r0 + layout.piece_rows);
-      nn::Context ctx{true, cfg_.seed, static_cast<std::uint64_t>(s), r0};
+      const nn::Context ctx = context(true, s, r0);
       const bool whole = r0 == mine.begin && r1 == mine.end;
       Tensor x = whole ? bx : slice(bx, 0, r0 - mine.begin, r1 - mine.begin);
       Tensor y = whole ? by : slice(by, 0, r0 - mine.begin, r1 - mine.begin);
       Tensor out = model_->forward(x, ctx);
       Tensor S = xent ? cross_entropy(out, y, Reduction::sum) : mse_loss(reshape(out, y.shape()), y, Reduction::sum);
       const float loss_sum = static_cast<float>(S.item());
-      div(S, static_cast<double>(B * divisor_)).backward();
+      Tensor L = div(S, static_cast<double>(B * divisor_));
+      if (scale_log2_ != 0) L = mul(L, std::ldexp(1.0, scale_log2_));  // exact: a power of two
+      L.backward();
       reducer_->add(params_, loss_sum);
     }
   }
   r.loss = reducer_->finish(params_) / static_cast<float>(B * divisor_);
   r.stop_signal = reducer_->stop_signal();
+  r.loss_scale = std::ldexp(1.0, scale_log2_);
+  if (!unscale_gradients(s)) {  // every rank holds the same gradients, so every rank skips
+    r.skipped = true;
+    if (before_update_) before_update_();
+    return r;
+  }
   if (cfg_.clip_grad_norm > 0) r.grad_norm = optim::clip_grad_norm(model_->parameters(), cfg_.clip_grad_norm);
   if (before_update_) before_update_();
   opt_->step(r.lr);
@@ -233,7 +306,7 @@ void Session::gather_batch_on_root(const dist::StepLayout& layout, data::Batch& 
 
 Tensor Session::predict(const Tensor& x) const {
   NoGradGuard ng;
-  return model_->forward(x, nn::Context{});
+  return model_->forward(x, context(false, 0, 0));
 }
 
 Eval Session::evaluate() const {
@@ -250,7 +323,7 @@ Eval Session::evaluate() const {
   const bool cls = ds.num_classes() > 0;
   for (std::int64_t i = 0; i < l.batches_per_epoch(); ++i) {
     data::Batch batch = l.next();
-    Tensor out = model_->forward(batch.x, nn::Context{});
+    Tensor out = model_->forward(batch.x, context(false, 0, 0));
     const std::int64_t n = batch.x.shape()[0];
     if (cls) {
       loss_sum += cross_entropy(out, batch.y, Reduction::sum).item();
@@ -282,6 +355,10 @@ void Session::restore(const Checkpoint& ck, const std::string& where) {
     p.copy_from(ck.params[i].second);
   }
   opt_->load_state(ck.optimizer, ck.info.opt_steps);
+  if (dynamic_scale_ && ck.info.dynamic_scale) {
+    scale_log2_ = ck.info.loss_scale_log2;
+    scale_good_ = ck.info.loss_scale_good;
+  }
   loader_->seek(ck.info.epoch, ck.info.index);
 }
 
@@ -291,6 +368,10 @@ Digest128 Session::fingerprint() const {
   for (const auto& [name, s] : opt_->state()) fp.add(s);
   const std::int64_t st = opt_->steps();
   fp.add_bytes(&st, sizeof st);
+  if (dynamic_scale_) {  // the loss scale's state decides the steps to come
+    const std::int64_t ls[2] = {scale_log2_, scale_good_};
+    fp.add_bytes(ls, sizeof ls);
+  }
   return fp.digest();
 }
 
@@ -304,6 +385,10 @@ CheckpointInfo Session::checkpoint_info(std::int64_t step, const std::string& co
   info.accumulate = cfg_.accumulate;
   info.world = world();
   info.hosts = hosts_;
+  info.precision = precision_name(cfg_.precision);
+  info.dynamic_scale = dynamic_scale_;
+  info.loss_scale_log2 = scale_log2_;
+  info.loss_scale_good = scale_good_;
   return info;
 }
 

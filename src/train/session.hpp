@@ -32,6 +32,8 @@ class Session {
     double lr = 0;
     double grad_norm = -1;
     int stop_signal = 0;  // a stop request every rank agreed on during the step
+    double loss_scale = 1;  // the loss scale the step's backward ran with (numerics.md §25)
+    bool skipped = false;   // a non-finite gradient under dynamic loss scaling: no update
   };
   // One optimizer step (number `s`, from 0). The step's gradients stay in the parameters'
   // .grad until the next step.
@@ -68,6 +70,11 @@ class Session {
 
  private:
   void gather_batch_on_root(const dist::StepLayout& layout, data::Batch& b) const;
+  nn::Context context(bool training, std::int64_t step, std::int64_t first_row) const;
+  // Loss scaling (numerics.md §25): false when a gradient is not finite (the step is skipped
+  // and a dynamic scale halves; a fixed scale throws naming the tensor); else the gradients
+  // are unscaled and a dynamic scale counts the step.
+  bool unscale_gradients(std::int64_t step);
   Config cfg_;
   std::shared_ptr<data::Dataset> train_ds_, test_ds_;
   std::unique_ptr<data::DataLoader> loader_;
@@ -82,6 +89,9 @@ class Session {
   dist::Comm* comm_ = nullptr;
   std::vector<std::string> hosts_;
   std::unique_ptr<GradReducer> reducer_;
+  bool dynamic_scale_ = false;
+  int scale_log2_ = 0;             // the loss scale is 2^scale_log2_
+  std::int64_t scale_good_ = 0;    // dynamic: steps since the last overflow or growth
 };
 
 }  // namespace bitgrad::train

@@ -78,6 +78,10 @@ void print_header(const Session& session, const RunOptions& opt, const std::stri
       << "\n";
   out << "model     " << session.model().describe() << "\n";
   out << "optimizer " << session.optimizer().describe() << ", lr " << session.schedule().describe() << "\n";
+  if (cfg.precision != Precision::fp32)
+    out << "precision " << precision_name(cfg.precision) << " matmul operands and results, f32 master weights, rounding "
+        << (cfg.stochastic_rounding ? "stochastic" : "to nearest") << ", loss scale "
+        << (cfg.loss_scale == 0 ? "dynamic" : strprintf("%g", cfg.loss_scale)) << "\n";
   out << "batch     " << cfg.batch_size << " (" << session.batches_per_epoch() << " per epoch)";
   if (cfg.accumulate > 1) out << ", " << cfg.accumulate << " micro-batches of " << micro;
   out << "; threads " << num_threads() << ", loader workers " << cfg.workers << ", " << isa_name(active_isa()) << "\n";
@@ -114,6 +118,8 @@ void print_header(const Session& session, const RunOptions& opt, const std::stri
 Json step_metrics(std::int64_t step, const Session::StepOut& step_out) {
   Json m = {{"step", step}, {"epoch", step_out.batch.epoch}, {"batch", step_out.batch.index}, {"loss", step_out.loss}, {"lr", step_out.lr}};
   if (step_out.grad_norm >= 0) m["grad_norm"] = step_out.grad_norm;
+  if (step_out.loss_scale != 1) m["loss_scale"] = step_out.loss_scale;
+  if (step_out.skipped) m["skipped"] = true;  // a non-finite gradient: no update (dynamic loss scaling)
   return m;
 }
 
@@ -271,6 +277,10 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
       }
       if (!fresh) {
         ck.emplace(dir.latest_checkpoint());
+        if (ck->info.precision != precision_name(cfg.precision))
+          throw Error("resume: " + dir.path() + " was trained in precision " + ck->info.precision + "; the configuration asks for " +
+                      precision_name(cfg.precision) + ", and a run continued in another precision is not the same run; resume with [train] "
+                      "precision = \"" + ck->info.precision + "\" or start a new run");
         if (ck->info.config_hash != hash)
           throw Error("resume: the configuration differs from the one " + dir.path() + " was trained with (config hash " + hash +
                       ", checkpoint " + ck->info.config_hash + "); compare with " + dir.config_path());

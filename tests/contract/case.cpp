@@ -80,6 +80,7 @@ std::string Case::toml() const {
   o << "]\n\n[train]\nbatch_size = " << batch << "\nsteps = " << steps << "\ndrop_last = " << (drop_last ? "true" : "false")
     << "\nshuffle = " << (shuffle ? "true" : "false") << "\nloss = \"" << (classes > 0 ? "cross_entropy" : "mse") << "\"\n";
   if (clip > 0) o << "clip_grad_norm = " << num(clip) << "\n";
+  if (precision != "fp32") o << "precision = \"" << precision << "\"\n" << (stochastic ? "rounding = \"stochastic\"\n" : "");
   o << "\n[optimizer]\ntype = \"" << optimizer << "\"\nlr = " << num(lr) << "\nweight_decay = " << num(weight_decay) << "\n";
   if (optimizer == "sgd") o << "momentum = " << num(momentum) << "\nnesterov = " << (nesterov ? "true" : "false") << "\n";
   o << "\n[schedule]\ntype = \"" << schedule << "\"\nwarmup_steps = " << warmup << "\n";
@@ -149,6 +150,12 @@ Case generate(std::uint64_t seed, std::uint64_t index) {
     if (rng::Stream(seed, "contract-diverge").u64(index) % 12 == 0) {
       c.optimizer = "sgd", c.lr = 1e6, c.clip = 0, c.schedule = "constant", c.warmup = 0, c.steps = 7;
     }
+    // one case in two in mixed precision (its own stream too): bf16 to nearest, bf16
+    // stochastic, fp16 with dynamic loss scaling
+    if (const std::uint64_t m = rng::Stream(seed, "contract-precision").u64(index) % 6; m < 3) {
+      c.precision = m == 2 ? "fp16" : "bf16";
+      c.stochastic = m == 1;
+    }
     return c;
   }
 }
@@ -181,6 +188,7 @@ std::vector<Case> simplifications(const Case& c) {
   plainer([](Case& x) { x.optimizer = "sgd", x.momentum = 0, x.nesterov = false, x.weight_decay = 0; });
   plainer([](Case& x) { x.schedule = "constant", x.warmup = 0; });
   plainer([](Case& x) { x.clip = 0; });
+  plainer([](Case& x) { x.precision = "fp32", x.stochastic = false; });
   plainer([](Case& x) { x.shuffle = false; });
   for (std::size_t i = 0; i < c.layers.size(); ++i) {
     plainer([&](Case& x) {

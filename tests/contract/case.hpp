@@ -33,6 +33,8 @@ struct Case {
   std::string schedule = "constant";
   std::int64_t warmup = 0;
   double clip = 0;
+  std::string precision = "fp32";  // [train] precision (mixed precision: bf16, fp16)
+  bool stochastic = false;         // [train] rounding = "stochastic"
   std::int64_t steps = 4;
 
   std::string toml() const;

@@ -149,6 +149,33 @@ TEST_F(DistTrain, AGptOnRanksGivesTheBitsOfOneProcess) {
   EXPECT_NE(r.err.find("the model ties weights"), std::string::npos) << r.err;
 }
 
+// Mixed precision on ranks (T6): the stochastic-rounding keys name no rank, and fp16's skipped
+// steps are decided on the combined gradients every rank holds.
+TEST_F(DistTrain, MixedPrecisionOnRanksGivesTheBitsOfOneProcess) {
+  const std::string w = dir_for("gpt16");
+  const std::string cfg = tiny_gpt("precision = \"bf16\"\nrounding = \"stochastic\"\n");
+  io::write_file_atomic(w + "/b.toml", cfg);
+  std::string h = tiny_gpt("precision = \"fp16\"\nloss_scale_interval = 1\n");
+  h.replace(h.find("steps = 6"), 9, "steps = 14");
+  io::write_file_atomic(w + "/h.toml", h);
+  for (const char* name : {"b", "h"}) {
+    const std::string file = std::string(name) + ".toml";
+    const Result one = sh(kBin + " train " + file + " --out " + name + "1 --no-progress --threads 2", w);
+    ASSERT_EQ(one.code, 0) << one.err;
+    const std::string metrics = io::read_file(w + "/" + name + "1/metrics.jsonl");
+    if (std::string(name) == "h") {
+      EXPECT_NE(metrics.find("\"skipped\": true"), std::string::npos) << "no skipped step to agree on";
+    }
+    for (const auto& [P, flags] : std::vector<std::pair<int, std::string>>{{2, "--threads 1"}, {3, "--threads 1 --accumulate 2"}}) {
+      const std::string out = name + std::to_string(P);
+      const Result r = sh(mpirun(P, file + " --out " + out + " --no-progress " + flags), w);
+      ASSERT_EQ(r.code, 0) << P << " ranks\n" << r.out << r.err;
+      EXPECT_EQ(fingerprint_of(r), fingerprint_of(one)) << name << " on " << P << " ranks " << flags;
+      EXPECT_EQ(io::read_file(w + "/" + out + "/metrics.jsonl"), metrics) << name << " on " << P << " ranks";
+    }
+  }
+}
+
 // 800 samples: the epoch's last batch is one block of 32, so most ranks (rank 0 among them)
 // hold nothing in that step
 TEST_F(DistTrain, RanksWithoutSamplesInAShortBatch) {
