@@ -1,12 +1,12 @@
 # The README's two commands:
 #   make demo   install dependencies, build, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
-# Other targets: build, bench, bench-dist, bench-gpt, contract, crosscheck, sanitize, tsan, fuzz, accuracy, clean.
+# Other targets: build, bench, bench-dist, bench-gpt, bench-precision, contract, crosscheck, sanitize, tsan, fuzz, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test crosscheck sanitize tsan fuzz bench bench-dist bench-gpt contract accuracy clean
+.PHONY: deps configure build demo test crosscheck sanitize tsan fuzz bench bench-dist bench-gpt bench-precision contract accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -81,6 +81,12 @@ bench-dist: build
 GPT_OUT ?= $(BUILD)/bench-results-gpt
 bench-gpt: build
 	@bash bench/gpt_peer.sh $(BUILD) $(GPT_OUT)
+
+# Mixed precision against f32 (docs/benchmarks.md): step times of the GPT and the MLP in fp32,
+# bf16, bf16 stochastic and fp16 (PREC_REPS rounds, PREC_THREADS), then the full example trainings
+# in each (PREC_QUALITY=0 skips them); results in $(BUILD)/bench-results-precision.
+bench-precision: build
+	@bash bench/precision.sh $(BUILD)
 
 accuracy: build
 	@$(BUILD)/bin/mathfn_accuracy --n 10000000

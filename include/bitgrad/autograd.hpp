@@ -73,6 +73,19 @@ struct OpEvent {
 using OpHook = void (*)(void* ctx, const OpEvent& e);
 void set_op_hook(OpHook hook, void* ctx);  // nullptr to remove
 bool op_hook_active();
+// Removes this thread's hook for a scope and puts it back after (work the hook must not see:
+// the float64 shadow's steps).
+class OpHookPause {
+ public:
+  OpHookPause();
+  ~OpHookPause();
+  OpHookPause(const OpHookPause&) = delete;
+  OpHookPause& operator=(const OpHookPause&) = delete;
+
+ private:
+  OpHook hook_;
+  void* ctx_;
+};
 void emit_forward(const char* op, const Tensor& out, CallSite site);
 
 // Number of live graph nodes in this process (for tests and leak checks).

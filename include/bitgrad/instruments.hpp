@@ -22,6 +22,7 @@ struct TrainOptions : train::RunOptions {
   // unset: steps, or for a resumed run the level it was trained with (its manifest)
   std::optional<TraceLevel> trace;
   bool detect_anomaly = false;  // stop at the first non-finite op output or gradient
+  std::string shadow;           // "f64": a float64 twin of the run, its distance in the metrics
   std::string command;          // recorded in the manifest
 };
 

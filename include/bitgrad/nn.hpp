@@ -26,6 +26,7 @@ struct Context {
   // conv2d, attention's products) rounded to bf16 / fp16 values; stochastically in training
   Precision precision = Precision::fp32;
   bool stochastic = false;
+  bool f32_masks = false;  // f64 dropout draws the masks of an f32 run (the float64 shadow)
 };
 
 // ---- initialisation ------------------------------------------------------------------------
@@ -56,6 +57,9 @@ class Module {
   // Numbers this module and its descendants depth-first in registration order from `next`:
   // the tensor part of the stochastic-rounding keys (numerics.md §24).
   void number_sites(std::uint64_t& next);
+  // Every parameter of this module and its descendants converted to `dtype` in place (the
+  // handles the layers hold see it): the float64 shadow's model.
+  void cast_parameters(DType dtype);
   std::uint64_t site() const { return site_; }
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
 

@@ -112,8 +112,10 @@ Tensor avg_pool2d(const Tensor& x, int kernel, int stride = 0, CallSite site = C
 // normalises over the last dimension D; gamma, beta [D] (either may be undefined)
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps = 1e-5, CallSite site = CallSite::current());
 // Inverted dropout: element k of x (row-major) is kept, scaled by 1/(1-p), when
-// stream.uniform(first_index + k) >= p, else zeroed. p in [0, 1).
-Tensor dropout(const Tensor& x, double p, const rng::Stream& stream, std::uint64_t first_index, CallSite site = CallSite::current());
+// stream.uniform(first_index + k) >= p, else zeroed. p in [0, 1). f32_mask: an f64 tensor draws
+// the f32 uniforms and compares with p rounded to f32 (the masks of the f32 run: the float64 shadow).
+Tensor dropout(const Tensor& x, double p, const rng::Stream& stream, std::uint64_t first_index, bool f32_mask = false,
+               CallSite site = CallSite::current());
 // Mixed precision (numerics.md §24): every element rounded to p's 16-bit format and kept exactly
 // in x's dtype; to nearest, or with a stream stochastically from stream.u32(first_index + k).
 // The backward rounds the gradient to nearest in the same format, or passes it on unchanged

@@ -28,6 +28,8 @@ void set_op_hook(OpHook hook, void* ctx) {
   t_ctx = ctx;
 }
 bool op_hook_active() { return t_hook != nullptr; }
+OpHookPause::OpHookPause() : hook_(t_hook), ctx_(t_ctx) { t_hook = nullptr, t_ctx = nullptr; }
+OpHookPause::~OpHookPause() { t_hook = hook_, t_ctx = ctx_; }
 SuppressForward::SuppressForward() { ++t_suppress; }
 SuppressForward::~SuppressForward() { --t_suppress; }
 void emit_forward(const char* op, const Tensor& out, CallSite site) {

@@ -176,6 +176,8 @@ int run_command(int argc, char** argv) {
   auto* trace_opt = train->add_option("--trace", trace, "fingerprint trace: none, steps (trace.jsonl, default) or ops (also ops.jsonl); a resumed run keeps its own")
       ->check(CLI::IsMember({"none", "steps", "ops"}));
   train->add_flag("--detect-anomaly", run.detect_anomaly, "stop at the first non-finite op output or gradient, naming the op");
+  train->add_option("--shadow", run.shadow, "f64: train a float64 twin in lockstep and record its distance to this run per step (metrics \"shadow\")")
+      ->check(CLI::IsMember({"f64"}));
   std::string perturb;
   auto* perturb_opt = train->add_option("--perturb-order", perturb, "evaluate every reduction in an order drawn from this seed (analysis)");
   train->add_option("--dist-timeout", run.dist_timeout, "data parallel: seconds a rank waits for the others before it fails (default 300)")

@@ -27,6 +27,9 @@ struct Run {
   svg::Series loss, test_loss, test_acc;
   std::map<std::string, svg::Series> grad_norm;  // by parameter name
   std::vector<std::string> grad_names;           // in the metrics' order
+  svg::Series shadow;                            // --shadow f64: distance to the float64 twin, all parameters
+  std::map<std::string, svg::Series> shadow_param;
+  std::vector<std::string> shadow_names;
   std::vector<ordered_json> trace;
   bool has_trace = false;
   // sensitivity / audit
@@ -48,6 +51,17 @@ void read_train(Run& r) {
     if (m.contains("loss")) r.loss.x.push_back(step), r.loss.y.push_back(number(m, path, "loss"));
     if (m.contains("test_loss")) r.test_loss.x.push_back(step), r.test_loss.y.push_back(number(m, path, "test_loss"));
     if (m.contains("test_accuracy")) r.test_acc.x.push_back(step), r.test_acc.y.push_back(100 * number(m, path, "test_accuracy"));
+    if (m.contains("shadow") && m["shadow"].is_object()) {
+      const ordered_json& s = m["shadow"];
+      r.shadow.x.push_back(step), r.shadow.y.push_back(number(s, path, "distance"));
+      if (s.contains("params") && s["params"].is_object())
+        for (auto it = s["params"].begin(); it != s["params"].end(); ++it) {
+          if (!r.shadow_param.count(it.key())) r.shadow_names.push_back(it.key()), r.shadow_param[it.key()].name = it.key();
+          const std::optional<double> v = train::json_number(*it);
+          if (!v) throw Error("report: " + path + ": shadow distance of '" + it.key() + "' is not a number");
+          r.shadow_param[it.key()].x.push_back(step), r.shadow_param[it.key()].y.push_back(*v);
+        }
+    }
     if (m.contains("grad_stats")) {
       for (auto it = m["grad_stats"].begin(); it != m["grad_stats"].end(); ++it) {
         if (!r.grad_norm.count(it.key())) r.grad_names.push_back(it.key()), r.grad_norm[it.key()].name = it.key();
@@ -162,6 +176,38 @@ std::string section_sensitivity(const Run& r, int id) {
   o += svg::render(svg::LinePlot{"Relative parameter distance to the canonical run", "step", "||p - p_canonical|| / ||p_canonical||", true, {dmean, dmax}});
   o += svg::render(svg::LinePlot{"Spread of the loss across runs", "step", "max - min", true, {spread}});
   o += svg::render(svg::LinePlot{"Training loss", "step", "loss", false, {loss}});
+  return o + "</div></section>\n";
+}
+
+// The two sizes of noise side by side: each shadowed run's distance to its float64 twin (rounding
+// of the run's precision against f64) and each sensitivity run's distance between canonical and
+// order-perturbed members (the order of reductions), both ||p - p_ref|| / ||p_ref|| per step.
+std::string section_shadow(const std::vector<const Run*>& shadowed, const std::vector<const Run*>& sens) {
+  std::string o = "<section id=\"shadow\"><h2>Rounding noise: the float64 shadow</h2>\n<p>A run trained with <code>--shadow f64</code> "
+                  "has a float64 twin stepped in lockstep from the same weights, batches and dropout masks; the distance between them is "
+                  "how far rounding in the run's precision has carried it. ";
+  if (!sens.empty()) o += "Beside it, the order-perturbation divergence of <code>bitgrad sensitivity</code> (mean over members). ";
+  o += "</p>\n<div class=\"plots\">";
+  svg::LinePlot both{"Relative parameter distance: float64 shadow and order perturbation", "step", "||p - p_ref|| / ||p_ref||", true, {}};
+  for (const Run* r : shadowed) {
+    svg::Series s = r->shadow;
+    s.name = "f64 shadow: " + r->name + " (" + r->manifest["run"].value("precision", std::string("fp32")) + ")";
+    both.series.push_back(s);
+  }
+  for (const Run* r : sens) {
+    svg::Series s{"order perturbation: " + r->name, {}, {}, false};
+    for (const ordered_json& p : r->result["per_step"]) {
+      const double d = number(p, r->dir + "/sensitivity.json", "distance_mean");
+      if (d > 0) s.x.push_back(number(p, r->dir + "/sensitivity.json", "step")), s.y.push_back(d);
+    }
+    both.series.push_back(s);
+  }
+  o += svg::render(both);
+  for (const Run* r : shadowed) {
+    svg::LinePlot per{"Distance to the float64 shadow per parameter: " + r->name, "step", "||p - p64|| / ||p64||", true, {}};
+    for (const auto& n : r->shadow_names) per.series.push_back(r->shadow_param.at(n));
+    o += svg::render(per);
+  }
   return o + "</div></section>\n";
 }
 
@@ -366,6 +412,12 @@ ReportSummary write_report(const std::vector<std::string>& dirs, const std::stri
     if (runs[i].kind == "train") anchors[i] = "training";
   for (std::size_t i = 0; i < runs.size(); ++i)
     if (runs[i].kind == "sensitivity") body += section_sensitivity(runs[i], ++ns), anchors[i] = "sensitivity-" + std::to_string(ns);
+  std::vector<const Run*> shadowed, sens;
+  for (const Run& r : runs) {
+    if (r.kind == "train" && !r.shadow.x.empty()) shadowed.push_back(&r);
+    if (r.kind == "sensitivity") sens.push_back(&r);
+  }
+  if (!shadowed.empty()) body += section_shadow(shadowed, sens);
   for (std::size_t i = 0; i < runs.size(); ++i)
     if (runs[i].kind == "audit") body += section_audit(runs[i], ++na), anchors[i] = "audit-" + std::to_string(na);
   for (std::size_t i = 0; i < runs.size(); ++i)

@@ -10,6 +10,8 @@
 #include "bitgrad/dist.hpp"
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/runtime.hpp"
+#include "io/format.hpp"
+#include "instruments/shadow.hpp"
 #include "instruments/step_tracer.hpp"
 #include "instruments/trace.hpp"
 #include "train/trainer.hpp"
@@ -216,7 +218,16 @@ train::RunResult train(train::Config cfg, const TrainOptions& opt, std::ostream&
   std::vector<train::RunObserver*> observers{&manifest};
   if (level != TraceLevel::none) observers.push_back(&steps);
   if (level == TraceLevel::ops || opt.detect_anomaly) observers.push_back(&ops);
-  return train::run(std::move(cfg), opt, out, observers);
+  std::optional<ShadowRun> shadow;
+  if (!opt.shadow.empty()) {
+    shadow.emplace(opt.shadow);
+    observers.push_back(&*shadow);
+  }
+  train::RunResult r = train::run(std::move(cfg), opt, out, observers);
+  if (shadow && root)
+    out << "shadow    the float64 twin took " << io::strprintf("%.1f", shadow->seconds()) << " s of the run; its distance per step is in "
+        << r.out_dir << "/metrics.jsonl (\"shadow\")\n";
+  return r;
 }
 
 }  // namespace bitgrad::instruments

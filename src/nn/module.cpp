@@ -26,6 +26,19 @@ std::vector<Tensor> Module::parameters() const {
   return out;
 }
 
+void Module::cast_parameters(DType dtype) {
+  for (auto& [name, t] : params_) {
+    if (t.dtype() == dtype) continue;
+    Tensor c = t.cast(dtype);
+    TensorImpl& i = t.impl();  // shared with every handle of the parameter
+    i.storage = c.impl().storage;
+    i.strides = c.impl().strides;
+    i.offset = 0;
+    i.dtype = dtype;
+  }
+  for (const auto& [name, child] : children_) child->cast_parameters(dtype);
+}
+
 void Module::number_sites(std::uint64_t& next) {
   site_ = next++;
   for (const auto& [name, child] : children_) child->number_sites(next);

@@ -24,7 +24,7 @@ Tensor drop(const Tensor& x, double p, std::uint64_t id, const Context& ctx) {
   if (!ctx.training || p == 0.0) return x;
   const std::int64_t rows = x.shape()[0];
   const std::int64_t row_size = rows ? x.numel() / rows : 0;
-  return dropout(x, p, rng::Stream(ctx.seed, "dropout").sub(id).sub(ctx.step), static_cast<std::uint64_t>(ctx.row_offset * row_size));
+  return dropout(x, p, rng::Stream(ctx.seed, "dropout").sub(id).sub(ctx.step), static_cast<std::uint64_t>(ctx.row_offset * row_size), ctx.f32_masks);
 }
 
 // [T, T]: 1 where key j may be seen by query i (j <= i)

@@ -12,12 +12,17 @@ namespace {
 using autograd::Node;
 
 // the mask scale of every element: 0 or 1/(1-p)
-Tensor dropout_scale(const Shape& s, DType dt, double p, const rng::Stream& stream, std::uint64_t first) {
+Tensor dropout_scale(const Shape& s, DType dt, double p, const rng::Stream& stream, std::uint64_t first, bool f32_mask) {
   Tensor m = Tensor::empty(s, dt);
   BITGRAD_DISPATCH_FLOAT(dt, "dropout", T, [&] {
     T* pm = kern::out_ptr<T>(m);
     const T keep = static_cast<T>(1.0 / (1.0 - p));
     const T thr = static_cast<T>(p);
+    if (f32_mask && sizeof(T) != 4) {  // an f64 tensor with the masks of an f32 run (the float64 shadow)
+      const float thr32 = static_cast<float>(p);
+      for (std::int64_t k = 0; k < m.numel(); ++k) pm[k] = stream.uniform_f32(first + static_cast<std::uint64_t>(k)) >= thr32 ? keep : T(0);
+      return;
+    }
     for (std::int64_t k = 0; k < m.numel(); ++k) {
       const T u = static_cast<T>(sizeof(T) == 4 ? static_cast<double>(stream.uniform_f32(first + static_cast<std::uint64_t>(k)))
                                                 : stream.uniform_f64(first + static_cast<std::uint64_t>(k)));
@@ -46,11 +51,11 @@ void embedding_bw(Node& n, const Tensor& g, Tensor* gi) {
 
 }  // namespace
 
-Tensor dropout(const Tensor& x, double p, const rng::Stream& stream, std::uint64_t first_index, CallSite site) {
+Tensor dropout(const Tensor& x, double p, const rng::Stream& stream, std::uint64_t first_index, bool f32_mask, CallSite site) {
   ops::check_float("dropout", x);
   BITGRAD_CHECK(p >= 0.0 && p < 1.0, "dropout", "probability must be in [0, 1), got ", p);
   if (p == 0.0) return x;
-  Tensor scale = dropout_scale(x.shape(), x.dtype(), p, stream, first_index);
+  Tensor scale = dropout_scale(x.shape(), x.dtype(), p, stream, first_index, f32_mask);
   Tensor y;
   {
     NoGradGuard ng;

@@ -77,7 +77,7 @@ Tensor Tensor::arange(std::int64_t n, DType dtype) {
   dispatch_any(dtype, [&](auto z) {
     using T = decltype(z);
     T* p = static_cast<T*>(t.impl().storage->data());
-    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(i);
+    for (std::int64_t i = 0; i < n; ++i) p[i] = convert<T>(i);
   });
   return t;
 }

@@ -103,9 +103,9 @@ void check_memory(const Config& c, const data::Dataset& train, const data::Datas
 }  // namespace
 
 Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared_ptr<data::Dataset> te, int workers,
-                 std::optional<std::uint64_t> p, dist::Comm* comm)
+                 std::optional<std::uint64_t> p, dist::Comm* comm, DType param_dtype)
     : cfg_(c), train_ds_(std::move(tr)), test_ds_(std::move(te)), perturb_(p), comm_(comm && comm->size() > 1 ? comm : nullptr),
-      reducer_(std::make_unique<TreeGradReducer>(comm_)) {
+      reducer_(std::make_unique<TreeGradReducer>(comm_)), param_dtype_(param_dtype) {
   BITGRAD_CHECK(cfg_.batch_size % cfg_.accumulate == 0, "train", "batch size ", cfg_.batch_size, " is not divisible by accumulate ",
                 cfg_.accumulate);
   if (const std::string why = dist::layout_problem(cfg_.batch_size, cfg_.accumulate, world()); !why.empty())
@@ -114,6 +114,7 @@ Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared
     throw dist::CollectiveError("train: cannot train on " + std::to_string(world()) + " ranks: the model ties weights (tie_weights = true), "
                                 "whose gradients on several ranks would not be those of one process (contract T6); untie them or use one process");
   model_ = build_model(cfg_, *train_ds_);
+  if (param_dtype_ != DType::f32) model_->cast_parameters(param_dtype_);
   params_ = model_->named_parameters();
   check_memory(cfg_, *train_ds_, test_ds_.get(), *model_, workers);  // before the loader takes any
   data::LoaderOptions lo;
@@ -156,6 +157,7 @@ nn::Context Session::context(bool training, std::int64_t step, std::int64_t firs
   c.row_offset = first_row;
   c.precision = cfg_.precision;
   c.stochastic = cfg_.stochastic_rounding;
+  c.f32_masks = param_dtype_ != DType::f32;
   return c;
 }
 
@@ -233,6 +235,10 @@ Session::StepOut Session::step(std::int64_t s) {
       const bool whole = r0 == mine.begin && r1 == mine.end;
       Tensor x = whole ? bx : slice(bx, 0, r0 - mine.begin, r1 - mine.begin);
       Tensor y = whole ? by : slice(by, 0, r0 - mine.begin, r1 - mine.begin);
+      if (param_dtype_ != DType::f32) {  // the shadow: the same inputs, widened exactly
+        if (x.dtype() == DType::f32) x = x.cast(param_dtype_);
+        if (y.dtype() == DType::f32) y = y.cast(param_dtype_);
+      }
       Tensor out = model_->forward(x, ctx);
       Tensor S = xent ? cross_entropy(out, y, Reduction::sum) : mse_loss(reshape(out, y.shape()), y, Reduction::sum);
       const float loss_sum = static_cast<float>(S.item());

@@ -23,8 +23,10 @@ class Session {
   // perturb: evaluate every reduction of this session in a seeded random order (analysis mode).
   // comm: train data parallel as one rank of these (null: one process); this rank loads and
   // computes only its shard of every batch, and the step's result is the same on every rank.
+  // param_dtype f64: the float64 shadow's session (parameters and arithmetic in f64, inputs
+  // widened, dropout masks of the f32 run).
   Session(const Config& cfg, std::shared_ptr<data::Dataset> train_ds, std::shared_ptr<data::Dataset> test_ds, int workers,
-          std::optional<std::uint64_t> perturb = std::nullopt, dist::Comm* comm = nullptr);
+          std::optional<std::uint64_t> perturb = std::nullopt, dist::Comm* comm = nullptr, DType param_dtype = DType::f32);
 
   struct StepOut {
     data::Batch batch;
@@ -54,6 +56,8 @@ class Session {
   const Config& config() const { return cfg_; }
   const data::Dataset& train_data() const { return *train_ds_; }
   const data::Dataset* test_data() const { return test_ds_.get(); }
+  std::shared_ptr<data::Dataset> train_data_ptr() const { return train_ds_; }
+  std::shared_ptr<data::Dataset> test_data_ptr() const { return test_ds_; }
   const nn::Sequential& model() const { return *model_; }
   const optim::NamedTensors& params() const { return params_; }
   const optim::Optimizer& optimizer() const { return *opt_; }
@@ -89,6 +93,7 @@ class Session {
   dist::Comm* comm_ = nullptr;
   std::vector<std::string> hosts_;
   std::unique_ptr<GradReducer> reducer_;
+  DType param_dtype_ = DType::f32;
   bool dynamic_scale_ = false;
   int scale_log2_ = 0;             // the loss scale is 2^scale_log2_
   std::int64_t scale_good_ = 0;    // dynamic: steps since the last overflow or growth

@@ -366,7 +366,9 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
     for (RunObserver* o : observers) o->end_step(step, session, step_out);
     if (fault.step == step && fault.rank == session.rank()) fault.apply(session);
     if (metrics) {
-      metrics->write(step_metrics(step, step_out));
+      Json m = step_metrics(step, step_out);
+      for (RunObserver* o : observers) o->add_metrics(step, m);
+      metrics->write(m);
       if (opt.grad_stats_every > 0 && step % opt.grad_stats_every == 0) metrics->write(grad_stats(step, session.params()));
     }
     progress.step(step, step_out);

@@ -25,6 +25,9 @@ class RunObserver {
   virtual void end_step(std::int64_t step, const Session& session, const Session::StepOut& out) {
     (void)step, (void)session, (void)out;
   }
+  // The step's record for metrics.jsonl, before it is written (after end_step): an observer may
+  // add its own fields.
+  virtual void add_metrics(std::int64_t step, Json& record) { (void)step, (void)record; }
   // Before a checkpoint and at the end: everything of the steps done is on disk.
   virtual void sync() {}
 };

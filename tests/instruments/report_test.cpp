@@ -52,9 +52,11 @@ TEST(Report, RendersInHeadlessChromiumWithEveryPlotDrawn) {
   runs.push_back(o.out);
   o.threads = 2;
   o.grad_stats_every = 0;
+  o.shadow = "f64";  // a float64 twin beside it: the trace must still be the first run's
   o.out = fresh_dir("report_t2");
   run_text(text, o);
   runs.push_back(o.out);
+  o.shadow.clear();
   o.perturb_order = 1;
   o.out = fresh_dir("report_p1");
   run_text(text, o);
@@ -75,11 +77,14 @@ TEST(Report, RendersInHeadlessChromiumWithEveryPlotDrawn) {
 
   const std::string html_path = fresh_dir("report") + ".html";
   const instruments::ReportSummary sum = instruments::write_report(runs, html_path);
-  // training: loss, accuracy, test loss, one gradient-norm plot; sensitivity: 3; audit: 5 (with the optimizer state)
+  // training: loss, accuracy, test loss, one gradient-norm plot; sensitivity: 3; the shadow: 2
+  // (beside the sensitivity's divergence, and per parameter); audit: 5 (with the optimizer state)
   EXPECT_EQ(sum.runs, 5);
-  EXPECT_EQ(sum.plots, 12);
+  EXPECT_EQ(sum.plots, 14);
   const std::string html = io::read_file(html_path);
-  EXPECT_EQ(count(html, "<svg class=\"plot"), 12);
+  EXPECT_EQ(count(html, "<svg class=\"plot"), 14);
+  EXPECT_NE(html.find("Rounding noise: the float64 shadow"), std::string::npos);
+  EXPECT_NE(html.find("order perturbation: "), std::string::npos) << "the sensitivity's divergence is in the shadow's plot";
   // self-contained: no external resource of any kind
   EXPECT_EQ(count(html, "http"), count(html, "xmlns=\"http://www.w3.org/2000/svg\"")) << "the only URL is the SVG namespace";
   EXPECT_EQ(count(html, " src="), 0);
@@ -98,15 +103,15 @@ TEST(Report, RendersInHeadlessChromiumWithEveryPlotDrawn) {
   const std::string dom = profile + ".dom", err = profile + ".err";
   ASSERT_EQ(shell("timeout 120 " + chromium + flags + "--dump-dom file://" + html_path + " > " + dom + " 2> " + err), 0) << io::read_file(err);
   const std::string d = io::read_file(dom), e = io::read_file(err);
-  EXPECT_NE(d.find("data-plots=\"12\""), std::string::npos) << "the page's script ran to its end";
-  EXPECT_NE(d.find("data-drawn=\"12\""), std::string::npos) << "every plot has its lines, points or cells";
+  EXPECT_NE(d.find("data-plots=\"14\""), std::string::npos) << "the page's script ran to its end";
+  EXPECT_NE(d.find("data-drawn=\"14\""), std::string::npos) << "every plot has its lines, points or cells";
   // the console holds the page's one line and nothing else (no error, no warning)
   std::vector<std::string> console;
   std::istringstream es(e);
   for (std::string l; std::getline(es, l);)
     if (l.find(":CONSOLE") != std::string::npos) console.push_back(l);
   ASSERT_EQ(console.size(), 1u) << e;
-  EXPECT_NE(console[0].find("\"bitgrad report: 12 of 12 plots drawn\""), std::string::npos) << console[0];
+  EXPECT_NE(console[0].find("\"bitgrad report: 14 of 14 plots drawn\""), std::string::npos) << console[0];
   EXPECT_EQ(e.find("Uncaught"), std::string::npos) << e;
 
   const std::string shot = std::string(BITGRAD_BINARY_DIR) + "/report_screenshot.png";
