@@ -111,24 +111,21 @@ inline float bf16_to_f32(std::uint16_t h) {
 // f32 -> f16 -> f32, nearest: the value of f16_bits(x) as an f32, on the bit pattern (the fast
 // path). f16 normals: the bf16 trick with 13 dropped bits; below 2^-14 the f16 ulp is 2^-24,
 // so x 2^24 (exact) is rounded to an integer by adding and subtracting 2^23 (ties to even).
+// All three cases are computed and one is selected, so that loops over it vectorize.
 inline float f16_round_f32(float x) {
   std::uint32_t b;
   std::memcpy(&b, &x, sizeof b);
   const std::uint32_t s = b & 0x80000000u, a = b & 0x7FFFFFFFu;
-  std::uint32_t r;
-  if (a > 0x7F800000u) {
-    r = 0x7FC00000u | (a & 0x007FE000u);  // NaN: quiet, the top 9 payload bits
-  } else if (a >= 0x38800000u) {          // |x| >= 2^-14
-    r = (a + 0xFFFu + ((a >> 13) & 1u)) & ~0x1FFFu;
-    if (r >= 0x47800000u) r = 0x7F800000u;  // 65520 and beyond: inf
-  } else {
-    float m;
-    std::memcpy(&m, &a, sizeof m);
-    float q = m * 16777216.0f;  // exact; IEEE f32 sums, no fast-math, keep the rounding
-    q = q + 8388608.0f;
-    const float n = (q - 8388608.0f) * 5.9604644775390625e-8f;
-    std::memcpy(&r, &n, sizeof r);
-  }
+  const std::uint32_t nan = 0x7FC00000u | (a & 0x007FE000u);  // quiet, the top 9 payload bits
+  std::uint32_t normal = (a + 0xFFFu + ((a >> 13) & 1u)) & ~0x1FFFu;
+  normal = normal >= 0x47800000u ? 0x7F800000u : normal;  // 65520 and beyond: inf
+  float m;
+  std::memcpy(&m, &a, sizeof m);
+  const float q = m * 16777216.0f + 8388608.0f;  // m 2^24 is exact; the sum rounds to an integer
+  const float n = (q - 8388608.0f) * 5.9604644775390625e-8f;
+  std::uint32_t sub;
+  std::memcpy(&sub, &n, sizeof sub);
+  std::uint32_t r = a > 0x7F800000u ? nan : (a >= 0x38800000u ? normal : sub);
   r |= s;
   float v;
   std::memcpy(&v, &r, sizeof v);

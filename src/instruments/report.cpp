@@ -98,7 +98,7 @@ std::string trace_agreement(const Run& a, const Run& b, bool& same) {
 }
 
 std::string section_train(const std::vector<const Run*>& runs) {
-  std::string o = "<section id=\"training\"><h2>Training</h2>\n<table class=\"summary\"><tr><th>run</th><th>steps</th><th>last loss</th><th>test accuracy</th><th>threads</th><th>workers</th><th>accumulate</th><th>code path</th></tr>\n";
+  std::string o = "<section id=\"training\"><h2>Training</h2>\n<table class=\"summary\"><tr><th>run</th><th>steps</th><th>last loss</th><th>test accuracy</th><th>threads</th><th>workers</th><th>accumulate</th><th>precision</th><th>code path</th></tr>\n";
   svg::LinePlot loss{"Training loss", "step", "loss", false, {}}, acc{"Test accuracy", "step", "accuracy (%)", false, {}},
       tloss{"Test loss", "step", "test loss", false, {}};
   for (const Run* r : runs) {
@@ -106,7 +106,8 @@ std::string section_train(const std::vector<const Run*>& runs) {
     o += "<tr><td>" + escape(r->dir) + "</td><td>" + (r->loss.x.empty() ? "0" : num(r->loss.x.back())) + "</td><td>" +
          (r->loss.y.empty() ? "" : num(r->loss.y.back())) + "</td><td>" + (r->test_acc.y.empty() ? "" : num(r->test_acc.y.back()) + "%") +
          "</td><td>" + escape(run.value("threads", ordered_json()).dump()) + "</td><td>" + escape(run.value("workers", ordered_json()).dump()) +
-         "</td><td>" + escape(run.value("accumulate", ordered_json()).dump()) + "</td><td>" +
+         "</td><td>" + escape(run.value("accumulate", ordered_json()).dump()) + "</td><td>" + escape(run.value("precision", std::string("fp32"))) +
+         "</td><td>" +
          escape(r->manifest.value("machine", ordered_json::object()).value("code_path", "")) + "</td></tr>\n";
     loss.series.push_back(r->loss);
     if (!r->test_acc.x.empty()) acc.series.push_back(r->test_acc);

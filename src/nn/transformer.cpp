@@ -100,8 +100,11 @@ Tensor causal_self_attention(const Tensor& x, const Tensor& w_qkv, const Tensor&
   // (mixed precision: q, k, v are the qkv linear's low-precision output; the product is
   // rounded, scaled in f32, the softmax is f32 and its result rounded for the second product)
   Tensor att = mul(lowp(matmul(q, transpose(k, 2, 3)), ctx, site, 0), 1.0 / math::sqrt(static_cast<double>(E)));  // [N, H, T, T]
-  att = where(causal_mask(T), att, Tensor::scalar(-std::numeric_limits<double>::infinity(), att.dtype()));
-  att = softmax(att, -1);  // a masked position's weight is exp(-inf) = +0
+  // masked: the most negative finite value of the dtype, not -inf, so that anomaly detection
+  // sees no non-finite value; exp(lowest - max) is +0 as exp(-inf) is, so the weights are the same
+  const double lowest = att.dtype() == DType::f32 ? static_cast<double>(std::numeric_limits<float>::lowest()) : std::numeric_limits<double>::lowest();
+  att = where(causal_mask(T), att, Tensor::scalar(lowest, att.dtype()));
+  att = softmax(att, -1);  // a masked position's weight is +0
   att = lowp(drop(att, p, dropout_id, ctx), ctx, site, 1);
   Tensor y = lowp(matmul(att, v), ctx, site, 2);                    // [N, H, T, E]
   y = reshape(contiguous(permute(y, {0, 2, 1, 3})), Shape{N, T, D});  // heads side by side

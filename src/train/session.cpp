@@ -168,11 +168,14 @@ bool Session::unscale_gradients(std::int64_t step) {
   for (const auto& [name, p] : params_) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    Tensor c = g.contiguous_copy();
+    Tensor c = kern::contiguous(g);
     bool finite = true;
     BITGRAD_DISPATCH_FLOAT(c.dtype(), "loss scaling", T, [&] {
       const T* v = c.data<T>();
-      for (std::int64_t i = 0; i < c.numel() && finite; ++i) finite = v[i] - v[i] == 0;
+      const std::int64_t n = c.numel();
+      T z = 0;  // x - x is 0 for a finite x, NaN for NaN and +-inf
+      for (std::int64_t i = 0; i < n; ++i) z += v[i] - v[i];
+      finite = z == 0;
     });
     if (finite) continue;
     if (!dynamic_scale_)
@@ -190,11 +193,14 @@ bool Session::unscale_gradients(std::int64_t step) {
     for (const auto& [name, p] : params_) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
-      BITGRAD_DISPATCH_FLOAT(g.dtype(), "loss scaling", T, [&] {
-        T* v = g.mutable_data<T>();
+      Tensor c = g.is_contiguous() ? g : g.contiguous_copy();
+      BITGRAD_DISPATCH_FLOAT(c.dtype(), "loss scaling", T, [&] {
+        T* v = c.mutable_data<T>();
         const T f = static_cast<T>(inv);
-        for (std::int64_t i = 0; i < g.numel(); ++i) v[i] *= f;
+        const std::int64_t n = c.numel();
+        for (std::int64_t i = 0; i < n; ++i) v[i] *= f;
       });
+      if (!g.is_contiguous()) g.copy_from(c);
     }
   }
   if (dynamic_scale_ && ++scale_good_ == cfg_.loss_scale_interval) {

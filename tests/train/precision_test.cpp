@@ -146,6 +146,47 @@ TEST(MixedPrecision, DynamicLossScaleSkipsOverflowsAndResumesWithItsState) {
   EXPECT_EQ(run_text(cfg, p).fingerprint.hex(), straight.fingerprint.hex()) << "skipping is the same on any split";
 }
 
+// T4 in mixed precision: a window's logits are the same in any batch, at any position, on any
+// code path and thread count (rounding is per element; evaluation rounds to nearest).
+TEST(MixedPrecision, ASamplesLogitsIgnoreTheBatch) {
+  RuntimeGuard g;
+  NoGradGuard ng;
+  for (const char* p : {"bf16", "fp16"}) {
+    const train::Config c = train::parse_config(with_train(tiny_gpt(), std::string("precision = \"") + p + "\"\n"), "test.toml");
+    auto ds = train::train_dataset(c);
+    auto model = train::build_model(c, *ds);
+    const std::int64_t T = 8, V = ds->num_classes(), pool = 200;
+    std::vector<float> ids(static_cast<std::size_t>(pool * T));
+    rng::Stream s(12, "t4-windows");
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<float>(s.below(i, static_cast<std::uint64_t>(V)));
+    const Tensor data = Tensor::from(ids, Shape{pool, T});
+    nn::Context ctx;
+    ctx.precision = c.precision;
+    const std::int64_t sample = 3;
+    set_isa(Isa::scalar);
+    set_num_threads(1);
+    const std::vector<float> want = model->forward(slice(data, 0, sample, sample + 1), ctx).to_vector<float>();
+    for (Isa isa : isas()) {
+      set_isa(isa);
+      for (int t : {1, 3}) {
+        set_num_threads(t);
+        for (std::int64_t batch : {1, 31, 32, 33, 100}) {
+          for (std::int64_t pos : {std::int64_t(0), batch - 1}) {
+            std::vector<float> xb;
+            for (std::int64_t j = 0; j < batch; ++j) {
+              const std::int64_t row = j == pos ? sample : 10 + (j * 7) % (pool - 10);
+              xb.insert(xb.end(), ids.begin() + row * T, ids.begin() + (row + 1) * T);
+            }
+            const Tensor out = model->forward(Tensor::from(xb, Shape{batch, T}), ctx);
+            ASSERT_EQ(slice(out, 0, pos, pos + 1).to_vector<float>(), want) << p << " batch=" << batch << " pos=" << pos << " isa=" << isa_name(isa)
+                                                                        << " threads=" << t;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(MixedPrecision, BadSettingsAreOneLineErrors) {
   EXPECT_THROW_MSG(train::parse_config(with_train(kMlp, "precision = \"fp8\"\n"), "test.toml"), "test.toml:");
   EXPECT_THROW_MSG(train::parse_config(with_train(kMlp, "precision = \"fp8\"\n"), "test.toml"), "expected one of fp32, bf16, fp16");
@@ -167,6 +208,12 @@ TEST(MixedPrecision, Fp16OverflowWithAFixedScaleNamesTheTensor) {
   // a fixed scale of 2^36 overflows fp16's activation gradients at once
   const std::string cfg = with_train(tiny_gpt(), "precision = \"fp16\"\nloss_scale = 68719476736\n");
   EXPECT_THROW_MSG(run_text(cfg, options(2, 2, 0)), "fp16 overflow at step 1: the gradient of parameter '");
+  // anomaly detection names the op: the head's rounding of its result's gradient to fp16
+  instruments::TrainOptions o = options(2, 2, 0);
+  o.detect_anomaly = true;
+  EXPECT_THROW_MSG(run_text(cfg, o), "of 'round_to' (label ");
+  // and finds nothing in a healthy GPT (the causal mask is finite: numerics §21)
+  EXPECT_NO_THROW(run_text(tiny_gpt(), o));
 }
 
 }  // namespace
