@@ -6,6 +6,6 @@
 
 namespace bitgrad {
 inline constexpr const char* kVersion = "0.1.0";
-inline constexpr int kNumericsVersion = 3;
+inline constexpr int kNumericsVersion = 4;
 const char* git_commit();  // short commit of the build, or "unknown"
 }  // namespace bitgrad
