@@ -176,6 +176,21 @@ TEST_F(DistTrain, MixedPrecisionOnRanksGivesTheBitsOfOneProcess) {
   }
 }
 
+// --shadow f64 on ranks: rank 0 alone runs the twin on whole batches; the records are those of
+// one process, and the run's own bits are untouched.
+TEST_F(DistTrain, TheFloat64ShadowOnRanksRecordsWhatOneProcessRecords) {
+  const std::string w = dir_for("shadow");
+  io::write_file_atomic(w + "/s.toml", tiny_gpt());
+  const Result one = sh(kBin + " train s.toml --out s1 --no-progress --threads 2 --shadow f64", w);
+  ASSERT_EQ(one.code, 0) << one.err;
+  const Result r = sh(mpirun(2, "s.toml --out s2 --no-progress --threads 1 --shadow f64"), w);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(fingerprint_of(r), fingerprint_of(one));
+  const std::string m = io::read_file(w + "/s1/metrics.jsonl");
+  EXPECT_NE(m.find("\"shadow\""), std::string::npos);
+  EXPECT_EQ(io::read_file(w + "/s2/metrics.jsonl"), m);
+}
+
 // 800 samples: the epoch's last batch is one block of 32, so most ranks (rank 0 among them)
 // hold nothing in that step
 TEST_F(DistTrain, RanksWithoutSamplesInAShortBatch) {
