@@ -1,12 +1,12 @@
 # The README's two commands:
 #   make demo   install dependencies, build, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
-# Other targets: build, bench, bench-dist, bench-gpt, bench-precision, contract, crosscheck, sanitize, tsan, fuzz, accuracy, clean.
+# Other targets: build, bench, bench-dist, bench-gpt, bench-precision, bench-python, contract, crosscheck, sanitize, tsan, fuzz, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test crosscheck sanitize tsan fuzz bench bench-dist bench-gpt bench-precision contract accuracy clean
+.PHONY: deps configure build demo test crosscheck sanitize tsan fuzz bench bench-dist bench-gpt bench-precision bench-python contract accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -67,6 +67,10 @@ fuzz: deps
 
 bench: build
 	@bash bench/run.sh $(BUILD)
+
+# The Python module's per-call overhead of small ops against PyTorch's (docs/benchmarks.md).
+bench-python: build
+	@PYTHONPATH=$(BUILD)/python /usr/bin/python3 bench/python_overhead.py
 
 # Data parallel (docs/distributed_bench.md): tree_allreduce against MPI_Allreduce, and the MLP's
 # training step under mpirun against one process; DIST_RANKS="2 4", DIST_ONLY=combine|train.

@@ -20,6 +20,8 @@ PKGS=(
   chromium
   # oracles and peers (tests and benchmarks only)
   libopenblas-dev libblis-openmp-dev libblis-dev libmpfr-dev libgmp-dev python3-numpy python3-torch
+  # the Python module (src/python) and its tests
+  python3-dev pybind11-dev libdlpack-dev python3-pytest
 )
 
 missing=()

@@ -13,13 +13,31 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// Two kinds a caller may want to tell apart (the Python module maps them to RuntimeError and
+// FileNotFoundError; every other Error is bad input, ValueError):
+// misuse of the autograd engine's state (a freed graph, backward of what needs no gradient, a
+// saved tensor modified in place) ...
+class StateError : public Error {
+ public:
+  explicit StateError(const std::string& what) : Error(what) {}
+};
+// ... and a file or directory the caller named that does not exist.
+class NotFoundError : public Error {
+ public:
+  explicit NotFoundError(const std::string& what) : Error(what) {}
+};
+
 namespace detail {
-template <class... Args>
-[[noreturn]] void fail(const char* where, const Args&... args) {
+template <class E, class... Args>
+[[noreturn]] void fail_as(const char* where, const Args&... args) {
   std::ostringstream os;
   os << where << ": ";
   (os << ... << args);
-  throw Error(os.str());
+  throw E(os.str());
+}
+template <class... Args>
+[[noreturn]] void fail(const char* where, const Args&... args) {
+  fail_as<Error>(where, args...);
 }
 }  // namespace detail
 
@@ -48,4 +66,9 @@ inline std::string printable_excerpt(const std::string& text, std::size_t max = 
 #define BITGRAD_CHECK(cond, where, ...)                      \
   do {                                                       \
     if (!(cond)) ::bitgrad::detail::fail(where, __VA_ARGS__); \
+  } while (0)
+// The same for misuse of the autograd engine's state (StateError).
+#define BITGRAD_CHECK_STATE(cond, where, ...)                                         \
+  do {                                                                                \
+    if (!(cond)) ::bitgrad::detail::fail_as<::bitgrad::StateError>(where, __VA_ARGS__); \
   } while (0)

@@ -13,6 +13,10 @@ namespace bitgrad {
 class Storage {
  public:
   static std::shared_ptr<Storage> allocate(std::size_t bytes);
+  // A buffer someone else owns (a NumPy array, a DLPack producer), shared without a copy: not
+  // pooled and not counted in memory::bytes_in_use; `owner` is released with the storage.
+  static std::shared_ptr<Storage> wrap(void* data, std::size_t bytes, std::shared_ptr<void> owner);
+  bool external() const { return owner_ != nullptr; }
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -29,6 +33,7 @@ class Storage {
   std::size_t bytes_;
   std::size_t capacity_;  // size class actually held
   std::uint64_t version_ = 0;
+  std::shared_ptr<void> owner_;  // wrap(): the buffer's owner
 };
 
 namespace memory {

@@ -39,8 +39,8 @@ namespace {
 using LeafSink = std::function<void(const std::shared_ptr<TensorImpl>&, const Tensor&)>;
 
 Tensor checked_seed(const Tensor& root, const Tensor& seed_in) {
-  BITGRAD_CHECK(root.defined(), "backward", "called on an undefined tensor");
-  BITGRAD_CHECK(root.requires_grad(), "backward", "the tensor does not require grad: no input of its computation has ",
+  BITGRAD_CHECK_STATE(root.defined(), "backward", "called on an undefined tensor");
+  BITGRAD_CHECK_STATE(root.requires_grad(), "backward", "the tensor does not require grad: no input of its computation has ",
                 "requires_grad set (or it was computed under no_grad)");
   BITGRAD_CHECK(is_floating(root.dtype()), "backward", "the tensor has dtype ", dtype_name(root.dtype()), "; expected f32 or f64");
   if (seed_in.defined()) {
@@ -50,7 +50,7 @@ Tensor checked_seed(const Tensor& root, const Tensor& seed_in) {
                   " but the tensor has dtype ", dtype_name(root.dtype()));
     return seed_in.detach();
   }
-  BITGRAD_CHECK(root.numel() == 1, "backward", "a tensor of shape ", root.shape().str(),
+  BITGRAD_CHECK_STATE(root.numel() == 1, "backward", "a tensor of shape ", root.shape().str(),
                 " is not a scalar: pass a seed gradient of the same shape");
   return Tensor::ones(root.shape(), root.dtype());
 }
@@ -75,7 +75,7 @@ void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafS
     Node* n = stack.back();
     stack.pop_back();
     if (n->released)
-      detail::fail("backward", "the graph through '", n->op,
+      detail::fail_as<StateError>("backward", "the graph through '", n->op,
                    "' was already freed by an earlier backward; pass retain_graph=true to the first call");
     nodes.push_back(n);
     for (int i = 0; i < n->n_inputs; ++i) {

@@ -101,7 +101,7 @@ void Node::save(int slot, const Tensor& t) {
 const Tensor& Node::saved_tensor(int slot) const {
   const Tensor& t = saved[slot];
   if (t.defined() && t.storage()->version() != saved_version[slot])
-    detail::fail(op, "a tensor saved for the backward pass was modified in place after it was saved (version ",
+    detail::fail_as<StateError>(op, "a tensor saved for the backward pass was modified in place after it was saved (version ",
                  saved_version[slot], ", now ", t.storage()->version(), "); clone it before modifying it");
   return t;
 }

@@ -9,7 +9,7 @@ void run_backward(const Tensor& root, const Tensor& seed, bool retain_graph);
 
 Tensor& Tensor::set_requires_grad(bool on) {
   autograd::AutogradMeta* m = autograd::meta_if(*this);
-  BITGRAD_CHECK(!(m && m->grad_fn), "set_requires_grad", "only leaf tensors can change requires_grad; this one is the output of '",
+  BITGRAD_CHECK_STATE(!(m && m->grad_fn), "set_requires_grad", "only leaf tensors can change requires_grad; this one is the output of '",
                 m ? m->grad_fn->op : "", "' (use detach() for a leaf copy)");
   BITGRAD_CHECK(!on || is_floating(dtype()), "set_requires_grad", "only f32 and f64 tensors can require grad, got ",
                 dtype_name(dtype()));

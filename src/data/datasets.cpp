@@ -25,9 +25,13 @@ std::uint32_t be32(const unsigned char* b) {
 template <class Size>
 std::vector<unsigned char> read_idx_gz(const std::string& path, const char* what, std::size_t header_bytes, Size size) {
   gzFile f = gzopen(path.c_str(), "rb");
-  if (!f)
-    throw Error(std::string(what) + ": cannot open " + path + " (" + std::strerror(errno ? errno : ENOENT) +
-                "); install Debian's dataset-fashion-mnist package or set [data] path to the directory holding the files");
+  if (!f) {
+    const int err = errno ? errno : ENOENT;
+    const std::string msg = std::string(what) + ": cannot open " + path + " (" + std::strerror(err) +
+                            "); install Debian's dataset-fashion-mnist package or set [data] path to the directory holding the files";
+    if (err == ENOENT) throw NotFoundError(msg);
+    throw Error(msg);
+  }
   std::vector<unsigned char> out(header_bytes);
   std::uint64_t want = 0;
   auto read = [&](unsigned char* to, std::size_t n) -> std::size_t {
@@ -133,7 +137,12 @@ class Csv : public Dataset {
   Csv(const std::string& path, bool header, int label_column, int targets, bool allow_nonfinite)
       : path_(path), label_(label_column), targets_(targets) {
     std::ifstream f(path);
-    if (!f) throw Error("csv: cannot open " + path + " (" + std::strerror(errno ? errno : ENOENT) + ")");
+    if (!f) {
+      const int err = errno ? errno : ENOENT;
+      const std::string msg = "csv: cannot open " + path + " (" + std::strerror(err) + ")";
+      if (err == ENOENT) throw NotFoundError(msg);
+      throw Error(msg);
+    }
     std::string line;
     std::int64_t lineno = 0;
     int width = -1;

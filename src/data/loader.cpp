@@ -1,6 +1,8 @@
 // The sampler, batch assembly with augmentations, and the loader. Workers build whole batches
 // (batch g = epoch * batches_per_epoch + index) up to `prefetch` ahead; next() hands them out
 // in order. What a batch holds depends only on (dataset, options, epoch, index).
+#include <cxxabi.h>
+
 #include <condition_variable>
 #include <exception>
 #include <future>
@@ -99,6 +101,8 @@ Batch make_batch(const Dataset& ds, const LoaderOptions& o, const std::vector<st
         } else {
           ds.get(id, xr, lab, yr);
         }
+      } catch (const abi::__forced_unwind&) {
+        throw;  // a thread ended by its runtime (pthread_exit: Python's, at shutdown) must unwind
       } catch (...) {
         std::lock_guard<std::mutex> lock(err_mu);
         if (r < err_at) err = std::current_exception(), err_at = r;
@@ -197,6 +201,8 @@ void DataLoader::seek(std::int64_t epoch, std::int64_t index) {
             }
           }
           b = make_batch(*ds_, o_, *order.get(), job / bpe, job % bpe);
+        } catch (const abi::__forced_unwind&) {
+          throw;
         } catch (...) {
           err = std::current_exception();
         }

@@ -24,7 +24,12 @@ constexpr std::uintmax_t kMaxCorpusBytes = std::uintmax_t{1} << 30;
 
 std::string read_whole(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("text: cannot open " + path + " (" + std::strerror(errno ? errno : ENOENT) + ")");
+  if (!f) {
+    const int err = errno ? errno : ENOENT;
+    const std::string msg = "text: cannot open " + path + " (" + std::strerror(err) + ")";
+    if (err == ENOENT) throw NotFoundError(msg);
+    throw Error(msg);
+  }
   std::ostringstream os;
   os << f.rdbuf();
   if (f.bad()) throw Error("text: cannot read " + path);
@@ -144,7 +149,7 @@ std::vector<std::string> text_files(const std::string& path) {
   if (ec || !fs::exists(st)) {
     std::string hint = path.rfind(kFortunesDir, 0) == 0 ? "; install Debian's fortunes package (scripts/install-deps.sh does)"
                                                         : "; set [data] path to a UTF-8 text file or a directory of them";
-    throw Error("text: " + path + " does not exist" + hint);
+    throw NotFoundError("text: " + path + " does not exist" + hint);
   }
   if (fs::is_regular_file(st)) return {path};
   if (!fs::is_directory(st)) throw Error("text: " + path + " is neither a regular file nor a directory");

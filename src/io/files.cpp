@@ -14,7 +14,9 @@
 namespace bitgrad::io {
 namespace {
 [[noreturn]] void sys_fail(const std::string& what, const std::string& path) {
-  throw Error("io: " + what + " " + path + ": " + std::strerror(errno));
+  const std::string msg = "io: " + what + " " + path + ": " + std::strerror(errno);
+  if (errno == ENOENT) throw NotFoundError(msg);
+  throw Error(msg);
 }
 std::string dir_of(const std::string& path) {
   auto p = path.find_last_of('/');

@@ -68,7 +68,15 @@ std::shared_ptr<Storage> Storage::allocate(std::size_t bytes) {
   return std::shared_ptr<Storage>(new Storage(ptr, bytes, cap));
 }
 
+std::shared_ptr<Storage> Storage::wrap(void* data, std::size_t bytes, std::shared_ptr<void> owner) {
+  BITGRAD_CHECK(owner != nullptr, "storage", "wrap needs the owner of the buffer");
+  auto s = std::shared_ptr<Storage>(new Storage(data, bytes, 0));
+  s->owner_ = std::move(owner);
+  return s;
+}
+
 Storage::~Storage() {
+  if (owner_) return;  // owner_ (a member) releases the buffer after this body
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mu);
   p.in_use -= capacity_;

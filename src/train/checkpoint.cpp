@@ -107,7 +107,7 @@ std::vector<std::int64_t> list_checkpoints(const std::string& run_dir) {
 Checkpoint load_latest_checkpoint(const std::string& run_dir) {
   const std::string root = run_dir + "/checkpoints";
   const std::string latest = root + "/latest";
-  if (!io::exists(latest)) throw Error("checkpoint: " + latest + " does not exist: " + run_dir + " holds no checkpoint to resume from");
+  if (!io::exists(latest)) throw NotFoundError("checkpoint: " + latest + " does not exist: " + run_dir + " holds no checkpoint to resume from");
   std::string name = io::read_file(latest);
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
   if (name.rfind("step-", 0) != 0 || name.find('/') != std::string::npos)

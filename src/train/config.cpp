@@ -585,6 +585,8 @@ Config load_config(const std::string& path) {
   std::string text;
   try {
     text = io::read_file(path, kMaxConfigBytes);
+  } catch (const NotFoundError& e) {
+    throw NotFoundError(path + ": cannot read the configuration file (" + e.what() + ")");
   } catch (const Error& e) {
     throw Error(path + ": cannot read the configuration file (" + e.what() + ")");
   }

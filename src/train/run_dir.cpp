@@ -208,6 +208,7 @@ void RunDir::write_manifest(const std::string& json) const {
 std::string RunDir::manifest_text() const { return has("manifest.json") ? io::read_file(file("manifest.json")) : std::string(); }
 
 Json RunDir::manifest() const {
+  if (!io::exists(path_)) throw NotFoundError(who_ + ": " + path_ + " does not exist");
   if (!has("manifest.json")) throw Error(who_ + ": " + path_ + " is not a bitgrad run directory (it has no manifest.json)");
   Json m = read_json("manifest.json");
   if (!m.is_object() || !m.contains("run") || !m["run"].is_object() || !m["run"].contains("kind") || !m["run"]["kind"].is_string())
@@ -221,7 +222,7 @@ JsonLinesWriter RunDir::op_trace() const { return JsonLinesWriter(file("ops.json
 
 Json RunDir::read_json(const char* name) const {
   const std::string p = file(name);
-  if (!io::exists(p)) throw Error(who_ + ": " + p + " does not exist");
+  if (!io::exists(p)) throw NotFoundError(who_ + ": " + p + " does not exist");
   try {
     return Json::parse(io::read_file(p));
   } catch (const Json::exception& e) {
@@ -231,7 +232,7 @@ Json RunDir::read_json(const char* name) const {
 
 std::vector<Json> RunDir::read_lines(const char* name) const {
   const std::string p = file(name);
-  if (!io::exists(p)) throw Error(who_ + ": " + p + " does not exist");
+  if (!io::exists(p)) throw NotFoundError(who_ + ": " + p + " does not exist");
   return parse_lines(io::read_file(p), p);
 }
 

@@ -59,6 +59,7 @@ class Session {
   std::shared_ptr<data::Dataset> train_data_ptr() const { return train_ds_; }
   std::shared_ptr<data::Dataset> test_data_ptr() const { return test_ds_; }
   const nn::Sequential& model() const { return *model_; }
+  std::shared_ptr<nn::Sequential> model_ptr() const { return model_; }
   const optim::NamedTensors& params() const { return params_; }
   const optim::Optimizer& optimizer() const { return *opt_; }
   const optim::Schedule& schedule() const { return sched_; }

@@ -58,6 +58,9 @@ TEST(RunDir, NewRunsAndStudies) {
   EXPECT_EQ(train::RunDir::default_path(".toml", "", false), "runs/run");
   const std::string d = fresh_dir("study");
   const train::RunDir s = train::RunDir::open(d, "audit");
+  EXPECT_THROW(s.manifest(), NotFoundError);  // a path that does not exist (Python: FileNotFoundError)
+  EXPECT_THROW_MSG(s.manifest(), "does not exist");
+  io::make_dirs(d);
   EXPECT_THROW_MSG(s.manifest(), "is not a bitgrad run directory");
   s.write_study("audit.json", Json{{"all_zero", true}}, "{\"run\": {\"kind\": \"audit\"}}\n");
   EXPECT_EQ(s.manifest()["run"]["kind"], "audit");

@@ -1,0 +1,82 @@
+// Shared pieces of the Python module (docs/python.md): one init function per file, the
+// Python caller's site for op traces, and the conversions every file needs.
+#pragma once
+
+#include <pybind11/iostream.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bitgrad/bitgrad.hpp"
+#include "bitgrad/data.hpp"
+#include "bitgrad/nn.hpp"
+#include "bitgrad/optim.hpp"
+#include "bitgrad/train.hpp"
+
+namespace bitgrad::python {
+
+namespace py = pybind11;
+
+void init_errors(py::module_& m);
+void init_tensor(py::module_& m);
+void init_interop(py::module_& m, py::class_<Tensor>& cls);  // NumPy, the buffer protocol, DLPack
+void init_ops(py::module_& m);
+void init_nn(py::module_& m);
+void init_optim(py::module_& m);
+void init_data(py::module_& m);
+void init_train(py::module_& m);
+void init_instruments(py::module_& m);
+
+// Where the Python code that called an op is (file and line), for op traces and anomaly
+// reports; looked up only while an op hook is installed. Call with the GIL held.
+CallSite py_site();
+
+// Runs f with the GIL released (the kernels): Python threads go on meanwhile, and the loader's
+// threads may call a Python dataset.
+template <class F>
+auto nogil(F&& f) {
+  py::gil_scoped_release release;
+  return f();
+}
+
+// A shared_ptr whose deleter releases the GIL while it runs: for what joins threads that may be
+// waiting for the GIL (the loader's workers calling a Python dataset).
+template <class T>
+std::shared_ptr<T> without_gil_on_delete(T* p) {
+  return std::shared_ptr<T>(p, [](T* q) {
+    if (PyGILState_Check()) {
+      py::gil_scoped_release release;
+      delete q;
+    } else {
+      delete q;
+    }
+  });
+}
+
+// A configuration argument: a bitgrad.Config, a file path or a dict (bitgrad/_config.py).
+inline train::Config to_config(const py::object& c) {
+  if (py::isinstance<train::Config>(c)) return c.cast<train::Config>();
+  return py::module_::import("bitgrad._config").attr("load")(c).cast<train::Config>();
+}
+
+// Where a call's C++ text output goes: Python's sys.stdout (written under the GIL), or nowhere.
+struct Output {
+  explicit Output(bool quiet) : buf(py::module_::import("sys").attr("stdout")), os(quiet ? nullptr : &buf) {}
+  py::detail::pythonbuf buf;
+  std::ostream os;
+};
+
+// A Python axis argument: None (every axis), an int or a sequence of ints.
+std::optional<std::vector<int>> axes_arg(const py::object& axis);
+// A shape given as ints or as one sequence: f(2, 3) or f((2, 3)).
+std::vector<std::int64_t> shape_arg(const py::args& args, const char* op);
+Shape to_shape(const std::vector<std::int64_t>& dims, const char* op);
+// An undefined tensor becomes None.
+py::object tensor_or_none(const Tensor& t);
+// What a tensor argument may also be: a Python number (a 0-d tensor of `like`'s dtype).
+Tensor as_tensor(const py::handle& h, const char* op);
+
+}  // namespace bitgrad::python

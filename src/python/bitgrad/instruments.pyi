@@ -1,0 +1,57 @@
+# Type stub of bitgrad.instruments (src/python/instruments.cpp): what reads and compares runs.
+from typing import Any, Optional, Sequence, TypedDict
+
+from . import _ConfigLike
+
+class _DiffResult(TypedDict):
+    identical: bool
+    text: str
+
+class _ReportResult(TypedDict):
+    runs: int
+    plots: int
+    path: str
+
+class _SampleResult(TypedDict):
+    text: str
+    tokens: list[int]
+    step: int
+
+def diff(run_a: str, run_b: str, *, replay: bool = True, quiet: bool = False) -> _DiffResult: ...
+
+# audit.json parsed, with "identical" (bool) and "out_dir" (str) added
+def audit(
+    config: _ConfigLike,
+    *,
+    threads: Sequence[int] = [1],
+    workers: Sequence[int] = [0],
+    accumulate: Sequence[int] = [1],
+    steps: Optional[int] = None,
+    runs: int = 0,
+    out: str = "",
+    quiet: bool = False,
+) -> dict[str, Any]: ...
+
+# sensitivity.json parsed, with "out_dir" (str) added
+def sensitivity(
+    config: _ConfigLike,
+    *,
+    members: int = 4,
+    steps: Optional[int] = None,
+    threads: int = 0,
+    out: str = "",
+    quiet: bool = False,
+) -> dict[str, Any]: ...
+def report(runs: Sequence[str], out_html: str, *, replace_any: bool = False) -> _ReportResult: ...
+def sample(
+    run_dir: str,
+    *,
+    prompt: str = "\n",
+    tokens: int = 200,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    seed: int = 0,
+    threads: int = 0,
+) -> _SampleResult: ...
+def machine_manifest() -> dict[str, Any]: ...
+def read_metrics(run_dir: str) -> list[dict[str, Any]]: ...

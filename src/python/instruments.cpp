@@ -1,0 +1,126 @@
+// bitgrad.instruments: diff, audit, sensitivity, report and sample as functions that return
+// their findings as Python objects (the JSON files they write, parsed), printing the CLI's text
+// unless quiet.
+#include "bitgrad/instruments.hpp"
+#include "bitgrad/io.hpp"
+#include "python/bind.hpp"
+#include "train/run_dir.hpp"
+
+namespace bitgrad::python {
+namespace {
+
+py::object parse_json(const std::string& path) {
+  const std::string text = io::read_file(path);
+  return py::module_::import("json").attr("loads")(py::str(text));
+}
+
+}  // namespace
+
+void init_instruments(py::module_& top) {
+  py::module_ m = top.def_submodule("instruments", "What reads and compares runs (docs/cli.md): diff, audit, sensitivity, report, sample.");
+
+  m.def("diff", [](const std::string& a, const std::string& b, bool replay, bool quiet) {
+    instruments::DiffOptions o;
+    o.replay = replay;
+    std::ostringstream text;
+    const int rc = nogil([&] { return instruments::diff(a, b, o, text); });
+    if (!quiet) py::print(text.str(), py::arg("end") = "");
+    py::dict d;
+    d["identical"] = rc == 0;
+    d["text"] = text.str();
+    return d;
+  }, py::arg("run_a"), py::arg("run_b"), py::kw_only(), py::arg("replay") = true, py::arg("quiet") = false,
+        "Compares two run directories: {'identical': bool, 'text': the report (the first step, tensor and op that differ, "
+        "and the replayed difference)}. An error for what cannot be compared.");
+
+  m.def("audit", [](const py::object& config, const std::vector<int>& threads, const std::vector<int>& workers,
+                    const std::vector<std::int64_t>& accumulate, std::optional<std::int64_t> steps, int runs, std::string out, bool quiet) {
+    const train::Config cfg = to_config(config);
+    instruments::AuditOptions o;
+    o.threads = threads;
+    o.workers = workers;
+    o.accumulate = accumulate;
+    if (steps) o.steps = *steps;
+    o.runs = runs;
+    if (out.empty()) out = train::RunDir::default_path(cfg.file, "audit-", false);
+    o.out = out;
+    o.command = "bitgrad.instruments.audit (Python)";
+    Output output(quiet);
+    const int rc = nogil([&] { return instruments::audit(cfg, o, output.os); });
+    output.os.flush();
+    py::dict d = parse_json(out + "/audit.json");
+    d["identical"] = rc == 0;
+    d["out_dir"] = out;
+    return d;
+  }, py::arg("config"), py::kw_only(), py::arg("threads") = std::vector<int>{1}, py::arg("workers") = std::vector<int>{0},
+        py::arg("accumulate") = std::vector<std::int64_t>{1}, py::arg("steps") = py::none(), py::arg("runs") = 0, py::arg("out") = "",
+        py::arg("quiet") = false,
+        "Trains the configuration under each combination of threads, workers and accumulate; returns audit.json (the pairwise "
+        "difference matrices) with 'identical' and 'out_dir'.");
+
+  m.def("sensitivity", [](const py::object& config, int members, std::optional<std::int64_t> steps, int threads, std::string out, bool quiet) {
+    const train::Config cfg = to_config(config);
+    instruments::SensitivityOptions o;
+    o.members = members;
+    if (steps) o.steps = *steps;
+    o.threads = threads;
+    if (out.empty()) out = train::RunDir::default_path(cfg.file, "sensitivity-", false);
+    o.out = out;
+    o.command = "bitgrad.instruments.sensitivity (Python)";
+    Output output(quiet);
+    nogil([&] { instruments::sensitivity(cfg, o, output.os); });
+    output.os.flush();
+    py::dict d = parse_json(out + "/sensitivity.json");
+    d["out_dir"] = out;
+    return d;
+  }, py::arg("config"), py::kw_only(), py::arg("members") = 4, py::arg("steps") = py::none(), py::arg("threads") = 0, py::arg("out") = "",
+        py::arg("quiet") = false,
+        "The canonical run beside runs with perturbed reduction orders; returns sensitivity.json (per-step loss spread and "
+        "parameter distance, growth rate, accuracy spread).");
+
+  m.def("report", [](const std::vector<std::string>& runs, const std::string& out_html, bool replace_any) {
+    const instruments::ReportSummary s = nogil([&] { return instruments::write_report(runs, out_html, replace_any); });
+    py::dict d;
+    d["runs"] = s.runs;
+    d["plots"] = s.plots;
+    d["path"] = out_html;
+    return d;
+  }, py::arg("runs"), py::arg("out_html"), py::kw_only(), py::arg("replace_any") = false,
+        "One self-contained HTML page of run directories; returns {'runs', 'plots', 'path'}.");
+
+  m.def("sample", [](const std::string& run_dir, const std::string& prompt, std::int64_t tokens, double temperature, std::int64_t top_k,
+                     std::uint64_t seed, int threads) {
+    instruments::SampleOptions o;
+    o.prompt = prompt;
+    o.tokens = tokens;
+    o.temperature = temperature;
+    o.top_k = top_k;
+    o.seed = seed;
+    o.threads = threads;
+    const instruments::SampleResult r = nogil([&] { return instruments::sample(run_dir, o); });
+    py::dict d;
+    d["text"] = r.text;
+    d["tokens"] = r.tokens;
+    d["step"] = r.step;
+    return d;
+  }, py::arg("run_dir"), py::kw_only(), py::arg("prompt") = "\n", py::arg("tokens") = 200, py::arg("temperature") = 1.0, py::arg("top_k") = 0,
+        py::arg("seed") = 0, py::arg("threads") = 0, "Text from a trained language model: a function of (run, prompt, tokens, temperature, top_k, seed).");
+
+  m.def("machine_manifest", [] { return py::module_::import("json").attr("loads")(instruments::machine_manifest_json()); },
+        "What `bitgrad env` prints: version, numerics, compiler, CPU, code path, environment.");
+  m.def("read_metrics", [](const std::string& run_dir) {
+    const std::string text = io::read_file(run_dir + "/metrics.jsonl");
+    py::list out;
+    py::object loads = py::module_::import("json").attr("loads");
+    std::size_t at = 0;
+    while (at < text.size()) {
+      std::size_t nl = text.find('\n', at);
+      if (nl == std::string::npos) nl = text.size();
+      if (nl > at) out.append(loads(py::str(text.substr(at, nl - at))));
+      at = nl + 1;
+    }
+    return out;
+  }, py::arg("run_dir"), "The records of a run's metrics.jsonl, in order.");
+}
+
+}  // namespace bitgrad::python

@@ -1,0 +1,259 @@
+// The functional ops of bitgrad/ops.hpp as bitgrad.<op>: each takes the Python caller's site
+// (op traces, anomaly reports) and runs with the GIL released.
+#include <pybind11/functional.h>
+
+#include "python/bind.hpp"
+
+namespace bitgrad::python {
+namespace {
+
+Reduction parse_reduction(const std::string& r) {
+  if (r == "mean") return Reduction::mean;
+  if (r == "sum") return Reduction::sum;
+  if (r == "none") return Reduction::none;
+  detail::fail("loss", "reduction is '", r, "'; expected one of mean, sum, none");
+}
+
+Tensor opt_tensor(const std::optional<Tensor>& t) { return t ? *t : Tensor(); }
+
+}  // namespace
+
+void init_ops(py::module_& m) {
+  using TT = Tensor (*)(const Tensor&, const Tensor&, CallSite);
+  using TS = Tensor (*)(const Tensor&, double, CallSite);
+  using T1 = Tensor (*)(const Tensor&, CallSite);
+  auto tt = [&m](const char* name, TT f, const char* doc) {
+    m.def(name, [f](const Tensor& a, const Tensor& b) {
+      const CallSite site = py_site();
+      return nogil([&] { return f(a, b, site); });
+    }, py::arg("a"), py::arg("b"), doc);
+  };
+  auto ts = [&m](const char* name, TS f) {
+    m.def(name, [f](const Tensor& a, double s) {
+      const CallSite site = py_site();
+      return nogil([&] { return f(a, s, site); });
+    }, py::arg("a"), py::arg("b"));
+  };
+  auto t1 = [&m](const char* name, T1 f, const char* doc) {
+    m.def(name, [f](const Tensor& x) {
+      const CallSite site = py_site();
+      return nogil([&] { return f(x, site); });
+    }, py::arg("x"), doc);
+  };
+  tt("add", &add, "a + b, broadcasting as NumPy does.");
+  ts("add", &add);
+  tt("sub", &sub, "a - b.");
+  ts("sub", &sub);
+  tt("mul", &mul, "a * b.");
+  ts("mul", &mul);
+  tt("div", &div, "a / b.");
+  ts("div", &div);
+  tt("pow", &pow, "a ** b.");
+  ts("pow", &pow);
+  tt("maximum", &maximum, "Elementwise maximum (NaN-propagating; ties split the gradient).");
+  tt("minimum", &minimum, "Elementwise minimum.");
+  t1("neg", &neg, "-x.");
+  t1("exp", &exp, "e^x (bitgrad's own exp, numerics.md).");
+  t1("log", &log, "Natural logarithm.");
+  t1("sqrt", &sqrt, "Square root.");
+  t1("tanh", &tanh, "Hyperbolic tangent.");
+  t1("sigmoid", &sigmoid, "1 / (1 + e^-x).");
+  t1("relu", &relu, "max(x, 0).");
+  t1("gelu", &gelu, "Exact (erf) GELU.");
+  t1("contiguous", &contiguous, "A contiguous tensor with x's values (x itself when it is).");
+  t1("norm", &norm, "L2 norm of all elements (numerics.md: sum of squares by the axis rules).");
+  m.def("clamp", [](const Tensor& x, double lo, double hi) {
+    const CallSite site = py_site();
+    return nogil([&] { return clamp(x, lo, hi, site); });
+  }, py::arg("x"), py::arg("min"), py::arg("max"));
+  m.def("where", [](const Tensor& cond, const Tensor& a, const Tensor& b) {
+    const CallSite site = py_site();
+    return nogil([&] { return where(cond, a, b, site); });
+  }, py::arg("cond"), py::arg("a"), py::arg("b"), "a where cond is nonzero, else b (broadcasting).");
+
+  // reductions
+  m.def("sum", [](const Tensor& x, py::object axis, bool keepdim) {
+    const auto axes = axes_arg(axis);
+    const CallSite site = py_site();
+    return nogil([&] { return axes ? sum(x, *axes, keepdim, site) : sum(x, site); });
+  }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdim") = false, "Sum in the canonical order (numerics.md, reductions).");
+  m.def("mean", [](const Tensor& x, py::object axis, bool keepdim) {
+    const auto axes = axes_arg(axis);
+    const CallSite site = py_site();
+    return nogil([&] { return axes ? mean(x, *axes, keepdim, site) : mean(x, site); });
+  }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdim") = false);
+  m.def("max", [](const Tensor& x, std::optional<int> axis, bool keepdim) {
+    const CallSite site = py_site();
+    return nogil([&] { return axis ? max(x, *axis, keepdim, site) : max(x, site); });
+  }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdim") = false);
+  m.def("min", [](const Tensor& x, std::optional<int> axis, bool keepdim) {
+    const CallSite site = py_site();
+    return nogil([&] { return axis ? min(x, *axis, keepdim, site) : min(x, site); });
+  }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdim") = false);
+  m.def("argmax", [](const Tensor& x, int axis, bool keepdim) {
+    const CallSite site = py_site();
+    return nogil([&] { return argmax(x, axis, keepdim, site); });
+  }, py::arg("x"), py::arg("axis"), py::arg("keepdim") = false, "int64 index of the first maximum.");
+  m.def("argmin", [](const Tensor& x, int axis, bool keepdim) {
+    const CallSite site = py_site();
+    return nogil([&] { return argmin(x, axis, keepdim, site); });
+  }, py::arg("x"), py::arg("axis"), py::arg("keepdim") = false);
+
+  // shape
+  m.def("reshape", [](const Tensor& x, const std::vector<std::int64_t>& shape) {
+    const CallSite site = py_site();
+    return nogil([&] { return reshape_infer(x, shape, site); });
+  }, py::arg("x"), py::arg("shape"), "One dimension may be -1.");
+  m.def("flatten", [](const Tensor& x, int start, int end) {
+    const CallSite site = py_site();
+    return nogil([&] { return flatten(x, start, end, site); });
+  }, py::arg("x"), py::arg("start_dim") = 0, py::arg("end_dim") = -1);
+  m.def("permute", [](const Tensor& x, const std::vector<int>& dims) {
+    const CallSite site = py_site();
+    return nogil([&] { return permute(x, dims, site); });
+  }, py::arg("x"), py::arg("dims"));
+  m.def("transpose", [](const Tensor& x, int a, int b) {
+    const CallSite site = py_site();
+    return nogil([&] { return transpose(x, a, b, site); });
+  }, py::arg("x"), py::arg("dim0"), py::arg("dim1"));
+  m.def("expand", [](const Tensor& x, const std::vector<std::int64_t>& shape) {
+    const Shape s = to_shape(shape, "expand");
+    const CallSite site = py_site();
+    return nogil([&] { return expand(x, s, site); });
+  }, py::arg("x"), py::arg("shape"), "A broadcast view.");
+  m.def("slice", [](const Tensor& x, int axis, std::int64_t start, std::int64_t end, std::int64_t step) {
+    const CallSite site = py_site();
+    return nogil([&] { return slice(x, axis, start, end, step, site); });
+  }, py::arg("x"), py::arg("axis"), py::arg("start"), py::arg("end"), py::arg("step") = 1);
+  m.def("concat", [](const std::vector<Tensor>& xs, int axis) {
+    const CallSite site = py_site();
+    return nogil([&] { return concat(xs, axis, site); });
+  }, py::arg("tensors"), py::arg("axis") = 0);
+  m.def("cat", [](const std::vector<Tensor>& xs, int axis) {
+    const CallSite site = py_site();
+    return nogil([&] { return concat(xs, axis, site); });
+  }, py::arg("tensors"), py::arg("axis") = 0, "As concat.");
+  m.def("index_select", [](const Tensor& x, int axis, const Tensor& index) {
+    const CallSite site = py_site();
+    return nogil([&] { return index_select(x, axis, index, site); });
+  }, py::arg("x"), py::arg("axis"), py::arg("index"));
+  m.def("gather", [](const Tensor& x, int axis, const Tensor& index) {
+    const CallSite site = py_site();
+    return nogil([&] { return gather(x, axis, index, site); });
+  }, py::arg("x"), py::arg("axis"), py::arg("index"), "torch.gather semantics.");
+
+  // linear algebra and neural-network ops
+  m.def("matmul", [](const Tensor& a, const Tensor& b) {
+    const CallSite site = py_site();
+    return nogil([&] { return matmul(a, b, site); });
+  }, py::arg("a"), py::arg("b"), "1-d and 2-d as NumPy; N-d operands are batches of matrices.");
+  m.def("linear", [](const Tensor& x, const Tensor& w, const std::optional<Tensor>& b) {
+    const CallSite site = py_site();
+    return nogil([&] { return linear(x, w, opt_tensor(b), site); });
+  }, py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), "x weightᵀ + bias; weight [out, in].");
+  m.def("conv2d", [](const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, int stride, int padding) {
+    const CallSite site = py_site();
+    return nogil([&] { return conv2d(x, w, opt_tensor(b), stride, padding, site); });
+  }, py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1, py::arg("padding") = 0,
+        "x [N, C, H, W], weight [OC, C, KH, KW] -> [N, OC, OH, OW].");
+  m.def("max_pool2d", [](const Tensor& x, int kernel, int stride) {
+    const CallSite site = py_site();
+    return nogil([&] { return max_pool2d(x, kernel, stride, site); });
+  }, py::arg("x"), py::arg("kernel_size"), py::arg("stride") = 0, "stride 0: the kernel size; no padding.");
+  m.def("avg_pool2d", [](const Tensor& x, int kernel, int stride) {
+    const CallSite site = py_site();
+    return nogil([&] { return avg_pool2d(x, kernel, stride, site); });
+  }, py::arg("x"), py::arg("kernel_size"), py::arg("stride") = 0);
+  m.def("layer_norm", [](const Tensor& x, const std::optional<Tensor>& g, const std::optional<Tensor>& b, double eps) {
+    const CallSite site = py_site();
+    return nogil([&] { return layer_norm(x, opt_tensor(g), opt_tensor(b), eps, site); });
+  }, py::arg("x"), py::arg("weight") = py::none(), py::arg("bias") = py::none(), py::arg("eps") = 1e-5,
+        "Normalises over the last dimension.");
+  m.def("dropout", [](const Tensor& x, double p, std::uint64_t seed, std::uint64_t stream, std::uint64_t first_index) {
+    const CallSite site = py_site();
+    const rng::Stream s = rng::Stream(seed, "dropout").sub(stream);
+    return nogil([&] { return dropout(x, p, s, first_index, false, site); });
+  }, py::arg("x"), py::arg("p"), py::kw_only(), py::arg("seed"), py::arg("stream") = 0, py::arg("first_index") = 0,
+        "Inverted dropout: element k is kept (scaled by 1/(1-p)) when uniform(first_index + k) of the Philox stream "
+        "(seed, 'dropout').sub(stream) is >= p. A pure function of its arguments.");
+  m.def("round_to", [](const Tensor& x, const std::string& precision, std::optional<std::uint64_t> seed, std::uint64_t first_index) {
+    const Precision p = parse_precision(precision);
+    const CallSite site = py_site();
+    std::optional<rng::Stream> s;
+    if (seed) s.emplace(*seed, "round");
+    return nogil([&] { return round_to(x, p, s ? &*s : nullptr, first_index, true, site); });
+  }, py::arg("x"), py::arg("precision"), py::kw_only(), py::arg("seed") = py::none(), py::arg("first_index") = 0,
+        "Every element rounded to 'bf16' or 'fp16' values (kept in x's dtype): to nearest, or stochastically from the stream "
+        "(seed, 'round') when seed is given (numerics.md §24).");
+  m.def("embedding", [](const Tensor& w, const Tensor& idx) {
+    const CallSite site = py_site();
+    return nogil([&] { return embedding(w, idx, site); });
+  }, py::arg("weight"), py::arg("indices"), "weight [num, dim], int64 indices [..] -> [.., dim].");
+  m.def("softmax", [](const Tensor& x, int axis) {
+    const CallSite site = py_site();
+    return nogil([&] { return softmax(x, axis, site); });
+  }, py::arg("x"), py::arg("axis") = -1);
+  m.def("log_softmax", [](const Tensor& x, int axis) {
+    const CallSite site = py_site();
+    return nogil([&] { return log_softmax(x, axis, site); });
+  }, py::arg("x"), py::arg("axis") = -1);
+  m.def("cross_entropy", [](const Tensor& logits, const Tensor& targets, const std::string& reduction) {
+    const Reduction r = parse_reduction(reduction);
+    const CallSite site = py_site();
+    return nogil([&] { return cross_entropy(logits, targets, r, site); });
+  }, py::arg("logits"), py::arg("targets"), py::arg("reduction") = "mean",
+        "logits [N, C] (or [N, T, C]), int64 targets [N] (or [N, T]); reduction 'mean', 'sum' or 'none'.");
+  m.def("mse_loss", [](const Tensor& input, const Tensor& target, const std::string& reduction) {
+    const Reduction r = parse_reduction(reduction);
+    const CallSite site = py_site();
+    return nogil([&] { return mse_loss(input, target, r, site); });
+  }, py::arg("input"), py::arg("target"), py::arg("reduction") = "mean");
+  m.def("checkpoint", [](std::function<Tensor(const Tensor&)> fn, const Tensor& x, const std::vector<Tensor>& params) {
+    const CallSite site = py_site();
+    return nogil([&] { return checkpoint(std::move(fn), x, params, site); });
+  }, py::arg("fn"), py::arg("x"), py::arg("params") = std::vector<Tensor>{},
+        "fn(x) without keeping its intermediates: the backward runs fn again (contract T9). Every tensor inside fn that "
+        "requires grad must be x or in params.");
+
+  // autograd helpers
+  m.def("grad", [](const Tensor& root, const std::vector<Tensor>& inputs, const std::optional<Tensor>& seed, bool retain_graph) {
+    const std::vector<Tensor> g = nogil([&] { return autograd::grad(root, opt_tensor(seed), inputs, retain_graph); });
+    py::list out;
+    for (const Tensor& t : g) out.append(tensor_or_none(t));
+    return out;
+  }, py::arg("output"), py::arg("inputs"), py::arg("grad_output") = py::none(), py::arg("retain_graph") = false,
+        "Gradients of output with respect to inputs (None where none arrives), without touching any .grad.");
+  m.def("gradcheck", [](std::function<Tensor(const std::vector<Tensor>&)> f, const std::vector<Tensor>& inputs, double eps, double atol,
+                        double rtol) {
+    GradcheckOptions o;
+    o.eps = eps;
+    o.atol = atol;
+    o.rtol = rtol;
+    const GradcheckResult r = nogil([&] { return gradcheck(f, inputs, o); });
+    py::dict d;
+    d["ok"] = r.ok;
+    d["message"] = r.message;
+    d["max_abs_error"] = r.max_abs_error;
+    d["checked"] = r.checked;
+    return d;
+  }, py::arg("fn"), py::arg("inputs"), py::arg("eps") = 1e-6, py::arg("atol") = 1e-6, py::arg("rtol") = 1e-5,
+        "bitgrad's finite-difference check in float64: fn takes the list of inputs and returns a tensor.");
+  m.def("fingerprint", [](const py::object& obj) {
+    std::vector<Tensor> ts;
+    if (py::isinstance<Tensor>(obj)) ts.push_back(obj.cast<Tensor>());
+    else if (py::isinstance<py::dict>(obj))
+      for (auto item : obj.cast<py::dict>()) ts.push_back(item.second.cast<Tensor>());
+    else if (py::hasattr(obj, "parameters") && !py::isinstance<py::list>(obj))
+      ts = obj.attr("parameters")().cast<std::vector<Tensor>>();
+    else
+      for (const py::handle h : obj) {
+        if (py::isinstance<py::tuple>(h) && py::len(h) == 2) ts.push_back(h.cast<py::tuple>()[1].cast<Tensor>());
+        else ts.push_back(h.cast<Tensor>());
+      }
+    return nogil([&] { return fingerprint(ts).hex(); });
+  }, py::arg("tensors"),
+        "XXH3-128 (hex) of tensors' dtypes, shapes and bytes, in order: a Tensor, a list of tensors or (name, tensor) pairs, a "
+        "dict (a state_dict) or a module (its parameters).");
+}
+
+}  // namespace bitgrad::python
