@@ -21,6 +21,18 @@ def median_us(stmt, env):
     return statistics.median(t) / NUMBER * 1e6
 
 
+def cpu_line():
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                fields.setdefault(k.strip(), v.strip())
+    except OSError:
+        pass
+    return "%s (family %s, model %s)" % (fields.get("model name", bg.cpu_model()), fields.get("cpu family", "?"), fields.get("model", "?"))
+
+
 def main():
     try:
         import torch
@@ -44,7 +56,7 @@ def main():
     if torch:
         env.update(torch=torch, ta=torch.ones(1), tb=torch.ones(1), tg=torch.ones(1, requires_grad=True))
     print("cpu: %s; bitgrad %s (%s); torch %s; %d x %d calls, median" % (
-        bg.cpu_model(), bg.__version__, bg.get_isa(), torch.__version__ if torch else "absent", REPEAT, NUMBER))
+        cpu_line(), bg.__version__, bg.get_isa(), torch.__version__ if torch else "absent", REPEAT, NUMBER))
     print("| call | bitgrad µs | torch µs | ratio |")
     print("|---|---|---|---|")
     for name, ours, theirs in cases:

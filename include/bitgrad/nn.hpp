@@ -114,6 +114,7 @@ class ActivationLayer : public Module {
 class Dropout : public Module {
  public:
   Dropout(double p, std::uint64_t layer_id);
+  std::uint64_t layer_id() const { return id_; }
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override { return in; }
   std::string describe() const override;

@@ -21,6 +21,9 @@ namespace bitgrad::python {
 namespace py = pybind11;
 
 void init_errors(py::module_& m);
+// Sets the Python exception bitgrad's translator would raise for p (for C callbacks, which
+// must not throw: the buffer protocol).
+void set_python_error(std::exception_ptr p);
 void init_tensor(py::module_& m);
 void init_interop(py::module_& m, py::class_<Tensor>& cls);  // NumPy, the buffer protocol, DLPack
 void init_ops(py::module_& m);

@@ -4,10 +4,30 @@
 // under the GIL, and written to its own rows).
 #include <pybind11/numpy.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "python/bind.hpp"
 
 namespace bitgrad::python {
 namespace {
+
+// Python datasets and interpreter shutdown: a loader's threads may be inside a dataset's
+// __getitem__ (with the GIL released by a sleep or I/O) when the interpreter exits, and a
+// thread that comes back for the GIL then is ended by the interpreter. So at exit (atexit)
+// no new call starts, and the calls under way are waited for.
+std::atomic<bool> g_closing{false};
+std::atomic<int> g_in_flight{0};
+struct InFlight {
+  InFlight() { ++g_in_flight; }
+  ~InFlight() { --g_in_flight; }
+};
+void close_python_datasets() {
+  g_closing = true;
+  py::gil_scoped_release release;
+  for (int i = 0; i < 10000 && g_in_flight.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
 
 // A dataset written in Python: any object with __len__ and __getitem__(i) -> (x, y), x array-like
 // of sample_shape (converted to float32), y an int label (classification) or array-like of
@@ -34,7 +54,8 @@ class PythonDataset : public data::Dataset {
   }
   void get(std::int64_t i, float* x, std::int64_t* label, float* y) const override {
     // a loader thread building ahead while the interpreter shuts down: nobody reads the batch
-    if (_Py_IsFinalizing()) throw Error("dataset " + name_ + ": the Python interpreter is shutting down");
+    const InFlight in_flight;
+    if (g_closing || _Py_IsFinalizing()) throw Error("dataset " + name_ + ": the Python interpreter is shutting down");
     py::gil_scoped_acquire gil;
     try {
       py::object item = (*obj_)[py::int_(i)];
@@ -85,6 +106,7 @@ py::object batch_y(const data::Batch& b) { return py::cast(b.y); }
 
 void init_data(py::module_& top) {
   py::module_ m = top.def_submodule("data", "Datasets and the deterministic worker loader.");
+  py::module_::import("atexit").attr("register")(py::cpp_function(&close_python_datasets));
 
   py::class_<data::Dataset, std::shared_ptr<data::Dataset>>(m, "Dataset", "A dataset: samples by id.")
       .def("__len__", &data::Dataset::size)

@@ -6,6 +6,31 @@
 #include "python/bind.hpp"
 
 namespace bitgrad::python {
+namespace {
+struct Classes {
+  PyObject *input = nullptr, *state = nullptr, *not_found = nullptr, *interrupted = nullptr, *base = nullptr;
+} g_classes;
+}  // namespace
+
+void set_python_error(std::exception_ptr p) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const train::Interrupted& e) {
+    PyErr_SetString(g_classes.interrupted, e.what());
+  } catch (const StateError& e) {
+    PyErr_SetString(g_classes.state, e.what());
+  } catch (const NotFoundError& e) {
+    PyErr_SetString(g_classes.not_found, e.what());
+  } catch (const Error& e) {
+    PyErr_SetString(g_classes.input, e.what());
+  } catch (const py::error_already_set& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "bitgrad: unknown C++ exception");
+  }
+}
 
 void init_errors(py::module_& m) {
   static py::exception<Error> base(m, "Error", PyExc_Exception);
@@ -24,8 +49,13 @@ void init_errors(py::module_& m) {
                                           "modified in place (also a RuntimeError).");
   static py::object not_found = derived("NotFoundError", PyExc_FileNotFoundError,
                                         "A file or directory that does not exist (also a FileNotFoundError).");
-  static py::object interrupted = derived("Interrupted", PyExc_KeyboardInterrupt,
-                                          "Training stopped by a signal after writing a checkpoint; the message says how to resume.");
+  // not a bitgrad.Error (an Exception): `except Exception` must not swallow a Ctrl-C
+  static py::object interrupted = py::reinterpret_steal<py::object>(PyErr_NewExceptionWithDoc(
+      "bitgrad.Interrupted", "Training stopped by a signal after writing a checkpoint (a KeyboardInterrupt); continue with "
+      "bitgrad.train(config, resume=out_dir).", PyExc_KeyboardInterrupt, nullptr));
+  if (!interrupted) throw py::error_already_set();
+  m.attr("Interrupted") = interrupted;
+  g_classes = {input_error.ptr(), state_error.ptr(), not_found.ptr(), interrupted.ptr(), base.ptr()};
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -3,6 +3,7 @@
 // which NumPy 1.24 and PyTorch 1.13 speak). A buffer shared with another library keeps its
 // owner alive (a NumPy array, a DLPack producer) and is released with the GIL taken.
 #include <dlpack/dlpack.h>
+#include <cstring>
 #include <pybind11/numpy.h>
 
 #include "python/bind.hpp"
@@ -230,6 +231,50 @@ Tensor from_dlpack(const py::object& obj) {
   return wrap(base, dtype, shape, strides, std::move(owner));
 }
 
+// What a Py_buffer of a tensor points to: its shape and strides in bytes, and the tensor.
+struct BufferView {
+  Tensor t;
+  std::vector<Py_ssize_t> shape, strides;
+};
+
+extern "C" int get_buffer(PyObject* obj, Py_buffer* view, int flags) {
+  try {
+    const Tensor& t = py::handle(obj).cast<const Tensor&>();
+    check_exportable(t, "numpy");
+    const char* fmt = buffer_format(t.dtype());
+    BITGRAD_CHECK(fmt != nullptr, "buffer", "the buffer protocol has no bfloat16; convert first: t.to(bitgrad.float32)");
+    const Py_ssize_t size = static_cast<Py_ssize_t>(dtype_size(t.dtype()));
+    auto* b = new BufferView{t, {}, {}};
+    for (int i = 0; i < t.ndim(); ++i) {
+      b->shape.push_back(t.dim(i));
+      b->strides.push_back(t.strides()[i] * size);
+    }
+    if ((flags & PyBUF_STRIDES) != PyBUF_STRIDES && !t.is_contiguous()) {
+      delete b;
+      PyErr_SetString(PyExc_BufferError, "buffer: the tensor is strided and the consumer asked for a contiguous buffer");
+      return -1;
+    }
+    std::memset(view, 0, sizeof(Py_buffer));
+    view->obj = obj;
+    Py_INCREF(obj);
+    view->buf = first_element(t);
+    view->itemsize = size;
+    view->len = size * t.numel();
+    view->readonly = 0;
+    view->ndim = t.ndim();
+    view->format = (flags & PyBUF_FORMAT) == PyBUF_FORMAT ? const_cast<char*>(fmt) : nullptr;
+    view->shape = (flags & PyBUF_ND) == PyBUF_ND ? b->shape.data() : nullptr;
+    view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? b->strides.data() : nullptr;
+    view->internal = b;
+    return 0;
+  } catch (...) {
+    set_python_error(std::current_exception());
+    return -1;
+  }
+}
+
+extern "C" void release_buffer(PyObject*, Py_buffer* view) { delete static_cast<BufferView*>(view->internal); }
+
 }  // namespace
 
 void init_interop(py::module_& m, py::class_<Tensor>& cls) {
@@ -241,18 +286,11 @@ void init_interop(py::module_& m, py::class_<Tensor>& cls) {
     if (dtype.is_none()) return a;
     return a.attr("astype")(dtype);
   }, py::arg("dtype") = py::none());
-  cls.def_buffer([](const Tensor& t) -> py::buffer_info {
-    check_exportable(t, "numpy");
-    const char* fmt = buffer_format(t.dtype());
-    BITGRAD_CHECK(fmt != nullptr, "buffer", "the buffer protocol has no bfloat16; convert first: t.to(bitgrad.float32)");
-    const py::ssize_t size = static_cast<py::ssize_t>(dtype_size(t.dtype()));
-    std::vector<py::ssize_t> shape, strides;
-    for (int i = 0; i < t.ndim(); ++i) {
-      shape.push_back(t.dim(i));
-      strides.push_back(t.strides()[i] * size);
-    }
-    return py::buffer_info(first_element(t), size, fmt, t.ndim(), shape, strides);
-  });
+  // The buffer protocol by hand: pybind11 2.10 calls a def_buffer function from C without
+  // catching, so a refusal (a tensor that requires grad, bfloat16) would end the process.
+  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  type->tp_as_buffer->bf_getbuffer = &get_buffer;
+  type->tp_as_buffer->bf_releasebuffer = &release_buffer;
   cls.def("__dlpack__", &to_dlpack, py::arg("stream") = py::none(),
           "A DLPack capsule over the same memory (no copy), for torch.from_dlpack / numpy.from_dlpack.");
   cls.def("__dlpack_device__", [](const Tensor&) { return py::make_tuple(static_cast<int>(kDLCPU), 0); });

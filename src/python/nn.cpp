@@ -139,7 +139,8 @@ void init_nn(py::module_& top) {
   py::class_<nn::Dropout, Module, std::shared_ptr<nn::Dropout>>(m, "Dropout",
                                                                  "Inverted dropout in training; masks from (ctx.seed, 'dropout')"
                                                                  ".sub(layer_id).sub(ctx.step), element ctx.row_offset * row size + k.")
-      .def(py::init<double, std::uint64_t>(), py::arg("p") = 0.5, py::arg("layer_id") = 0);
+      .def(py::init<double, std::uint64_t>(), py::arg("p") = 0.5, py::arg("layer_id") = 0)
+      .def_property_readonly("layer_id", &nn::Dropout::layer_id);
   py::class_<nn::Flatten, Module, std::shared_ptr<nn::Flatten>>(m, "Flatten", "[N, ...] -> [N, prod(...)].").def(py::init<>());
   py::class_<nn::Pool2d, Module, std::shared_ptr<nn::Pool2d>> pool(m, "_Pool2d");
   m.def("MaxPool2d", [](int k, int s) { return std::make_shared<nn::Pool2d>(true, k, s); }, py::arg("kernel_size"), py::arg("stride") = 0);
@@ -174,10 +175,19 @@ void init_nn(py::module_& top) {
   py::class_<nn::Sequential, Module, std::shared_ptr<nn::Sequential>>(m, "Sequential", "Layers applied in order.")
       .def(py::init([](const py::args& layers, std::optional<std::uint64_t> seed, const std::string& weights, const std::string& recompute) {
              auto s = std::make_shared<nn::Sequential>();
+             std::vector<std::uint64_t> dropout_ids;
              for (const py::handle h : layers) {
                if (!py::isinstance<Module>(h))
                  throw py::type_error("Sequential: expected bitgrad.nn modules, got " + std::string(py::str(py::type::of(h).attr("__name__"))));
-               s->add(h.cast<ModulePtr>());
+               ModulePtr mod = h.cast<ModulePtr>();
+               if (const auto* d = dynamic_cast<const nn::Dropout*>(mod.get())) {
+                 // the same id draws the same masks: two such layers would drop alike
+                 BITGRAD_CHECK(std::find(dropout_ids.begin(), dropout_ids.end(), d->layer_id()) == dropout_ids.end(), "Sequential",
+                               "two Dropout layers have layer_id ", d->layer_id(), " and would draw the same masks; number them "
+                               "(Dropout(p, 0), Dropout(p, 1), ... as the CLI does)");
+                 dropout_ids.push_back(d->layer_id());
+               }
+               s->add(std::move(mod));
              }
              s->set_recompute(nn::parse_recompute(recompute));
              if (seed) nn::initialize(*s, nn::parse_init(weights), *seed);

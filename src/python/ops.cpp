@@ -240,6 +240,7 @@ void init_ops(py::module_& m) {
         "bitgrad's finite-difference check in float64: fn takes the list of inputs and returns a tensor.");
   m.def("fingerprint", [](const py::object& obj) {
     std::vector<Tensor> ts;
+    if (py::hasattr(obj, "fingerprint") && !py::isinstance<Tensor>(obj)) return obj.attr("fingerprint")().cast<std::string>();
     if (py::isinstance<Tensor>(obj)) ts.push_back(obj.cast<Tensor>());
     else if (py::isinstance<py::dict>(obj))
       for (auto item : obj.cast<py::dict>()) ts.push_back(item.second.cast<Tensor>());
@@ -253,7 +254,7 @@ void init_ops(py::module_& m) {
     return nogil([&] { return fingerprint(ts).hex(); });
   }, py::arg("tensors"),
         "XXH3-128 (hex) of tensors' dtypes, shapes and bytes, in order: a Tensor, a list of tensors or (name, tensor) pairs, a "
-        "dict (a state_dict) or a module (its parameters).");
+        "dict (a state_dict) or a module (its parameters); a Session's own fingerprint (parameters, optimizer state, steps).");
 }
 
 }  // namespace bitgrad::python

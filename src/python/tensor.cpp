@@ -28,12 +28,18 @@ Tensor get_item(const Tensor& t, const py::object& index) {
   } else {
     items.push_back(index);
   }
-  int consumed = 0, ellipses = 0;
+  int consumed = 0, ellipses = 0, ints = 0, arrays = 0;
   for (const auto& it : items) {
     if (it.is(py::ellipsis())) ++ellipses;
     else if (!it.is_none()) ++consumed;
+    if (py::isinstance<py::int_>(it) && !py::isinstance<py::bool_>(it)) ++ints;
+    if (py::isinstance<py::list>(it) || py::isinstance<Tensor>(it)) ++arrays;
   }
   BITGRAD_CHECK(ellipses <= 1, "index", "at most one Ellipsis (...) in an index");
+  // NumPy moves the axes of several advanced indices (lists, and ints beside them) to the front
+  // and broadcasts them together; bitgrad does not, so it refuses rather than differ
+  BITGRAD_CHECK(arrays <= 1 && (arrays == 0 || ints == 0), "index", "one list or tensor index at a time, and not beside an integer "
+                "index (NumPy would broadcast them together); index in two steps, e.g. x[0][:, [1, 2]]");
   BITGRAD_CHECK(consumed <= t.ndim(), "index", "too many indices (", consumed, ") for a tensor of shape ", t.shape().str());
   const CallSite site = py_site();
   Tensor x = t;
@@ -58,7 +64,9 @@ Tensor get_item(const Tensor& t, const py::object& index) {
       std::int64_t i = it.cast<std::int64_t>();
       const std::int64_t orig = i;
       if (i < 0) i += size;
-      BITGRAD_CHECK(i >= 0 && i < size, "index", "index ", orig, " is out of range for axis ", axis, " of size ", size);
+      if (i < 0 || i >= size)
+        throw py::index_error("index " + std::to_string(orig) + " is out of range for axis " + std::to_string(axis) + " of size " +
+                              std::to_string(size));
       x = nogil([&] { return slice(x, axis, i, i + 1, 1, site); });
       drop_axes.push_back(axis);
       ++axis;
@@ -193,6 +201,12 @@ void init_tensor(py::module_& m) {
         return static_cast<std::int64_t>(t.item());
       })
       .def("__getitem__", &get_item)
+      .def("__iter__", [](const Tensor& t) {
+        if (t.ndim() == 0) throw py::type_error("iteration over a 0-d tensor");
+        py::list rows;
+        for (std::int64_t i = 0; i < t.dim(0); ++i) rows.append(get_item(t, py::int_(i)));
+        return py::iter(rows);
+      }, "The sub-tensors along the first axis (differentiable views).")
       .def("__setitem__", [](Tensor&, py::object, py::object) {
         throw py::type_error("bitgrad tensors do not support item assignment: build a new tensor (bitgrad.where, "
                              "bitgrad.concat), or write through .numpy() outside autograd");
@@ -323,6 +337,12 @@ void init_tensor(py::module_& m) {
       })
       .def("__pow__", binary(&pow, &pow))
       .def("pow", binary(&pow, &pow))
+      .def("__rpow__", [](const Tensor& a, const py::object& b) -> py::object {
+        if (!(py::isinstance<py::float_>(b) || py::isinstance<py::int_>(b))) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+        const Tensor base = Tensor::scalar(b.cast<double>(), a.dtype());
+        const CallSite site = py_site();
+        return py::cast(nogil([&] { return pow(base, a, site); }));
+      })
       .def("__matmul__", [](const Tensor& a, const Tensor& b) {
         const CallSite site = py_site();
         return nogil([&] { return matmul(a, b, site); });

@@ -12,7 +12,8 @@ def test_the_exception_hierarchy():
     assert issubclass(bg.InputError, bg.Error) and issubclass(bg.InputError, ValueError)
     assert issubclass(bg.AutogradError, bg.Error) and issubclass(bg.AutogradError, RuntimeError)
     assert issubclass(bg.NotFoundError, bg.Error) and issubclass(bg.NotFoundError, FileNotFoundError)
-    assert issubclass(bg.Interrupted, bg.Error) and issubclass(bg.Interrupted, KeyboardInterrupt)
+    # a Ctrl-C is not an error: `except Exception` does not swallow it
+    assert issubclass(bg.Interrupted, KeyboardInterrupt) and not issubclass(bg.Interrupted, Exception)
 
 
 @pytest.mark.parametrize("call,message", [
@@ -41,6 +42,7 @@ def test_the_exception_hierarchy():
     (lambda: bg.ones(2).to(bg.bfloat16) + 1, "bf16|bfloat16"),
     (lambda: bg.data.DataLoader(bg.data.synthetic(10, [2]), 0), "batch"),
     (lambda: bg.tensor([[1, 2], [3]]), "not a rectangular array"),
+    (lambda: bg.nn.Sequential(bg.nn.Dropout(0.1), bg.nn.Linear(2, 2), bg.nn.Dropout(0.2)), "two Dropout layers have layer_id 0"),
 ])
 def test_bad_input_is_a_value_error_naming_what_was_expected(call, message):
     with pytest.raises(bg.InputError, match=message):

@@ -62,6 +62,8 @@ def test_operators_with_numbers_and_broadcasting():
     assert (2 - a).tolist() == [[1, 0, -1]]
     assert (6 / a).tolist() == [[6, 3, 2]]
     assert (a ** 2).tolist() == [[1, 4, 9]]
+    assert (2 ** a).tolist() == [[2, 4, 8]]
+    assert bg.tensor(2.5).shape == () and bg.tensor(np.array(3)).shape == ()
     assert (-a).tolist() == [[-1, -2, -3]]
     assert (a * 0.5 + 1).tolist() == [[1.5, 2, 2.5]]
     with pytest.raises(TypeError):
@@ -87,8 +89,15 @@ def test_indexing_is_differentiable():
     np.testing.assert_array_equal(x.grad.numpy(), g)
     with pytest.raises(bg.InputError, match="negative step"):
         x[::-1]
-    with pytest.raises(bg.InputError, match="out of range"):
+    with pytest.raises(IndexError, match="out of range"):
         x[2]
+    # several advanced indices (NumPy broadcasts them together) are refused, not answered otherwise
+    with pytest.raises(bg.InputError, match="one list or tensor index"):
+        x[0, :, [1, 2]]
+    with pytest.raises(bg.InputError, match="one list or tensor index"):
+        x[[0, 1], [1, 2]]
+    assert [r.tolist() for r in bg.arange(3)] == [0, 1, 2]
+    assert [tuple(r.shape) for r in x] == [(3, 4), (3, 4)]
     with pytest.raises(bg.InputError, match="too many indices"):
         x[0, 0, 0, 0]
     with pytest.raises(TypeError, match="item assignment"):
@@ -164,6 +173,17 @@ def test_numpy_refuses_what_it_cannot_share():
     assert t.detach().numpy().tolist() == [1, 1]
     with pytest.raises(bg.InputError, match="bfloat16"):
         bg.ones(2).to(bg.bfloat16).numpy()
+    # the buffer protocol refuses the same (an exception, not the end of the process)
+    with pytest.raises(bg.AutogradError):
+        memoryview(t)
+    with pytest.raises(bg.AutogradError):
+        np.asarray(t)
+    with pytest.raises(bg.InputError, match="bfloat16"):
+        memoryview(bg.ones(2).to(bg.bfloat16))
+    with pytest.raises(bg.InputError, match="bfloat16"):
+        np.asarray(bg.ones(2).to(bg.bfloat16))
+    strided = bg.ones(4, 6)[:, ::2]
+    assert memoryview(strided).strides == (24, 8) and np.asarray(strided).ctypes.data == strided.data_ptr
 
 
 def test_dlpack_with_torch_shares_memory():

@@ -4,6 +4,7 @@ and 2 workers, also when the samples come from a Python dataset whose timing var
 import os
 import random
 import re
+import sys
 import subprocess
 import threading
 import time
@@ -206,3 +207,34 @@ def test_configuration_errors_are_value_errors_with_the_clis_message(source_dir,
         bg.Session(d)
     with pytest.raises(TypeError):
         bg.Session(42)
+
+
+EXIT_SCRIPT = """
+import sys, time
+import numpy as np
+import bitgrad as bg
+
+class Slow:
+    num_classes = 2
+    def __len__(self):
+        return 1000
+    def __getitem__(self, i):
+        time.sleep(0.002)  # releases the GIL inside the dataset
+        return np.zeros(3, np.float32), i % 2
+
+loader = bg.data.DataLoader(Slow(), 10, workers=int(sys.argv[1]), prefetch=8)
+loader.next()
+t = bg.from_numpy(np.ones(4, np.float32))
+print("leaving with the loader building ahead")
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_the_interpreter_exits_cleanly_while_a_loader_calls_a_python_dataset(tmp_path, workers):
+    script = tmp_path / "exit.py"
+    script.write_text(EXIT_SCRIPT)
+    for _ in range(3):
+        r = subprocess.run([sys.executable, str(script), str(workers)], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ))
+        assert r.returncode == 0, r.stderr
+        assert "leaving" in r.stdout

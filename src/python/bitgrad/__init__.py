@@ -51,13 +51,13 @@ def tensor(data, dtype=None, requires_grad=False):
                 target = _np.uint8
             else:
                 raise TypeError("bitgrad.tensor: dtype %s has no bitgrad dtype" % a.dtype)
-            t = from_numpy(_np.ascontiguousarray(a, dtype=target))
+            t = from_numpy(a.astype(target, order="C"))
         elif dtype == bfloat16:
-            t = from_numpy(_np.ascontiguousarray(a, dtype=_np.float32)).to(bfloat16)
+            t = from_numpy(a.astype(_np.float32, order="C")).to(bfloat16)
         else:
             if dtype not in _NUMPY_OF:
                 raise TypeError("bitgrad.tensor: dtype must be a bitgrad.dtype, got %r" % (dtype,))
-            t = from_numpy(_np.ascontiguousarray(a, dtype=_NUMPY_OF[dtype]))
+            t = from_numpy(a.astype(_NUMPY_OF[dtype], order="C"))
     if requires_grad:
         t.requires_grad = True
     return t
