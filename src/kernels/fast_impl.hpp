@@ -15,6 +15,11 @@ struct VT<float> {
   static constexpr int W = kWF;
   static V load(const float* p) { return loadf(p); }
   static V load_part(const float* p, int n, float fill) { return loadf_part(p, n, fill); }
+  // lanes [a, b) of p[lane], +0 in the others (which are not read)
+  static V load_range(const float* p, int a, int b) { return loadf_range(p, a, b); }
+  // raw moves: a NaN's bits unchanged
+  static V load_raw(const float* p) { return loadf(p); }
+  static void store_raw(float* p, V v) { storef(p, v); }
   // stores write NaNs as the canonical NaN (kernels.hpp)
   static V canon(V v) { return selectf(nanf_(v), V(canonical_nan<float>()), v); }
   static void store(float* p, V v) { storef(p, canon(v)); }
@@ -29,6 +34,9 @@ struct VT<double> {
   static constexpr int W = kWD;
   static V load(const double* p) { return ::bitgrad::kern::ISA_NS::load(p); }
   static V load_part(const double* p, int n, double fill) { return ::bitgrad::kern::ISA_NS::load_part(p, n, fill); }
+  static V load_range(const double* p, int a, int b) { return ::bitgrad::kern::ISA_NS::load_range(p, a, b); }
+  static V load_raw(const double* p) { return ::bitgrad::kern::ISA_NS::load(p); }
+  static void store_raw(double* p, V v) { ::bitgrad::kern::ISA_NS::store(p, v); }
   static V canon(V v) { return select(v != v, V(canonical_nan<double>()), v); }
   static void store(double* p, V v) { ::bitgrad::kern::ISA_NS::store(p, canon(v)); }
   static void store_part(double* p, V v, int n) { ::bitgrad::kern::ISA_NS::store_part(p, canon(v), n); }

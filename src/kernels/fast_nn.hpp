@@ -175,7 +175,91 @@ void avg_pool_grad_fast(const T* g, const PoolShape& s, T* dx) {
   by_planes(&Table<T>::avg_pool_grad, g, s.OH * s.OW, s, dx, s.H * s.W);
 }
 
-// ---- im2col -------------------------------------------------------------------------------
+// ---- im2col ----------------------------------------------------------------------------------
+// Pure data movement through raw lanes (a NaN's bits move unchanged, as in the reference):
+// n elements from src to dst, the last partial vector masked.
+inline void move_run(const float* __restrict src, float* __restrict dst, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + kWF <= n; i += kWF) storef(dst + i, loadf(src + i));
+  if (i < n) storef_part(dst + i, loadf_part(src + i, static_cast<int>(n - i), 0.0f), static_cast<int>(n - i));
+}
+inline void move_run(const double* __restrict src, double* __restrict dst, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + kWD <= n; i += kWD) store(dst + i, load(src + i));
+  if (i < n) store_part(dst + i, load_part(src + i, static_cast<int>(n - i), 0.0), static_cast<int>(n - i));
+}
+
+// The sample padded with +0 by p on every side, [C, H + 2p, W + 2p], then one vector of +0
+// (loads of a whole vector near the end stay inside), in a buffer of the calling thread: every window
+// then reads a plain segment, with no bounds to test.
+template <class T>
+const T* padded_image(const T* __restrict x, const ConvShape& g) {
+  const std::int64_t Hp = g.H + 2 * g.p, Wp = g.W + 2 * g.p, n = g.C * Hp * Wp + VT<T>::W;
+  thread_local std::vector<T> buf;
+  if (buf.size() < static_cast<std::size_t>(n)) buf.resize(static_cast<std::size_t>(n));
+  T* xp = buf.data();
+  for (std::int64_t c = 0; c < g.C; ++c)
+    for (std::int64_t h = 0; h < Hp; ++h) {
+      T* row = xp + (c * Hp + h) * Wp;
+      const std::int64_t ih = h - g.p;
+      if (ih < 0 || ih >= g.H) {
+        for (std::int64_t w = 0; w < Wp; ++w) row[w] = T(0);
+        continue;
+      }
+      for (std::int64_t w = 0; w < g.p; ++w) row[w] = row[g.p + g.W + w] = T(0);
+      move_run(x + (c * g.H + ih) * g.W, row + g.p, g.W);
+    }
+  for (std::int64_t i = g.C * Hp * Wp; i < n; ++i) xp[i] = T(0);
+  return xp;
+}
+
+// cols row (c, kh, kw), output row oh: pixels (oh*s + kh, ow*s + kw) of the padded image, a
+// contiguous run at stride 1.
+template <class T>
+void im2col_fast(const T* __restrict x, const ConvShape& g, T* __restrict cols) {
+  const std::int64_t ld = g.cols_ld(), Hp = g.H + 2 * g.p, Wp = g.W + 2 * g.p;
+  const T* xp = padded_image(x, g);
+  for (std::int64_t c = 0; c < g.C; ++c)
+    for (std::int64_t kh = 0; kh < g.KH; ++kh)
+      for (std::int64_t kw = 0; kw < g.KW; ++kw) {
+        T* row = cols + ((c * g.KH + kh) * g.KW + kw) * ld;
+        for (std::int64_t oh = 0; oh < g.OH; ++oh) {
+          const T* src = xp + (c * Hp + oh * g.s + kh) * Wp + kw;
+          T* dst = row + oh * g.OW;
+          if (g.s == 1) move_run(src, dst, g.OW);
+          else
+            for (std::int64_t ow = 0; ow < g.OW; ++ow) dst[ow] = src[ow * g.s];
+        }
+      }
+}
+
+// rows[(oh, ow), (c, kh, kw)]: per output position, for each (c, kh) the KW pixels of one
+// padded input row, contiguous whatever the stride. A segment shorter than a vector is stored
+// as a whole vector when the buffer goes on past it: the segments after it, written later,
+// overwrite the excess.
+// 32 bytes from src to dst, raw (a short segment: a 64-byte store would split a cache line
+// far more often)
+inline void move32(const float* src, float* dst) { _mm256_storeu_ps(dst, _mm256_loadu_ps(src)); }
+inline void move32(const double* src, double* dst) { _mm256_storeu_pd(dst, _mm256_loadu_pd(src)); }
+
+template <class T>
+void im2row_fast(const T* __restrict x, const ConvShape& g, T* __restrict rows) {
+  constexpr std::int64_t S = 32 / sizeof(T);
+  const std::int64_t CKK = g.ckk(), Hp = g.H + 2 * g.p, Wp = g.W + 2 * g.p;
+  const T* xp = padded_image(x, g);
+  T* const end = rows + g.OH * g.OW * CKK;
+  for (std::int64_t oh = 0; oh < g.OH; ++oh)
+    for (std::int64_t ow = 0; ow < g.OW; ++ow) {
+      T* dst = rows + (oh * g.OW + ow) * CKK;
+      for (std::int64_t c = 0; c < g.C; ++c)
+        for (std::int64_t kh = 0; kh < g.KH; ++kh, dst += g.KW) {
+          const T* src = xp + (c * Hp + oh * g.s + kh) * Wp + ow * g.s;
+          if (g.KW <= S && end - dst >= S) move32(src, dst);
+          else move_run(src, dst, g.KW);
+        }
+    }
+}
+
 // Output columns ow whose input column ow*s + kw - p lies inside [0, W): [lo, hi).
 struct ColRange {
   std::int64_t lo, hi;
@@ -189,42 +273,37 @@ inline ColRange valid_cols(const ConvShape& g, std::int64_t kw) {
   return {lo, hi};
 }
 
-// Pure data movement: each cols row segment is a copy of an input row segment between runs of
-// padding zeros.
-template <class T>
-void im2col_fast(const T* __restrict x, const ConvShape& g, T* __restrict cols) {
-  const std::int64_t P = g.OH * g.OW;
-  for (std::int64_t c = 0; c < g.C; ++c)
-    for (std::int64_t kh = 0; kh < g.KH; ++kh)
-      for (std::int64_t kw = 0; kw < g.KW; ++kw) {
-        T* row = cols + ((c * g.KH + kh) * g.KW + kw) * P;
-        const ColRange r = valid_cols(g, kw);
-        for (std::int64_t oh = 0; oh < g.OH; ++oh) {
-          const std::int64_t ih = oh * g.s + kh - g.p;
-          T* dst = row + oh * g.OW;
-          if (ih < 0 || ih >= g.H) {
-            for (std::int64_t ow = 0; ow < g.OW; ++ow) dst[ow] = T(0);
-            continue;
-          }
-          const T* xrow = x + (c * g.H + ih) * g.W;  // pixel (ih, ow*s + off)
-          const std::int64_t off = kw - g.p;
-          for (std::int64_t ow = 0; ow < r.lo; ++ow) dst[ow] = T(0);
-          if (g.s == 1) {
-            // rows are short (tens of elements): an inline loop, not a memcpy call per row
-            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow] = xrow[ow + off];
-          } else {
-            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow] = xrow[ow * g.s + off];
-          }
-          for (std::int64_t ow = r.hi; ow < g.OW; ++ow) dst[ow] = T(0);
-        }
-      }
-}
-
-// Each (c, kh, kw, oh) row touches a pixel at most once, so adding a whole row segment at a
-// time (vectorised) keeps every pixel's row-major order of additions.
+// Stride 1: each input row is summed in registers, a vector of pixels at a time, from +0 over
+// its terms in increasing (kh, kw) — each pixel's row-major (c, kh, kw, oh, ow) order — and
+// stored once. A lane a term does not reach adds +0, which changes no sum (a sum from +0 is
+// never -0). Other strides: each (c, kh, kw, oh) row segment added into its pixels in turn.
 template <class T>
 void col2im_fast(const T* __restrict dcols, const ConvShape& g, T* __restrict dx) {
-  const std::int64_t P = g.OH * g.OW;
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  constexpr std::int64_t W = Tr::W;
+  const std::int64_t P = g.cols_ld();
+  if (g.s == 1) {
+    for (std::int64_t c = 0; c < g.C; ++c)
+      for (std::int64_t ih = 0; ih < g.H; ++ih)
+        for (std::int64_t w0 = 0; w0 < g.W; w0 += W) {
+          const std::int64_t nl = g.W - w0 < W ? g.W - w0 : W;
+          V acc = V(T(0));
+          for (std::int64_t kh = 0; kh < g.KH; ++kh) {
+            const std::int64_t oh = ih + g.p - kh;
+            if (oh < 0 || oh >= g.OH) continue;
+            const T* rowc = dcols + (c * g.KH + kh) * g.KW * P + oh * g.OW;
+            for (std::int64_t kw = 0; kw < g.KW; ++kw) {
+              // lane l: pixel w0 + l, output column ow = w0 + l - off, inside [0, OW)
+              const std::int64_t off = kw - g.p, sh = w0 - off;
+              const std::int64_t a = sh < 0 ? -sh : 0, b = g.OW - sh < nl ? g.OW - sh : nl;
+              if (a < b) acc = acc + Tr::load_range(rowc + kw * P + sh, static_cast<int>(a), static_cast<int>(b));
+            }
+          }
+          Tr::store_part(dx + (c * g.H + ih) * g.W + w0, acc, static_cast<int>(nl));
+        }
+    return;
+  }
   for (std::int64_t i = 0; i < g.C * g.H * g.W; ++i) dx[i] = T(0);
   for (std::int64_t c = 0; c < g.C; ++c)
     for (std::int64_t kh = 0; kh < g.KH; ++kh)
@@ -237,11 +316,7 @@ void col2im_fast(const T* __restrict dcols, const ConvShape& g, T* __restrict dx
           T* d = dx + (c * g.H + ih) * g.W;  // pixel (ih, ow*s + off)
           const std::int64_t off = kw - g.p;
           const T* src = row + oh * g.OW;
-          if (g.s == 1) {
-            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) d[ow + off] = canon(d[ow + off] + src[ow]);
-          } else {
-            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) d[ow * g.s + off] = canon(d[ow * g.s + off] + src[ow]);
-          }
+          for (std::int64_t ow = r.lo; ow < r.hi; ++ow) d[ow * g.s + off] = canon(d[ow * g.s + off] + src[ow]);
         }
       }
 }
@@ -300,6 +375,7 @@ Table<T> fast_nn_table(Table<T> tb) {
   tb.avg_pool = &avg_pool_fast<T>;
   tb.avg_pool_grad = &avg_pool_grad_fast<T>;
   tb.im2col = &im2col_fast<T>;
+  tb.im2row = &im2row_fast<T>;
   tb.col2im = &col2im_fast<T>;
   tb.sgd_update = &sgd_update_fast<T>;
   tb.adam_update = &adam_update_fast<T>;

@@ -79,9 +79,14 @@ enum class Bcast : std::uint8_t { same, row, col, rrow, rcol };
 struct PoolShape {
   std::int64_t planes, H, W, k, s, OH, OW;
 };
-// im2col of one sample [C, H, W], padded with +0 by p, stride s: cols [C*KH*KW, OH*OW].
+// im2col of one sample [C, H, W], padded with +0 by p, stride s: cols [C*KH*KW, OH*OW], each
+// row `ld` elements apart (0: OH*OW) so that a block of samples can sit side by side in one
+// cols matrix [C*KH*KW, samples*OH*OW]; im2row writes the transpose, rows [OH*OW, C*KH*KW].
 struct ConvShape {
   std::int64_t C, H, W, KH, KW, OH, OW, s, p;
+  std::int64_t ld = 0;
+  std::int64_t cols_ld() const { return ld ? ld : OH * OW; }
+  std::int64_t ckk() const { return C * KH * KW; }
 };
 
 // Optimizer coefficients, already rounded to T (numerics.md §17). The flags say whether the
@@ -145,9 +150,12 @@ struct Table {
   void (*avg_pool)(const T* x, const PoolShape& s, T* y);
   // dx = +0, then t = g / (k*k) added to each pixel of each window, windows and pixels row-major
   void (*avg_pool_grad)(const T* g, const PoolShape& s, T* dx);
-  // cols[(c, kh, kw), (oh, ow)] = x[c, oh*s + kh - p, ow*s + kw - p], +0 outside
+  // cols[(c, kh, kw) * ld + (oh, ow)] = x[c, oh*s + kh - p, ow*s + kw - p], +0 outside
   void (*im2col)(const T* x, const ConvShape& s, T* cols);
-  // dx = +0, then each dcols element added into its pixel, in row-major order of (c, kh, kw, oh, ow)
+  // rows[(oh, ow), (c, kh, kw)]: the same values transposed, rows of C*KH*KW (ld unused)
+  void (*im2row)(const T* x, const ConvShape& s, T* rows);
+  // dx = +0, then each dcols element (rows ld apart) added into its pixel, in row-major order
+  // of (c, kh, kw, oh, ow)
   void (*col2im)(const T* dcols, const ConvShape& s, T* dx);
   // SGD: g' = g + wd*p (if decay); v = m*v + g', d = nesterov ? g' + m*v : v (v null: d = g');
   // p = p - lr*d

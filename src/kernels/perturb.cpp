@@ -197,7 +197,7 @@ void col2im(const T* dcols, const ConvShape& s, T* dx) {
           const std::int64_t ih = (o / s.OW) * s.s + kh - s.p, iw = (o % s.OW) * s.s + kw - s.p;
           if (ih < 0 || ih >= s.H || iw < 0 || iw >= s.W) continue;
           T& d = dx[(c * s.H + ih) * s.W + iw];
-          d = canon(d + dcols[((c * s.KH + kh) * s.KW + kw) * P + o]);
+          d = canon(d + dcols[((c * s.KH + kh) * s.KW + kw) * s.cols_ld() + o]);
         }
 }
 
@@ -206,6 +206,8 @@ template <class T>
 void max_pool(const T* x, const PoolShape& s, T* y, std::int64_t* idx) { base<T>().max_pool(x, s, y, idx); }
 template <class T>
 void im2col(const T* x, const ConvShape& s, T* cols) { base<T>().im2col(x, s, cols); }
+template <class T>
+void im2row(const T* x, const ConvShape& s, T* rows) { base<T>().im2row(x, s, rows); }
 template <class T>
 void sgd_update(T* p, const T* g, T* v, std::int64_t n, const SgdCoef<T>& c) { base<T>().sgd_update(p, g, v, n, c); }
 template <class T>
@@ -247,6 +249,7 @@ Table<T> make() {
   t.avg_pool = &avg_pool<T>;
   t.avg_pool_grad = &avg_pool_grad<T>;
   t.im2col = &im2col<T>;
+  t.im2row = &im2row<T>;
   t.col2im = &col2im<T>;
   t.sgd_update = &sgd_update<T>;
   t.adam_update = &adam_update<T>;

@@ -109,7 +109,7 @@ void avg_pool_grad(const T* g, const PoolShape& s, T* dx) {
       }
 }
 
-// Calls f(row of cols, oh, ow, pixel offset in x or -1 for padding) in row-major order of
+// Calls f(offset in cols, pixel offset in x or -1 for padding) in row-major order of
 // (c, kh, kw, oh, ow).
 template <class F>
 void for_each_col(const ConvShape& s, F f) {
@@ -120,13 +120,21 @@ void for_each_col(const ConvShape& s, F f) {
           for (std::int64_t ow = 0; ow < s.OW; ++ow) {
             const std::int64_t ih = oh * s.s + kh - s.p, iw = ow * s.s + kw - s.p;
             const bool inside = ih >= 0 && ih < s.H && iw >= 0 && iw < s.W;
-            f(((c * s.KH + kh) * s.KW + kw) * s.OH * s.OW + oh * s.OW + ow, inside ? (c * s.H + ih) * s.W + iw : -1);
+            f(((c * s.KH + kh) * s.KW + kw) * s.cols_ld() + oh * s.OW + ow, inside ? (c * s.H + ih) * s.W + iw : -1);
           }
 }
 
 template <class T>
 void im2col(const T* x, const ConvShape& s, T* cols) {
   for_each_col(s, [&](std::int64_t at, std::int64_t px) { cols[at] = px >= 0 ? x[px] : T(0); });
+}
+
+template <class T>
+void im2row(const T* x, const ConvShape& s, T* rows) {
+  const std::int64_t P = s.OH * s.OW, CKK = s.ckk();
+  ConvShape c = s;
+  c.ld = 0;
+  for_each_col(c, [&](std::int64_t at, std::int64_t px) { rows[(at % P) * CKK + at / P] = px >= 0 ? x[px] : T(0); });
 }
 
 template <class T>
@@ -169,6 +177,7 @@ void add_nn_kernels(Table<T>& tb) {
   tb.avg_pool = &avg_pool<T>;
   tb.avg_pool_grad = &avg_pool_grad<T>;
   tb.im2col = &im2col<T>;
+  tb.im2row = &im2row<T>;
   tb.col2im = &col2im<T>;
   tb.sgd_update = &sgd_update<T>;
   tb.adam_update = &adam_update<T>;

@@ -51,6 +51,7 @@ inline D load(const double* p) { return *p; }
 inline void store(double* p, D v) { *p = v; }
 inline D load_part(const double* p, int n, double fill) { return n > 0 ? *p : fill; }
 inline void store_part(double* p, D v, int n) { if (n > 0) *p = v; }
+inline D load_range(const double* p, int a, int b) { return a <= 0 && 0 < b ? *p : 0.0; }
 inline D load_f32(const float* p) { return static_cast<double>(*p); }
 inline void store_f32(float* p, D v) { *p = static_cast<float>(v); }
 inline D load_f32_part(const float* p, int n, double fill) { return n > 0 ? static_cast<double>(*p) : fill; }
@@ -138,6 +139,9 @@ inline D load_part(const double* p, int n, double fill) {
   return _mm256_blendv_pd(_mm256_set1_pd(fill), _mm256_maskload_pd(p, m), _mm256_castsi256_pd(m));
 }
 inline void store_part(double* p, D v, int n) { _mm256_maskstore_pd(p, part_mask(n), v.v); }
+inline D load_range(const double* p, int a, int b) {
+  return _mm256_maskload_pd(p, _mm256_andnot_si256(part_mask(a), part_mask(b)));
+}
 inline D load_f32(const float* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
 inline void store_f32(float* p, D v) { _mm_storeu_ps(p, _mm256_cvtpd_ps(v.v)); }
 inline D load_f32_part(const float* p, int n, double fill) {
@@ -232,6 +236,9 @@ inline D load_part(const double* p, int n, double fill) {
   return _mm512_mask_loadu_pd(_mm512_set1_pd(fill), part_mask(n), p);
 }
 inline void store_part(double* p, D v, int n) { _mm512_mask_storeu_pd(p, part_mask(n), v.v); }
+inline D load_range(const double* p, int a, int b) {
+  return _mm512_maskz_loadu_pd(static_cast<__mmask8>(part_mask(b) & ~part_mask(a)), p);
+}
 inline D load_f32(const float* p) { return cvt_ps_pd(_mm256_loadu_ps(p)); }
 inline void store_f32(float* p, D v) { _mm256_storeu_ps(p, cvt_pd_ps(v.v)); }
 inline D load_f32_part(const float* p, int n, double fill) {
@@ -271,6 +278,8 @@ inline F loadf(const float* p) { return *p; }
 inline void storef(float* p, F v) { *p = v; }
 inline F loadf_part(const float* p, int n, float fill) { return n > 0 ? *p : fill; }
 inline void storef_part(float* p, F v, int n) { if (n > 0) *p = v; }
+// lanes [a, b) of p[lane], +0 elsewhere (the others are not read)
+inline F loadf_range(const float* p, int a, int b) { return a <= 0 && 0 < b ? *p : 0.0f; }
 inline F selectf(bool m, F a, F b) { return m ? a : b; }
 inline bool gtf(F a, F b) { return a > b; }
 inline bool nanf_(F a) { return a != a; }
@@ -301,6 +310,9 @@ inline F loadf_part(const float* p, int n, float fill) {
   return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
 }
 inline void storef_part(float* p, F v, int n) { _mm256_maskstore_ps(p, part_mask32(n), v.v); }
+inline F loadf_range(const float* p, int a, int b) {
+  return _mm256_maskload_ps(p, _mm256_andnot_si256(part_mask32(a), part_mask32(b)));
+}
 struct MF {
   __m256 v;
 };
@@ -357,6 +369,9 @@ inline F loadf_part(const float* p, int n, float fill) {
   return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), part_mask16(n), p);
 }
 inline void storef_part(float* p, F v, int n) { _mm512_mask_storeu_ps(p, part_mask16(n), v.v); }
+inline F loadf_range(const float* p, int a, int b) {
+  return _mm512_maskz_loadu_ps(static_cast<__mmask16>(part_mask16(b) & ~part_mask16(a)), p);
+}
 struct MF {
   __mmask16 v;
 };

@@ -1,16 +1,21 @@
 // conv2d, max_pool2d and avg_pool2d, forward and backward side by side.
 //   conv2d: x [N, C, H, W], w [OC, C, KH, KW], b [OC] -> y [N, OC, OH, OW]
-//     per sample: cols [C*KH*KW, OH*OW] (im2col, padding +0); y = w cols, each output one fma
-//     chain over (c, kh, kw) row-major (the canonical GEMM), then + b[oc]
-//     dw: per sample dy cols^T (chain over positions), then the batch rule over samples
+//     y: each output one fma chain over (c, kh, kw) row-major, then + b[oc]; computed for a
+//        block of samples at once: cols [C*KH*KW, block*OH*OW] (im2col, padding +0, the
+//        samples side by side) and one canonical GEMM w cols (a chain over k whatever N is)
+//     dw: per sample dy rows (rows = im2row, [OH*OW, C*KH*KW]: chain over positions), then
+//         the batch rule over samples
 //     db: per sample the row rule over positions, then the batch rule over samples
-//     dx: per sample dcols = w^T dy (chain over oc); col2im adds each dcols element into its
-//         input pixel in row-major order of (c, kh, kw, oh, ow), from +0
+//     dx: per block dcols = w^T dy_block (chain over oc); col2im adds each dcols element into
+//         its input pixel in row-major order of (c, kh, kw, oh, ow), from +0
 //   max_pool2d: first maximum of each window (row-major; NaN wins); dx: g added at that pixel,
 //     windows in row-major order
 //   avg_pool2d: (sum of the window, row-major from +0) / (k*k); dx: t = g / (k*k) added to each
 //     pixel of the window, windows and pixels in row-major order
-//   (im2col, col2im and the pooling kernels are entries of the kernel table)
+//   (im2col, im2row, col2im and the pooling kernels are entries of the kernel table)
+#include <algorithm>
+#include <vector>
+
 #include "kernels/thread_pool.hpp"
 #include "ops/op_util.hpp"
 
@@ -24,37 +29,64 @@ struct ConvGeom {
   std::int64_t ckk() const { return C * KH * KW; }
   std::int64_t positions() const { return OH * OW; }
   kern::ConvShape sample() const { return {C, H, W, KH, KW, OH, OW, s, p}; }
+  // Samples per block of the forward and input-gradient GEMMs: a cols block of about 512 KiB
+  // (it stays in L2 between im2col and the GEMM). From the shape alone, so that the blocks, and
+  // under order perturbation the GEMM calls that draw orders, never depend on the threads.
+  std::int64_t block(std::size_t elem) const {
+    const std::int64_t per = ckk() * positions() * static_cast<std::int64_t>(elem);
+    std::int64_t b = per > 0 ? (std::int64_t(512) << 10) / per : N;
+    if (b < 1) b = 1;
+    return b < N ? b : N;
+  }
 };
 
-// Per-sample work over the kernel threads. Under order perturbation the samples run in order
-// on this thread: the perturbed orders are drawn from its state (numerics.md §19), which the
-// pool's workers do not see.
+// Work over the kernel threads, [0, n) in chunks. Under order perturbation the items run in
+// order on this thread: the perturbed orders are drawn from its state (numerics.md §19), which
+// the pool's workers do not see.
 template <class F>
-void for_samples(std::int64_t N, F&& f) {
-  if (kern::perturbation_active()) f(std::int64_t(0), N);
-  else kern::parallel_for(N, 1, f);
+void for_items(std::int64_t n, F&& f) {
+  if (kern::perturbation_active()) f(std::int64_t(0), n);
+  else kern::parallel_for(n, 1, f);
 }
 
-// saved: 0 cols, 1 weight; payload ConvGeom
+// A buffer per thread, kept across calls (no heap allocation per step); `slot` tells the
+// buffers of one call apart.
+template <class T, int slot>
+T* scratch(std::int64_t n) {
+  thread_local std::vector<T> buf;
+  if (buf.size() < static_cast<std::size_t>(n)) buf.resize(static_cast<std::size_t>(n));
+  return buf.data();
+}
+
+// saved: 0 x (contiguous), 1 weight; payload ConvGeom
 void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
   const ConvGeom G = n.payload<ConvGeom>();
-  const std::int64_t P = G.positions(), CKK = G.ckk();
-  const Tensor& cols = n.saved_tensor(0);
+  const std::int64_t P = G.positions(), CKK = G.ckk(), X = G.C * G.H * G.W;
+  const Tensor& x = n.saved_tensor(0);
   const Tensor& w = n.saved_tensor(1);
   Tensor gc = kern::contiguous(g);
   BITGRAD_DISPATCH_FLOAT(g.dtype(), "conv2d", T, [&] {
     const T* pg = gc.data<T>();
-    const T* pc = cols.data<T>();
+    const T* px = x.data<T>();
     const T* pw = w.data<T>();
+    const auto& K = kern::active<T>();
     if (n.in[0].needs_grad()) {
       Tensor dx = Tensor::empty(n.in_shape[0], g.dtype());
       T* pdx = kern::out_ptr<T>(dx);
-      for_samples(G.N, [&](std::int64_t b, std::int64_t e) {
-        thread_local std::vector<T> dcols;  // kept across steps: no heap allocation per call
-        if (dcols.size() < static_cast<std::size_t>(CKK * P)) dcols.resize(static_cast<std::size_t>(CKK * P));
-        for (std::int64_t i = b; i < e; ++i) {
-          ops::gemm<T>(CKK, P, G.OC, row_major(pw, CKK, G.OC, true), row_major(pg + i * G.OC * P, G.OC, P), dcols.data());
-          kern::active<T>().col2im(dcols.data(), G.sample(), pdx + i * G.C * G.H * G.W);
+      const std::int64_t nb = G.block(sizeof(T)), blocks = (G.N + nb - 1) / nb;
+      for_items(blocks, [&](std::int64_t b, std::int64_t e) {
+        T* dyb = scratch<T, 0>(G.OC * nb * P);
+        T* dcols = scratch<T, 1>(CKK * nb * P);
+        for (std::int64_t blk = b; blk < e; ++blk) {
+          const std::int64_t n0 = blk * nb, m = G.N - n0 < nb ? G.N - n0 : nb, L = m * P;
+          // dy of the block as one matrix [OC, m*P], the samples side by side
+          for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t o = 0; o < G.OC; ++o)
+              std::copy_n(pg + ((n0 + i) * G.OC + o) * P, P, dyb + o * L + i * P);
+          ops::gemm<T>(CKK, L, G.OC, row_major(pw, CKK, G.OC, true), row_major(dyb, G.OC, L), dcols);
+          kern::ConvShape s = G.sample();
+          s.ld = L;
+          for (std::int64_t i = 0; i < m; ++i) K.col2im(dcols + i * P, s, pdx + (n0 + i) * X);
         }
       });
       gi[0] = dx;
@@ -62,20 +94,22 @@ void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
     if (n.in[1].needs_grad()) {
       Tensor part = Tensor::empty(Shape{G.N, G.OC * CKK}, g.dtype());
       T* pp = kern::out_ptr<T>(part);
-      for_samples(G.N, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t i = b; i < e; ++i)
-          ops::gemm<T>(G.OC, CKK, P, row_major(pg + i * G.OC * P, G.OC, P), row_major(pc + i * CKK * P, P, CKK, true),
-                       pp + i * G.OC * CKK);
+      for_items(G.N, [&](std::int64_t b, std::int64_t e) {
+        T* rows = scratch<T, 2>(P * CKK);
+        for (std::int64_t i = b; i < e; ++i) {
+          K.im2row(px + i * X, G.sample(), rows);
+          ops::gemm<T>(G.OC, CKK, P, row_major(pg + i * G.OC * P, G.OC, P), row_major(rows, P, CKK), pp + i * G.OC * CKK);
+        }
       });
       Tensor dw = Tensor::empty(n.in_shape[1], g.dtype());
-      kern::active<T>().sum_cols(pp, G.N, G.OC * CKK, kern::out_ptr<T>(dw));
+      K.sum_cols(pp, G.N, G.OC * CKK, kern::out_ptr<T>(dw));
       gi[1] = dw;
     }
     if (n.n_inputs > 2 && n.in[2].needs_grad()) {
       Tensor per = Tensor::empty(Shape{G.N, G.OC}, g.dtype());
-      kern::active<T>().sum_rows(pg, G.N * G.OC, P, kern::out_ptr<T>(per));
+      K.sum_rows(pg, G.N * G.OC, P, kern::out_ptr<T>(per));
       Tensor db = Tensor::empty(n.in_shape[2], g.dtype());
-      kern::active<T>().sum_cols(per.data<T>(), G.N, G.OC, kern::out_ptr<T>(db));
+      K.sum_cols(per.data<T>(), G.N, G.OC, kern::out_ptr<T>(db));
       gi[2] = db;
     }
   });
@@ -132,32 +166,45 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int str
     ops::check_same_dtype("conv2d", x, bias);
     BITGRAD_CHECK(bias.ndim() == 1 && bias.shape()[0] == G.OC, "conv2d", "bias must be [", G.OC, "], got ", bias.shape().str());
   }
-  const std::int64_t P = G.positions(), CKK = G.ckk();
+  const std::int64_t P = G.positions(), CKK = G.ckk(), X = G.C * G.H * G.W;
   Tensor xc = kern::contiguous(x), wc = kern::contiguous(weight);
   Tensor bc = bias.defined() ? kern::contiguous(bias) : Tensor();
-  Tensor cols = Tensor::empty(Shape{G.N, CKK, P}, x.dtype());
   Tensor y = Tensor::empty(Shape{G.N, G.OC, G.OH, G.OW}, x.dtype());
   BITGRAD_DISPATCH_FLOAT(x.dtype(), "conv2d", T, [&] {
     const T* px = xc.data<T>();
     const T* pw = wc.data<T>();
     const T* pb = bc.defined() ? bc.data<T>() : nullptr;
-    T* pc = kern::out_ptr<T>(cols);
     T* py = kern::out_ptr<T>(y);
-    for_samples(G.N, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) {
-        kern::active<T>().im2col(px + i * G.C * G.H * G.W, G.sample(), pc + i * CKK * P);
-        T* yi = py + i * G.OC * P;
-        ops::gemm<T>(G.OC, P, CKK, row_major(pw, G.OC, CKK), row_major(pc + i * CKK * P, CKK, P), yi);
-        if (pb)
-          for (std::int64_t o = 0; o < G.OC; ++o)
-            for (std::int64_t q = 0; q < P; ++q) yi[o * P + q] = kern::canon(yi[o * P + q] + pb[o]);
+    const auto& K = kern::active<T>();
+    const std::int64_t nb = G.block(sizeof(T)), blocks = (G.N + nb - 1) / nb;
+    for_items(blocks, [&](std::int64_t b, std::int64_t e) {
+      T* cols = scratch<T, 1>(CKK * nb * P);
+      T* yb = scratch<T, 0>(G.OC * nb * P);
+      for (std::int64_t blk = b; blk < e; ++blk) {
+        const std::int64_t n0 = blk * nb, m = G.N - n0 < nb ? G.N - n0 : nb, L = m * P;
+        kern::ConvShape s = G.sample();
+        s.ld = L;
+        for (std::int64_t i = 0; i < m; ++i) K.im2col(px + (n0 + i) * X, s, cols + i * P);
+        ops::gemm<T>(G.OC, L, CKK, row_major(pw, G.OC, CKK), row_major(cols, CKK, L), yb);
+        // [OC, m*P] back to the samples' [OC, P], + b[oc] after the chain
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t o = 0; o < G.OC; ++o) {
+            const T* src = yb + o * L + i * P;
+            T* dst = py + ((n0 + i) * G.OC + o) * P;
+            if (pb) {
+              const T bo = pb[o];
+              for (std::int64_t q = 0; q < P; ++q) dst[q] = kern::canon(src[q] + bo);
+            } else {
+              std::copy_n(src, P, dst);
+            }
+          }
       }
     });
   });
   Node* n = bias.defined() ? ops::record("conv2d", conv2d_bw, {&x, &weight, &bias}, y, site)
                            : ops::record("conv2d", conv2d_bw, {&x, &weight}, y, site);
   if (n) {
-    n->save(0, cols);
+    n->save(0, xc);
     n->save(1, wc);
     n->set_payload(G);
   }

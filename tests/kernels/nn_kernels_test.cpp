@@ -2,6 +2,7 @@
 // reference bit for bit on odd shapes at threads 1..8; the reference equals the documented
 // orders.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <sstream>
 
@@ -210,6 +211,45 @@ void im2col_cases() {
       tb.col2im(dc.data(), s, dx.data());
       return dx;
     });
+    // a sample's columns inside a wider block (rows ld apart, as the convolution's blocks of
+    // samples are): the same values, nothing written outside its own columns
+    const std::int64_t P = s.OH * s.OW, CKK = s.ckk(), off = 5;
+    kern::ConvShape w = s;
+    w.ld = 3 * P + 7;
+    const std::size_t nw = static_cast<std::size_t>(CKK * w.ld);
+    const auto dw = random_vec<T>(nw, 64, -2, 2, true);
+    expect_fast_equals_reference<T>("im2col ld" + sh.str(), [&](const kern::Table<T>& tb) {
+      std::vector<T> cols(nw, T(-7));
+      tb.im2col(x.data(), w, cols.data() + off);
+      return cols;
+    });
+    expect_fast_equals_reference<T>("col2im ld" + sh.str(), [&](const kern::Table<T>& tb) {
+      std::vector<T> dx(nx, T(-7));
+      tb.col2im(dw.data() + off, w, dx.data());
+      return dx;
+    });
+    expect_fast_equals_reference<T>("im2row" + sh.str(), [&](const kern::Table<T>& tb) {
+      std::vector<T> rows(nc, T(-7));
+      tb.im2row(x.data(), w, rows.data());
+      return rows;
+    });
+    auto same_bits = [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; };
+    std::vector<T> cols(nc), wide(nw, T(-7)), rows(nc);
+    const auto& ref = kern::table<T>(Isa::scalar);
+    ref.im2col(x.data(), s, cols.data());
+    ref.im2col(x.data(), w, wide.data() + off);
+    ref.im2row(x.data(), s, rows.data());
+    for (std::int64_t r = 0; r < CKK; ++r)
+      for (std::int64_t q = 0; q < w.ld; ++q) {
+        if (off + r * w.ld + q >= static_cast<std::int64_t>(nw)) break;
+        const T got = wide[static_cast<std::size_t>(off + r * w.ld + q)];
+        if (q < P) {
+          ASSERT_TRUE(same_bits(got, cols[static_cast<std::size_t>(r * P + q)])) << "im2col ld" << sh.str();
+          ASSERT_TRUE(same_bits(rows[static_cast<std::size_t>(q * CKK + r)], cols[static_cast<std::size_t>(r * P + q)])) << "im2row" << sh.str();
+        } else {
+          ASSERT_EQ(got, T(-7)) << "im2col ld wrote outside its columns" << sh.str();
+        }
+      }
   }
 }
 
