@@ -4,15 +4,17 @@
 #      1 and 2 threads)
 #   2. kernels beside plain loops (bench/kernel_bench.cpp)
 #   3. the cost of the step trace (bench/trace_bench.cpp)
-#   4. the peer benchmark against PyTorch (bench/peer.sh, PEER_REPS rounds)
-#   5. scaling with batch and width (bench/scaling.sh), also as a page of `bitgrad report`
-# Usage: bench/run.sh [BUILD_DIR]   (make bench; BENCH_ONLY=gemm,kernels,trace,peer,scaling
+#   4. the determinism tax: canonical kernels against OpenBLAS/BLIS in one process
+#      (bench/tax_bench.cpp, BENCH_REPS rounds)
+#   5. the peer benchmark against PyTorch (bench/peer.sh, PEER_REPS rounds)
+#   6. scaling with batch and width (bench/scaling.sh), also as a page of `bitgrad report`
+# Usage: bench/run.sh [BUILD_DIR]   (make bench; BENCH_ONLY=gemm,kernels,trace,tax,peer,scaling
 # runs a subset). Results land in BUILD_DIR/bench-results.
 set -euo pipefail
 build=${1:-build}
 reps=${BENCH_REPS:-5}
 out="$build/bench-results"
-only=${BENCH_ONLY:-gemm,kernels,trace,peer,scaling}
+only=${BENCH_ONLY:-gemm,kernels,trace,tax,peer,scaling}
 want() { [[ ",$only," == *",$1,"* ]]; }
 here=$(dirname "$0")
 rm -rf "$out"
@@ -48,6 +50,21 @@ for r in $(seq 1 "$reps"); do
 done
 echo
 /usr/bin/python3 "$here/report_trace.py" "$out/trace.txt"
+fi
+if want tax; then
+# OpenMP's threads (BLIS) sleep when idle instead of spinning against bitgrad's pool
+for r in $(seq 1 "$reps"); do
+  for t in 1 2; do
+    for model in mlp cnn; do
+      for blas in openblas blis; do
+        OMP_WAIT_POLICY=PASSIVE BLIS_ARCH_TYPE=0 "$build/bin/tax_bench" --config "examples/fashion_$model.toml" --threads "$t" \
+          --steps "${TAX_STEPS:-200}" --blas "$blas" >>"$out/tax.jsonl"
+      done
+    done
+  done
+done
+echo
+/usr/bin/python3 "$here/report_tax.py" "$out/tax.jsonl"
 fi
 if want peer; then
   echo

@@ -192,6 +192,12 @@ inline constexpr unsigned kNonIeeeMxcsr = (1u << 15) | (1u << 6) | (3u << 13);
 // built with fast-math can set them for a whole process). Pool threads clear them at start.
 void require_ieee_fp();
 
+// Benchmarks only (bench/tax_bench.cpp, the determinism tax): while set, an f32 table of
+// non-canonical kernels replaces the active one, so that one process can time a training step
+// on both. The library never sets it; set it only between steps, while no kernel runs.
+void set_substitute_f32(const Table<float>* t);
+const Table<float>* substitute_f32();
+
 template <class T>
 const Table<T>& active() {
   require_ieee_fp();
@@ -199,6 +205,8 @@ const Table<T>& active() {
     if constexpr (sizeof(T) == 4) return perturbed_table_f32();
     else return perturbed_table_f64();
   }
+  if constexpr (sizeof(T) == 4)
+    if (const Table<float>* s = substitute_f32()) return *s;
   return table<T>(active_isa());
 }
 

@@ -1,0 +1,23 @@
+#!/usr/bin/python3
+"""Summarises bench/tax_bench runs (one JSON line each, from bench/run.sh) as the determinism
+tax table of docs/benchmarks.md: per model, thread count and BLAS, the median over rounds of the
+canonical and free ms/step and of their ratio (the tax)."""
+import json
+import statistics
+import sys
+
+rows = {}
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line.startswith("{"):
+        continue
+    d = json.loads(line)
+    rows.setdefault((d["config"].replace(".toml", ""), d["threads"], d["blas"]), []).append(d)
+
+print("| model | threads | free GEMM | rounds | canonical ms/step | free ms/step | tax (median) | tax (range) |")
+print("|---|---|---|---|---|---|---|---|")
+for (cfg, t, blas), v in sorted(rows.items()):
+    c = statistics.median(x["canonical_ms"] for x in v)
+    f = statistics.median(x["free_ms"] for x in v)
+    tax = [x["tax"] for x in v]
+    print(f"| {cfg} | {t} | {blas} | {len(v)} | {c:.3f} | {f:.3f} | {statistics.median(tax):.3f} | {min(tax):.3f} … {max(tax):.3f} |")
