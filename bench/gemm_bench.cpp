@@ -1,6 +1,6 @@
 // GEMM throughput of bitgrad's canonical kernels, of OpenBLAS and of BLIS, on the square sizes,
-// the shapes of a 784-512-512-10 MLP in the transposes a Linear layer uses, and the per-sample
-// GEMMs of the LeNet-like CNN's convolutions.
+// the shapes of a 784-512-512-10 MLP in the transposes a Linear layer uses, and the GEMMs of
+// the LeNet-like CNN's convolutions.
 // One library and one thread count per process (their thread pools must not compete):
 //   BENCH_LIB=bitgrad|openblas|blis BENCH_THREADS=1|2 build/bin/gemm_bench --benchmark_format=json
 // OpenBLAS (libopenblas.so.0) and BLIS (Debian's OpenMP build, libblis.so.4) are loaded with
@@ -42,7 +42,15 @@ const Shape kShapes[] = {
     {"wgrad_784x512x128_TN", 784, 512, 128, true, false, KOrder::batch_tree},
     {"fwd_128x10x512_NT", 128, 10, 512, false, true, KOrder::chain},
     {"dgrad_128x784x512_NN", 128, 784, 512, false, false, KOrder::chain},
-    // fashion_cnn, per sample: conv1 forward and weight gradient, conv2 forward, weight and input gradients
+    // fashion_cnn: the GEMMs its convolutions run — forward and input gradient over a block of
+    // samples side by side (6 samples of conv1, 8 of conv2: src/ops/conv.cpp), the weight
+    // gradient per sample on im2row's rows
+    {"conv1_fwd_6x4704x25_NN", 6, 4704, 25, false, false, KOrder::chain},
+    {"conv1_wgrad_6x25x784_NN", 6, 25, 784, false, false, KOrder::chain},
+    {"conv2_fwd_16x800x150_NN", 16, 800, 150, false, false, KOrder::chain},
+    {"conv2_wgrad_16x150x100_NN", 16, 150, 100, false, false, KOrder::chain},
+    {"conv2_dgrad_150x800x16_TN", 150, 800, 16, true, false, KOrder::chain},
+    // the same per sample, as bitgrad 0.1 ran them (wgrad on the cols, transposed)
     {"conv1_fwd_6x784x25_NN", 6, 784, 25, false, false, KOrder::chain},
     {"conv1_wgrad_6x25x784_NT", 6, 25, 784, false, true, KOrder::chain},
     {"conv2_fwd_16x100x150_NN", 16, 100, 150, false, false, KOrder::chain},

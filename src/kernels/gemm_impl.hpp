@@ -86,10 +86,14 @@ struct GemmFrame {
 #pragma GCC unroll 4
             for (int j = 0; j < NR; ++j) dst[k * NR + j] = src[j];
           } else {
-            // fixed-size zero row, then the columns: no per-row memset call for the tail
+            // whole vectors, the columns past `cols` loaded as +0 (masked: nothing past the
+            // row is read), so no per-row memset or copy call for a partial panel
+            using Tr = VT<T>;
 #pragma GCC unroll 4
-            for (int j = 0; j < NR; ++j) dst[k * NR + j] = T(0);
-            for (std::int64_t j = 0; j < cols; ++j) dst[k * NR + j] = src[j];
+            for (int j0 = 0; j0 < NR; j0 += Tr::W) {
+              const std::int64_t n = cols - j0;
+              Tr::store_raw(dst + k * NR + j0, Tr::load_part(src + j0, static_cast<int>(n < 0 ? 0 : n), T(0)));
+            }
           }
         }
       } else {
