@@ -99,7 +99,46 @@ inline T first_max(T l, T r, std::int64_t& il, std::int64_t ir) {
 // (a, b; c, d) as ((a, b), (c, d)) picks the element the row-major scan picks, without branches.
 template <class T>
 void pool2x2_row(const T* plane, std::int64_t W, std::int64_t OW, std::int64_t at0, T* y, std::int64_t* idx) {
-  for (std::int64_t ow = 0; ow < OW; ++ow) {
+  std::int64_t ow = 0;
+#if BITGRAD_SIMD_LEVEL == 2
+  // f32 on AVX-512, 16 windows at a time: the even and odd columns of the two rows are split
+  // out by permutes, then the same ((a, b), (c, d)) selection in lanes (plane offsets fit 32
+  // bits, checked by the caller)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512i two_iota = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    // take the right one: the left is not NaN and the right is NaN or greater
+    auto take = [](__m512 l, __m512 r) -> __mmask16 {
+      return static_cast<__mmask16>(~_mm512_cmp_ps_mask(l, l, _CMP_UNORD_Q) &
+                                    (_mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(r, l, _CMP_GT_OQ)));
+    };
+    for (; ow < OW; ow += 16) {
+      const int n = static_cast<int>(OW - ow < 16 ? OW - ow : 16);  // windows in this group
+      const float* r0 = plane + at0 + 2 * ow;
+      const float* r1 = r0 + W;
+      const __m512 a0 = loadf_part(r0, 2 * n, 0.0f).v, a1 = loadf_part(r0 + 16, 2 * n - 16, 0.0f).v;
+      const __m512 b0 = loadf_part(r1, 2 * n, 0.0f).v, b1 = loadf_part(r1 + 16, 2 * n - 16, 0.0f).v;
+      const __m512 a = _mm512_permutex2var_ps(a0, ev, a1), b = _mm512_permutex2var_ps(a0, od, a1);
+      const __m512 c = _mm512_permutex2var_ps(b0, ev, b1), d = _mm512_permutex2var_ps(b0, od, b1);
+      const __mmask16 tab = take(a, b), tcd = take(c, d);
+      const __m512 mab = _mm512_mask_blend_ps(tab, a, b), mcd = _mm512_mask_blend_ps(tcd, c, d);
+      const __mmask16 t = take(mab, mcd);
+      VT<float>::store_part(y + ow, F(_mm512_mask_blend_ps(t, mab, mcd)), n);
+      // offset in the window: 0 / 1 on the first row, W / W + 1 on the second
+      const __m512i one = _mm512_set1_epi32(1);
+      const __m512i oab = _mm512_maskz_mov_epi32(tab, one);
+      const __m512i ocd = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(W)), _mm512_maskz_mov_epi32(tcd, one));
+      const __m512i at = _mm512_add_epi32(_mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(at0 + 2 * ow)), two_iota),
+                                          _mm512_mask_blend_epi32(t, oab, ocd));
+      const __mmask8 lo = static_cast<__mmask8>(n >= 8 ? 0xff : (1u << n) - 1u), hi = static_cast<__mmask8>(n > 8 ? (1u << (n - 8)) - 1u : 0u);
+      _mm512_mask_storeu_epi64(idx + ow, lo, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(at)));
+      _mm512_mask_storeu_epi64(idx + ow + 8, hi, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1)));
+    }
+    return;
+  }
+#endif
+  for (; ow < OW; ++ow) {
     const std::int64_t i0 = at0 + 2 * ow, i2 = i0 + W;
     std::int64_t j01 = i0, j23 = i2;
     const T m01 = first_max(plane[i0], plane[i0 + 1], j01, i0 + 1);
@@ -117,7 +156,7 @@ void max_pool_fast(const T* x, const PoolShape& s, T* y, std::int64_t* idx) {
       for (std::int64_t oh = 0; oh < s.OH; ++oh) {
         T* yr = y + (q * s.OH + oh) * s.OW;
         std::int64_t* ir = idx + (q * s.OH + oh) * s.OW;
-        if (s.k == 2 && s.s == 2) {
+        if (s.k == 2 && s.s == 2 && s.H * s.W < (std::int64_t(1) << 30)) {
           pool2x2_row(plane, s.W, s.OW, 2 * oh * s.W, yr, ir);
           continue;
         }

@@ -98,7 +98,8 @@ TEST(NnKernels, LayerNormReferenceIsTheDocumentedOrder) {
 // ---- pooling ----------------------------------------------------------------------------------
 // planes, H, W, k, s
 const std::int64_t kPools[][5] = {{3, 4, 4, 2, 2}, {5, 7, 9, 2, 2},  {2, 9, 7, 3, 2},  {4, 6, 6, 3, 1},    {1, 5, 5, 5, 1},
-                                  {7, 10, 11, 2, 1}, {2, 8, 8, 1, 1}, {3, 12, 13, 4, 3}, {64, 28, 28, 2, 2}, {40, 9, 9, 3, 3}};
+                                  {7, 10, 11, 2, 1}, {2, 8, 8, 1, 1}, {3, 12, 13, 4, 3}, {64, 28, 28, 2, 2}, {40, 9, 9, 3, 3},
+                                  {3, 6, 41, 2, 2}, {2, 5, 70, 2, 2}};
 
 // Few distinct values (ties), signed zeros and NaNs: the cases where "first maximum" matters.
 template <class T>
