@@ -6,7 +6,9 @@
 # completion, the consumer test (tests/consumer/run.sh --system: CMake, pkg-config, the Python
 # module) — then purged, and nothing of it may be left.
 #   --upgrade-from OLD.deb   install OLD.deb first and the new package over it (dpkg's upgrade
-#                            path): the new version's files only, nothing of the old one left
+#                            path): the new version's files only, nothing of the old one left,
+#                            and a program linked against the old libbitgrad.so (same SONAME)
+#                            runs on the new one with the same fingerprint
 # Needs root (or sudo); a bitgrad package installed before is replaced and removed.
 # Usage: scripts/package-check.sh [BUILD_DIR] [--upgrade-from OLD.deb]
 set -euo pipefail
@@ -73,6 +75,11 @@ if [ -n "$old" ]; then
   [ "$(dpkg-query -W -f='${Version}' bitgrad)" == "$old_version" ] || fail "$old did not install"
   old_files=$(dpkg -L bitgrad)
   say "installed $(basename "$old") ($old_version): $(/usr/bin/bitgrad --version)"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  # shellcheck disable=SC2046  # pkg-config's words are flags
+  "${CXX:-g++}" -std=c++20 -O2 tests/consumer/main.cpp -o "$tmp/old_consumer" $(pkg-config --cflags --libs bitgrad)
+  old_fingerprint=$("$tmp/old_consumer" 10 1 0 | awk '/^fingerprint/ {print $2}')
 fi
 $SUDO apt-get install -y -qq --allow-downgrades "$deb" >/dev/null
 [ "$(dpkg-query -W -f='${Status} ${Version}' bitgrad)" == "install ok installed $version" ] ||
@@ -83,7 +90,11 @@ if [ -n "$old" ]; then
     [ -d "$f" ] && continue
     if ! grep -qxF -- "$f" <<<"$contents" && [ -e "$f" -o -L "$f" ]; then fail "upgrade: $f of $old_version is left"; fi
   done <<<"$old_files"
-  say "upgraded $old_version -> $version: $(/usr/bin/bitgrad --version); the $(comm -23 <(sort <<<"$old_files") <(sed 's|/$||' <<<"$contents" | sort) | wc -l) paths only $old_version had are gone"
+  say "upgraded $old_version -> $version: $(/usr/bin/bitgrad --version); the $(comm -23 <(sort <<<"$old_files") <(sed 's|/$||' <<<"$contents" | sort) | xargs) only $old_version had: gone"
+  so=$(ldd "$tmp/old_consumer" | awk '/libbitgrad\.so/ {print $1 " => " $3}')
+  got=$("$tmp/old_consumer" 10 1 0 | awk '/^fingerprint/ {print $2}')
+  [ -n "$got" ] && [ "$got" == "$old_fingerprint" ] || fail "a program linked against $old_version's library: fingerprint '$got' after the upgrade, '$old_fingerprint' before"
+  say "a program linked against $old_version's library ($so -> $(readlink "$(realpath -s "$(awk '{print $3}' <<<"$so")")")) runs on $version: fingerprint $got, as before"
 fi
 while read -r f; do
   [ -e "$f" ] || [ -L "$f" ] || fail "$f of the package is not installed"
