@@ -1,12 +1,13 @@
 # The README's two commands:
 #   make demo   install dependencies, build, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
-# Other targets: build, bench, bench-dist, bench-gpt, bench-precision, bench-python, contract, crosscheck, sanitize, tsan, fuzz, accuracy, clean.
+# Other targets: build, package, package-check, bench, bench-dist, bench-gpt, bench-precision, bench-python, contract, crosscheck,
+# sanitize, tsan, fuzz, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test crosscheck sanitize tsan fuzz bench bench-dist bench-gpt bench-precision bench-python contract accuracy clean
+.PHONY: deps configure build demo test package package-check crosscheck sanitize tsan fuzz bench bench-dist bench-gpt bench-precision bench-python contract accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -26,6 +27,13 @@ test: build
 
 crosscheck: build
 	@bash scripts/crosscheck.sh $(BUILD)
+
+# The Debian package bitgrad_<version>_<arch>.deb in $(BUILD), packed by CPack from the build
+# tree (docs/install.md); package-check installs it, checks it from /usr and removes it (root).
+package: build
+	@cd $(BUILD) && cpack -G DEB
+package-check: package
+	@bash scripts/package-check.sh $(BUILD)
 
 # The contract fuzzer's long run (docs/contract.md): N cases from SEED, every failure kept.
 N ?= 10000

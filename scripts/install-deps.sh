@@ -22,6 +22,9 @@ PKGS=(
   libopenblas-dev libblis-openmp-dev libblis-dev libmpfr-dev libgmp-dev python3-numpy python3-torch
   # the Python module (src/python) and its tests
   python3-dev pybind11-dev libdlpack-dev python3-pytest
+  # packaging: man pages from the CLI's help, the Debian package's dependencies (dpkg-shlibdeps,
+  # file), `man` to check the pages
+  help2man dpkg-dev file man-db
 )
 
 missing=()

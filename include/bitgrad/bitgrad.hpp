@@ -1,18 +1,26 @@
-// The whole public API.
+// The whole public API: one include for a program that uses bitgrad (tensors, ops, autograd,
+// modules, optimizers, datasets and the loader, files, training and the instruments).
 #pragma once
 
 #include "bitgrad/autograd.hpp"
+#include "bitgrad/data.hpp"
 #include "bitgrad/dist.hpp"
 #include "bitgrad/dtype.hpp"
 #include "bitgrad/error.hpp"
 #include "bitgrad/fingerprint.hpp"
 #include "bitgrad/gradcheck.hpp"
+#include "bitgrad/half.hpp"
+#include "bitgrad/instruments.hpp"
+#include "bitgrad/io.hpp"
 #include "bitgrad/math.hpp"
+#include "bitgrad/nn.hpp"
 #include "bitgrad/ops.hpp"
+#include "bitgrad/optim.hpp"
 #include "bitgrad/rng.hpp"
 #include "bitgrad/runtime.hpp"
 #include "bitgrad/selftest.hpp"
 #include "bitgrad/shape.hpp"
 #include "bitgrad/storage.hpp"
 #include "bitgrad/tensor.hpp"
+#include "bitgrad/train.hpp"
 #include "bitgrad/version.hpp"

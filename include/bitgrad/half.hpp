@@ -18,6 +18,13 @@
 
 #include "bitgrad/dtype.hpp"
 
+// The inline conversions below are part of the numerics; a program compiled with -ffast-math
+// (or -Ofast) would compile them differently, and its copies could replace the library's at
+// link time. The library's own build refuses such flags (cmake/NoFastMath.cmake).
+#ifdef __FAST_MATH__
+#error "bitgrad: -ffast-math / -Ofast changes floating-point results; compile code that includes bitgrad's headers without it"
+#endif
+
 namespace bitgrad {
 
 // The precision of a mixed-precision run's matmul operands and outputs (docs/numerics.md §24).

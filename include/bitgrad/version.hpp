@@ -1,11 +1,15 @@
 // Library version and numerics version. The numerics version names the exact set of
 // canonical evaluation orders and elementary-function algorithms (docs/numerics.md);
 // any change that can move a single bit of any result bumps it, and the golden
-// fingerprints in tests/ pin it.
+// fingerprints in tests/ pin it. The library version (semantic versioning) comes from the
+// project() line of CMakeLists.txt through the generated <bitgrad/version_number.hpp>;
+// docs/install.md#versions says how the two relate.
 #pragma once
 
+#include "bitgrad/version_number.hpp"
+
 namespace bitgrad {
-inline constexpr const char* kVersion = "0.1.0";
+inline constexpr const char* kVersion = BITGRAD_VERSION_STRING;
 inline constexpr int kNumericsVersion = 4;
 const char* git_commit();  // short commit of the build, or "unknown"
 }  // namespace bitgrad
