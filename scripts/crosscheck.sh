@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Contract T8: the selftest fingerprint, and trainings of the MLP and the GPT, must be the same for GCC -O3 (the main build) and
+# Contract T8: the selftest fingerprint, and trainings of the MLP, the CNN and the GPT, must be the same for GCC -O3 (the main build) and
 # Clang -O0, on every code path this CPU has and on several thread counts.
 # Usage: scripts/crosscheck.sh [MAIN_BUILD_DIR]
 set -euo pipefail
@@ -61,9 +61,11 @@ train_everywhere() {
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # The whole training stack: the Fashion-MNIST MLP (data loading with workers, forward,
-# backward, optimizer, checkpoint), and a transformer: the fortunes GPT (text windows,
+# backward, optimizer, checkpoint), the CNN, and a transformer: the fortunes GPT (text windows,
 # attention, layer norm over tokens, GELU, AdamW with clipping).
 train_everywhere examples/fashion_mlp.toml 10 MLP
+# the convolutions (blocks of samples, im2col / im2row / col2im, pooling) of the LeNet-like CNN
+train_everywhere examples/fashion_cnn.toml 4 CNN
 train_everywhere examples/fortunes_gpt.toml 4 GPT
 # Mixed precision: the GPT in bf16 with stochastic rounding and in fp16 with dynamic loss scaling
 # (the 16-bit rounding's fast paths are plain C++: the same bits from both compilers and -O levels).
