@@ -7,18 +7,6 @@
 namespace bitgrad::python {
 namespace {
 
-const char* py_dtype_name(DType t) {
-  switch (t) {
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::i64: return "int64";
-    case DType::u8: return "uint8";
-    case DType::bf16: return "bfloat16";
-    case DType::f16: return "float16";
-  }
-  return "?";
-}
-
 // A Python index (ints, slices with a positive step, Ellipsis, None, one 1-d int64 tensor or a
 // list of ints) applied axis by axis with the differentiable view ops.
 Tensor get_item(const Tensor& t, const py::object& index) {
