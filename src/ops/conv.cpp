@@ -35,8 +35,8 @@ struct ConvGeom {
   std::int64_t block(std::size_t elem) const {
     const std::int64_t per = ckk() * positions() * static_cast<std::int64_t>(elem);
     std::int64_t b = per > 0 ? (std::int64_t(512) << 10) / per : N;
-    if (b < 1) b = 1;
-    return b < N ? b : N;
+    if (b > N) b = N;
+    return b < 1 ? 1 : b;  // an empty batch still has a (zero-sample) block size
   }
 };
 

@@ -98,6 +98,7 @@ TEST(ConvSpec, MatchesTheDirectDefinitionBitwise) {
       {1, 2, 11, 6, 3, 3, 2, 3, 2},    // stride 3 and padding 2: whole padded rows and columns
       {5, 2, 5, 5, 7, 1, 1, 1, 0},     // 1x1
       {2, 1, 4, 4, 2, 4, 4, 1, 3},     // padding wider than the kernel reach
+      {11, 3, 20, 20, 4, 5, 5, 1, 2},  // several blocks of samples (4, 4, then a short one of 3)
   };
   for (const Geo& g : geos) {
     const std::string name = "x=[" + std::to_string(g.N) + "," + std::to_string(g.C) + "," + std::to_string(g.H) + "," +
@@ -128,6 +129,20 @@ TEST(ConvSpec, MatchesTheDirectDefinitionBitwise) {
       }
     }
   }
+}
+
+TEST(ConvSpec, AnEmptyBatchGivesEmptyResults) {
+  RuntimeGuard guard;
+  Tensor x = Tensor::zeros(Shape{0, 2, 6, 6}, DType::f32);
+  Tensor w = Tensor::ones(Shape{3, 2, 3, 3}, DType::f32);
+  Tensor b = Tensor::ones(Shape{3}, DType::f32);
+  for (Tensor* p : {&x, &w, &b}) p->set_requires_grad(true);
+  Tensor y = conv2d(x, w, b, 1, 1);
+  EXPECT_EQ(y.shape(), (Shape{0, 3, 6, 6}));
+  sum(y).backward();
+  EXPECT_EQ(x.grad().shape(), x.shape());
+  EXPECT_EQ(w.grad().shape(), w.shape());
+  for (float v : w.grad().to_vector<float>()) EXPECT_EQ(v, 0.0f);
 }
 
 }  // namespace
