@@ -333,7 +333,7 @@ void conv_pool_cases() {
     tb.col2im(dc.data(), c, dx.data());
     return dx;
   });
-  // im2col copies: each column element holds its pixel's bits, NaN or not, on every path
+  // im2col and im2row copy: each element holds its pixel's bits, NaN or not, on every path
   const auto x1 = with_nans<T>(pix, 75, 1), x2 = with_nans<T>(pix, 75, 2);
   RuntimeGuard guard;
   for (Isa isa : isas())
@@ -352,6 +352,13 @@ void conv_pool_cases() {
                   want[at] = ih >= 0 && ih < c.H && iw >= 0 && iw < c.W ? (*x)[static_cast<std::size_t>((ch * c.H + ih) * c.W + iw)] : T(0);
                 }
         EXPECT_TRUE(same_bits(want, got)) << label<T>("im2col") << " isa=" << isa_name(isa) << " threads=" << t;
+        // im2row: the same elements transposed, bits and all
+        const std::int64_t P = c.OH * c.OW, CKK = c.C * c.KH * c.KW;
+        std::vector<T> rows(cols), want_rows(cols);
+        kern::table<T>(isa).im2row(x->data(), c, rows.data());
+        for (std::int64_t r = 0; r < CKK; ++r)
+          for (std::int64_t q = 0; q < P; ++q) want_rows[static_cast<std::size_t>(q * CKK + r)] = want[static_cast<std::size_t>(r * P + q)];
+        EXPECT_TRUE(same_bits(want_rows, rows)) << label<T>("im2row") << " isa=" << isa_name(isa) << " threads=" << t;
       }
     }
 }
