@@ -1,56 +1,37 @@
 #include "instruments/step_tracer.hpp"
 
-#include <algorithm>
-
 #include "bitgrad/runtime.hpp"
+#include "instruments/group_hasher.hpp"
 #include "kernels/thread_pool.hpp"
 
 namespace bitgrad::instruments {
 
 // The hash groups of a record in order (the batch's inputs and targets together, then each
-// gradient, then each parameter), hashed one 64 KiB piece per slice.
+// gradient, then each parameter), hashed one 64 KiB piece per slice, the rest at wait().
 struct StepTracer::Job final : kern::IdleWork {
   static constexpr std::size_t kSlice = 64 * 1024;
 
   StepRecord rec;  // step, epoch, batch, loss; names with empty digests to fill
-  std::vector<std::vector<Tensor>> groups;
-  std::vector<Digest128> digests;
+  std::unique_ptr<GroupHasher> hash;
   train::JsonLinesWriter* out = nullptr;  // idle mode: the last slice writes the record
   std::exception_ptr error;
   bool written = false;
-  // position
-  std::size_t g = 0, t = 0, at = 0;
-  bool header_done = false;
-  std::unique_ptr<Fingerprint> fp;
 
-  // Hashes up to `budget` bytes; true while bytes remain.
-  bool advance(std::size_t budget) {
-    while (g < groups.size()) {
-      if (!fp) fp = std::make_unique<Fingerprint>();
-      if (t == groups[g].size()) {
-        digests[g] = fp->digest();
-        fp.reset();
-        ++g, t = 0;
-        continue;
-      }
-      const Tensor& x = groups[g][t];
-      if (!header_done) {
-        fp->add_header(x);
-        header_done = true;
-        at = 0;
-      }
-      std::size_t n = 0;
-      const char* p = static_cast<const char*>(Fingerprint::element_bytes(x, n));
-      const std::size_t k = std::min(budget, n - at);
-      fp->add_bytes(p + at, k);
-      at += k;
-      budget -= k;
-      if (at == n) ++t, header_done = false;
-      if (budget == 0) return g < groups.size();
+  // What the idle slices left (none may run any more), on the kernel threads, then the record.
+  void finish() {
+    if (written) return;
+    try {
+      hash->finish_parallel();
+    } catch (...) {
+      error = std::current_exception();
+      written = true;
+      return;
     }
-    return false;
+    write();
   }
   void finish_record() {
+    const auto& groups = hash->groups();
+    const auto& digests = hash->digests();
     std::size_t i = 0;
     rec.input = digests[i++];
     for (auto& [name, d] : rec.grads) d = groups[i].empty() ? Digest128{} : digests[i], ++i;
@@ -67,7 +48,7 @@ struct StepTracer::Job final : kern::IdleWork {
     written = true;
   }
   bool slice() override {
-    if (advance(kSlice)) return true;
+    if (hash->advance(kSlice)) return true;
     write();
     return false;
   }
@@ -121,17 +102,18 @@ void StepTracer::submit(std::int64_t s, const train::Session& session, const tra
   j->rec.batch = step_out.batch.index;
   j->rec.loss = step_out.loss;
   auto c = [](const Tensor& x) { return x.is_contiguous() ? x : x.contiguous_copy(); };
-  j->groups.push_back({c(step_out.batch.x), c(step_out.batch.y)});
+  std::vector<std::vector<Tensor>> groups;
+  groups.push_back({c(step_out.batch.x), c(step_out.batch.y)});
   for (const auto& [name, p] : session.params()) {
     const Tensor g = p.grad();
-    j->groups.push_back(g.defined() ? std::vector<Tensor>{c(g)} : std::vector<Tensor>{});
+    groups.push_back(g.defined() ? std::vector<Tensor>{c(g)} : std::vector<Tensor>{});
     j->rec.grads.emplace_back(name, Digest128{});
   }
   for (const auto& [name, p] : session.params()) {
-    j->groups.push_back({c(p)});
+    groups.push_back({c(p)});
     j->rec.params.emplace_back(name, Digest128{});
   }
-  j->digests.resize(j->groups.size());
+  j->hash = std::make_unique<GroupHasher>(std::move(groups));
   j->out = &out_;
   switch (mode_) {
     case Mode::inline_:
@@ -157,7 +139,8 @@ void StepTracer::wait() {
   std::exception_ptr e;
   if (mode_ == Mode::idle) {
     if (!job_) return;
-    kern::finish_idle_work();
+    kern::take_back_idle_work();
+    job_->finish();
     e = job_->error;
     job_.reset();
   } else if (mode_ == Mode::thread) {

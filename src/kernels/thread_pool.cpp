@@ -25,8 +25,9 @@ std::atomic<bool> g_idle_busy{false};
 // left more to do.
 bool try_idle_slice() {
   if (!g_idle.load(std::memory_order_acquire)) return false;
-  if (g_idle_busy.exchange(true, std::memory_order_acquire)) return false;
-  IdleWork* w = g_idle.load(std::memory_order_acquire);
+  // seq_cst: against take_back_idle_work's store-then-load (a Dekker pair)
+  if (g_idle_busy.exchange(true, std::memory_order_seq_cst)) return false;
+  IdleWork* w = g_idle.load(std::memory_order_seq_cst);
   bool more = false;
   if (w) {
     more = w->slice();
@@ -188,6 +189,13 @@ void finish_idle_work() {
   while (g_idle.load(std::memory_order_acquire)) {
     if (!try_idle_slice()) cpu_relax();  // another thread is in a slice, or it just ended
   }
+}
+
+void take_back_idle_work() {
+  g_idle.store(nullptr, std::memory_order_seq_cst);
+  // a slice that took the work before the store finishes it; one that takes the flag after it
+  // finds no work (seq_cst on both sides: neither can miss the other's write)
+  while (g_idle_busy.load(std::memory_order_seq_cst)) cpu_relax();
 }
 
 void parallel_chunks(std::int64_t n, std::int64_t grain, ChunkFn fn, void* ctx) {

@@ -37,6 +37,9 @@ class IdleWork {
 void post_idle_work(IdleWork* w);
 // Runs the posted work's remaining slices on this thread, then clears it.
 void finish_idle_work();
+// Clears the posted work and returns once no slice of it runs any more, leaving what remains
+// to the caller (who may then finish it with parallel_for).
+void take_back_idle_work();
 
 // Threads the next parallel_for may use (the runtime setting).
 int pool_threads();

@@ -106,6 +106,33 @@ TEST(ThreadPool, IdleWorkRunsInOrderBesideParallelRegions) {
   }
 }
 
+// Taken back, idle work runs no further slice: whoever was in one has finished it, and what
+// is left is the caller's (the step tracer then hashes the rest on the kernel threads).
+TEST(ThreadPool, IdleWorkTakenBackRunsNoMoreSlices) {
+  RuntimeGuard g;
+  for (int threads : {2, 3, 4}) {
+    set_num_threads(threads);
+    Counter c;
+    c.total = 1 << 30;  // more than the regions' idle time can run
+    kern::post_idle_work(&c);
+    std::vector<double> v(1 << 16);
+    auto regions = [&](int n) {
+      for (int r = 0; r < n; ++r)
+        kern::parallel_for(static_cast<std::int64_t>(v.size()), 1024, [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t i = b; i < e; ++i) v[static_cast<std::size_t>(i)] += 1.0;
+        });
+    };
+    regions(50);
+    kern::take_back_idle_work();
+    const std::size_t ran = c.seen.size();
+    regions(50);
+    EXPECT_EQ(c.seen.size(), ran) << threads;  // a slice after the take-back would append here
+    for (std::size_t i = 0; i < c.seen.size(); ++i) ASSERT_EQ(c.seen[i], static_cast<int>(i));
+    kern::finish_idle_work();  // nothing posted: returns at once
+    EXPECT_EQ(c.seen.size(), ran);
+  }
+}
+
 }  // namespace
 }  // namespace bitgrad::test
 
