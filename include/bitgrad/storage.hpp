@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "bitgrad/device.hpp"
+
 namespace bitgrad {
 
 class Storage {
@@ -21,6 +23,8 @@ class Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
+  // where the buffer lives (CPU only today; a GPU backend allocates its own)
+  Device device() const { return device_; }
   void* data() { return data_; }
   const void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
@@ -33,6 +37,7 @@ class Storage {
   std::size_t bytes_;
   std::size_t capacity_;  // size class actually held
   std::uint64_t version_ = 0;
+  Device device_ = Device::cpu;
   std::shared_ptr<void> owner_;  // wrap(): the buffer's owner
 };
 

@@ -67,6 +67,7 @@ class Tensor {
   DType dtype() const { return impl().dtype; }
   bool is_contiguous() const;
   const std::shared_ptr<Storage>& storage() const { return impl().storage; }
+  Device device() const { return impl().storage ? impl().storage->device() : Device::cpu; }
   TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 

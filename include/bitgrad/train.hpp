@@ -154,8 +154,10 @@ struct RunResult {
 };
 
 // Trains to the stop point: the run directory (resolved configuration, metrics, checkpoints),
-// progress output, evaluation at each epoch's end, resume. The kernel thread count is restored
-// on return. Without instruments: `instruments::train` (bitgrad/instruments.hpp) adds the
+// progress output, evaluation at each epoch's end, resume. It runs in an execution context of
+// its own (bitgrad/runtime.hpp: the configuration's thread count, else the caller's; the
+// caller's code path), so the caller's context is untouched and runs on several threads of one
+// process do not share a pool. Without instruments: `instruments::train` (bitgrad/instruments.hpp) adds the
 // manifest, the traces and anomaly detection, as `bitgrad train` does.
 RunResult run(Config cfg, const RunOptions& opt, std::ostream& out);
 

@@ -123,7 +123,8 @@ void StepTracer::submit(std::int64_t s, const train::Session& session, const tra
       return;
     case Mode::idle:
       job_ = std::move(j);
-      kern::post_idle_work(job_.get());
+      posted_to_ = current_context().backend_ptr();
+      kern::post_idle_work(*posted_to_, job_.get());
       return;
     case Mode::thread: {
       std::lock_guard<std::mutex> l(mu_);
@@ -139,7 +140,8 @@ void StepTracer::wait() {
   std::exception_ptr e;
   if (mode_ == Mode::idle) {
     if (!job_) return;
-    kern::take_back_idle_work();
+    kern::take_back_idle_work(*posted_to_);
+    posted_to_.reset();
     job_->finish();
     e = job_->error;
     job_.reset();

@@ -17,6 +17,7 @@
 #include <optional>
 #include <thread>
 
+#include "bitgrad/runtime.hpp"
 #include "instruments/trace.hpp"
 #include "train/session.hpp"
 
@@ -46,6 +47,8 @@ class StepTracer {
   train::JsonLinesWriter out_;
   const Mode mode_;
   std::unique_ptr<Job> job_;  // thread: waiting for the worker; idle: posted or done
+  // idle: the context whose pool the job was posted to (kept alive until it is taken back)
+  std::shared_ptr<kern::Backend> posted_to_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool busy_ = false, stop_ = false;

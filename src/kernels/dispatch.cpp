@@ -24,10 +24,4 @@ const Table<double>& table_f64(Isa isa) {
   return ref::table_f64();
 }
 
-namespace {
-const Table<float>* g_substitute = nullptr;  // bench/tax_bench.cpp only
-}
-void set_substitute_f32(const Table<float>* t) { g_substitute = t; }
-const Table<float>* substitute_f32() { return g_substitute; }
-
 }  // namespace bitgrad::kern

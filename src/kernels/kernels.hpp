@@ -1,8 +1,8 @@
 // Canonical kernels. Every kernel's floating-point evaluation order is a function of the
 // shapes only (docs/numerics.md); the scalar reference (reference.cpp, reference_nn.cpp) spells
 // that order out literally, and the AVX2 / AVX-512 fast paths reproduce it bit for bit.
-// The table of the active code path is chosen at startup (BITGRAD_ISA) and can be switched
-// with set_isa(). Kernels take contiguous, row-major arrays.
+// Ops reach the table of the calling thread's execution context through active<T>()
+// (backend.hpp). Kernels take contiguous, row-major arrays.
 #pragma once
 
 #include <bit>
@@ -177,8 +177,10 @@ const Table<T>& table(Isa isa) {
   }
 }
 // ---- order perturbation (opt-in; docs/numerics.md §19) --------------------------------------
-// While a seed is set on this thread, every reduction of the active table runs on its input
-// permuted by (seed, "perturb").sub(step).sub(call): another IEEE order, chosen at random.
+// While a seed is set on the calling thread's execution context, every reduction of its table
+// runs on its input permuted by (seed, "perturb").sub(step).sub(call): another IEEE order,
+// chosen at random. A context with perturbation on is meant for one thread (train::run and a
+// Python Session each have their own).
 void set_perturbation(bool on, std::uint64_t seed = 0);
 bool perturbation_active();
 void perturb_step(std::uint64_t step);  // restarts the call count: a step's orders are reproducible
@@ -192,22 +194,23 @@ inline constexpr unsigned kNonIeeeMxcsr = (1u << 15) | (1u << 6) | (3u << 13);
 // built with fast-math can set them for a whole process). Pool threads clear them at start.
 void require_ieee_fp();
 
-// Benchmarks only (bench/tax_bench.cpp, the determinism tax): while set, an f32 table of
-// non-canonical kernels replaces the active one, so that one process can time a training step
-// on both. The library never sets it; set it only between steps, while no kernel runs.
+// Benchmarks only (bench/tax_bench.cpp, the determinism tax): installs an f32 table of
+// non-canonical kernels in the calling thread's context (nullptr: the canonical one again), so
+// that one process can time a training step on both. The library never sets it; set it only
+// between steps, while no kernel runs.
 void set_substitute_f32(const Table<float>* t);
 const Table<float>* substitute_f32();
+
+// The tables of the calling thread's execution context (src/kernels/backend.hpp), resolved
+// when a setting changes: the dispatch path reads one pointer.
+const Table<float>& context_table_f32();
+const Table<double>& context_table_f64();
 
 template <class T>
 const Table<T>& active() {
   require_ieee_fp();
-  if (perturbation_active()) {
-    if constexpr (sizeof(T) == 4) return perturbed_table_f32();
-    else return perturbed_table_f64();
-  }
-  if constexpr (sizeof(T) == 4)
-    if (const Table<float>* s = substitute_f32()) return *s;
-  return table<T>(active_isa());
+  if constexpr (sizeof(T) == 4) return context_table_f32();
+  else return context_table_f64();
 }
 
 // Streaming pairwise tree over a sequence of partial results (numerics.md, "batch rule"):

@@ -8,24 +8,22 @@
 #include <vector>
 
 #include "bitgrad/rng.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/kernels.hpp"
 
 namespace bitgrad::kern {
 namespace {
 
-struct State {
-  bool on = false;
-  std::uint64_t seed = 0, step = 0, call = 0;
-};
-thread_local State t_state;
-
+// the state lives in the calling thread's context (backend.hpp): its seed, step and call count
 std::vector<std::int64_t> next_perm(std::int64_t n) {
-  return rng::Stream(t_state.seed, "perturb").sub(t_state.step).sub(t_state.call++).permutation(n);
+  Backend::Perturb& s = current_backend().perturb;
+  return rng::Stream(s.seed, "perturb").sub(s.step).sub(s.call++).permutation(n);
 }
 
+// the context's own code path under the perturbation
 template <class T>
 const Table<T>& base() {
-  return table<T>(active_isa());
+  return table<T>(current_backend().isa.load(std::memory_order_relaxed));
 }
 
 // x'[r, l] = x[r, p[l]]
@@ -259,14 +257,17 @@ Table<T> make() {
 }  // namespace
 
 void set_perturbation(bool on, std::uint64_t seed) {
-  t_state.on = on;
-  t_state.seed = seed;
-  t_state.call = 0;
+  Backend& b = current_backend();
+  b.perturb.on = on;
+  b.perturb.seed = seed;
+  b.perturb.call = 0;
+  b.resolve();
 }
-bool perturbation_active() { return t_state.on; }
+bool perturbation_active() { return current_backend().perturb.on; }
 void perturb_step(std::uint64_t step) {
-  t_state.step = step;
-  t_state.call = 0;
+  Backend::Perturb& s = current_backend().perturb;
+  s.step = step;
+  s.call = 0;
 }
 const Table<float>& perturbed_table_f32() {
   static const Table<float> t = make<float>();

@@ -1,6 +1,5 @@
 #include <sched.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -25,13 +24,6 @@ int env_isa() {
   return static_cast<int>(isa);
 }
 
-std::atomic<int>& isa_slot() {
-  static std::atomic<int> slot{[] {
-    int e = env_isa();
-    return e >= 0 ? e : static_cast<int>(best_isa());
-  }()};
-  return slot;
-}
 
 }  // namespace
 
@@ -72,12 +64,14 @@ Isa best_isa() {
   return Isa::scalar;
 }
 
-Isa active_isa() { return static_cast<Isa>(isa_slot().load(std::memory_order_relaxed)); }
-
-void set_isa(Isa isa) {
-  if (!cpu_supports(isa)) throw Error(std::string("set_isa: this CPU does not support ") + isa_name(isa));
-  isa_slot().store(static_cast<int>(isa), std::memory_order_relaxed);
+Isa default_isa() {
+  const int e = env_isa();
+  return e >= 0 ? static_cast<Isa>(e) : best_isa();
 }
+
+Isa active_isa() { return current_context().isa(); }
+
+void set_isa(Isa isa) { current_context().set_isa(isa); }
 
 int default_num_threads() {
   if (const char* e = std::getenv("BITGRAD_THREADS"); e && *e) {
@@ -100,18 +94,15 @@ int available_cpus() {
   return h ? static_cast<int>(h) : 1;
 }
 
-int num_threads() { return kern::pool_threads(); }
+int num_threads() { return current_context().threads(); }
 
-void set_num_threads(int n) {
-  if (n < 1) throw Error("set_num_threads: expected at least 1 thread, got " + std::to_string(n));
-  kern::pool_resize(n);
-}
+void set_num_threads(int n) { current_context().set_threads(n); }
 
 ThreadCountScope::ThreadCountScope(int n) : before_(num_threads()) {
   if (n > 0 && n != before_) set_num_threads(n);
 }
 ThreadCountScope::~ThreadCountScope() {
-  if (num_threads() != before_) kern::pool_resize(before_);
+  if (num_threads() != before_) current_context().set_threads(before_);
 }
 
 IsaScope::IsaScope(Isa isa) : before_(active_isa()) { set_isa(isa); }

@@ -10,30 +10,45 @@
 #endif
 
 #include "bitgrad/runtime.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/kernels.hpp"
 
 namespace bitgrad::kern {
+
+class Pool;
+
+// One context's pool and what goes with it.
+struct PoolState {
+  Backend* owner = nullptr;
+  std::mutex mu;  // one parallel region at a time (callers from several threads queue here)
+  Pool* pool = nullptr;
+  int threads = 0;  // 0: not yet resolved (default_num_threads() on first use)
+  // the posted idle work; idle_busy serialises its slices (acquire/release hands its state on)
+  std::atomic<IdleWork*> idle{nullptr};
+  std::atomic<bool> idle_busy{false};
+  // written under mu, read by region_stats without it
+  std::atomic<std::uint64_t> split{0};
+  std::atomic<int> widest{1};
+  ~PoolState();
+};
+
 namespace {
 
 thread_local bool t_in_parallel = false;
 
-// the posted idle work; g_idle_busy serialises its slices (acquire/release hands its state on)
-std::atomic<IdleWork*> g_idle{nullptr};
-std::atomic<bool> g_idle_busy{false};
-
 // Runs one slice if there is work and no other thread is in one; true if it ran one that
 // left more to do.
-bool try_idle_slice() {
-  if (!g_idle.load(std::memory_order_acquire)) return false;
+bool try_idle_slice(PoolState& ps) {
+  if (!ps.idle.load(std::memory_order_acquire)) return false;
   // seq_cst: against take_back_idle_work's store-then-load (a Dekker pair)
-  if (g_idle_busy.exchange(true, std::memory_order_seq_cst)) return false;
-  IdleWork* w = g_idle.load(std::memory_order_seq_cst);
+  if (ps.idle_busy.exchange(true, std::memory_order_seq_cst)) return false;
+  IdleWork* w = ps.idle.load(std::memory_order_seq_cst);
   bool more = false;
   if (w) {
     more = w->slice();
-    if (!more) g_idle.store(nullptr, std::memory_order_release);
+    if (!more) ps.idle.store(nullptr, std::memory_order_release);
   }
-  g_idle_busy.store(false, std::memory_order_release);
+  ps.idle_busy.store(false, std::memory_order_release);
   return more;
 }
 
@@ -43,9 +58,11 @@ inline void cpu_relax() {
 #endif
 }
 
+}  // namespace
+
 class Pool {
  public:
-  explicit Pool(int threads) : threads_(threads) {
+  Pool(PoolState* state, int threads) : state_(state), threads_(threads) {
     for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
   }
   ~Pool() {
@@ -75,7 +92,7 @@ class Pool {
     run_chunk(0);
     // wait for the others: idle work or spin briefly, then block
     for (int spin = 0; remaining_.load(std::memory_order_acquire) != 0; ++spin) {
-      if (try_idle_slice()) {
+      if (try_idle_slice(*state_)) {
         spin = 0;
       } else if (spin < 4000) {
         cpu_relax();
@@ -104,6 +121,8 @@ class Pool {
     // a new thread inherits its creator's MXCSR: whatever a fast-math library set there,
     // kernel threads round to nearest with gradual underflow (numerics.md §1)
     _mm_setcsr(_mm_getcsr() & ~kNonIeeeMxcsr);
+    // a chunk that dispatches a kernel uses this pool's context
+    bind_thread(state_->owner);
     // the pool is built at generation 0: a job or stop posted before this thread runs is
     // still seen as new
     std::uint64_t seen = 0;
@@ -113,11 +132,11 @@ class Pool {
       for (;;) {
         const std::uint64_t w = wake_.load(std::memory_order_acquire);
         if ((g = generation_.load(std::memory_order_acquire)) != seen) break;
-        if (try_idle_slice()) {
+        if (try_idle_slice(*state_)) {
           spin = 0;
         } else if (spin++ < 4000) {
           cpu_relax();
-        } else if (!g_idle.load(std::memory_order_acquire)) {
+        } else if (!state_->idle.load(std::memory_order_acquire)) {
           wake_.wait(w, std::memory_order_acquire);  // returns at once if anything was posted since w
         }
       }
@@ -128,6 +147,7 @@ class Pool {
     }
   }
 
+  PoolState* state_;
   int threads_;
   std::vector<std::thread> workers_;
   std::atomic<std::uint64_t> generation_{0}, wake_{0};
@@ -140,62 +160,81 @@ class Pool {
   std::vector<std::exception_ptr> errors_;
 };
 
-std::mutex g_mu;  // one parallel region at a time (callers from several threads queue here)
-Pool* g_pool = nullptr;
-int g_threads = 0;
-// written under g_mu, read by region_stats without it
-std::atomic<std::uint64_t> g_split{0};
-std::atomic<int> g_widest{1};
+namespace {
 
-Pool& pool_locked() {
-  if (!g_pool) {
-    if (g_threads == 0) g_threads = default_num_threads();
-    g_pool = new Pool(g_threads);
+Pool& pool_locked(PoolState& ps) {
+  if (!ps.pool) {
+    if (ps.threads == 0) ps.threads = default_num_threads();
+    ps.pool = new Pool(&ps, ps.threads);
   }
-  return *g_pool;
+  return *ps.pool;
 }
+
+PoolState& current_pool() { return *current_backend().pool; }
 
 }  // namespace
 
-int pool_threads() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (g_threads == 0) g_threads = default_num_threads();
-  return g_threads;
+PoolState::~PoolState() { delete pool; }
+
+PoolState* make_pool_state(Backend* owner, int threads) {
+  auto* p = new PoolState;
+  p->owner = owner;
+  p->threads = threads > 0 ? threads : 0;
+  return p;
+}
+void destroy_pool_state(PoolState* p) { delete p; }
+
+int pool_threads(PoolState& ps) {
+  std::lock_guard<std::mutex> lock(ps.mu);
+  if (ps.threads == 0) ps.threads = default_num_threads();
+  return ps.threads;
 }
 
-void pool_resize(int threads) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (g_pool && g_pool->threads() == threads) return;
-  delete g_pool;
-  g_pool = nullptr;
-  g_threads = threads;
+void pool_resize(PoolState& ps, int threads) {
+  std::lock_guard<std::mutex> lock(ps.mu);
+  if (ps.pool && ps.pool->threads() == threads) return;
+  delete ps.pool;
+  ps.pool = nullptr;
+  ps.threads = threads;
 }
 
-RegionStats region_stats() { return {g_split.load(std::memory_order_relaxed), g_widest.load(std::memory_order_relaxed)}; }
+int pool_threads() { return pool_threads(current_pool()); }
+void pool_resize(int threads) { pool_resize(current_pool(), threads); }
+
+RegionStats region_stats() {
+  PoolState& ps = current_pool();
+  return {ps.split.load(std::memory_order_relaxed), ps.widest.load(std::memory_order_relaxed)};
+}
 
 void reset_region_stats() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_split.store(0, std::memory_order_relaxed);
-  g_widest.store(1, std::memory_order_relaxed);
+  PoolState& ps = current_pool();
+  std::lock_guard<std::mutex> lock(ps.mu);
+  ps.split.store(0, std::memory_order_relaxed);
+  ps.widest.store(1, std::memory_order_relaxed);
 }
 
-void post_idle_work(IdleWork* w) {
-  g_idle.store(w, std::memory_order_release);
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (w && g_pool) g_pool->wake();
+void post_idle_work(IdleWork* w) { post_idle_work(current_backend(), w); }
+void post_idle_work(Backend& b, IdleWork* w) {
+  PoolState& ps = *b.pool;
+  ps.idle.store(w, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(ps.mu);
+  if (w && ps.pool) ps.pool->wake();
 }
 
 void finish_idle_work() {
-  while (g_idle.load(std::memory_order_acquire)) {
-    if (!try_idle_slice()) cpu_relax();  // another thread is in a slice, or it just ended
+  PoolState& ps = current_pool();
+  while (ps.idle.load(std::memory_order_acquire)) {
+    if (!try_idle_slice(ps)) cpu_relax();  // another thread is in a slice, or it just ended
   }
 }
 
-void take_back_idle_work() {
-  g_idle.store(nullptr, std::memory_order_seq_cst);
+void take_back_idle_work() { take_back_idle_work(current_backend()); }
+void take_back_idle_work(Backend& b) {
+  PoolState& ps = *b.pool;
+  ps.idle.store(nullptr, std::memory_order_seq_cst);
   // a slice that took the work before the store finishes it; one that takes the flag after it
   // finds no work (seq_cst on both sides: neither can miss the other's write)
-  while (g_idle_busy.load(std::memory_order_seq_cst)) cpu_relax();
+  while (ps.idle_busy.load(std::memory_order_seq_cst)) cpu_relax();
 }
 
 void parallel_chunks(std::int64_t n, std::int64_t grain, ChunkFn fn, void* ctx) {
@@ -205,9 +244,10 @@ void parallel_chunks(std::int64_t n, std::int64_t grain, ChunkFn fn, void* ctx) 
     fn(ctx, 0, n);
     return;
   }
-  std::unique_lock<std::mutex> lock(g_mu, std::defer_lock);
+  PoolState& ps = current_pool();
+  std::unique_lock<std::mutex> lock(ps.mu, std::defer_lock);
   lock.lock();
-  Pool& p = pool_locked();
+  Pool& p = pool_locked(ps);
   std::int64_t max_chunks = (n + grain - 1) / grain;
   int chunks = static_cast<int>(max_chunks < p.threads() ? max_chunks : p.threads());
   if (chunks <= 1) {
@@ -222,8 +262,8 @@ void parallel_chunks(std::int64_t n, std::int64_t grain, ChunkFn fn, void* ctx) 
     t_in_parallel = false;
     return;
   }
-  g_split.fetch_add(1, std::memory_order_relaxed);
-  if (chunks > g_widest.load(std::memory_order_relaxed)) g_widest.store(chunks, std::memory_order_relaxed);
+  ps.split.fetch_add(1, std::memory_order_relaxed);
+  if (chunks > ps.widest.load(std::memory_order_relaxed)) ps.widest.store(chunks, std::memory_order_relaxed);
   p.run(chunks, n, fn, ctx);
 }
 

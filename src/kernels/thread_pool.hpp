@@ -1,6 +1,7 @@
-// A fixed pool of worker threads. parallel_for splits [0, n) into contiguous chunks, one
-// per thread; each kernel computes every output element entirely inside one chunk, so
-// the partition decides who computes an element, never how: results do not depend on it.
+// A fixed pool of worker threads per execution context. parallel_for splits [0, n) into
+// contiguous chunks, one per thread of the calling thread's context; each kernel computes every
+// output element entirely inside one chunk, so the partition decides who computes an element,
+// never how: results do not depend on it. Two contexts' pools run side by side.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +11,16 @@ namespace bitgrad::kern {
 
 using ChunkFn = void (*)(void* ctx, std::int64_t begin, std::int64_t end);
 
-// Runs fn(ctx, b, e) over T = min(threads, ceil(n / grain)) contiguous chunks and waits.
-// Nested calls run serially. An exception in a chunk is rethrown (the lowest chunk's).
+struct Backend;
+struct PoolState;
+// A context's pool state (its threads start on first use); destroy_pool_state is in backend.hpp.
+PoolState* make_pool_state(Backend* owner, int threads);  // threads <= 0: default_num_threads()
+int pool_threads(PoolState& p);
+void pool_resize(PoolState& p, int threads);
+
+// Runs fn(ctx, b, e) over T = min(threads, ceil(n / grain)) contiguous chunks on the calling
+// thread's context and waits. Nested calls run serially. An exception in a chunk is rethrown
+// (the lowest chunk's).
 void parallel_chunks(std::int64_t n, std::int64_t grain, ChunkFn fn, void* ctx);
 
 template <class F>
@@ -33,19 +42,23 @@ class IdleWork {
   // throw or call parallel_for.
   virtual bool slice() = 0;
 };
+// Idle work belongs to the calling thread's context (its pool runs the slices).
 // Posts `w` (at most one at a time; it must outlive its slices), or clears with nullptr.
 void post_idle_work(IdleWork* w);
+void post_idle_work(Backend& b, IdleWork* w);
 // Runs the posted work's remaining slices on this thread, then clears it.
 void finish_idle_work();
 // Clears the posted work and returns once no slice of it runs any more, leaving what remains
 // to the caller (who may then finish it with parallel_for).
 void take_back_idle_work();
+void take_back_idle_work(Backend& b);
 
-// Threads the next parallel_for may use (the runtime setting).
+// Threads the next parallel_for may use (the calling thread's context).
 int pool_threads();
 void pool_resize(int threads);
 
-// What the parallel regions since the last reset did, so that a test can prove a kernel was
+// What the calling thread's context's parallel regions since the last reset did, so that a
+// test can prove a kernel was
 // split over the threads rather than trust its shapes to exceed the grains.
 struct RegionStats {
   std::uint64_t split = 0;  // regions run on more than one chunk

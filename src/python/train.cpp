@@ -26,15 +26,17 @@ class PySession {
     BITGRAD_CHECK(cfg.threads >= 0, "Session", "threads is ", cfg.threads, "; expected >= 1 (or 0: as set)");
     BITGRAD_CHECK(cfg.workers >= 0, "Session", "workers is ", cfg.workers, "; expected >= 0");
     check_fp_environment();
-    threads_ = cfg.threads;
+    // the session's own execution context: Python threads stepping several sessions at once
+    // do not share a pool or a thread count
+    context_ = std::make_unique<ExecContext>(cfg.threads > 0 ? cfg.threads : num_threads(), active_isa());
     nogil([&] {
-      ThreadCountScope t(threads_);
+      ExecScope t(*context_);
       session_.emplace(cfg, train::train_dataset(cfg), train::test_dataset(cfg), cfg.workers);
     });
   }
   py::dict step() {
     const train::Session::StepOut o = nogil([&] {
-      ThreadCountScope t(threads_);
+      ExecScope t(*context_);
       return session_->step(done_);
     });
     ++done_;
@@ -53,7 +55,7 @@ class PySession {
   }
   py::dict evaluate() const {
     const train::Eval e = nogil([&] {
-      ThreadCountScope t(threads_);
+      ExecScope t(*context_);
       return session_->evaluate();
     });
     py::dict d;
@@ -63,20 +65,23 @@ class PySession {
   }
   Tensor predict(const Tensor& x) const {
     return nogil([&] {
-      ThreadCountScope t(threads_);
+      ExecScope t(*context_);
       return session_->predict(x);
     });
   }
   std::string fingerprint() const {
-    return nogil([&] { return session_->fingerprint().hex(); });
+    return nogil([&] {
+      ExecScope t(*context_);
+      return session_->fingerprint().hex();
+    });
   }
   const train::Session& session() const { return *session_; }
   std::int64_t steps_done() const { return done_; }
 
  private:
+  std::unique_ptr<ExecContext> context_;  // before session_: destroyed after it
   std::optional<train::Session> session_;
   std::int64_t done_ = 0;
-  int threads_ = 0;
 };
 
 // While a run trains with the GIL released, SIGINT and SIGTERM ask it to stop after its step and

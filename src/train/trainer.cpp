@@ -244,13 +244,16 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
   std::ostream& out = root ? out_arg : null_out;
 
   // settings and checks: nothing is written before all of them pass (on every rank)
+  // the run's own execution context: its thread count and the caller's code path, so that runs
+  // in one process (threads, a server) do not share a pool or a setting
+  std::optional<ExecContext> context;
+  std::optional<ExecScope> in_context;
   std::optional<Session> session_slot;
   std::optional<RunDir> dir_slot;
   std::optional<Checkpoint> ck;
   std::int64_t stop = 0;
   std::string hash;
   bool fresh = opt.resume.empty();
-  std::optional<ThreadCountScope> threads;
   std::vector<std::string> hosts{dist::host_name()};
   StartInfo start_info;
   try {
@@ -259,7 +262,8 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
     if (opt.threads > 0) cfg.threads = opt.threads;
     if (opt.workers >= 0) cfg.workers = opt.workers;
     check_fp_environment();
-    threads.emplace(cfg.threads);  // a library call leaves the process as it found it
+    context.emplace(cfg.threads > 0 ? cfg.threads : num_threads(), active_isa());
+    in_context.emplace(*context);
     session_slot.emplace(cfg, train_dataset(cfg), test_dataset(cfg), cfg.workers, opt.perturb_order, comm);
     Session& session = *session_slot;
     stop = opt.steps >= 0 ? opt.steps : (opt.epochs >= 0 ? opt.epochs * session.batches_per_epoch() : session.planned_steps());

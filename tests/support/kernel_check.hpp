@@ -1,5 +1,6 @@
 // The determinism mode of the kernel harness: a case runs on the scalar reference once and
-// on every fast path at threads 1, 2, 3, 4, 7, 8; all results must be bitwise equal.
+// on every backend's fast paths at threads 1, 2, 3, 4, 7, 8, each in an execution context of
+// its own; all results must be bitwise equal. A code path the CPU lacks skips the test visibly.
 #pragma once
 
 #include <string>
@@ -12,16 +13,28 @@ namespace bitgrad::test {
 
 template <class T, class Run>
 void expect_fast_equals_reference(const std::string& name, Run run) {
-  RuntimeGuard guard;
-  set_num_threads(1);
-  const std::vector<T> want = run(kern::table<T>(Isa::scalar));
-  for (Isa isa : fast_isas()) {
-    for (int t : thread_counts()) {
-      set_num_threads(t);
-      const std::vector<T> got = run(kern::table<T>(isa));
-      EXPECT_TRUE(bitwise_equal(want, got)) << name << " isa=" << isa_name(isa) << " threads=" << t;
+  std::vector<T> want;
+  {
+    ExecContext ref(1, Isa::scalar);
+    ExecScope s(ref);
+    want = run(kern::table<T>(Isa::scalar));
+  }
+  std::vector<Isa> absent;
+  for (Device d : devices()) {
+    for (Isa isa : all_fast_isas(d)) {
+      if (!cpu_supports(isa)) {
+        absent.push_back(isa);
+        continue;
+      }
+      for (int t : thread_counts()) {
+        ExecContext ctx(t, isa);
+        ExecScope s(ctx);
+        const std::vector<T> got = run(kern::table<T>(isa));
+        EXPECT_TRUE(bitwise_equal(want, got)) << name << " device=" << device_name(d) << " isa=" << isa_name(isa) << " threads=" << t;
+      }
     }
   }
+  BITGRAD_SKIP_IF_ABSENT(absent, name);
 }
 
 inline const char* tname(float) { return "f32"; }

@@ -119,24 +119,38 @@ inline Digest128 run_f32(const OpCase& c, const std::vector<Tensor>& inputs, Wid
 // or backward runs on all t threads (the scalar reference's row and elementwise kernels are
 // serial; ops that split their own loops, such as conv2d, split on it too).
 inline void check_determinism(const OpCase& c, bool split = false) {
-  RuntimeGuard guard;
-  set_isa(Isa::scalar);
-  set_num_threads(1);
-  const std::vector<Tensor> inputs = make_inputs(c, DType::f32);
-  const Digest128 want = run_f32(c, inputs);
-  for (Isa isa : isas()) {
-    set_isa(isa);
-    for (int t : thread_counts()) {
-      set_num_threads(t);
-      Widest w;
-      EXPECT_EQ(want.hex(), run_f32(c, inputs, &w).hex()) << c.name() << " isa=" << isa_name(isa) << " threads=" << t;
-      if (split && isa != Isa::scalar) {
-        EXPECT_EQ(std::max(w.forward, w.backward), t)
-            << c.name() << " isa=" << isa_name(isa) << ": no region ran on all " << t << " threads (widest: forward "
-            << w.forward << ", backward " << w.backward << "); make the case larger";
+  std::vector<Tensor> inputs;
+  Digest128 want;
+  {
+    ExecContext ref(1, Isa::scalar);
+    ExecScope s(ref);
+    inputs = make_inputs(c, DType::f32);
+    want = run_f32(c, inputs);
+  }
+  std::vector<Isa> absent;
+  for (Device d : devices()) {
+    std::vector<Isa> paths{Isa::scalar};
+    for (Isa isa : all_fast_isas(d)) paths.push_back(isa);
+    for (Isa isa : paths) {
+      if (!cpu_supports(isa)) {
+        absent.push_back(isa);
+        continue;
+      }
+      for (int t : thread_counts()) {
+        ExecContext ctx(t, isa);
+        ExecScope s(ctx);
+        Widest w;
+        EXPECT_EQ(want.hex(), run_f32(c, inputs, &w).hex())
+            << c.name() << " device=" << device_name(d) << " isa=" << isa_name(isa) << " threads=" << t;
+        if (split && isa != Isa::scalar) {
+          EXPECT_EQ(std::max(w.forward, w.backward), t)
+              << c.name() << " isa=" << isa_name(isa) << ": no region ran on all " << t << " threads (widest: forward "
+              << w.forward << ", backward " << w.backward << "); make the case larger";
+        }
       }
     }
   }
+  BITGRAD_SKIP_IF_ABSENT(absent, c.name());
 }
 
 inline void expect_unique_names(const std::vector<OpCase>& cases) {

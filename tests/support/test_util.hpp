@@ -47,6 +47,24 @@ inline std::vector<Isa> fast_isas() {
     if (cpu_supports(i)) v.push_back(i);
   return v;
 }
+// Every device bitgrad has a backend for (the harnesses loop over them; CPU only today).
+inline std::vector<Device> devices() { return {Device::cpu}; }
+// Every fast code path of `d`, whether or not this machine has it: the harnesses compare those
+// it has and skip visibly (GTEST_SKIP, naming them) for those it lacks.
+inline std::vector<Isa> all_fast_isas(Device d) {
+  (void)d;
+  return {Isa::avx2, Isa::avx512};
+}
+// Ends the calling test function as skipped when `absent` names code paths that were not
+// compared (a failure recorded before still fails the test).
+#define BITGRAD_SKIP_IF_ABSENT(absent, what)                                                            \
+  do {                                                                                                 \
+    if (!(absent).empty()) {                                                                           \
+      std::string names_;                                                                              \
+      for (Isa i_ : (absent)) names_ += std::string(names_.empty() ? "" : ", ") + isa_name(i_);        \
+      GTEST_SKIP() << (what) << ": this CPU lacks " << names_ << "; only the other code paths were compared"; \
+    }                                                                                                  \
+  } while (0)
 
 // Restores the code path and thread count when a test ends.
 struct RuntimeGuard {
