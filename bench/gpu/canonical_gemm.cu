@@ -13,9 +13,13 @@
 //    thread block holds an aligned run of 32 blocks (a complete subtree), and the partials of the
 //    thread blocks are combined by the same tree in further passes. Compared bit for bit with a
 //    transcription of kern::PairwiseStack (src/kernels/kernels.hpp).
-// 3. Timings: median of REPS runs (cudaEvent), against cuBLAS sgemm with CUBLAS_DEFAULT_MATH and
+// 3. The row rule (§4): one half-warp per 1024-element block, thread j of it logical lane j, the
+//    lanes folded by a fixed shuffle pattern (offsets 8, 4, 2, 1); plain sums and the fma dot
+//    variant, including rows whose lanes all hold -0 (a short last group must not be padded).
+//    Compared bit for bit with a transcription of kern::row_rule (src/kernels/row_rule.hpp).
+// 4. Timings: median of REPS runs (cudaEvent), against cuBLAS sgemm with CUBLAS_DEFAULT_MATH and
 //    CUBLAS_PEDANTIC_MATH (no TF32), plus TF32 tensor cores for information only (not canonical),
-//    and the column sum against cublasSgemv with a vector of ones.
+//    and the column and row sums against cublasSgemv with a vector of ones.
 //
 // Inputs come from an integer hash (splitmix64 of seed and index), never from a library RNG.
 // Exit status: 0 when every comparison that must be bitwise equal is, 1 otherwise, 2 on a CUDA
@@ -516,6 +520,175 @@ bool run_colsum(cublasHandle_t h) {
   return ok;
 }
 
+// ---- the row rule: sums over rows of X[R, L] ---------------------------------------------------
+// numerics.md §4: blocks of 1024 elements; logical lane j (of 16) sums the block's elements j,
+// j+16, ... from +0; lanes folded by h = 8, 4, 2, 1: lane[j] = lane[j] + lane[j+h]; block results
+// combined by the pairwise tree. Variants: plain sum (lane + x) and the dot of the softmax
+// gradient (fma(a, b, lane)), whose lanes can hold -0, so a short last group is added into its own
+// lanes only (never padded).
+enum class RowOp { sum, dot };
+
+// kern::row_rule of src/kernels/row_rule.hpp, transcribed
+// (pad = true: a short last group padded with fma(0, 0, lane), the fault numerics version 3
+// removed -- a control that must differ on the rows whose lanes are all -0)
+float cpu_row_rule(const float* a, const float* b, long long L, RowOp op, bool pad = false) {
+  PairwiseStack st;
+  for (long long b0 = 0; b0 < L; b0 += 1024) {
+    float lanes[16];
+    for (float& l : lanes) l = 0.0f;
+    long long i = b0;
+    for (; i < b0 + 1024 && i < L; ++i) {
+      float& l = lanes[(i - b0) % 16];
+      l = op == RowOp::sum ? l + a[i] : std::fma(a[i], b[i], l);
+    }
+    for (; pad && (i - b0) % 16 != 0; ++i) lanes[(i - b0) % 16] = std::fma(0.0f, 0.0f, lanes[(i - b0) % 16]);
+    for (int h = 8; h >= 1; h /= 2)
+      for (int j = 0; j < h; ++j) lanes[j] = lanes[j] + lanes[j + h];
+    st.push(lanes[0]);
+  }
+  return canon_host(st.total());
+}
+float cpu_row_sequential(const float* a, const float* b, long long L, RowOp op) {  // another order
+  float acc = 0.0f;
+  for (long long i = 0; i < L; ++i) acc = op == RowOp::sum ? acc + a[i] : std::fma(a[i], b[i], acc);
+  return acc;
+}
+
+// One half-warp per (row, 1024-element block): thread j of the half-warp is logical lane j. The
+// fold is a fixed shuffle pattern inside the half-warp (width 16), offsets 8, 4, 2, 1: lane j < h
+// gets lane[j] + lane[j+h]; the lanes j >= h compute values nobody reads. Every thread of the
+// warp reaches the shuffles (no early return), so the full mask is right.
+__global__ void row_rule_blocks(const float* __restrict__ a, const float* __restrict__ b, long long R, long long L,
+                                long long nblk, bool dot, float* __restrict__ part) {
+  const long long hw = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 16;
+  const int j = threadIdx.x % 16;
+  const long long row = hw / nblk, blk = hw % nblk;
+  float lane = 0.0f;
+  if (row < R) {
+    const float* ar = a + row * L;
+    const float* br = b + row * L;
+    const long long end = min(blk * 1024 + 1024, L);
+    for (long long i = blk * 1024 + j; i < end; i += 16) lane = dot ? __fmaf_rn(ar[i], br[i], lane) : __fadd_rn(lane, ar[i]);
+  }
+#pragma unroll
+  for (int h = 8; h >= 1; h /= 2) lane = __fadd_rn(lane, __shfl_down_sync(0xffffffffu, lane, h, 16));
+  if (row < R && j == 0) part[row * nblk + blk] = lane;
+}
+// the block results of each row by the streaming pairwise tree (kern::PairwiseStack), one thread
+// a row: rows longer than 1024 elements are the minority, and their block count is small
+__global__ void row_rule_tree(const float* __restrict__ part, long long R, long long nblk, float* __restrict__ out) {
+  const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= R) return;
+  float val[64];
+  int level[64], n = 0;
+  for (long long k = 0; k < nblk; ++k) {
+    float v = part[row * nblk + k];
+    int l = 0;
+    while (n > 0 && level[n - 1] == l) {
+      v = __fadd_rn(val[n - 1], v);
+      --n;
+      ++l;
+    }
+    val[n] = v;
+    level[n] = l;
+    ++n;
+  }
+  float r = val[n - 1];
+  for (int i = n - 2; i >= 0; --i) r = __fadd_rn(val[i], r);
+  out[row] = canon_dev(r);
+}
+void gpu_row_rule(const float* da, const float* db, long long R, long long L, bool dot, float* part, float* dout) {
+  const long long nblk = (L + 1023) / 1024;
+  const long long threads = R * nblk * 16;
+  row_rule_blocks<<<(unsigned)((threads + 255) / 256), 256>>>(da, db, R, L, nblk, dot, part);
+  CUDA_OK(cudaGetLastError());
+  row_rule_tree<<<(unsigned)((R + 255) / 256), 256>>>(part, R, nblk, dout);
+  CUDA_OK(cudaGetLastError());
+}
+
+bool run_row_rule(cublasHandle_t h) {
+  struct Shape {
+    long long R, L;
+  };
+  const Shape shapes[] = {{1, 1},    {3, 15},       {7, 17},      {64, 768},    {33, 1024}, {5, 1025},
+                          {4, 50257}, {1000, 4096}, {8192, 768}, {512, 50304}};
+  struct Variant {
+    RowOp op;
+    bool tiny;  // a <= 0, b >= 0, both below 2^-75: every product rounds to -0, so every lane holds -0
+    const char* name;
+  };
+  const Variant variants[] = {{RowOp::sum, false, "sum"}, {RowOp::dot, false, "dot fma"}, {RowOp::dot, true, "dot fma, tiny"}};
+  bool ok = true;
+  std::printf("\n== row rule: sums over rows of X[R, L] (numerics.md §4), f32, REPS=%d ==\n", g_reps);
+  std::printf("%-14s %-14s %9s %9s %9s | %10s %10s %10s | %s\n", "R x L", "variant", "cpu diff", "seq diff*", "pad diff*",
+              "canon GB/s", "sgemv GB/s", "sgemv/can", "sgemv bits vs canon (sum)");
+  for (const Shape& s : shapes) {
+    const long long n = s.R * s.L, nblk = (s.L + 1023) / 1024;
+    std::vector<float> a(n), b(n);
+    float *da, *db, *dpart, *dout, *dones, *dy;
+    CUDA_OK(cudaMalloc(&da, n * 4));
+    CUDA_OK(cudaMalloc(&db, n * 4));
+    CUDA_OK(cudaMalloc(&dpart, s.R * nblk * 4));
+    CUDA_OK(cudaMalloc(&dout, s.R * 4));
+    CUDA_OK(cudaMalloc(&dy, s.R * 4));
+    CUDA_OK(cudaMalloc(&dones, s.L * 4));
+    std::vector<float> ones(s.L, 1.0f);
+    CUDA_OK(cudaMemcpy(dones, ones.data(), s.L * 4, cudaMemcpyHostToDevice));
+    for (const Variant& v : variants) {
+      for (long long i = 0; i < n; ++i) {
+        a[i] = v.tiny ? -std::fabs(hash_unit(5, i)) * 0x1p-75f : hash_wide(5, i);
+        b[i] = v.tiny ? std::fabs(hash_unit(6, i)) * 0x1p-75f : hash_wide(6, i);
+      }
+      CUDA_OK(cudaMemcpy(da, a.data(), n * 4, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(db, b.data(), n * 4, cudaMemcpyHostToDevice));
+      const bool dot = v.op == RowOp::dot;
+      gpu_row_rule(da, db, s.R, s.L, dot, dpart, dout);
+      CUDA_OK(cudaDeviceSynchronize());
+      std::vector<float> got(s.R), want(s.R), seq(s.R), padded(s.R);
+      CUDA_OK(cudaMemcpy(got.data(), dout, s.R * 4, cudaMemcpyDeviceToHost));
+      for (long long r = 0; r < s.R; ++r) {
+        want[r] = cpu_row_rule(a.data() + r * s.L, b.data() + r * s.L, s.L, v.op);
+        seq[r] = cpu_row_sequential(a.data() + r * s.L, b.data() + r * s.L, s.L, v.op);
+        padded[r] = cpu_row_rule(a.data() + r * s.L, b.data() + r * s.L, s.L, v.op, true);
+      }
+      const long long pad_diff = count_diff(want.data(), padded.data(), s.R);
+      const long long d = count_diff(want.data(), got.data(), s.R);
+      if (d != 0) ok = false;
+      const double t = median_ms([&] { gpu_row_rule(da, db, s.R, s.L, dot, dpart, dout); });
+      const double bytes = n * 4.0 * (dot ? 2 : 1);
+      char shape[48];
+      std::snprintf(shape, sizeof shape, "%lldx%lld", s.R, s.L);
+      if (v.op == RowOp::sum) {
+        // row sums as X ones: X row-major [R, L] is column-major [L, R]; op T gives R sums
+        const float one = 1.0f, zero = 0.0f;
+        CUBLAS_OK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
+        const double tg = median_ms(
+            [&] { CUBLAS_OK(cublasSgemv(h, CUBLAS_OP_T, (int)s.L, (int)s.R, &one, da, (int)s.L, dones, 1, &zero, dy, 1)); });
+        CUBLAS_OK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+        std::vector<float> cb(s.R);
+        CUDA_OK(cudaMemcpy(cb.data(), dy, s.R * 4, cudaMemcpyDeviceToHost));
+        std::printf("%-14s %-14s %9lld %9lld %9lld | %10.1f %10.1f %10.2f | %lld of %lld\n", shape, v.name, d,
+                    count_diff(want.data(), seq.data(), s.R), pad_diff, bytes / (t * 1e-3) / 1e9, bytes / (tg * 1e-3) / 1e9,
+                    t / tg, count_diff(cb.data(), want.data(), s.R), s.R);
+      } else {
+        std::printf("%-14s %-14s %9lld %9lld %9lld | %10.1f %10s %10s |\n", shape, v.name, d,
+                    count_diff(want.data(), seq.data(), s.R), pad_diff, bytes / (t * 1e-3) / 1e9, "", "");
+      }
+    }
+    CUDA_OK(cudaFree(da));
+    CUDA_OK(cudaFree(db));
+    CUDA_OK(cudaFree(dpart));
+    CUDA_OK(cudaFree(dout));
+    CUDA_OK(cudaFree(dy));
+    CUDA_OK(cudaFree(dones));
+  }
+  std::printf("seq diff*: one sequential chain per row against the row rule (a control).\n"
+              "pad diff*: the row rule with a short last group padded by fma(0, 0, lane) (a control: the\n"
+              "  tiny dot rows whose lanes are all -0 and whose length is not a multiple of 16 must differ).\n"
+              "sgemv/can: time of the canonical kernels / time of cublasSgemv(X, ones); above 1: cuBLAS faster.\n");
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -536,7 +709,9 @@ int main(int argc, char** argv) {
   if (info_only) return 0;
   const bool g = run_gemm(h);
   const bool s = run_colsum(h);
+  const bool w = run_row_rule(h);
   CUBLAS_OK(cublasDestroy(h));
-  std::printf("\nbitwise: GEMM %s, batch rule %s\n", g ? "all equal" : "DIFFERENCES", s ? "all equal" : "DIFFERENCES");
-  return g && s ? 0 : 1;
+  std::printf("\nbitwise: GEMM %s, batch rule %s, row rule %s\n", g ? "all equal" : "DIFFERENCES",
+              s ? "all equal" : "DIFFERENCES", w ? "all equal" : "DIFFERENCES");
+  return g && s && w ? 0 : 1;
 }
