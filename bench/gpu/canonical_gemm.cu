@@ -252,7 +252,8 @@ bool run_gemm(cublasHandle_t h) {
       {4096, 4096, 4096, false, ""},
       {8192, 3072, 768, false, "GPT-2 small fc, 8192 tokens"},
       {8192, 768, 3072, false, "GPT-2 small proj, 8192 tokens"},
-      {128, 10, 784, true, "MLP first layer, batch 128 (transposed shape class)"},
+      {128, 512, 784, true, "fashion_mlp first layer, batch 128"},
+      {128, 10, 512, true, "fashion_mlp last layer: one output tile"},
   };
   bool ok = true;
   std::printf("\n== GEMM, order chain (numerics.md §5), f32, row-major, REPS=%d ==\n", g_reps);
