@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds and runs the canonical-order GPU probe (docs/gpu.md, "Measured on an H100").
+# Builds and runs the canonical-order GPU probe (docs/gpu.md §9, "Measured on a GPU").
 # Not part of the CMake build: it needs nvcc and cuBLAS, and a GPU to run.
 #   bash bench/gpu/run.sh            # sm_90 (H100 / H200)
 #   ARCH=sm_80 bash bench/gpu/run.sh # another GPU
