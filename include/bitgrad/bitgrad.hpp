@@ -4,6 +4,7 @@
 
 #include "bitgrad/autograd.hpp"
 #include "bitgrad/data.hpp"
+#include "bitgrad/device.hpp"
 #include "bitgrad/dist.hpp"
 #include "bitgrad/dtype.hpp"
 #include "bitgrad/error.hpp"

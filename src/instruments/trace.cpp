@@ -19,6 +19,9 @@ std::string site_string(const char* file, int line) {
   std::string f = file ? file : "";
   const std::string root = std::string(BITGRAD_SOURCE_DIR) + "/";
   if (root.size() > 1 && f.rfind(root, 0) == 0) f = f.substr(root.size());
+  // a build that compiles by relative paths (a build directory beside the sources, or ccache
+  // with base_dir) names the file from the build directory: the same site either way
+  while (f.rfind("../", 0) == 0) f = f.substr(3);
   return f + ":" + std::to_string(line);
 }
 
