@@ -11,6 +11,9 @@
 #include "kernels/row_rule.hpp"
 #include "kernels/thread_pool.hpp"
 
+// A line of bitgrad/op_list.hpp without its case in a switch below does not build
+#pragma GCC diagnostic error "-Wswitch"
+
 namespace bitgrad::kern::ref {
 
 namespace {
@@ -71,6 +74,7 @@ T unary_one(Unary op, T x) {
     case Unary::gelu: return from_d<T>(gelu_d(d));
     case Unary::square: return x * x;
     case Unary::reciprocal: return T(1) / x;
+    case Unary::count: break;
   }
   return x;
 }
@@ -85,6 +89,7 @@ T binary_one(Binary op, T a, T b) {
     case Binary::pow: return from_d<T>(math::pow(static_cast<double>(a), static_cast<double>(b)));
     case Binary::maximum: return maximum(a, b);
     case Binary::minimum: return minimum(a, b);
+    case Binary::count: break;
   }
   return a;
 }
@@ -165,6 +170,7 @@ void act_grad(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) {
       case ActGrad::gelu:
         out[i] = from_d<T>(static_cast<double>(g[i]) * gelu_grad_d(static_cast<double>(v[i])));
         break;
+      case ActGrad::count: break;
     }
     out[i] = canon(out[i]);
   }
