@@ -39,7 +39,8 @@
   X(relu, act_x, simple, -1, 1, 1, "torch.relu", "max(x, 0).")                                            \
   X(gelu, custom, math, -4, 4, 1, "torch.nn.functional.gelu", "Exact (erf) GELU.")                        \
   X(square, kernel, simple, -2, 2, 0, "", "x * x.")                                                       \
-  X(reciprocal, kernel, simple, 0.2, 5, 0, "", "1 / x.")
+  X(reciprocal, kernel, simple, 0.2, 5, 0, "", "1 / x.")                                                 \
+  X(softplus, act_x, math, -5, 5, 0, "torch.nn.functional.softplus", "log(1 + e^x); x itself beyond 20.")
 
 // ---- gradients of activations: X(name, cost) --------------------------------------------------------
 // out = g * f'(v), v the input x or the output y as the unary line's grad says (numerics.md §7)
@@ -47,7 +48,8 @@
   X(relu, simple)            \
   X(gelu, math)              \
   X(tanh, simple)            \
-  X(sigmoid, simple)
+  X(sigmoid, simple)         \
+  X(softplus, math)
 
 // ---- binary ops: X(name, scalar, doc) ---------------------------------------------------------------
 //   scalar  1: also an op with a number as b (bitgrad::name(Tensor, double), Python name(a, 2.5))

@@ -86,6 +86,13 @@ inline D gelu_grad_lanes(D x) {
   return cdf + x * pdf;
 }
 
+// softplus_d and softplus_grad_d of reference.cpp
+inline D softplus_lanes(D x) {
+  D y = select(x > D(0.0), x, D(0.0)) + log1p_f64(exp_f64(-abs(x)));
+  return select(x > D(20.0), x, y);
+}
+inline D softplus_grad_lanes(D x, D g) { return select(x > D(20.0), g, g * sigmoid_f64(x)); }
+
 template <class T>
 T maximum_s(T a, T b) {
   if (a != a || b != b) return canonical_nan<T>();
@@ -129,6 +136,7 @@ void unary_fast(Unary op, const T* x, T* y, std::int64_t n) {
       case Unary::sin: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 0); }); break;
       case Unary::cos: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 1); }); break;
       case Unary::gelu: map_d(xs, ys, m, [](D v) { return gelu_lanes(v); }); break;
+      case Unary::softplus: map_d(xs, ys, m, [](D v) { return softplus_lanes(v); }); break;
       case Unary::count: break;
     }
   });
@@ -201,6 +209,7 @@ void act_grad_fast(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) {
       case ActGrad::tanh: for (std::int64_t i = 0; i < m; ++i) os[i] = canon(gs[i] * (T(1) - vs[i] * vs[i])); break;
       case ActGrad::sigmoid: for (std::int64_t i = 0; i < m; ++i) os[i] = canon((gs[i] * vs[i]) * (T(1) - vs[i])); break;
       case ActGrad::gelu: map2_d(vs, gs, os, m, [](D x, D gg) { return gg * gelu_grad_lanes(x); }); break;
+      case ActGrad::softplus: map2_d(vs, gs, os, m, [](D x, D gg) { return softplus_grad_lanes(x, gg); }); break;
       case ActGrad::count: break;
     }
   });

@@ -38,6 +38,14 @@ inline double gelu_grad_d(double x) {
   return cdf + x * pdf;
 }
 
+// x beyond 20 (PyTorch's threshold), else max(x, +0) + log1p(e^-|x|); gradient sigmoid(x), 1 beyond
+inline double softplus_d(double x) {
+  if (x > 20.0) return x;
+  const double m = x > 0.0 ? x : 0.0;
+  return m + math::log1p(math::exp(-std::fabs(x)));
+}
+inline double softplus_grad_d(double x, double g) { return x > 20.0 ? g : g * math::sigmoid(x); }
+
 template <class T>
 T maximum(T a, T b) {
   if (a != a || b != b) return canonical_nan<T>();
@@ -74,6 +82,7 @@ T unary_one(Unary op, T x) {
     case Unary::gelu: return from_d<T>(gelu_d(d));
     case Unary::square: return x * x;
     case Unary::reciprocal: return T(1) / x;
+    case Unary::softplus: return from_d<T>(softplus_d(d));
     case Unary::count: break;
   }
   return x;
@@ -169,6 +178,9 @@ void act_grad(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) {
       case ActGrad::sigmoid: out[i] = (g[i] * v[i]) * (T(1) - v[i]); break;
       case ActGrad::gelu:
         out[i] = from_d<T>(static_cast<double>(g[i]) * gelu_grad_d(static_cast<double>(v[i])));
+        break;
+      case ActGrad::softplus:
+        out[i] = from_d<T>(softplus_grad_d(static_cast<double>(v[i]), static_cast<double>(g[i])));
         break;
       case ActGrad::count: break;
     }

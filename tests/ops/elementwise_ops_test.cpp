@@ -89,6 +89,9 @@ TEST(ElementwiseOps, ValuesAndSpecialCases) {
   EXPECT_FALSE(std::signbit(m.to_vector<float>()[0])) << "maximum(-0, +0) is +0";
   auto n = maximum(Tensor::from<float>(std::vector<float>{NAN}, Shape{1}), Tensor::from<float>(std::vector<float>{1.0f}, Shape{1}));
   EXPECT_TRUE(std::isnan(n.to_vector<float>()[0])) << "maximum propagates NaN";
+  // softplus: x itself beyond the threshold 20; log 2 at 0; +0 where e^-|x| underflows and at -inf
+  auto sp = softplus(Tensor::from<double>(std::vector<double>{25.0, 0.0, -800.0, -INFINITY}, Shape{4})).to_vector<double>();
+  EXPECT_EQ(sp, (std::vector<double>{25.0, math::log1p(1.0), 0.0, 0.0}));
 }
 
 }  // namespace
