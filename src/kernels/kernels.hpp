@@ -65,9 +65,8 @@ struct GemmArgs {
 #define BITGRAD_OPLIST_ENUM(name, ...) name,
 enum class Unary : std::uint8_t { BITGRAD_UNARY_OPS(BITGRAD_OPLIST_ENUM) count };
 enum class Binary : std::uint8_t { BITGRAD_BINARY_OPS(BITGRAD_OPLIST_ENUM) count };
-// Gradients of activations: out = g * f'(v), where v is the input x (relu, gelu) or the
-// output y (tanh, sigmoid). Orders: tanh g*(1 - y*y); sigmoid (g*y)*(1 - y);
-// relu x > 0 ? g : 0; gelu g*(Phi(x) + x phi(x)) evaluated in f64 (see numerics.md).
+// Gradients of activations: out = g * f'(v), where v is the input x (act_x lines) or the
+// output y (act_y lines); their orders are in numerics.md §7.
 enum class ActGrad : std::uint8_t { BITGRAD_ACT_GRADS(BITGRAD_OPLIST_ENUM) count };
 #undef BITGRAD_OPLIST_ENUM
 
