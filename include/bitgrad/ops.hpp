@@ -10,6 +10,7 @@
 
 #include "bitgrad/autograd.hpp"
 #include "bitgrad/half.hpp"
+#include "bitgrad/op_list.hpp"
 #include "bitgrad/rng.hpp"
 #include "bitgrad/tensor.hpp"
 
@@ -26,29 +27,21 @@ Tensor checkpoint(std::function<Tensor(const Tensor&)> fn, const Tensor& x, cons
                   CallSite site = CallSite::current());
 
 // ---- elementwise ------------------------------------------------------------------------
-Tensor add(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
-Tensor sub(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
-Tensor mul(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
-Tensor div(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
-Tensor pow(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
-Tensor maximum(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());  // NaN-propagating; ties split the gradient
-Tensor minimum(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
-Tensor add(const Tensor& a, double s, CallSite site = CallSite::current());
-Tensor sub(const Tensor& a, double s, CallSite site = CallSite::current());
+// One per line of the lists in bitgrad/op_list.hpp (their orders: numerics.md §7, §8)
+#define BITGRAD_OPLIST_DECLARE_BINARY(name, scalar, doc)                            \
+  Tensor name(const Tensor& a, const Tensor& b, CallSite site = CallSite::current()); \
+  BITGRAD_OPLIST_IF(scalar)(Tensor name(const Tensor& a, double s, CallSite site = CallSite::current());)
+BITGRAD_BINARY_OPS(BITGRAD_OPLIST_DECLARE_BINARY)
+#undef BITGRAD_OPLIST_DECLARE_BINARY
+// maximum, minimum: NaN-propagating; ties split the gradient
 Tensor rsub(double s, const Tensor& a, CallSite site = CallSite::current());  // s - a
-Tensor mul(const Tensor& a, double s, CallSite site = CallSite::current());
-Tensor div(const Tensor& a, double s, CallSite site = CallSite::current());
 Tensor rdiv(double s, const Tensor& a, CallSite site = CallSite::current());  // s / a
-Tensor pow(const Tensor& a, double p, CallSite site = CallSite::current());
 
-Tensor neg(const Tensor& x, CallSite site = CallSite::current());
-Tensor exp(const Tensor& x, CallSite site = CallSite::current());
-Tensor log(const Tensor& x, CallSite site = CallSite::current());
-Tensor sqrt(const Tensor& x, CallSite site = CallSite::current());
-Tensor tanh(const Tensor& x, CallSite site = CallSite::current());
-Tensor sigmoid(const Tensor& x, CallSite site = CallSite::current());
-Tensor relu(const Tensor& x, CallSite site = CallSite::current());
-Tensor gelu(const Tensor& x, CallSite site = CallSite::current());  // exact (erf) GELU
+// gelu: the exact (erf) GELU
+#define BITGRAD_OPLIST_DECLARE_UNARY(name, grad, ...) \
+  BITGRAD_OPLIST_IF_OP(grad)(Tensor name(const Tensor& x, CallSite site = CallSite::current());)
+BITGRAD_UNARY_OPS(BITGRAD_OPLIST_DECLARE_UNARY)
+#undef BITGRAD_OPLIST_DECLARE_UNARY
 Tensor clamp(const Tensor& x, double lo, double hi, CallSite site = CallSite::current());
 // cond: any dtype, nonzero is true; a and b broadcast with cond
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, CallSite site = CallSite::current());

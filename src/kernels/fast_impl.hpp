@@ -4,6 +4,9 @@
 //
 // Included inside an ISA namespace after simd.hpp, tables.inc, mathfn_impl.hpp.
 
+// A line of bitgrad/op_list.hpp without its case in a switch below does not build
+#pragma GCC diagnostic error "-Wswitch"
+
 constexpr int kWD = W;   // f64 lanes
 constexpr int kWF = WF;  // f32 lanes
 
@@ -83,6 +86,13 @@ inline D gelu_grad_lanes(D x) {
   return cdf + x * pdf;
 }
 
+// softplus_d and softplus_grad_d of reference.cpp
+inline D softplus_lanes(D x) {
+  D y = select(x > D(0.0), x, D(0.0)) + log1p_f64(exp_f64(-abs(x)));
+  return select(x > D(20.0), x, y);
+}
+inline D softplus_grad_lanes(D x, D g) { return select(x > D(20.0), g, g * sigmoid_f64(x)); }
+
 template <class T>
 T maximum_s(T a, T b) {
   if (a != a || b != b) return canonical_nan<T>();
@@ -104,9 +114,7 @@ constexpr std::int64_t kGrainMath = 1 << 12;
 
 template <class T>
 void unary_fast(Unary op, const T* x, T* y, std::int64_t n) {
-  const bool heavy = !(op == Unary::neg || op == Unary::abs || op == Unary::relu || op == Unary::square ||
-                       op == Unary::reciprocal || op == Unary::sqrt);
-  parallel_for(n, heavy ? kGrainMath : kGrainSimple, [&](std::int64_t b, std::int64_t e) {
+  parallel_for(n, info(op).cost == OpCost::math ? kGrainMath : kGrainSimple, [&](std::int64_t b, std::int64_t e) {
     const T* xs = x + b;
     T* ys = y + b;
     const std::int64_t m = e - b;
@@ -128,6 +136,8 @@ void unary_fast(Unary op, const T* x, T* y, std::int64_t n) {
       case Unary::sin: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 0); }); break;
       case Unary::cos: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 1); }); break;
       case Unary::gelu: map_d(xs, ys, m, [](D v) { return gelu_lanes(v); }); break;
+      case Unary::softplus: map_d(xs, ys, m, [](D v) { return softplus_lanes(v); }); break;
+      case Unary::count: break;
     }
   });
 }
@@ -182,13 +192,14 @@ void binary_fast(Binary op, Bcast bc, const T* a, const T* b, T* y, std::int64_t
                    case Binary::maximum: binary_loop(bc, a, b, y, o0, o1, inner, [](T u, T v) { return maximum_s(u, v); }); break;
                    case Binary::minimum: binary_loop(bc, a, b, y, o0, o1, inner, [](T u, T v) { return minimum_s(u, v); }); break;
                    case Binary::pow: pow_rows(bc, a, b, y, o0, o1, inner); break;
+                   case Binary::count: break;
                  }
                });
 }
 
 template <class T>
 void act_grad_fast(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) {
-  parallel_for(n, op == ActGrad::gelu ? kGrainMath : kGrainSimple, [&](std::int64_t b, std::int64_t e) {
+  parallel_for(n, info(op).cost == OpCost::math ? kGrainMath : kGrainSimple, [&](std::int64_t b, std::int64_t e) {
     const std::int64_t m = e - b;
     const T* vs = v + b;
     const T* gs = g + b;
@@ -198,6 +209,8 @@ void act_grad_fast(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) {
       case ActGrad::tanh: for (std::int64_t i = 0; i < m; ++i) os[i] = canon(gs[i] * (T(1) - vs[i] * vs[i])); break;
       case ActGrad::sigmoid: for (std::int64_t i = 0; i < m; ++i) os[i] = canon((gs[i] * vs[i]) * (T(1) - vs[i])); break;
       case ActGrad::gelu: map2_d(vs, gs, os, m, [](D x, D gg) { return gg * gelu_grad_lanes(x); }); break;
+      case ActGrad::softplus: map2_d(vs, gs, os, m, [](D x, D gg) { return softplus_grad_lanes(x, gg); }); break;
+      case ActGrad::count: break;
     }
   });
 }

@@ -7,10 +7,12 @@
 
 #include <bit>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <type_traits>
 #include <utility>
 
+#include "bitgrad/op_list.hpp"
 #include "bitgrad/runtime.hpp"
 
 namespace bitgrad::kern {
@@ -58,15 +60,61 @@ struct GemmArgs {
   KOrder order = KOrder::chain;
 };
 
-// ---- elementwise --------------------------------------------------------------------------
-enum class Unary : std::uint8_t {
-  neg, abs, exp, expm1, log, log1p, sqrt, rsqrt, tanh, sigmoid, erf, sin, cos, relu, gelu, square, reciprocal
+// ---- elementwise ----------------------------------------------------------------------------
+// Generated from the lists of bitgrad/op_list.hpp; `count` ends each enum (loops run to it).
+#define BITGRAD_OPLIST_ENUM(name, ...) name,
+enum class Unary : std::uint8_t { BITGRAD_UNARY_OPS(BITGRAD_OPLIST_ENUM) count };
+enum class Binary : std::uint8_t { BITGRAD_BINARY_OPS(BITGRAD_OPLIST_ENUM) count };
+// Gradients of activations: out = g * f'(v), where v is the input x (act_x lines) or the
+// output y (act_y lines); their orders are in numerics.md §7.
+enum class ActGrad : std::uint8_t { BITGRAD_ACT_GRADS(BITGRAD_OPLIST_ENUM) count };
+#undef BITGRAD_OPLIST_ENUM
+
+template <class E>
+inline constexpr int op_count = static_cast<int>(E::count);
+
+// The fast paths' grain class: one IEEE operation, or an elementary function in f64 lanes
+enum class OpCost : std::uint8_t { simple, math };
+enum class OpGrad : std::uint8_t { kernel, custom, act_x, act_y };
+
+// One row per unary line of op_list.hpp, indexed by the enum
+struct UnaryInfo {
+  const char* name;
+  OpGrad grad;
+  OpCost cost;
+  double lo, hi;  // the op tests' input range
+  bool method;
+  const char* torch;
 };
-enum class Binary : std::uint8_t { add, sub, mul, div, pow, maximum, minimum };
-// Gradients of activations: out = g * f'(v), where v is the input x (relu, gelu) or the
-// output y (tanh, sigmoid). Orders: tanh g*(1 - y*y); sigmoid (g*y)*(1 - y);
-// relu x > 0 ? g : 0; gelu g*(Phi(x) + x phi(x)) evaluated in f64 (see numerics.md).
-enum class ActGrad : std::uint8_t { relu, gelu, tanh, sigmoid };
+inline constexpr UnaryInfo kUnaryInfo[] = {
+#define BITGRAD_OPLIST_ROW(name, grad, cost, lo, hi, method, torch, doc) \
+  {#name, OpGrad::grad, OpCost::cost, lo, hi, method != 0, torch},
+    BITGRAD_UNARY_OPS(BITGRAD_OPLIST_ROW)
+#undef BITGRAD_OPLIST_ROW
+};
+static_assert(std::size(kUnaryInfo) == op_count<Unary>);
+struct ActGradInfo {
+  const char* name;
+  OpCost cost;
+};
+inline constexpr ActGradInfo kActGradInfo[] = {
+#define BITGRAD_OPLIST_ROW(name, cost) {#name, OpCost::cost},
+    BITGRAD_ACT_GRADS(BITGRAD_OPLIST_ROW)
+#undef BITGRAD_OPLIST_ROW
+};
+static_assert(std::size(kActGradInfo) == op_count<ActGrad>);
+inline constexpr const char* kBinaryName[] = {
+#define BITGRAD_OPLIST_ROW(name, ...) #name,
+    BITGRAD_BINARY_OPS(BITGRAD_OPLIST_ROW)
+#undef BITGRAD_OPLIST_ROW
+};
+static_assert(std::size(kBinaryName) == op_count<Binary>);
+
+constexpr const UnaryInfo& info(Unary op) { return kUnaryInfo[static_cast<int>(op)]; }
+constexpr const ActGradInfo& info(ActGrad op) { return kActGradInfo[static_cast<int>(op)]; }
+constexpr const char* op_name(Unary op) { return info(op).name; }
+constexpr const char* op_name(ActGrad op) { return info(op).name; }
+constexpr const char* op_name(Binary op) { return kBinaryName[static_cast<int>(op)]; }
 
 // Broadcast patterns of binary ops on contiguous data (y has n = outer*inner elements):
 //   same:  a[i] op b[i]

@@ -11,6 +11,9 @@
 #include "kernels/row_rule.hpp"
 #include "kernels/thread_pool.hpp"
 
+// A line of bitgrad/op_list.hpp without its case in a switch below does not build
+#pragma GCC diagnostic error "-Wswitch"
+
 namespace bitgrad::kern::ref {
 
 namespace {
@@ -34,6 +37,14 @@ inline double gelu_grad_d(double x) {
   double pdf = math::exp(-0.5 * (x * x)) * kInvSqrt2Pi;
   return cdf + x * pdf;
 }
+
+// x beyond 20 (PyTorch's threshold), else max(x, +0) + log1p(e^-|x|); gradient sigmoid(x), 1 beyond
+inline double softplus_d(double x) {
+  if (x > 20.0) return x;
+  const double m = x > 0.0 ? x : 0.0;
+  return m + math::log1p(math::exp(-std::fabs(x)));
+}
+inline double softplus_grad_d(double x, double g) { return x > 20.0 ? g : g * math::sigmoid(x); }
 
 template <class T>
 T maximum(T a, T b) {
@@ -71,6 +82,8 @@ T unary_one(Unary op, T x) {
     case Unary::gelu: return from_d<T>(gelu_d(d));
     case Unary::square: return x * x;
     case Unary::reciprocal: return T(1) / x;
+    case Unary::softplus: return from_d<T>(softplus_d(d));
+    case Unary::count: break;
   }
   return x;
 }
@@ -85,6 +98,7 @@ T binary_one(Binary op, T a, T b) {
     case Binary::pow: return from_d<T>(math::pow(static_cast<double>(a), static_cast<double>(b)));
     case Binary::maximum: return maximum(a, b);
     case Binary::minimum: return minimum(a, b);
+    case Binary::count: break;
   }
   return a;
 }
@@ -165,6 +179,10 @@ void act_grad(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) {
       case ActGrad::gelu:
         out[i] = from_d<T>(static_cast<double>(g[i]) * gelu_grad_d(static_cast<double>(v[i])));
         break;
+      case ActGrad::softplus:
+        out[i] = from_d<T>(softplus_grad_d(static_cast<double>(v[i]), static_cast<double>(g[i])));
+        break;
+      case ActGrad::count: break;
     }
     out[i] = canon(out[i]);
   }

@@ -6,6 +6,9 @@
 #include "ops/op_util.hpp"
 #include "tensor/strided.hpp"
 
+// A line of bitgrad/op_list.hpp without its case in a switch below does not build
+#pragma GCC diagnostic error "-Wswitch"
+
 namespace bitgrad {
 namespace {
 using autograd::Node;
@@ -182,6 +185,7 @@ Tensor binary_op(Binary op, const Tensor& a, const Tensor& b, const char* name, 
         n->save(1, b);
       }
       break;
+    case Binary::count: break;
   }
   return y;
 }
@@ -191,9 +195,11 @@ void neg_bw(Node&, const Tensor& g, Tensor* gi) { gi[0] = neg(g); }
 void exp_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = mul(g, n.saved_tensor(0)); }          // g*y
 void log_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = div(g, n.saved_tensor(0)); }          // g/x
 void sqrt_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = div(g, mul(n.saved_tensor(0), 2.0)); }  // g/(2y)
-void tanh_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = act_grad_raw(kern::ActGrad::tanh, n.saved_tensor(0), g); }
-void sigmoid_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = act_grad_raw(kern::ActGrad::sigmoid, n.saved_tensor(0), g); }
-void relu_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = act_grad_raw(kern::ActGrad::relu, n.saved_tensor(0), g); }
+// act_x / act_y lines of op_list.hpp: the activation's gradient kernel on the saved x or y
+template <kern::ActGrad A>
+void act_bw(Node& n, const Tensor& g, Tensor* gi) {
+  gi[0] = act_grad_raw(A, n.saved_tensor(0), g);
+}
 // saved: x and e = erf(x/sqrt 2) in f64 from the forward (gelu_keep), so the backward's
 // Phi(x) = 0.5 (1 + e) costs no second erf
 void gelu_bw(Node& n, const Tensor& g, Tensor* gi) {
@@ -250,13 +256,10 @@ void where_bw(Node& n, const Tensor& g, Tensor* gi) {
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b, CallSite site) { return binary_op(Binary::add, a, b, "add", site); }
-Tensor sub(const Tensor& a, const Tensor& b, CallSite site) { return binary_op(Binary::sub, a, b, "sub", site); }
-Tensor mul(const Tensor& a, const Tensor& b, CallSite site) { return binary_op(Binary::mul, a, b, "mul", site); }
-Tensor div(const Tensor& a, const Tensor& b, CallSite site) { return binary_op(Binary::div, a, b, "div", site); }
-Tensor pow(const Tensor& a, const Tensor& b, CallSite site) { return binary_op(Binary::pow, a, b, "pow", site); }
-Tensor maximum(const Tensor& a, const Tensor& b, CallSite site) { return binary_op(Binary::maximum, a, b, "maximum", site); }
-Tensor minimum(const Tensor& a, const Tensor& b, CallSite site) { return binary_op(Binary::minimum, a, b, "minimum", site); }
+#define BITGRAD_OPLIST_DEFINE_BINARY(name, ...) \
+  Tensor name(const Tensor& a, const Tensor& b, CallSite site) { return binary_op(Binary::name, a, b, #name, site); }
+BITGRAD_BINARY_OPS(BITGRAD_OPLIST_DEFINE_BINARY)
+#undef BITGRAD_OPLIST_DEFINE_BINARY
 
 Tensor add(const Tensor& a, double s, CallSite site) { return add(a, ops::scalar_like(a, s), site); }
 Tensor sub(const Tensor& a, double s, CallSite site) { return sub(a, ops::scalar_like(a, s), site); }
@@ -278,9 +281,15 @@ Tensor neg(const Tensor& x, CallSite site) { return unary_op(Unary::neg, x, "neg
 Tensor exp(const Tensor& x, CallSite site) { return unary_op(Unary::exp, x, "exp", exp_bw, true, site); }
 Tensor log(const Tensor& x, CallSite site) { return unary_op(Unary::log, x, "log", log_bw, false, site); }
 Tensor sqrt(const Tensor& x, CallSite site) { return unary_op(Unary::sqrt, x, "sqrt", sqrt_bw, true, site); }
-Tensor tanh(const Tensor& x, CallSite site) { return unary_op(Unary::tanh, x, "tanh", tanh_bw, true, site); }
-Tensor sigmoid(const Tensor& x, CallSite site) { return unary_op(Unary::sigmoid, x, "sigmoid", sigmoid_bw, true, site); }
-Tensor relu(const Tensor& x, CallSite site) { return unary_op(Unary::relu, x, "relu", relu_bw, false, site); }
+// The act_x / act_y lines: forward kernel, and backward act_grad of the same name on x or y
+#define BITGRAD_OPLIST_ACT_SAVES_act_x false
+#define BITGRAD_OPLIST_ACT_SAVES_act_y true
+#define BITGRAD_OPLIST_DEFINE_ACT(name, grad, ...)                                                             \
+  BITGRAD_OPLIST_IF_ACT(grad)(Tensor name(const Tensor& x, CallSite site) {                                  \
+    return unary_op(Unary::name, x, #name, act_bw<kern::ActGrad::name>, BITGRAD_OPLIST_ACT_SAVES_##grad, site); \
+  })
+BITGRAD_UNARY_OPS(BITGRAD_OPLIST_DEFINE_ACT)
+#undef BITGRAD_OPLIST_DEFINE_ACT
 // y [..] = x (0.5)(1 + erf(x/sqrt 2)); backward gelu_bw. When the graph records, the forward
 // also keeps erf(x/sqrt 2) in f64 (8 bytes an element) for the backward.
 Tensor gelu(const Tensor& x, CallSite site) {

@@ -40,26 +40,23 @@ void init_ops(py::module_& m) {
       return nogil([&] { return f(x, site); });
     }, py::arg("x"), doc);
   };
-  tt("add", &add, "a + b, broadcasting as NumPy does.");
-  ts("add", &add);
-  tt("sub", &sub, "a - b.");
-  ts("sub", &sub);
-  tt("mul", &mul, "a * b.");
-  ts("mul", &mul);
-  tt("div", &div, "a / b.");
-  ts("div", &div);
-  tt("pow", &pow, "a ** b.");
-  ts("pow", &pow);
-  tt("maximum", &maximum, "Elementwise maximum (NaN-propagating; ties split the gradient).");
-  tt("minimum", &minimum, "Elementwise minimum.");
-  t1("neg", &neg, "-x.");
-  t1("exp", &exp, "e^x (bitgrad's own exp, numerics.md).");
-  t1("log", &log, "Natural logarithm.");
-  t1("sqrt", &sqrt, "Square root.");
-  t1("tanh", &tanh, "Hyperbolic tangent.");
-  t1("sigmoid", &sigmoid, "1 / (1 + e^-x).");
-  t1("relu", &relu, "max(x, 0).");
-  t1("gelu", &gelu, "Exact (erf) GELU.");
+  // the lines of bitgrad/op_list.hpp
+#define BITGRAD_OPLIST_BIND_BINARY(name, scalar, doc) \
+  tt(#name, &name, doc);                              \
+  BITGRAD_OPLIST_IF(scalar)(ts(#name, &name);)
+  BITGRAD_BINARY_OPS(BITGRAD_OPLIST_BIND_BINARY)
+#undef BITGRAD_OPLIST_BIND_BINARY
+#define BITGRAD_OPLIST_BIND_UNARY(name, grad, cost, lo, hi, method, torch, doc) \
+  BITGRAD_OPLIST_IF_OP(grad)(t1(#name, &name, doc);)
+  BITGRAD_UNARY_OPS(BITGRAD_OPLIST_BIND_UNARY)
+#undef BITGRAD_OPLIST_BIND_UNARY
+  // (name, lo, hi, torch oracle) of each unary op: tests/python/test_parity_ops.py makes a case of each
+  py::list unary_ops;
+#define BITGRAD_OPLIST_DESCRIBE(name, grad, cost, lo, hi, method, torch, doc) \
+  BITGRAD_OPLIST_IF_OP(grad)(unary_ops.append(py::make_tuple(#name, double(lo), double(hi), torch));)
+  BITGRAD_UNARY_OPS(BITGRAD_OPLIST_DESCRIBE)
+#undef BITGRAD_OPLIST_DESCRIBE
+  m.attr("_unary_ops") = unary_ops;
   t1("contiguous", &contiguous, "A contiguous tensor with x's values (x itself when it is).");
   t1("norm", &norm, "L2 norm of all elements (numerics.md: sum of squares by the axis rules).");
   m.def("clamp", [](const Tensor& x, double lo, double hi) {

@@ -265,13 +265,9 @@ void init_tensor(py::module_& m) {
     const CallSite site = py_site();                   \
     return nogil([&] { return ::bitgrad::name(t, site); }); \
   });
-  BITGRAD_UNARY_METHOD(exp)
-  BITGRAD_UNARY_METHOD(log)
-  BITGRAD_UNARY_METHOD(sqrt)
-  BITGRAD_UNARY_METHOD(tanh)
-  BITGRAD_UNARY_METHOD(sigmoid)
-  BITGRAD_UNARY_METHOD(relu)
-  BITGRAD_UNARY_METHOD(gelu)
+#define BITGRAD_OPLIST_METHOD(name, grad, cost, lo, hi, method, ...) BITGRAD_OPLIST_IF(method)(BITGRAD_UNARY_METHOD(name))
+  BITGRAD_UNARY_OPS(BITGRAD_OPLIST_METHOD)  // the lines of bitgrad/op_list.hpp with method 1
+#undef BITGRAD_OPLIST_METHOD
 #undef BITGRAD_UNARY_METHOD
   cls.def("clamp", [](const Tensor& t, double lo, double hi) {
        const CallSite site = py_site();

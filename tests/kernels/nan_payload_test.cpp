@@ -123,19 +123,19 @@ void append(std::vector<T>& to, const std::vector<T>& v) {
 template <class T>
 void elementwise_cases() {
   const std::int64_t n = 133;
-  for (int u = 0; u <= static_cast<int>(Unary::reciprocal); ++u)
-    expect_canonical_nans<T>(label<T>("unary", std::to_string(u)), [&](const kern::Table<T>& tb, std::uint64_t pl) {
+  for (int u = 0; u < kern::op_count<Unary>; ++u)
+    expect_canonical_nans<T>(label<T>("unary", kern::op_name(static_cast<Unary>(u))), [&](const kern::Table<T>& tb, std::uint64_t pl) {
       auto x = with_nans<T>(n, 10 + static_cast<std::uint64_t>(u), pl);
       std::vector<T> y(static_cast<std::size_t>(n));
       tb.unary(static_cast<Unary>(u), x.data(), y.data(), n);
       return y;
     });
   const std::int64_t outer = 5, inner = 37;
-  for (int o = 0; o <= static_cast<int>(Binary::minimum); ++o)
+  for (int o = 0; o < kern::op_count<Binary>; ++o)
     for (int b = 0; b <= static_cast<int>(Bcast::rcol); ++b) {
       const Bcast bc = static_cast<Bcast>(b);
       const std::size_t nb = bc == Bcast::same ? outer * inner : bc == Bcast::row || bc == Bcast::rrow ? inner : outer;
-      expect_canonical_nans<T>(label<T>("binary", std::to_string(o) + "," + std::to_string(b)),
+      expect_canonical_nans<T>(label<T>("binary", std::string(kern::op_name(static_cast<Binary>(o))) + "," + std::to_string(b)),
                                [&](const kern::Table<T>& tb, std::uint64_t pl) {
                                  // the same places in a and b: both operands NaN at once
                                  auto a = with_nans<T>(static_cast<std::size_t>(outer * inner), 20, pl, 0.5, 2, 4);
@@ -145,8 +145,8 @@ void elementwise_cases() {
                                  return y;
                                });
     }
-  for (int a = 0; a <= static_cast<int>(ActGrad::sigmoid); ++a)
-    expect_canonical_nans<T>(label<T>("act_grad", std::to_string(a)), [&](const kern::Table<T>& tb, std::uint64_t pl) {
+  for (int a = 0; a < kern::op_count<ActGrad>; ++a)
+    expect_canonical_nans<T>(label<T>("act_grad", kern::op_name(static_cast<ActGrad>(a))), [&](const kern::Table<T>& tb, std::uint64_t pl) {
       auto v = with_nans<T>(static_cast<std::size_t>(n), 30, pl, -3, 3, 4);  // other places than g's
       auto g = with_nans<T>(static_cast<std::size_t>(n), 31, pl, -3, 3, 4);
       std::vector<T> y(static_cast<std::size_t>(n));

@@ -176,6 +176,21 @@ case("where_bcast", dict(c=MASK(3, 1, 5), a=N(4, 5), b=N(3, 4, 1)),
 case("chain_of_unaries", dict(x=U(4, 6, lo=0.2, hi=2.0)),
      lambda x: (x.log() * x.sigmoid()).tanh().exp().sqrt())
 
+
+# every unary op of the module's list (bitgrad/op_list.hpp: name, input range, torch oracle), so that
+# an op appended there is compared without a line here
+def _torch_oracle(path):
+    fn = torch
+    for part in path.split(".")[1:]:
+        fn = getattr(fn, part)
+    return fn
+
+
+for _name, _lo, _hi, _oracle in bg._bitgrad._unary_ops:
+    if _oracle:
+        case(_name + "_listed", dict(x=U(5, 7, lo=_lo, hi=_hi)), lambda x, f=getattr(bg, _name): f(x),
+             lambda x, f=_torch_oracle(_oracle): f(x))
+
 # ---- reductions --------------------------------------------------------------------------------
 R3 = dict(x=N(5, 7, 9))
 case("sum_all", R3, lambda x: bg.sum(x), lambda x: torch.sum(x))
