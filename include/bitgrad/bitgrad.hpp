@@ -15,6 +15,7 @@
 #include "bitgrad/io.hpp"
 #include "bitgrad/math.hpp"
 #include "bitgrad/nn.hpp"
+#include "bitgrad/op_list.hpp"
 #include "bitgrad/ops.hpp"
 #include "bitgrad/optim.hpp"
 #include "bitgrad/rng.hpp"
