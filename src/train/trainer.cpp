@@ -294,6 +294,9 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
   } else if (root) {
     dir_slot->write_config(resolved_toml(cfg));
   }
+  // what inference reads instead of the corpus (src/infer); a run from before it gets it on resume
+  if (root && cfg.dataset == DatasetKind::text && (fresh || !dir_slot->has("vocabulary.json")))
+    dir_slot->write_vocabulary(data::vocabulary_json(*text_corpus(cfg)));
   if (comm) start = share_start_state(*comm, session, root && !fresh ? &*ck : nullptr);
   const std::string world_note = comm ? std::to_string(comm->size()) : "1";
   auto info_at = [&](std::int64_t step) {
