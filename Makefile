@@ -1,5 +1,5 @@
 # The README's two commands:
-#   make demo   install dependencies, build, run the main job
+#   make demo   install dependencies, build the CLI, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
 # Other targets: build, package, package-check, bench, bench-dist, bench-gpt, bench-precision, bench-python, contract, crosscheck,
 # sanitize, tsan, fuzz, accuracy, clean.
@@ -18,7 +18,9 @@ configure: deps
 build: configure
 	@ninja -C $(BUILD) -j $(JOBS)
 
-demo: build
+# the demo needs the CLI alone (scripts/demo.sh runs bin/bitgrad), not the tests and tools
+demo: configure
+	@ninja -C $(BUILD) -j $(JOBS) bitgrad_cli
 	@bash scripts/demo.sh $(BUILD)
 
 test: build

@@ -11,6 +11,7 @@
 #include "bitgrad/fingerprint.hpp"
 #include "bitgrad/gradcheck.hpp"
 #include "bitgrad/half.hpp"
+#include "bitgrad/infer.hpp"
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/io.hpp"
 #include "bitgrad/math.hpp"

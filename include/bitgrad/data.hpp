@@ -73,6 +73,12 @@ struct TextCorpus {
 // The files a corpus path names (the rule above); throws when it names nothing readable.
 std::vector<std::string> text_files(const std::string& path);
 std::shared_ptr<const TextCorpus> load_text(const std::string& path, bool bytes, double val_fraction);
+// A corpus's vocabulary as JSON, {"corpus": path, "bytes": bool, "symbols": [code points]}: a
+// text run keeps it (vocabulary.json) so that inference encodes and decodes without the corpus.
+std::string vocabulary_json(const TextCorpus& c);
+// The corpus of such a vocabulary, without tokens (encode and decode only); throws naming `file`
+// on text that is not one (symbols out of order, repeated, or not code points).
+std::shared_ptr<const TextCorpus> vocabulary_from_json(const std::string& text, const std::string& file);
 inline const char* kFortunesDir = "/usr/share/games/fortunes";
 
 // Windows of block + 1 tokens: x = tokens [p, p + block) as f32, labels i64 [block] = tokens

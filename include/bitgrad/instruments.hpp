@@ -58,27 +58,6 @@ std::string run_manifest_json(const RunInfo& run, const std::string& previous = 
 // XXH3-128 of a file's bytes, hex.
 std::string file_hash(const std::string& path);
 
-// `bitgrad sample`: text from a trained language model (a run directory of a text dataset, its
-// latest checkpoint). Token i of the text (prompt included) is drawn with u = uniform_f64(i) of
-// the Philox stream (seed, "sample"): logits of the last position in f32, then in f64 divided
-// by the temperature, the top k kept (ties to the lower token id), p = exp(l - max) summed in
-// token order, the first token whose running sum exceeds u * sum. Temperature 0: the first
-// maximum. So the text depends on (run, prompt, tokens, temperature, k, seed) only.
-struct SampleOptions {
-  std::string prompt = "\n";
-  std::int64_t tokens = 200;
-  double temperature = 1.0;
-  std::int64_t top_k = 0;  // 0: every token
-  std::uint64_t seed = 0;
-  int threads = 0;
-};
-struct SampleResult {
-  std::string text;                  // prompt + generated
-  std::vector<std::int64_t> tokens;  // generated token ids
-  std::int64_t step = 0;             // of the checkpoint sampled from
-};
-SampleResult sample(const std::string& run_dir, const SampleOptions& o);
-
 // Compares two run directories: manifests, then the traces step by step; names the first step,
 // tensor (and op, with op traces) that differ and, replaying that step from the nearest
 // checkpoint, the largest absolute and ULP difference. Returns 0 when identical, 1 when not;

@@ -1,8 +1,8 @@
 // Library version and numerics version. The numerics version names the exact set of
 // canonical evaluation orders and elementary-function algorithms (docs/numerics.md);
 // any change that can move a single bit of any result bumps it, and the golden
-// fingerprints in tests/ pin it. The library version (semantic versioning) comes from the
-// project() line of CMakeLists.txt through the generated <bitgrad/version_number.hpp>;
+// fingerprints in tests/ pin it. The library version (semantic versioning) is written in
+// <bitgrad/version_number.hpp>, which CMakeLists.txt reads into project();
 // docs/install.md#versions says how the two relate.
 #pragma once
 

@@ -227,7 +227,7 @@ int run_command(int argc, char** argv) {
   reportc->add_flag("--force", report_force, "replace -o even when it is not a bitgrad report");
 
   std::string sample_dir, sample_seed = "0";
-  bitgrad::instruments::SampleOptions smp;
+  bitgrad::infer::SampleOptions smp;
   CLI::App* samplec = app.add_subcommand("sample", "Text from a trained text model (a run directory's latest checkpoint)");
   samplec->add_option("run_dir", sample_dir, "run directory of a text model")->required()->check(CLI::ExistingDirectory);
   samplec->add_option("--prompt", smp.prompt, "text to continue (default: a newline)");
@@ -277,7 +277,7 @@ int run_command(int argc, char** argv) {
     }
     if (samplec->parsed()) {
       smp.seed = parse_seed("--seed", sample_seed, UINT64_MAX);
-      std::cout << bitgrad::instruments::sample(sample_dir, smp).text << "\n";
+      std::cout << bitgrad::infer::sample(sample_dir, smp).text << "\n";
       return 0;
     }
     if (env->parsed()) {

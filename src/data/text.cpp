@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "bitgrad/data.hpp"
 
 namespace bitgrad::data {
@@ -193,6 +195,33 @@ std::shared_ptr<const TextCorpus> load_text(const std::string& path, bool bytes,
     c->tokens[i] = static_cast<std::int32_t>(std::lower_bound(c->symbols.begin(), c->symbols.end(), all[i]) - c->symbols.begin());
   const auto n = static_cast<std::int64_t>(all.size());
   c->train_tokens = n - static_cast<std::int64_t>(static_cast<double>(n) * val_fraction);
+  return c;
+}
+
+std::string vocabulary_json(const TextCorpus& c) {
+  nlohmann::ordered_json j;
+  j["corpus"] = c.path;
+  j["bytes"] = c.bytes;
+  j["symbols"] = c.symbols;
+  return j.dump() + "\n";
+}
+
+std::shared_ptr<const TextCorpus> vocabulary_from_json(const std::string& text, const std::string& file) {
+  auto c = std::make_shared<TextCorpus>();
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    c->path = j.at("corpus").get<std::string>();
+    c->bytes = j.at("bytes").get<bool>();
+    c->symbols = j.at("symbols").get<std::vector<std::uint32_t>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("text: " + file + " is not a vocabulary (" + e.what() + ")");
+  }
+  const std::uint32_t top = c->bytes ? 0xff : 0x10ffff;
+  for (std::size_t i = 0; i < c->symbols.size(); ++i)
+    if (c->symbols[i] > top || (i > 0 && c->symbols[i] <= c->symbols[i - 1]))
+      throw Error("text: " + file + ": symbol " + std::to_string(i) + " (" + std::to_string(c->symbols[i]) +
+                  ") is out of order, repeated or not a " + (c->bytes ? "byte" : "code point"));
+  if (c->symbols.empty()) throw Error("text: " + file + " holds an empty vocabulary");
   return c;
 }
 

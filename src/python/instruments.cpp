@@ -1,6 +1,7 @@
 // bitgrad.instruments: diff, audit, sensitivity, report and sample as functions that return
 // their findings as Python objects (the JSON files they write, parsed), printing the CLI's text
 // unless quiet.
+#include "bitgrad/infer.hpp"
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/io.hpp"
 #include "python/bind.hpp"
@@ -90,14 +91,14 @@ void init_instruments(py::module_& top) {
 
   m.def("sample", [](const std::string& run_dir, const std::string& prompt, std::int64_t tokens, double temperature, std::int64_t top_k,
                      std::uint64_t seed, int threads) {
-    instruments::SampleOptions o;
+    infer::SampleOptions o;
     o.prompt = prompt;
     o.tokens = tokens;
     o.temperature = temperature;
     o.top_k = top_k;
     o.seed = seed;
     o.threads = threads;
-    const instruments::SampleResult r = nogil([&] { return instruments::sample(run_dir, o); });
+    const infer::SampleResult r = nogil([&] { return infer::sample(run_dir, o); });
     py::dict d;
     d["text"] = r.text;
     d["tokens"] = r.tokens;

@@ -200,6 +200,8 @@ void RunDir::write_config(const std::string& toml) const {
   io::write_file_atomic(file("config.toml"), toml);
 }
 
+void RunDir::write_vocabulary(const std::string& json) const { io::write_file_atomic(vocabulary_path(), json); }
+
 void RunDir::write_manifest(const std::string& json) const {
   io::make_dirs(path_);
   io::write_file_atomic(file("manifest.json"), json);

@@ -96,6 +96,9 @@ class RunDir {
 
   void write_config(const std::string& toml) const;
   std::string config_path() const { return file("config.toml"); }
+  // a text run's vocabulary (data::vocabulary_json): what inference reads instead of the corpus
+  void write_vocabulary(const std::string& json) const;
+  std::string vocabulary_path() const { return file("vocabulary.json"); }
   void write_manifest(const std::string& json) const;
   std::string manifest_text() const;  // "" when there is none
   Json manifest() const;              // checked: a bitgrad manifest with run.kind

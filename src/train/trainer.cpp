@@ -202,30 +202,6 @@ struct NullStream : std::ostream {
   NullBuf buf;
 };
 
-// Fault injection for the replica-check test: BITGRAD_FAULT_FLIP="RANK:STEP" flips the lowest
-// bit of the first parameter's first element on that rank after that step.
-struct FaultFlip {
-  int rank = -1;
-  std::int64_t step = -1;
-  void apply(Session& session) const {
-    Tensor p = session.params().front().second;
-    BITGRAD_DISPATCH_FLOAT(p.dtype(), "fault", T, [&] {
-      T* v = p.mutable_data<T>();
-      unsigned char* b = reinterpret_cast<unsigned char*>(v);
-      b[0] ^= 1;
-    });
-  }
-};
-FaultFlip fault_flip_from_env() {
-  FaultFlip f;
-  if (const char* e = std::getenv("BITGRAD_FAULT_FLIP"); e && *e) {
-    long long st = -1;
-    if (std::sscanf(e, "%d:%lld", &f.rank, &st) != 2) throw Error("BITGRAD_FAULT_FLIP must be RANK:STEP, got '" + std::string(e) + "'");
-    f.step = st;
-  }
-  return f;
-}
-
 }  // namespace
 
 void request_stop(int signal_number) { g_stop = signal_number > 0 ? signal_number : 1; }
@@ -322,6 +298,9 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
   } else if (root) {
     dir_slot->write_config(resolved_toml(cfg));
   }
+  // what inference reads instead of the corpus (src/infer); a run from before it gets it on resume
+  if (root && cfg.dataset == DatasetKind::text && (fresh || !dir_slot->has("vocabulary.json")))
+    dir_slot->write_vocabulary(data::vocabulary_json(*text_corpus(cfg)));
   if (comm) start = share_start_state(*comm, session, root && !fresh ? &*ck : nullptr);
   const std::string world_note = comm ? std::to_string(comm->size()) : "1";
   auto info_at = [&](std::int64_t step) {
@@ -361,14 +340,12 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
   Progress progress(cfg, opt, out, stop, session.batches_per_epoch());
   RunResult res;
   res.out_dir = root ? dir_slot->path() : std::string();
-  const FaultFlip fault = fault_flip_from_env();
   for (std::int64_t step = start + 1; step <= stop; ++step) {  // steps count from 1 in every file
     for (RunObserver* o : observers) o->begin_step(step);
     const Session::StepOut step_out = session.step(step - 1);
     res.last_loss = step_out.loss;
     res.steps = step;
     for (RunObserver* o : observers) o->end_step(step, session, step_out);
-    if (fault.step == step && fault.rank == session.rank()) fault.apply(session);
     if (metrics) {
       Json m = step_metrics(step, step_out);
       for (RunObserver* o : observers) o->add_metrics(step, m);

@@ -17,7 +17,8 @@
 #   4. pkg-config: main.cpp built with `g++ $(pkg-config --cflags --libs bitgrad)`, the same;
 #   5. the installed Python module: its version, and a Session's fingerprint is the CLI's;
 #   6. (--build) bitgrad as a subproject (add_subdirectory) defines its library and nothing
-#      else (configure only: the library's build is the main build's).
+#      else (configure only: the library's build is the main build's);
+#   7. (--build) main.cpp compiles with the source tree's include/ as its only include path.
 # CONSUMER_STEPS (30) steps; needs the Fashion-MNIST files (dataset-fashion-mnist).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -80,7 +81,7 @@ for h in "$inc"/bitgrad/*.hpp; do
   esac
 done
 installed=$(cd "$inc/bitgrad" && ls)
-public=$( (cd "$source_dir/include/bitgrad" && ls *.hpp; echo version_number.hpp) | sort)
+public=$(cd "$source_dir/include/bitgrad" && ls *.hpp | sort)
 [ "$installed" == "$public" ] || fail "installed headers differ from include/bitgrad: $(diff <(echo "$installed") <(echo "$public") | tr '\n' ' ')"
 echo "consumer: $(echo "$installed" | wc -l) headers, <bitgrad/bitgrad.hpp> includes them all, their includes are installed"
 
@@ -159,5 +160,8 @@ if [ "$mode" == --build ]; then
   logged "$tmp/sub.log" cmake -S "$here" -B "$tmp/sub" "${generator[@]}" -DCONSUMER_BITGRAD_SOURCE="$source_dir"
   grep -q "consumer: bitgrad $version as a subproject: the library only" "$tmp/sub.log" || fail "subproject: $(grep consumer: "$tmp/sub.log")"
   echo "consumer: add_subdirectory(bitgrad) defines the library and none of bitgrad's tests, benchmarks, tools, examples or module"
+  # 7. from the build tree, one include path: the source tree's include/ (no header is generated)
+  logged "$tmp/onepath.log" "${CXX:-g++}" -std=c++20 -fsyntax-only -I "$source_dir/include" "$here/main.cpp"
+  echo "consumer: main.cpp compiles with the source tree's include/ as its one include path"
 fi
 echo "consumer: OK"

@@ -27,6 +27,7 @@ namespace {
 const std::string kMpirun = std::string(BITGRAD_MPIRUN) + " --oversubscribe --allow-run-as-root --bind-to none";
 #endif
 const std::string kBin = std::string(BITGRAD_BINARY_DIR) + "/bin/bitgrad";
+const std::string kFaultBin = std::string(BITGRAD_BINARY_DIR) + "/bin/fault_train";
 
 // 8 blocks of 32 per batch; 1000 samples: 3 full batches and a short one of 232 (8 blocks,
 // the last of 8 samples) per epoch; dropout keyed by the sample's row.
@@ -445,7 +446,8 @@ TEST_F(DistTrain, RanksWithAnotherConfigurationAreRefusedOnce) {
 TEST_F(DistTrain, AReplicaThatDriftsStopsEveryRank) {
   const std::string w = dir_for("drift");
   io::write_file_atomic(w + "/s.toml", kSynth);
-  const Result r = sh("env BITGRAD_FAULT_FLIP=1:3 " + mpirun(2, "s.toml --out run --no-progress --steps 8 --replica-check 2"), w);
+  // tests/dist/fault_train.cpp: `bitgrad train` whose rank 1 flips a parameter bit after step 3
+  const Result r = sh(kMpirun + " -n 2 " + kFaultBin + " 1:3 s.toml run 8 2", w);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("replica check after step 4: rank 1 ("), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("in parameter '"), std::string::npos) << r.err;

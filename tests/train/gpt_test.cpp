@@ -1,6 +1,9 @@
 // The contract on a transformer: a tiny GPT (dropout, tied weights, clipping, AdamW decay on
 // matrices) keeps its bits across threads and loader workers (T2/T3), micro-batches (T5), code
 // paths, and stop-and-resume mid-epoch (T7); sampling is the same text everywhere.
+#include <cstdio>
+
+#include "bitgrad/infer.hpp"
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/runtime.hpp"
 #include "support/runs.hpp"
@@ -86,7 +89,7 @@ TEST(Gpt, SamplingGivesTheSameTextOnEveryThreadCountAndCodePath) {
   RuntimeGuard g;
   instruments::TrainOptions o = options(6, 2, 0);
   const std::string dir = train_into(tiny_gpt(), "gpt_sample", o);
-  instruments::SampleOptions s;
+  infer::SampleOptions s;
   s.prompt = "Good ";
   s.tokens = 40;
   s.temperature = 0.8;
@@ -94,22 +97,41 @@ TEST(Gpt, SamplingGivesTheSameTextOnEveryThreadCountAndCodePath) {
   s.seed = 3;
   s.threads = 1;
   set_isa(Isa::scalar);
-  const instruments::SampleResult want = instruments::sample(dir, s);
+  const infer::SampleResult want = infer::sample(dir, s);
   EXPECT_EQ(want.text.substr(0, 5), "Good ");
   EXPECT_EQ(want.tokens.size(), 40u);
   for (Isa isa : isas()) {
     set_isa(isa);
     for (int t : {1, 2, 3, 7}) {
       s.threads = t;
-      EXPECT_EQ(instruments::sample(dir, s).text, want.text) << "isa=" << isa_name(isa) << " threads=" << t;
+      EXPECT_EQ(infer::sample(dir, s).text, want.text) << "isa=" << isa_name(isa) << " threads=" << t;
     }
   }
   s.seed = 4;
-  EXPECT_NE(instruments::sample(dir, s).text, want.text) << "another seed, other draws";
+  EXPECT_NE(infer::sample(dir, s).text, want.text) << "another seed, other draws";
   s.temperature = 0;  // greedy: no draw at all
-  const std::string greedy = instruments::sample(dir, s).text;
+  const std::string greedy = infer::sample(dir, s).text;
   s.seed = 5;
-  EXPECT_EQ(instruments::sample(dir, s).text, greedy);
+  EXPECT_EQ(infer::sample(dir, s).text, greedy);
+}
+
+TEST(Gpt, SamplingReadsTheRunNotTheCorpus) {
+  // the run keeps its vocabulary (vocabulary.json): the corpus gone, the same text
+  RuntimeGuard g;
+  const std::string corpus = fresh_dir("gpt_own_corpus") + ".txt";
+  io::write_file_atomic(corpus, io::read_file(tiny_corpus()));
+  std::string cfg = tiny_gpt();
+  cfg.replace(cfg.find(tiny_corpus()), tiny_corpus().size(), corpus);
+  const std::string dir = train_into(cfg, "gpt_no_corpus", options(3, 1, 0));
+  infer::SampleOptions s;
+  s.prompt = "Good ";
+  s.tokens = 20;
+  const std::string want = infer::sample(dir, s).text;
+  ASSERT_EQ(std::remove(corpus.c_str()), 0);
+  EXPECT_EQ(infer::sample(dir, s).text, want);
+  // a run from before vocabulary.json: refused, naming the file and what writes it
+  ASSERT_EQ(std::remove((dir + "/vocabulary.json").c_str()), 0);
+  EXPECT_THROW_MSG(infer::sample(dir, s), dir + "/vocabulary.json does not exist: the run was trained before runs kept their vocabulary");
 }
 
 TEST(Gpt, BadInputIsAOneLineError) {
@@ -127,11 +149,11 @@ TEST(Gpt, BadInputIsAOneLineError) {
   cfg.replace(cfg.find(tiny_corpus()), tiny_corpus().size(), "/nonexistent/corpus");
   EXPECT_THROW_MSG(run_text(cfg, o), "/nonexistent/corpus does not exist");
   const std::string dir = train_into(tiny_gpt(), "gpt_bad_prompt", o);
-  instruments::SampleOptions s;
+  infer::SampleOptions s;
   s.prompt = "Zebra";
-  EXPECT_THROW_MSG(instruments::sample(dir, s), "character 1 ('Z') is not in the vocabulary");
+  EXPECT_THROW_MSG(infer::sample(dir, s), "character 1 ('Z') is not in the vocabulary");
   s.prompt = "\xff";
-  EXPECT_THROW_MSG(instruments::sample(dir, s), "0xff is not UTF-8");
+  EXPECT_THROW_MSG(infer::sample(dir, s), "0xff is not UTF-8");
 }
 
 }  // namespace

@@ -1,16 +1,36 @@
 // `bitgrad sample`: generation from a trained text model, the same text at every thread count
-// and code path (the forward pass is canonical, the draw is scalar f64 keyed by position).
+// and code path (the forward pass is canonical, the draw is scalar f64 keyed by position). The
+// model is built from the run's configuration and vocabulary.json; the corpus is never read.
+#include "bitgrad/infer.hpp"
+
 #include <algorithm>
 #include <limits>
 
-#include "bitgrad/instruments.hpp"
+#include "bitgrad/io.hpp"
 #include "bitgrad/math.hpp"
 #include "bitgrad/rng.hpp"
 #include "bitgrad/runtime.hpp"
+#include "bitgrad/train.hpp"
 #include "train/run_dir.hpp"
 
-namespace bitgrad::instruments {
+namespace bitgrad::infer {
 namespace {
+
+// What build_model reads of a text dataset (windows of `block` tokens, a label per position,
+// the vocabulary's size), without the windows themselves.
+class TextShape : public data::Dataset {
+ public:
+  TextShape(std::int64_t block, std::int64_t vocab) : block_(block), vocab_(vocab) {}
+  std::int64_t size() const override { return 0; }
+  Shape sample_shape() const override { return Shape{block_}; }
+  std::int64_t num_classes() const override { return vocab_; }
+  Shape target_shape() const override { return Shape{block_}; }
+  void get(std::int64_t, float*, std::int64_t*, float*) const override { throw Error("sample: the model's shape holds no samples"); }
+  std::string describe() const override { return "text shape"; }
+
+ private:
+  std::int64_t block_, vocab_;
+};
 
 // The token drawn from the logits of one position (SampleOptions' rule).
 std::int64_t draw(const float* logits, std::int64_t V, const SampleOptions& o, double u) {
@@ -56,10 +76,13 @@ SampleResult sample(const std::string& run_dir, const SampleOptions& o) {
   const train::Config cfg = train::load_config(dir.config_path());
   if (cfg.dataset != train::DatasetKind::text)
     throw Error("sample: " + run_dir + " trained on " + train::to_string(cfg.dataset) + " data; sampling needs a text model");
+  const std::string vocab_file = dir.vocabulary_path();
+  if (!dir.has("vocabulary.json"))
+    throw NotFoundError("sample: " + vocab_file + " does not exist: the run was trained before runs kept their vocabulary; resume its training (bitgrad train --resume " +
+                        run_dir + " --steps MORE) to write it, or train it again");
+  const auto corpus = data::vocabulary_from_json(io::read_file(vocab_file), vocab_file);
   ThreadCountScope threads(o.threads);
-  auto corpus = train::text_corpus(cfg);
-  auto ds = train::train_dataset(cfg);
-  auto model = train::build_model(cfg, *ds);
+  auto model = train::build_model(cfg, TextShape(cfg.block_size, corpus->vocab_size()));
   const train::Checkpoint ck = dir.latest_checkpoint();
   {
     NoGradGuard ng;
@@ -94,4 +117,4 @@ SampleResult sample(const std::string& run_dir, const SampleOptions& o) {
   return r;
 }
 
-}  // namespace bitgrad::instruments
+}  // namespace bitgrad::infer

@@ -1,0 +1,36 @@
+// Inference: a trained model run forward, outside training — today `bitgrad sample`, text from a
+// language model's run directory; the room a server grows from (docs/architecture.md). It reads
+// a run (config.toml, the latest checkpoint, vocabulary.json) and never the training data. It
+// sits on top of bitgrad/train.hpp, beside the instruments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bitgrad::infer {
+
+// `bitgrad sample`: text from a trained language model (a run directory of a text dataset, its
+// latest checkpoint). Token i of the text (prompt included) is drawn with u = uniform_f64(i) of
+// the Philox stream (seed, "sample"): logits of the last position in f32, then in f64 divided
+// by the temperature, the top k kept (ties to the lower token id), p = exp(l - max) summed in
+// token order, the first token whose running sum exceeds u * sum. Temperature 0: the first
+// maximum. So the text depends on (run, prompt, tokens, temperature, k, seed) only.
+struct SampleOptions {
+  std::string prompt = "\n";
+  std::int64_t tokens = 200;
+  double temperature = 1.0;
+  std::int64_t top_k = 0;  // 0: every token
+  std::uint64_t seed = 0;
+  int threads = 0;
+};
+struct SampleResult {
+  std::string text;                  // prompt + generated
+  std::vector<std::int64_t> tokens;  // generated token ids
+  std::int64_t step = 0;             // of the checkpoint sampled from
+};
+SampleResult sample(const std::string& run_dir, const SampleOptions& o);
+// A run trained before runs kept their vocabulary (no vocabulary.json) is refused, naming the
+// file; resuming its training writes one.
+
+}  // namespace bitgrad::infer
