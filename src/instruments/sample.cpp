@@ -54,8 +54,8 @@ SampleResult sample(const std::string& run_dir, const SampleOptions& o) {
   BITGRAD_CHECK(o.top_k >= 0, "sample", "--top-k must be >= 0, got ", o.top_k);
   const train::RunDir dir = train::RunDir::open(run_dir, "sample");
   const train::Config cfg = train::load_config(dir.config_path());
-  if (cfg.dataset != train::DatasetKind::text)
-    throw Error("sample: " + run_dir + " trained on " + train::to_string(cfg.dataset) + " data; sampling needs a text model");
+  if (cfg.data.dataset != train::DatasetKind::text)
+    throw Error("sample: " + run_dir + " trained on " + train::to_string(cfg.data.dataset) + " data; sampling needs a text model");
   ThreadCountScope threads(o.threads);
   auto corpus = train::text_corpus(cfg);
   auto ds = train::train_dataset(cfg);
@@ -74,7 +74,7 @@ SampleResult sample(const std::string& run_dir, const SampleOptions& o) {
   }
   std::vector<std::int64_t> text = corpus->encode(o.prompt, "--prompt");
   BITGRAD_CHECK(!text.empty(), "sample", "--prompt is empty; give at least one character");
-  const std::int64_t block = cfg.block_size, V = corpus->vocab_size();
+  const std::int64_t block = cfg.data.block_size, V = corpus->vocab_size();
   const rng::Stream stream(o.seed, "sample");
   SampleResult r;
   r.step = ck.info.step;

@@ -221,18 +221,18 @@ enum KeyFlag : unsigned {
 std::vector<LayerSpec> gpt_layers(const Config& c, int line) {
   std::vector<LayerSpec> layers;
   LayerSpec e;
-  e.type = LayerKind::embedding, e.out = c.gpt.n_embd, e.p = c.gpt.dropout, e.line = line;
+  e.type = LayerKind::embedding, e.out = c.model.gpt.n_embd, e.p = c.model.gpt.dropout, e.line = line;
   layers.push_back(e);
-  for (std::int64_t i = 0; i < c.gpt.n_layer; ++i) {
+  for (std::int64_t i = 0; i < c.model.gpt.n_layer; ++i) {
     LayerSpec b;
-    b.type = LayerKind::transformer_block, b.n_head = c.gpt.n_head, b.p = c.gpt.dropout, b.bias = c.gpt.bias, b.line = line;
+    b.type = LayerKind::transformer_block, b.n_head = c.model.gpt.n_head, b.p = c.model.gpt.dropout, b.bias = c.model.gpt.bias, b.line = line;
     layers.push_back(b);
   }
   LayerSpec ln;
-  ln.type = LayerKind::layernorm, ln.bias = c.gpt.bias, ln.line = line;
+  ln.type = LayerKind::layernorm, ln.bias = c.model.gpt.bias, ln.line = line;
   layers.push_back(ln);
   LayerSpec head;
-  head.type = c.gpt.tie_weights ? LayerKind::tied_head : LayerKind::linear, head.out = 0, head.bias = false, head.line = line;
+  head.type = c.model.gpt.tie_weights ? LayerKind::tied_head : LayerKind::linear, head.out = 0, head.bias = false, head.line = line;
   layers.push_back(head);  // linear: out = the vocabulary, set when the data is known
   return layers;
 }
@@ -294,33 +294,33 @@ void schema(V& v, C& c) {
   v.integer("seed", c.seed, 0, 0, INT64_MAX, kEarly);
 
   v.section("data");
-  v.choice("dataset", c.dataset, DatasetKind::fashion_mnist, kDatasets, kEarly);
-  switch (c.dataset) {
+  v.choice("dataset", c.data.dataset, DatasetKind::fashion_mnist, kDatasets, kEarly);
+  switch (c.data.dataset) {
     case DatasetKind::fashion_mnist:
-      v.string("path", c.path, data::kFashionMnistDir);
-      v.boolean("normalize", c.normalize, true);
+      v.string("path", c.data.path, data::kFashionMnistDir);
+      v.boolean("normalize", c.data.normalize, true);
       break;
     case DatasetKind::csv:
       v.require("train", "dataset = \"csv\" needs 'train' (a CSV file)");
-      v.string("train", c.train_csv, "");
-      v.string("test", c.test_csv, "");
-      v.boolean("header", c.csv_header, false);
-      v.integer("label_column", c.label_column, -1, -1, 1 << 20);
-      v.integer("targets", c.targets, 1, 1, 1 << 20);
-      v.boolean("allow_nonfinite", c.allow_nonfinite, false);
+      v.string("train", c.data.train_csv, "");
+      v.string("test", c.data.test_csv, "");
+      v.boolean("header", c.data.csv_header, false);
+      v.integer("label_column", c.data.label_column, -1, -1, 1 << 20);
+      v.integer("targets", c.data.targets, 1, 1, 1 << 20);
+      v.boolean("allow_nonfinite", c.data.allow_nonfinite, false);
       break;
     case DatasetKind::adder:
-      v.integer("samples", c.samples, 100000, 1, kBig);
-      v.integer("test_samples", c.test_samples, 10000, 0, kBig);
-      v.integer("features", c.features, 10, 1, 1 << 20);
+      v.integer("samples", c.data.samples, 100000, 1, kBig);
+      v.integer("test_samples", c.data.test_samples, 10000, 0, kBig);
+      v.integer("features", c.data.features, 10, 1, 1 << 20);
       break;
     case DatasetKind::text:
-      v.string("path", c.path, data::kFortunesDir);
-      v.choice("vocabulary", c.text_bytes, false, kVocabularies);
-      v.number("val_fraction", c.val_fraction, 0.1, 0.0, 0.9);
-      if (!c.gpt.on) {
-        v.integer("block_size", c.block_size, 0, 0, 1 << 16);
-        v.check(c.block_size > 0, nullptr, "[data] dataset = \"text\" with a layer list needs block_size (tokens per window)");
+      v.string("path", c.data.path, data::kFortunesDir);
+      v.choice("vocabulary", c.data.text_bytes, false, kVocabularies);
+      v.number("val_fraction", c.data.val_fraction, 0.1, 0.0, 0.9);
+      if (!c.model.gpt.on) {
+        v.integer("block_size", c.data.block_size, 0, 0, 1 << 16);
+        v.check(c.data.block_size > 0, nullptr, "[data] dataset = \"text\" with a layer list needs block_size (tokens per window)");
       } else {
         std::int64_t unused = 0;
         v.integer("block_size", unused, 0, 0, 1 << 16, kReadOnly);
@@ -328,91 +328,91 @@ void schema(V& v, C& c) {
       }
       break;
     case DatasetKind::synthetic:
-      v.integer("samples", c.samples, 1000, 1, 1 << 24);
-      v.integer("test_samples", c.test_samples, 0, 0, 1 << 24);
-      v.dims("shape", c.shape, {8});
-      v.integer("classes", c.classes, 10, 0, 1 << 20);
-      if (c.classes == 0) v.integer("targets", c.targets, 1, 1, 1 << 20);
+      v.integer("samples", c.data.samples, 1000, 1, 1 << 24);
+      v.integer("test_samples", c.data.test_samples, 0, 0, 1 << 24);
+      v.dims("shape", c.data.shape, {8});
+      v.integer("classes", c.data.classes, 10, 0, 1 << 20);
+      if (c.data.classes == 0) v.integer("targets", c.data.targets, 1, 1, 1 << 20);
       break;
   }
-  v.integer("crop_padding", c.crop_padding, 0, 0, 64);
-  v.boolean("hflip", c.hflip, false);
+  v.integer("crop_padding", c.data.crop_padding, 0, 0, 64);
+  v.boolean("hflip", c.data.hflip, false);
 
   v.section("model");
-  v.choice("init", c.init, c.gpt.on ? nn::Init::gpt2 : nn::Init::kaiming_uniform, kInits);
-  v.choice("recompute", c.recompute, nn::Recompute::none, kRecomputes, kUnhashed);  // T9: the same bits
-  v.choice("type", c.gpt.on, false, kModelTypes, kEarly | (c.gpt.on ? 0u : kReadOnly));
-  if (c.gpt.on) {
-    v.check(c.dataset == DatasetKind::text, nullptr, "[model] type = \"gpt\" needs token data: [data] dataset = \"text\"");
+  v.choice("init", c.model.init, c.model.gpt.on ? nn::Init::gpt2 : nn::Init::kaiming_uniform, kInits);
+  v.choice("recompute", c.model.recompute, nn::Recompute::none, kRecomputes, kUnhashed);  // T9: the same bits
+  v.choice("type", c.model.gpt.on, false, kModelTypes, kEarly | (c.model.gpt.on ? 0u : kReadOnly));
+  if (c.model.gpt.on) {
+    v.check(c.data.dataset == DatasetKind::text, nullptr, "[model] type = \"gpt\" needs token data: [data] dataset = \"text\"");
     v.check(!v.has("layers"), "layers", "[model] type = \"gpt\" builds its own layers; remove 'layers'");
-    v.integer("n_layer", c.gpt.n_layer, 4, 1, 1 << 10);
-    v.integer("n_head", c.gpt.n_head, 4, 1, 1 << 12);
-    v.integer("n_embd", c.gpt.n_embd, 128, 1, 1 << 16);
-    v.integer("block_size", c.block_size, 64, 1, 1 << 16);
-    v.number("dropout", c.gpt.dropout, 0.0, 0.0, 0.999999);
-    v.boolean("bias", c.gpt.bias, true);
-    v.boolean("tie_weights", c.gpt.tie_weights, false);
-    v.check(c.gpt.n_head > 0 && c.gpt.n_embd % c.gpt.n_head == 0, "n_embd",
-            "[model] n_embd " + std::to_string(c.gpt.n_embd) + " is not divisible by n_head " + std::to_string(c.gpt.n_head));
-    v.derive(c.layers, [&c](int line) { return gpt_layers(c, line); });
+    v.integer("n_layer", c.model.gpt.n_layer, 4, 1, 1 << 10);
+    v.integer("n_head", c.model.gpt.n_head, 4, 1, 1 << 12);
+    v.integer("n_embd", c.model.gpt.n_embd, 128, 1, 1 << 16);
+    v.integer("block_size", c.data.block_size, 64, 1, 1 << 16);
+    v.number("dropout", c.model.gpt.dropout, 0.0, 0.0, 0.999999);
+    v.boolean("bias", c.model.gpt.bias, true);
+    v.boolean("tie_weights", c.model.gpt.tie_weights, false);
+    v.check(c.model.gpt.n_head > 0 && c.model.gpt.n_embd % c.model.gpt.n_head == 0, "n_embd",
+            "[model] n_embd " + std::to_string(c.model.gpt.n_embd) + " is not divisible by n_head " + std::to_string(c.model.gpt.n_head));
+    v.derive(c.model.layers, [&c](int line) { return gpt_layers(c, line); });
   }
-  v.layers("layers", c.layers, c.gpt.on);
+  v.layers("layers", c.model.layers, c.model.gpt.on);
 
   v.section("train");
-  v.integer("batch_size", c.batch_size, 128, 1, 1 << 24);
-  v.integer("epochs", c.epochs, 1, 0, 1 << 20);
-  v.integer("steps", c.steps, 0, 0, kBig);
-  v.choice("loss", c.loss, LossKind::cross_entropy, kLosses);
-  v.number("clip_grad_norm", c.clip_grad_norm, 0.0, 0.0, 1e300);
-  v.boolean("shuffle", c.shuffle, true);
-  v.boolean("drop_last", c.drop_last, true);
-  v.integer("accumulate", c.accumulate, 1, 1, 1 << 20, kUnhashed);  // exact when T5 holds
-  v.integer("log_every", c.log_every, 0, 0, kBig, kUnhashed);
+  v.integer("batch_size", c.train.batch_size, 128, 1, 1 << 24);
+  v.integer("epochs", c.train.epochs, 1, 0, 1 << 20);
+  v.integer("steps", c.train.steps, 0, 0, kBig);
+  v.choice("loss", c.train.loss, LossKind::cross_entropy, kLosses);
+  v.number("clip_grad_norm", c.train.clip_grad_norm, 0.0, 0.0, 1e300);
+  v.boolean("shuffle", c.train.shuffle, true);
+  v.boolean("drop_last", c.train.drop_last, true);
+  v.integer("accumulate", c.train.accumulate, 1, 1, 1 << 20, kUnhashed);  // exact when T5 holds
+  v.integer("log_every", c.train.log_every, 0, 0, kBig, kUnhashed);
   // mixed precision: in the hash only when not fp32, so the hashes of f32 runs stay as they were
-  const unsigned mixed = c.precision == Precision::fp32 ? kUnhashed : 0u;
-  v.choice("precision", c.precision, Precision::fp32, kPrecisions, mixed);
-  v.choice("rounding", c.stochastic_rounding, false, kRoundings, mixed);
-  v.check(!c.stochastic_rounding || c.precision != Precision::fp32, "rounding",
+  const unsigned mixed = c.train.precision == Precision::fp32 ? kUnhashed : 0u;
+  v.choice("precision", c.train.precision, Precision::fp32, kPrecisions, mixed);
+  v.choice("rounding", c.train.stochastic_rounding, false, kRoundings, mixed);
+  v.check(!c.train.stochastic_rounding || c.train.precision != Precision::fp32, "rounding",
           "[train] rounding = \"stochastic\" needs precision = \"bf16\" or \"fp16\"");
-  v.scale("loss_scale", c.loss_scale, c.precision == Precision::fp16 ? 0.0 : 1.0, mixed);
-  v.integer("loss_scale_interval", c.loss_scale_interval, 2000, 1, kBig, mixed);
-  v.check(c.accumulate > 0 && c.batch_size % c.accumulate == 0, nullptr,
-          "[train] batch_size " + std::to_string(c.batch_size) + " is not divisible by accumulate " + std::to_string(c.accumulate));
+  v.scale("loss_scale", c.train.loss_scale, c.train.precision == Precision::fp16 ? 0.0 : 1.0, mixed);
+  v.integer("loss_scale_interval", c.train.loss_scale_interval, 2000, 1, kBig, mixed);
+  v.check(c.train.accumulate > 0 && c.train.batch_size % c.train.accumulate == 0, nullptr,
+          "[train] batch_size " + std::to_string(c.train.batch_size) + " is not divisible by accumulate " + std::to_string(c.train.accumulate));
 
   v.section("optimizer");
-  v.choice("type", c.optimizer, OptimizerKind::sgd, kOptimizers);
-  v.number("lr", c.lr, 0.01, 0.0, 1e6);
-  if (c.optimizer == OptimizerKind::sgd) {
-    v.number("momentum", c.momentum, 0.0, 0.0, 1.0);
-    v.boolean("nesterov", c.nesterov, false);
+  v.choice("type", c.optimizer.type, OptimizerKind::sgd, kOptimizers);
+  v.number("lr", c.optimizer.lr, 0.01, 0.0, 1e6);
+  if (c.optimizer.type == OptimizerKind::sgd) {
+    v.number("momentum", c.optimizer.momentum, 0.0, 0.0, 1.0);
+    v.boolean("nesterov", c.optimizer.nesterov, false);
   } else {
-    v.number("beta1", c.beta1, 0.9, 0.0, 0.999999999);
-    v.number("beta2", c.beta2, 0.999, 0.0, 0.999999999);
-    v.number("eps", c.eps, 1e-8, 1e-300, 1.0);
+    v.number("beta1", c.optimizer.beta1, 0.9, 0.0, 0.999999999);
+    v.number("beta2", c.optimizer.beta2, 0.999, 0.0, 0.999999999);
+    v.number("eps", c.optimizer.eps, 1e-8, 1e-300, 1.0);
   }
-  v.number("weight_decay", c.weight_decay, 0.0, 0.0, 1e6);
-  if (c.optimizer != OptimizerKind::sgd) v.choice("decay", c.decay_matrices_only, c.gpt.on, kDecays);
-  v.check(!c.nesterov || c.momentum != 0, nullptr, "[optimizer] nesterov needs momentum > 0");
+  v.number("weight_decay", c.optimizer.weight_decay, 0.0, 0.0, 1e6);
+  if (c.optimizer.type != OptimizerKind::sgd) v.choice("decay", c.optimizer.decay_matrices_only, c.model.gpt.on, kDecays);
+  v.check(!c.optimizer.nesterov || c.optimizer.momentum != 0, nullptr, "[optimizer] nesterov needs momentum > 0");
 
   v.section("schedule");
-  v.choice("type", c.schedule, optim::Schedule::Kind::constant, kSchedules);
-  v.integer("warmup_steps", c.warmup_steps, 0, 0, kBig);
-  if (c.schedule == optim::Schedule::Kind::step) {
-    v.number("gamma", c.gamma, 0.1, 0.0, 1e6);
-    v.integer("step_size", c.step_size, 1000, 1, kBig);
-  } else if (c.schedule == optim::Schedule::Kind::cosine) {
-    v.number("min_lr", c.min_lr, 0.0, 0.0, 1e6);
+  v.choice("type", c.schedule.type, optim::Schedule::Kind::constant, kSchedules);
+  v.integer("warmup_steps", c.schedule.warmup_steps, 0, 0, kBig);
+  if (c.schedule.type == optim::Schedule::Kind::step) {
+    v.number("gamma", c.schedule.gamma, 0.1, 0.0, 1e6);
+    v.integer("step_size", c.schedule.step_size, 1000, 1, kBig);
+  } else if (c.schedule.type == optim::Schedule::Kind::cosine) {
+    v.number("min_lr", c.schedule.min_lr, 0.0, 0.0, 1e6);
   }
 
   v.section("eval");
-  v.integer("batch_size", c.eval_batch_size, 1000, 1, 1 << 24);
-  v.boolean("each_epoch", c.eval_each_epoch, c.eval_every == 0);  // `every` alone: no evaluation at epoch ends
-  v.integer("every", c.eval_every, 0, 0, kBig, kEarly);
-  if (c.dataset == DatasetKind::text) v.integer("windows", c.eval_windows, 0, 0, kBig);
+  v.integer("batch_size", c.eval.batch_size, 1000, 1, 1 << 24);
+  v.boolean("each_epoch", c.eval.each_epoch, c.eval.every == 0);  // `every` alone: no evaluation at epoch ends
+  v.integer("every", c.eval.every, 0, 0, kBig, kEarly);
+  if (c.data.dataset == DatasetKind::text) v.integer("windows", c.eval.windows, 0, 0, kBig);
 
   v.section("run", kUnhashed);  // cannot change a result
-  v.integer("threads", c.threads, 0, 0, 4096, kUnhashed);
-  v.integer("workers", c.workers, 0, 0, 256, kUnhashed);
+  v.integer("threads", c.run.threads, 0, 0, 4096, kUnhashed);
+  v.integer("workers", c.run.workers, 0, 0, 256, kUnhashed);
 }
 
 // Parses a file along the schema: a first pass reads the kEarly keys, the second all of them.
@@ -592,13 +592,13 @@ const char* to_string(LayerKind k) { return enum_name(kLayers, k); }
 const char* to_string(optim::Schedule::Kind k) { return enum_name(kSchedules, k); }
 
 std::vector<std::string> Config::data_files() const {
-  switch (dataset) {
+  switch (data.dataset) {
     case DatasetKind::fashion_mnist:
-      return {path + "/train-images-idx3-ubyte.gz", path + "/train-labels-idx1-ubyte.gz", path + "/t10k-images-idx3-ubyte.gz",
-              path + "/t10k-labels-idx1-ubyte.gz"};
+      return {data.path + "/train-images-idx3-ubyte.gz", data.path + "/train-labels-idx1-ubyte.gz", data.path + "/t10k-images-idx3-ubyte.gz",
+              data.path + "/t10k-labels-idx1-ubyte.gz"};
     case DatasetKind::csv:
-      return test_csv.empty() ? std::vector<std::string>{train_csv} : std::vector<std::string>{train_csv, test_csv};
-    case DatasetKind::text: return data::text_files(path);
+      return data.test_csv.empty() ? std::vector<std::string>{data.train_csv} : std::vector<std::string>{data.train_csv, data.test_csv};
+    case DatasetKind::text: return data::text_files(data.path);
     case DatasetKind::adder:
     case DatasetKind::synthetic: return {};
   }

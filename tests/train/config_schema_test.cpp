@@ -45,35 +45,35 @@ std::string toml_string(const std::string& s) {
 std::string legacy_defining_toml(const train::Config& c, bool for_hash) {
   std::ostringstream o;
   o << "seed = " << c.seed << "\n\n[data]\n";
-  o << "dataset = " << toml_string(to_string(c.dataset)) << "\n";
-  if (c.dataset == DatasetKind::fashion_mnist) {
-    o << "path = " << toml_string(c.path) << "\nnormalize = " << (c.normalize ? "true" : "false") << "\n";
-  } else if (c.dataset == DatasetKind::csv) {
-    o << "train = " << toml_string(c.train_csv) << "\ntest = " << toml_string(c.test_csv) << "\nheader = " << (c.csv_header ? "true" : "false")
-      << "\nlabel_column = " << c.label_column << "\ntargets = " << c.targets << "\nallow_nonfinite = " << (c.allow_nonfinite ? "true" : "false") << "\n";
-  } else if (c.dataset == DatasetKind::adder) {
-    o << "samples = " << c.samples << "\ntest_samples = " << c.test_samples << "\nfeatures = " << c.features << "\n";
-  } else if (c.dataset == DatasetKind::text) {
-    o << "path = " << toml_string(c.path) << "\nvocabulary = " << (c.text_bytes ? "\"bytes\"" : "\"characters\"")
-      << "\nval_fraction = " << toml_float(c.val_fraction) << "\n";
-    if (!c.gpt.on) o << "block_size = " << c.block_size << "\n";
+  o << "dataset = " << toml_string(to_string(c.data.dataset)) << "\n";
+  if (c.data.dataset == DatasetKind::fashion_mnist) {
+    o << "path = " << toml_string(c.data.path) << "\nnormalize = " << (c.data.normalize ? "true" : "false") << "\n";
+  } else if (c.data.dataset == DatasetKind::csv) {
+    o << "train = " << toml_string(c.data.train_csv) << "\ntest = " << toml_string(c.data.test_csv) << "\nheader = " << (c.data.csv_header ? "true" : "false")
+      << "\nlabel_column = " << c.data.label_column << "\ntargets = " << c.data.targets << "\nallow_nonfinite = " << (c.data.allow_nonfinite ? "true" : "false") << "\n";
+  } else if (c.data.dataset == DatasetKind::adder) {
+    o << "samples = " << c.data.samples << "\ntest_samples = " << c.data.test_samples << "\nfeatures = " << c.data.features << "\n";
+  } else if (c.data.dataset == DatasetKind::text) {
+    o << "path = " << toml_string(c.data.path) << "\nvocabulary = " << (c.data.text_bytes ? "\"bytes\"" : "\"characters\"")
+      << "\nval_fraction = " << toml_float(c.data.val_fraction) << "\n";
+    if (!c.model.gpt.on) o << "block_size = " << c.data.block_size << "\n";
   } else {
-    o << "samples = " << c.samples << "\ntest_samples = " << c.test_samples << "\nshape = [";
-    for (std::size_t i = 0; i < c.shape.size(); ++i) o << (i ? ", " : "") << c.shape[i];
-    o << "]\nclasses = " << c.classes << "\n";
-    if (c.classes == 0) o << "targets = " << c.targets << "\n";
+    o << "samples = " << c.data.samples << "\ntest_samples = " << c.data.test_samples << "\nshape = [";
+    for (std::size_t i = 0; i < c.data.shape.size(); ++i) o << (i ? ", " : "") << c.data.shape[i];
+    o << "]\nclasses = " << c.data.classes << "\n";
+    if (c.data.classes == 0) o << "targets = " << c.data.targets << "\n";
   }
-  o << "crop_padding = " << c.crop_padding << "\nhflip = " << (c.hflip ? "true" : "false") << "\n";
-  o << "\n[model]\ninit = " << toml_string(nn::init_name(c.init)) << "\n";
-  if (!for_hash) o << "recompute = " << toml_string(nn::recompute_name(c.recompute)) << "\n";  // T9: the same bits
-  if (c.gpt.on) {
-    o << "type = \"gpt\"\nn_layer = " << c.gpt.n_layer << "\nn_head = " << c.gpt.n_head << "\nn_embd = " << c.gpt.n_embd
-      << "\nblock_size = " << c.block_size << "\ndropout = " << toml_float(c.gpt.dropout) << "\nbias = " << (c.gpt.bias ? "true" : "false")
-      << "\ntie_weights = " << (c.gpt.tie_weights ? "true" : "false") << "\n";
+  o << "crop_padding = " << c.data.crop_padding << "\nhflip = " << (c.data.hflip ? "true" : "false") << "\n";
+  o << "\n[model]\ninit = " << toml_string(nn::init_name(c.model.init)) << "\n";
+  if (!for_hash) o << "recompute = " << toml_string(nn::recompute_name(c.model.recompute)) << "\n";  // T9: the same bits
+  if (c.model.gpt.on) {
+    o << "type = \"gpt\"\nn_layer = " << c.model.gpt.n_layer << "\nn_head = " << c.model.gpt.n_head << "\nn_embd = " << c.model.gpt.n_embd
+      << "\nblock_size = " << c.data.block_size << "\ndropout = " << toml_float(c.model.gpt.dropout) << "\nbias = " << (c.model.gpt.bias ? "true" : "false")
+      << "\ntie_weights = " << (c.model.gpt.tie_weights ? "true" : "false") << "\n";
   }
-  o << (c.gpt.on ? "# the layers it stands for\n# layers = [\n" : "layers = [\n");
-  for (const LayerSpec& l : c.layers) {
-    if (c.gpt.on) o << "# ";
+  o << (c.model.gpt.on ? "# the layers it stands for\n# layers = [\n" : "layers = [\n");
+  for (const LayerSpec& l : c.model.layers) {
+    if (c.model.gpt.on) o << "# ";
     o << "  { type = " << toml_string(to_string(l.type));
     if (l.type == LayerKind::linear) o << ", out = " << l.out << ", bias = " << (l.bias ? "true" : "false");
     if (l.type == LayerKind::conv2d)
@@ -87,29 +87,29 @@ std::string legacy_defining_toml(const train::Config& c, bool for_hash) {
       o << ", n_head = " << l.n_head << ", dropout = " << toml_float(l.p) << ", bias = " << (l.bias ? "true" : "false");
     o << " },\n";
   }
-  o << (c.gpt.on ? "# ]" : "]") << "\n\n[train]\nbatch_size = " << c.batch_size << "\nepochs = " << c.epochs << "\nsteps = " << c.steps
-    << "\nloss = " << toml_string(to_string(c.loss)) << "\nclip_grad_norm = " << toml_float(c.clip_grad_norm) << "\nshuffle = " << (c.shuffle ? "true" : "false")
-    << "\ndrop_last = " << (c.drop_last ? "true" : "false") << "\n";
-  if (!for_hash) o << "accumulate = " << c.accumulate << "\nlog_every = " << c.log_every << "\n";
+  o << (c.model.gpt.on ? "# ]" : "]") << "\n\n[train]\nbatch_size = " << c.train.batch_size << "\nepochs = " << c.train.epochs << "\nsteps = " << c.train.steps
+    << "\nloss = " << toml_string(to_string(c.train.loss)) << "\nclip_grad_norm = " << toml_float(c.train.clip_grad_norm) << "\nshuffle = " << (c.train.shuffle ? "true" : "false")
+    << "\ndrop_last = " << (c.train.drop_last ? "true" : "false") << "\n";
+  if (!for_hash) o << "accumulate = " << c.train.accumulate << "\nlog_every = " << c.train.log_every << "\n";
   // mixed precision: in the hash only when not fp32, so the hashes of f32 runs stay as they were
-  if (!for_hash || c.precision != Precision::fp32) {
-    o << "precision = " << toml_string(precision_name(c.precision)) << "\nrounding = " << (c.stochastic_rounding ? "\"stochastic\"" : "\"nearest\"")
-      << "\nloss_scale = " << (c.loss_scale == 0 ? std::string("\"dynamic\"") : toml_float(c.loss_scale))
-      << "\nloss_scale_interval = " << c.loss_scale_interval << "\n";
+  if (!for_hash || c.train.precision != Precision::fp32) {
+    o << "precision = " << toml_string(precision_name(c.train.precision)) << "\nrounding = " << (c.train.stochastic_rounding ? "\"stochastic\"" : "\"nearest\"")
+      << "\nloss_scale = " << (c.train.loss_scale == 0 ? std::string("\"dynamic\"") : toml_float(c.train.loss_scale))
+      << "\nloss_scale_interval = " << c.train.loss_scale_interval << "\n";
   }
-  o << "\n[optimizer]\ntype = " << toml_string(to_string(c.optimizer)) << "\nlr = " << toml_float(c.lr);
-  if (c.optimizer == OptimizerKind::sgd)
-    o << "\nmomentum = " << toml_float(c.momentum) << "\nnesterov = " << (c.nesterov ? "true" : "false");
+  o << "\n[optimizer]\ntype = " << toml_string(to_string(c.optimizer.type)) << "\nlr = " << toml_float(c.optimizer.lr);
+  if (c.optimizer.type == OptimizerKind::sgd)
+    o << "\nmomentum = " << toml_float(c.optimizer.momentum) << "\nnesterov = " << (c.optimizer.nesterov ? "true" : "false");
   else
-    o << "\nbeta1 = " << toml_float(c.beta1) << "\nbeta2 = " << toml_float(c.beta2) << "\neps = " << toml_float(c.eps);
-  o << "\nweight_decay = " << toml_float(c.weight_decay) << "\n";
-  if (c.optimizer != OptimizerKind::sgd) o << "decay = " << (c.decay_matrices_only ? "\"matrices\"" : "\"all\"") << "\n";
-  o << "\n[schedule]\ntype = " << toml_string(to_string(c.schedule)) << "\nwarmup_steps = " << c.warmup_steps;
-  if (c.schedule == optim::Schedule::Kind::step) o << "\ngamma = " << toml_float(c.gamma) << "\nstep_size = " << c.step_size;
-  if (c.schedule == optim::Schedule::Kind::cosine) o << "\nmin_lr = " << toml_float(c.min_lr);
-  o << "\n\n[eval]\nbatch_size = " << c.eval_batch_size << "\neach_epoch = " << (c.eval_each_epoch ? "true" : "false") << "\nevery = " << c.eval_every
+    o << "\nbeta1 = " << toml_float(c.optimizer.beta1) << "\nbeta2 = " << toml_float(c.optimizer.beta2) << "\neps = " << toml_float(c.optimizer.eps);
+  o << "\nweight_decay = " << toml_float(c.optimizer.weight_decay) << "\n";
+  if (c.optimizer.type != OptimizerKind::sgd) o << "decay = " << (c.optimizer.decay_matrices_only ? "\"matrices\"" : "\"all\"") << "\n";
+  o << "\n[schedule]\ntype = " << toml_string(to_string(c.schedule.type)) << "\nwarmup_steps = " << c.schedule.warmup_steps;
+  if (c.schedule.type == optim::Schedule::Kind::step) o << "\ngamma = " << toml_float(c.schedule.gamma) << "\nstep_size = " << c.schedule.step_size;
+  if (c.schedule.type == optim::Schedule::Kind::cosine) o << "\nmin_lr = " << toml_float(c.schedule.min_lr);
+  o << "\n\n[eval]\nbatch_size = " << c.eval.batch_size << "\neach_epoch = " << (c.eval.each_epoch ? "true" : "false") << "\nevery = " << c.eval.every
     << "\n";
-  if (c.dataset == DatasetKind::text) o << "windows = " << c.eval_windows << "\n";
+  if (c.data.dataset == DatasetKind::text) o << "windows = " << c.eval.windows << "\n";
   return o.str();
 }
 
@@ -122,7 +122,7 @@ std::string legacy_hash(const train::Config& c) {
 
 // What resolved_toml printed before the schema (less its two comment lines).
 std::string legacy_resolved(const train::Config& c) {
-  return legacy_defining_toml(c, false) + "\n[run]\nthreads = " + std::to_string(c.threads) + "\nworkers = " + std::to_string(c.workers) + "\n";
+  return legacy_defining_toml(c, false) + "\n[run]\nthreads = " + std::to_string(c.run.threads) + "\nworkers = " + std::to_string(c.run.workers) + "\n";
 }
 std::string without_header(const std::string& resolved) {
   std::size_t at = 0;
