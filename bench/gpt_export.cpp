@@ -91,13 +91,13 @@ int main(int argc, char** argv) {
     if (config.empty() || out.empty() || steps <= 0) throw Error("gpt_export: --config, --out and --steps S > 0 are required");
     set_num_threads(threads);
     const train::Config cfg = train::load_config(config);
-    if (cfg.dataset != train::DatasetKind::text) throw Error("gpt_export: " + config + " is not a text configuration");
+    if (cfg.data.dataset != train::DatasetKind::text) throw Error("gpt_export: " + config + " is not a text configuration");
     io::make_dirs(out);
     auto test_ds = train::test_dataset(cfg);
     if (!test_ds) throw Error("gpt_export: " + config + " has no validation windows");
     // the loader on the training thread (workers = 0): the batches do not depend on it
     train::Session session(cfg, train::train_dataset(cfg), test_ds, 0);
-    const std::int64_t B = cfg.batch_size, T = session.train_data().sample_shape()[0];
+    const std::int64_t B = cfg.train.batch_size, T = session.train_data().sample_shape()[0];
     if (!time_only) {
       io::NamedTensors init;
       for (const auto& [name, p] : session.params()) init.emplace_back(name, p.contiguous_copy());
@@ -169,11 +169,11 @@ int main(int argc, char** argv) {
                     ", \"batch\": " + std::to_string(B) + ", \"block\": " + std::to_string(T) +
                     ", \"vocab\": " + std::to_string(session.train_data().num_classes()) +
                     ", \"val_windows\": " + std::to_string(test_ds->size()) +
-                    ", \"n_layer\": " + std::to_string(cfg.gpt.n_layer) + ", \"n_head\": " + std::to_string(cfg.gpt.n_head) +
-                    ", \"n_embd\": " + std::to_string(cfg.gpt.n_embd) + ", \"bias\": " + (cfg.gpt.bias ? "true" : "false") +
-                    ", \"tie_weights\": " + (cfg.gpt.tie_weights ? "true" : "false") + ", \"clip_grad_norm\": " + jnum(cfg.clip_grad_norm) +
-                    ", \"beta1\": " + jnum(cfg.beta1) + ", \"beta2\": " + jnum(cfg.beta2) + ", \"eps\": " + jnum(cfg.eps) +
-                    ", \"weight_decay\": " + jnum(cfg.weight_decay) + ", \"decay_matrices_only\": " + (cfg.decay_matrices_only ? "true" : "false") +
+                    ", \"n_layer\": " + std::to_string(cfg.model.gpt.n_layer) + ", \"n_head\": " + std::to_string(cfg.model.gpt.n_head) +
+                    ", \"n_embd\": " + std::to_string(cfg.model.gpt.n_embd) + ", \"bias\": " + (cfg.model.gpt.bias ? "true" : "false") +
+                    ", \"tie_weights\": " + (cfg.model.gpt.tie_weights ? "true" : "false") + ", \"clip_grad_norm\": " + jnum(cfg.train.clip_grad_norm) +
+                    ", \"beta1\": " + jnum(cfg.optimizer.beta1) + ", \"beta2\": " + jnum(cfg.optimizer.beta2) + ", \"eps\": " + jnum(cfg.optimizer.eps) +
+                    ", \"weight_decay\": " + jnum(cfg.optimizer.weight_decay) + ", \"decay_matrices_only\": " + (cfg.optimizer.decay_matrices_only ? "true" : "false") +
                     ", \"ms_per_step_median\": " + jnum(bench::median(measured)) + ", \"train_s\": " + jnum(total / 1000.0) +
                     ", \"eval_s\": " + jnum(eval_s) + ", \"fingerprint\": \"" + session.fingerprint().hex() + "\"";
     j += ", \"val_loss\": [";

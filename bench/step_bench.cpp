@@ -51,17 +51,17 @@ int main(int argc, char** argv) {
     if (config.empty()) throw Error("step_bench: --config is required");
     set_num_threads(threads);
     train::Config cfg = train::load_config(config);
-    if (batch > 0) cfg.batch_size = batch;
+    if (batch > 0) cfg.train.batch_size = batch;
     if (width > 0) {
       // every linear layer but the last gets the new width
       int last = -1;
-      for (int i = 0; i < static_cast<int>(cfg.layers.size()); ++i)
-        if (cfg.layers[static_cast<std::size_t>(i)].type == train::LayerKind::linear) last = i;
+      for (int i = 0; i < static_cast<int>(cfg.model.layers.size()); ++i)
+        if (cfg.model.layers[static_cast<std::size_t>(i)].type == train::LayerKind::linear) last = i;
       for (int i = 0; i < last; ++i)
-        if (cfg.layers[static_cast<std::size_t>(i)].type == train::LayerKind::linear) cfg.layers[static_cast<std::size_t>(i)].out = width;
+        if (cfg.model.layers[static_cast<std::size_t>(i)].type == train::LayerKind::linear) cfg.model.layers[static_cast<std::size_t>(i)].out = width;
     }
-    cfg.workers = workers;
-    if (!recompute.empty()) cfg.recompute = nn::parse_recompute(recompute);
+    cfg.run.workers = workers;
+    if (!recompute.empty()) cfg.model.recompute = nn::parse_recompute(recompute);
     train::Session session(cfg, train::train_dataset(cfg), nullptr, workers);
     const std::int64_t measured = steps > 0 ? steps : session.batches_per_epoch();
     const std::int64_t warmup = std::min<std::int64_t>(10, measured / 10);
@@ -98,9 +98,9 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"framework\": \"%s\", \"config\": \"%s\", \"threads\": %d, \"workers\": %d, \"batch\": %lld, \"width\": %ld, \"trace\": \"%s\", "
         "\"isa\": \"%s\", \"steps\": %lld, \"ms_per_step\": %.4f, \"samples_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"recompute\": \"%s\", \"step_peak_mb\": %.2f}\n",
-        label.c_str(), stem.c_str(), threads, workers, static_cast<long long>(cfg.batch_size), width, trace.c_str(),
-        isa_name(active_isa()), static_cast<long long>(measured), bench::median(ms), static_cast<double>(measured * cfg.batch_size) / total,
-        static_cast<double>(ru.ru_maxrss) / 1024.0, nn::recompute_name(cfg.recompute), step_peak_mb);
+        label.c_str(), stem.c_str(), threads, workers, static_cast<long long>(cfg.train.batch_size), width, trace.c_str(),
+        isa_name(active_isa()), static_cast<long long>(measured), bench::median(ms), static_cast<double>(measured * cfg.train.batch_size) / total,
+        static_cast<double>(ru.ru_maxrss) / 1024.0, nn::recompute_name(cfg.model.recompute), step_peak_mb);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "step_bench: %s\n", e.what());
     return 2;

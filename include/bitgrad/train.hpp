@@ -42,12 +42,11 @@ struct LayerSpec {
   int line = 0;  // in the configuration file, for errors
 };
 
-struct Config {
-  std::string file;  // where it was read from (errors)
-  std::uint64_t seed = 0;
-  // [data]
+// The configuration file's tables, one struct each (docs/cli.md documents the keys; the schema
+// in src/train/config.cpp reads, checks, prints and hashes them).
+struct DataConfig {  // [data]
   DatasetKind dataset = DatasetKind::fashion_mnist;
-  std::string path;  // fashion-mnist directory
+  std::string path;  // fashion-mnist directory, text corpus
   bool normalize = true;
   int crop_padding = 0;
   bool hflip = false;
@@ -63,7 +62,9 @@ struct Config {
   bool text_bytes = false;                     // text: byte-level vocabulary (else characters)
   double val_fraction = 0.1;                   // text: the corpus's last part, for validation
   std::int64_t block_size = 0;                 // text: tokens per window ([model] block_size for gpt)
-  // [model]
+};
+
+struct ModelConfig {  // [model]
   std::vector<LayerSpec> layers;  // for type = "gpt", the layers it stands for
   nn::Init init = nn::Init::kaiming_uniform;
   nn::Recompute recompute = nn::Recompute::none;  // activation checkpointing (T9: not in the hash)
@@ -73,7 +74,9 @@ struct Config {
     double dropout = 0.0;
     bool bias = true, tie_weights = false;
   } gpt;
-  // [train]
+};
+
+struct TrainConfig {  // [train]
   std::int64_t batch_size = 128;
   std::int64_t epochs = 1;
   std::int64_t steps = 0;  // > 0: the planned length in steps instead of epochs
@@ -89,22 +92,42 @@ struct Config {
   bool stochastic_rounding = false;          // rounding = "stochastic" (training's forward only)
   double loss_scale = 1;                     // 0: dynamic (fp16's default); else fixed, a power of two
   std::int64_t loss_scale_interval = 2000;   // dynamic: steps without overflow before the scale doubles
-  // [optimizer]
-  OptimizerKind optimizer = OptimizerKind::sgd;
+};
+
+struct OptimizerConfig {  // [optimizer]
+  OptimizerKind type = OptimizerKind::sgd;
   double lr = 0.01, momentum = 0.0, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   bool nesterov = false;
   bool decay_matrices_only = false;  // weight decay on parameters of 2 or more dimensions only
-  // [schedule]
-  optim::Schedule::Kind schedule = optim::Schedule::Kind::constant;
+};
+
+struct ScheduleConfig {  // [schedule]
+  optim::Schedule::Kind type = optim::Schedule::Kind::constant;
   double gamma = 0.1, min_lr = 0.0;
   std::int64_t step_size = 1000, warmup_steps = 0;
-  // [eval]
-  std::int64_t eval_batch_size = 1000;
-  bool eval_each_epoch = true;
-  std::int64_t eval_every = 0;    // also every N steps (0: never)
-  std::int64_t eval_windows = 0;  // text: validation windows evaluated (0: all)
-  // [run] (not part of the hash: they cannot change a result)
+};
+
+struct EvalConfig {  // [eval]
+  std::int64_t batch_size = 1000;
+  bool each_epoch = true;
+  std::int64_t every = 0;    // also every N steps (0: never)
+  std::int64_t windows = 0;  // text: validation windows evaluated (0: all)
+};
+
+struct RunConfig {  // [run] (not part of the hash: they cannot change a result)
   int threads = 0, workers = 0;
+};
+
+struct Config {
+  std::string file;  // where it was read from (errors)
+  std::uint64_t seed = 0;
+  DataConfig data;
+  ModelConfig model;
+  TrainConfig train;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  EvalConfig eval;
+  RunConfig run;
 
   // Files the configuration reads (hashed into manifests).
   std::vector<std::string> data_files() const;

@@ -74,15 +74,15 @@ SampleResult sample(const std::string& run_dir, const SampleOptions& o) {
   BITGRAD_CHECK(o.top_k >= 0, "sample", "--top-k must be >= 0, got ", o.top_k);
   const train::RunDir dir = train::RunDir::open(run_dir, "sample");
   const train::Config cfg = train::load_config(dir.config_path());
-  if (cfg.dataset != train::DatasetKind::text)
-    throw Error("sample: " + run_dir + " trained on " + train::to_string(cfg.dataset) + " data; sampling needs a text model");
+  if (cfg.data.dataset != train::DatasetKind::text)
+    throw Error("sample: " + run_dir + " trained on " + train::to_string(cfg.data.dataset) + " data; sampling needs a text model");
   const std::string vocab_file = dir.vocabulary_path();
   if (!dir.has("vocabulary.json"))
     throw NotFoundError("sample: " + vocab_file + " does not exist: the run was trained before runs kept their vocabulary; resume its training (bitgrad train --resume " +
                         run_dir + " --steps MORE) to write it, or train it again");
   const auto corpus = data::vocabulary_from_json(io::read_file(vocab_file), vocab_file);
   ThreadCountScope threads(o.threads);
-  auto model = train::build_model(cfg, TextShape(cfg.block_size, corpus->vocab_size()));
+  auto model = train::build_model(cfg, TextShape(cfg.data.block_size, corpus->vocab_size()));
   const train::Checkpoint ck = dir.latest_checkpoint();
   {
     NoGradGuard ng;
@@ -97,7 +97,7 @@ SampleResult sample(const std::string& run_dir, const SampleOptions& o) {
   }
   std::vector<std::int64_t> text = corpus->encode(o.prompt, "--prompt");
   BITGRAD_CHECK(!text.empty(), "sample", "--prompt is empty; give at least one character");
-  const std::int64_t block = cfg.block_size, V = corpus->vocab_size();
+  const std::int64_t block = cfg.data.block_size, V = corpus->vocab_size();
   const rng::Stream stream(o.seed, "sample");
   SampleResult r;
   r.step = ck.info.step;

@@ -112,7 +112,7 @@ void ranks_run(const train::Config& cfg, Outcome& o, std::int64_t steps, const s
     throw Error("audit: the run on " + std::to_string(o.ranks) + " ranks failed (" + cmd + "): " + printable_excerpt(log.substr(log.size() > 2000 ? log.size() - 2000 : 0)));
   }
   train::Config c = cfg;
-  c.accumulate = o.accumulate;
+  c.train.accumulate = o.accumulate;
   ThreadCountScope threads(o.threads);
   train::Session session(c, train::train_dataset(c), train::test_dataset(c), 0);
   session.restore(train::load_checkpoint(dir, train::checkpoint_name(steps - 1)), dir);
@@ -150,11 +150,11 @@ int audit(const train::Config& cfg0, const AuditOptions& opt, std::ostream& out)
     BITGRAD_CHECK(r >= 1, "audit", "--ranks must be at least 1, got ", r);
     if (r > 1)
       for (std::int64_t a : opt.accumulate)
-        if (const std::string why = dist::layout_problem(cfg0.batch_size, a, r); !why.empty()) throw Error("audit: --ranks " + std::to_string(r) + ": " + why);
+        if (const std::string why = dist::layout_problem(cfg0.train.batch_size, a, r); !why.empty()) throw Error("audit: --ranks " + std::to_string(r) + ": " + why);
   }
   if (*std::max_element(opt.ranks.begin(), opt.ranks.end()) > 1) find_mpirun();
   for (std::int64_t a : opt.accumulate)  // before the run count, which a bad value would make meaningless
-    BITGRAD_CHECK(a >= 1 && cfg0.batch_size % a == 0, "audit", "batch size ", cfg0.batch_size, " is not divisible by accumulate ", a);
+    BITGRAD_CHECK(a >= 1 && cfg0.train.batch_size % a == 0, "audit", "batch size ", cfg0.train.batch_size, " is not divisible by accumulate ", a);
   const int combos = static_cast<int>(opt.threads.size() * opt.workers.size() * opt.accumulate.size() * opt.ranks.size());
   const int runs = opt.runs > 0 ? opt.runs : combos;
   BITGRAD_CHECK(runs >= 2, "audit", "needs at least 2 runs to compare, got ", runs,
@@ -168,15 +168,15 @@ int audit(const train::Config& cfg0, const AuditOptions& opt, std::ostream& out)
   // of the training set without one)
   const data::Dataset& eval_ds = test_ds ? *test_ds : *train_ds;
   data::LoaderOptions lo;
-  lo.batch_size = std::min<std::int64_t>(cfg0.eval_batch_size, eval_ds.size());
+  lo.batch_size = std::min<std::int64_t>(cfg0.eval.batch_size, eval_ds.size());
   lo.shuffle = false;
   data::Batch eval = data::make_batch(eval_ds, lo, data::epoch_order(eval_ds.size(), false, 0, 0), 0, 0);
 
   for (std::int64_t a : opt.accumulate) {
     if (a > 1 && train::has_tied_weights(cfg0))
       out << "note: accumulate " << a << " with tied weights: contract T5 does not promise equality with accumulate 1\n";
-    else if (a > 1 && !train::whole_subtree(cfg0.batch_size / a))
-      out << "note: accumulate " << a << " gives micro-batches of " << cfg0.batch_size / a
+    else if (a > 1 && !train::whole_subtree(cfg0.train.batch_size / a))
+      out << "note: accumulate " << a << " gives micro-batches of " << cfg0.train.batch_size / a
           << " samples, not a power-of-two number of 32-sample blocks: contract T5 does not promise equality with accumulate 1\n";
   }
   std::vector<Outcome> res;
@@ -188,7 +188,7 @@ int audit(const train::Config& cfg0, const AuditOptions& opt, std::ostream& out)
     o.accumulate = opt.accumulate[(static_cast<std::size_t>(c) / (opt.threads.size() * opt.workers.size())) % opt.accumulate.size()];
     o.ranks = opt.ranks[(static_cast<std::size_t>(c) / (opt.threads.size() * opt.workers.size() * opt.accumulate.size())) % opt.ranks.size()];
     train::Config cfg = cfg0;
-    cfg.accumulate = o.accumulate;
+    cfg.train.accumulate = o.accumulate;
     ThreadCountScope threads(o.threads);
     train::Session session(cfg, train_ds, test_ds, o.workers);
     const std::int64_t steps = opt.steps >= 0 ? opt.steps : session.planned_steps();

@@ -19,9 +19,9 @@ void ShadowRun::begin(const train::RunDir* dir, train::Session& session, std::in
   if (!dir) return;  // a data-parallel run: rank 0 alone runs the twin, on whole batches
   main_ = &session;
   train::Config c = session.config();
-  c.precision = Precision::fp32;
-  c.stochastic_rounding = false;
-  c.loss_scale = 1;
+  c.train.precision = Precision::fp32;
+  c.train.stochastic_rounding = false;
+  c.train.loss_scale = 1;
   twin_.emplace(c, session.train_data_ptr(), session.test_data_ptr(), 0, std::nullopt, nullptr, DType::f64);
   train::Checkpoint ck;  // the run as it stands (step 0, or the checkpoint it resumed from)
   auto widen = [](const Tensor& t) { return is_floating(t.dtype()) ? t.cast(DType::f64) : t.contiguous_copy(); };

@@ -32,9 +32,9 @@ class ManifestWriter final : public train::RunObserver {
     info.config_hash = train::config_hash(cfg);
     info.seed = cfg.seed;
     info.threads = num_threads();
-    info.workers = cfg.workers;
-    info.accumulate = cfg.accumulate;
-    info.precision = precision_name(cfg.precision);
+    info.workers = cfg.run.workers;
+    info.accumulate = cfg.train.accumulate;
+    info.precision = precision_name(cfg.train.precision);
     info.perturbed = opt_.perturb_order.has_value();
     info.perturb_seed = opt_.perturb_order.value_or(0);
     info.trace = to_string(trace_);

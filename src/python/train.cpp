@@ -20,18 +20,18 @@ class PySession {
   PySession(train::Config cfg, std::optional<int> threads, std::optional<int> workers, std::optional<std::uint64_t> seed,
             std::optional<std::int64_t> accumulate) {
     if (seed) cfg.seed = *seed;
-    if (accumulate) cfg.accumulate = *accumulate;
-    if (threads) cfg.threads = *threads;
-    if (workers) cfg.workers = *workers;
-    BITGRAD_CHECK(cfg.threads >= 0, "Session", "threads is ", cfg.threads, "; expected >= 1 (or 0: as set)");
-    BITGRAD_CHECK(cfg.workers >= 0, "Session", "workers is ", cfg.workers, "; expected >= 0");
+    if (accumulate) cfg.train.accumulate = *accumulate;
+    if (threads) cfg.run.threads = *threads;
+    if (workers) cfg.run.workers = *workers;
+    BITGRAD_CHECK(cfg.run.threads >= 0, "Session", "threads is ", cfg.run.threads, "; expected >= 1 (or 0: as set)");
+    BITGRAD_CHECK(cfg.run.workers >= 0, "Session", "workers is ", cfg.run.workers, "; expected >= 0");
     check_fp_environment();
     // the session's own execution context: Python threads stepping several sessions at once
     // do not share a pool or a thread count
-    context_ = std::make_unique<ExecContext>(cfg.threads > 0 ? cfg.threads : num_threads(), active_isa());
+    context_ = std::make_unique<ExecContext>(cfg.run.threads > 0 ? cfg.run.threads : num_threads(), active_isa());
     nogil([&] {
       ExecScope t(*context_);
-      session_.emplace(cfg, train::train_dataset(cfg), train::test_dataset(cfg), cfg.workers);
+      session_.emplace(cfg, train::train_dataset(cfg), train::test_dataset(cfg), cfg.run.workers);
     });
   }
   py::dict step() {
@@ -47,7 +47,7 @@ class PySession {
     d["loss"] = static_cast<double>(o.loss);
     d["lr"] = o.lr;
     d["grad_norm"] = none_if_negative(o.grad_norm);
-    if (session_->config().precision != Precision::fp32) {
+    if (session_->config().train.precision != Precision::fp32) {
       d["loss_scale"] = o.loss_scale;
       d["skipped"] = o.skipped;
     }
@@ -124,13 +124,13 @@ void init_train(py::module_& m) {
   py::class_<train::Config>(m, "Config", "A checked training configuration (docs/cli.md documents the file).")
       .def_readonly("file", &train::Config::file)
       .def_readwrite("seed", &train::Config::seed)
-      .def_readonly("batch_size", &train::Config::batch_size)
-      .def_readonly("epochs", &train::Config::epochs)
-      .def_readonly("steps", &train::Config::steps)
-      .def_readonly("accumulate", &train::Config::accumulate)
-      .def_readwrite("threads", &train::Config::threads)
-      .def_readwrite("workers", &train::Config::workers)
-      .def_property_readonly("precision", [](const train::Config& c) { return std::string(precision_name(c.precision)); })
+      .def_property_readonly("batch_size", [](const train::Config& c) { return c.train.batch_size; })
+      .def_property_readonly("epochs", [](const train::Config& c) { return c.train.epochs; })
+      .def_property_readonly("steps", [](const train::Config& c) { return c.train.steps; })
+      .def_property_readonly("accumulate", [](const train::Config& c) { return c.train.accumulate; })
+      .def_property("threads", [](const train::Config& c) { return c.run.threads; }, [](train::Config& c, int v) { c.run.threads = v; })
+      .def_property("workers", [](const train::Config& c) { return c.run.workers; }, [](train::Config& c, int v) { c.run.workers = v; })
+      .def_property_readonly("precision", [](const train::Config& c) { return std::string(precision_name(c.train.precision)); })
       .def("hash", &train::config_hash, "XXH3-128 of the settings that define the training (everything but [run]).")
       .def("toml", &train::resolved_toml, "Every value, defaults included, as TOML.")
       .def("__repr__", [](const train::Config& c) { return "<bitgrad.Config " + c.file + " " + train::config_hash(c) + ">"; });

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "bitgrad/enum_names.hpp"
 #include "bitgrad/error.hpp"
 // toml++ checks its own invariants with assert (an abort of the whole process on some malformed
 // inputs: the fuzzer found "[\0..." in a table header); here a failed check is an error about
@@ -33,37 +34,32 @@ namespace {
 constexpr std::uint64_t kMaxConfigBytes = 1 << 20;
 
 // The spellings of each choice in the configuration file, in the order errors list them.
-template <class E>
-struct Name {
-  E value;
-  const char* name;
-};
-constexpr Name<DatasetKind> kDatasets[] = {
+constexpr EnumName<DatasetKind> kDatasets[] = {
     {DatasetKind::fashion_mnist, "fashion-mnist"}, {DatasetKind::csv, "csv"}, {DatasetKind::adder, "adder"}, {DatasetKind::synthetic, "synthetic"},
     {DatasetKind::text, "text"}};
-constexpr Name<LossKind> kLosses[] = {{LossKind::cross_entropy, "cross_entropy"}, {LossKind::mse, "mse"}};
-constexpr Name<OptimizerKind> kOptimizers[] = {{OptimizerKind::sgd, "sgd"}, {OptimizerKind::adam, "adam"}, {OptimizerKind::adamw, "adamw"}};
-constexpr Name<optim::Schedule::Kind> kSchedules[] = {
+constexpr EnumName<LossKind> kLosses[] = {{LossKind::cross_entropy, "cross_entropy"}, {LossKind::mse, "mse"}};
+constexpr EnumName<OptimizerKind> kOptimizers[] = {{OptimizerKind::sgd, "sgd"}, {OptimizerKind::adam, "adam"}, {OptimizerKind::adamw, "adamw"}};
+constexpr EnumName<optim::Schedule::Kind> kSchedules[] = {
     {optim::Schedule::Kind::constant, "constant"}, {optim::Schedule::Kind::step, "step"}, {optim::Schedule::Kind::cosine, "cosine"}};
-constexpr Name<LayerKind> kLayers[] = {{LayerKind::linear, "linear"},       {LayerKind::conv2d, "conv2d"},       {LayerKind::flatten, "flatten"},
-                                       {LayerKind::relu, "relu"},           {LayerKind::gelu, "gelu"},           {LayerKind::tanh, "tanh"},
-                                       {LayerKind::sigmoid, "sigmoid"},     {LayerKind::dropout, "dropout"},     {LayerKind::maxpool2d, "maxpool2d"},
-                                       {LayerKind::avgpool2d, "avgpool2d"}, {LayerKind::layernorm, "layernorm"},
-                                       {LayerKind::embedding, "embedding"}, {LayerKind::transformer_block, "transformer_block"},
-                                       {LayerKind::tied_head, "tied_head"}};
-constexpr Name<nn::Init> kInits[] = {{nn::Init::kaiming_uniform, "kaiming_uniform"},
-                                     {nn::Init::kaiming_normal, "kaiming_normal"},
-                                     {nn::Init::xavier_uniform, "xavier_uniform"},
-                                     {nn::Init::xavier_normal, "xavier_normal"},
-                                     {nn::Init::zeros, "zeros"},
-                                     {nn::Init::gpt2, "gpt2"}};
-
-template <class E, std::size_t N>
-const char* name_of(const Name<E> (&table)[N], E v) {
-  for (const auto& n : table)
-    if (n.value == v) return n.name;
-  return "?";
-}
+constexpr EnumName<LayerKind> kLayers[] = {{LayerKind::linear, "linear"},       {LayerKind::conv2d, "conv2d"},       {LayerKind::flatten, "flatten"},
+                                           {LayerKind::relu, "relu"},           {LayerKind::gelu, "gelu"},           {LayerKind::tanh, "tanh"},
+                                           {LayerKind::sigmoid, "sigmoid"},     {LayerKind::dropout, "dropout"},     {LayerKind::maxpool2d, "maxpool2d"},
+                                           {LayerKind::avgpool2d, "avgpool2d"}, {LayerKind::layernorm, "layernorm"},
+                                           {LayerKind::embedding, "embedding"}, {LayerKind::transformer_block, "transformer_block"},
+                                           {LayerKind::tied_head, "tied_head"}};
+constexpr EnumName<nn::Init> kInits[] = {{nn::Init::kaiming_uniform, "kaiming_uniform"},
+                                         {nn::Init::kaiming_normal, "kaiming_normal"},
+                                         {nn::Init::xavier_uniform, "xavier_uniform"},
+                                         {nn::Init::xavier_normal, "xavier_normal"},
+                                         {nn::Init::zeros, "zeros"},
+                                         {nn::Init::gpt2, "gpt2"}};
+constexpr EnumName<nn::Recompute> kRecomputes[] = {{nn::Recompute::none, "none"}, {nn::Recompute::blocks, "blocks"}, {nn::Recompute::all, "all"}};
+constexpr EnumName<Precision> kPrecisions[] = {{Precision::fp32, "fp32"}, {Precision::bf16, "bf16"}, {Precision::fp16, "fp16"}};
+// two-way choices kept as booleans in Config
+constexpr EnumName<bool> kModelTypes[] = {{false, "layers"}, {true, "gpt"}};
+constexpr EnumName<bool> kVocabularies[] = {{false, "characters"}, {true, "bytes"}};
+constexpr EnumName<bool> kRoundings[] = {{false, "nearest"}, {true, "stochastic"}};
+constexpr EnumName<bool> kDecays[] = {{false, "all"}, {true, "matrices"}};
 
 [[noreturn]] void fail_at(const std::string& file, int line, const std::string& what) {
   throw Error(file + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": " + what);
@@ -161,13 +157,10 @@ class Section {
     return v;
   }
   template <class E, std::size_t N>
-  E choice(const char* key, E def, const Name<E> (&table)[N]) {
+  E choice(const char* key, E def, const EnumName<E> (&table)[N]) {
     std::vector<std::string> names;
     for (const auto& n : table) names.push_back(n.name);
-    const std::string v = string(key, name_of(table, def), names);
-    for (const auto& n : table)
-      if (v == n.name) return n.value;
-    return def;
+    return enum_from_name(table, string(key, enum_name(table, def), names)).value_or(def);
   }
   void finish() {
     if (!t_) return;
@@ -198,53 +191,6 @@ Section sub(const toml::table& root, const char* name, const std::string& file) 
   return Section(n->as_table(), name, file, line_of(n));
 }
 
-LayerSpec parse_layer(const toml::table& t, std::size_t index, const std::string& file, int line) {
-  const std::string name = "model.layers[" + std::to_string(index) + "]";
-  Section s(&t, name, file, line);
-  LayerSpec l;
-  l.line = line;
-  const toml::node* tn = s.node("type");
-  if (!tn) fail_at(file, line, name + " needs a type");
-  l.type = s.choice("type", LayerKind::linear, kLayers);
-  auto need = [&](const char* key) {
-    if (!t.get(key)) fail_at(file, line, name + " (" + to_string(l.type) + ") needs '" + key + "'");
-  };
-  if (l.type == LayerKind::linear) {
-    need("out");
-    l.out = s.integer("out", 0, 1, 1 << 24);
-    l.bias = s.boolean("bias", true);
-  } else if (l.type == LayerKind::conv2d) {
-    need("out");
-    need("kernel");
-    l.out = s.integer("out", 0, 1, 1 << 16);
-    l.kernel = static_cast<int>(s.integer("kernel", 0, 1, 64));
-    l.stride = static_cast<int>(s.integer("stride", 1, 1, 64));
-    l.padding = static_cast<int>(s.integer("padding", 0, 0, 64));
-    l.bias = s.boolean("bias", true);
-  } else if (l.type == LayerKind::dropout) {
-    need("p");
-    l.p = s.number("p", 0, 0, 0.999999);
-  } else if (l.type == LayerKind::maxpool2d || l.type == LayerKind::avgpool2d) {
-    need("kernel");
-    l.kernel = static_cast<int>(s.integer("kernel", 0, 1, 64));
-    l.stride = static_cast<int>(s.integer("stride", l.kernel, 1, 64));
-  } else if (l.type == LayerKind::layernorm) {
-    l.eps = s.number("eps", 1e-5, 0, 1);
-    l.bias = s.boolean("bias", true);
-  } else if (l.type == LayerKind::embedding) {
-    need("dim");
-    l.out = s.integer("dim", 0, 1, 1 << 16);
-    l.p = s.number("dropout", 0, 0, 0.999999);
-  } else if (l.type == LayerKind::transformer_block) {
-    need("n_head");
-    l.n_head = s.integer("n_head", 0, 1, 1 << 12);
-    l.p = s.number("dropout", 0, 0, 0.999999);
-    l.bias = s.boolean("bias", true);
-  }
-  s.finish();
-  return l;
-}
-
 std::string toml_float(double v) {
   std::string s = io::strprintf("%.17g", v);
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // a TOML float
@@ -259,95 +205,400 @@ std::string toml_string(const std::string& s) {
   return out + "\"";
 }
 
-// The resolved configuration; for the hash, without what cannot change a result
-// (accumulate is exact when T5 holds, log_every and [run] only change the output).
-std::string defining_toml(const Config& c, bool for_hash) {
-  std::ostringstream o;
-  o << "seed = " << c.seed << "\n\n[data]\n";
-  o << "dataset = " << toml_string(to_string(c.dataset)) << "\n";
-  if (c.dataset == DatasetKind::fashion_mnist) {
-    o << "path = " << toml_string(c.path) << "\nnormalize = " << (c.normalize ? "true" : "false") << "\n";
-  } else if (c.dataset == DatasetKind::csv) {
-    o << "train = " << toml_string(c.train_csv) << "\ntest = " << toml_string(c.test_csv) << "\nheader = " << (c.csv_header ? "true" : "false")
-      << "\nlabel_column = " << c.label_column << "\ntargets = " << c.targets << "\nallow_nonfinite = " << (c.allow_nonfinite ? "true" : "false") << "\n";
-  } else if (c.dataset == DatasetKind::adder) {
-    o << "samples = " << c.samples << "\ntest_samples = " << c.test_samples << "\nfeatures = " << c.features << "\n";
-  } else if (c.dataset == DatasetKind::text) {
-    o << "path = " << toml_string(c.path) << "\nvocabulary = " << (c.text_bytes ? "\"bytes\"" : "\"characters\"")
-      << "\nval_fraction = " << toml_float(c.val_fraction) << "\n";
-    if (!c.gpt.on) o << "block_size = " << c.block_size << "\n";
-  } else {
-    o << "samples = " << c.samples << "\ntest_samples = " << c.test_samples << "\nshape = [";
-    for (std::size_t i = 0; i < c.shape.size(); ++i) o << (i ? ", " : "") << c.shape[i];
-    o << "]\nclasses = " << c.classes << "\n";
-    if (c.classes == 0) o << "targets = " << c.targets << "\n";
+// ---- The schema: every key of the file, written once. ----
+//
+// schema() walks the keys in the file's order with a visitor: Reader parses and checks them
+// (errors "FILE:LINE: [section] key ..."), Writer prints the resolved TOML or the text the
+// config hash covers. A key is visited only where it applies (the keys of the dataset, model,
+// optimizer and schedule chosen); its default may depend on keys visited before it.
+enum KeyFlag : unsigned {
+  kEarly = 1,     // read in a first pass: keys visited before it depend on it (model type, eval every)
+  kUnhashed = 2,  // cannot change a result: in the resolved TOML, not in the hash
+  kReadOnly = 4,  // accepted in the file (and checked), never written
+};
+
+// The layers a gpt stands for (docs/cli.md): the same model as this layer list.
+std::vector<LayerSpec> gpt_layers(const Config& c, int line) {
+  std::vector<LayerSpec> layers;
+  LayerSpec e;
+  e.type = LayerKind::embedding, e.out = c.model.gpt.n_embd, e.p = c.model.gpt.dropout, e.line = line;
+  layers.push_back(e);
+  for (std::int64_t i = 0; i < c.model.gpt.n_layer; ++i) {
+    LayerSpec b;
+    b.type = LayerKind::transformer_block, b.n_head = c.model.gpt.n_head, b.p = c.model.gpt.dropout, b.bias = c.model.gpt.bias, b.line = line;
+    layers.push_back(b);
   }
-  o << "crop_padding = " << c.crop_padding << "\nhflip = " << (c.hflip ? "true" : "false") << "\n";
-  o << "\n[model]\ninit = " << toml_string(nn::init_name(c.init)) << "\n";
-  if (!for_hash) o << "recompute = " << toml_string(nn::recompute_name(c.recompute)) << "\n";  // T9: the same bits
-  if (c.gpt.on) {
-    o << "type = \"gpt\"\nn_layer = " << c.gpt.n_layer << "\nn_head = " << c.gpt.n_head << "\nn_embd = " << c.gpt.n_embd
-      << "\nblock_size = " << c.block_size << "\ndropout = " << toml_float(c.gpt.dropout) << "\nbias = " << (c.gpt.bias ? "true" : "false")
-      << "\ntie_weights = " << (c.gpt.tie_weights ? "true" : "false") << "\n";
-  }
-  o << (c.gpt.on ? "# the layers it stands for\n# layers = [\n" : "layers = [\n");
-  for (const LayerSpec& l : c.layers) {
-    if (c.gpt.on) o << "# ";
-    o << "  { type = " << toml_string(to_string(l.type));
-    if (l.type == LayerKind::linear) o << ", out = " << l.out << ", bias = " << (l.bias ? "true" : "false");
-    if (l.type == LayerKind::conv2d)
-      o << ", out = " << l.out << ", kernel = " << l.kernel << ", stride = " << l.stride << ", padding = " << l.padding
-        << ", bias = " << (l.bias ? "true" : "false");
-    if (l.type == LayerKind::dropout) o << ", p = " << toml_float(l.p);
-    if (l.type == LayerKind::maxpool2d || l.type == LayerKind::avgpool2d) o << ", kernel = " << l.kernel << ", stride = " << l.stride;
-    if (l.type == LayerKind::layernorm) o << ", eps = " << toml_float(l.eps) << ", bias = " << (l.bias ? "true" : "false");
-    if (l.type == LayerKind::embedding) o << ", dim = " << l.out << ", dropout = " << toml_float(l.p);
-    if (l.type == LayerKind::transformer_block)
-      o << ", n_head = " << l.n_head << ", dropout = " << toml_float(l.p) << ", bias = " << (l.bias ? "true" : "false");
-    o << " },\n";
-  }
-  o << (c.gpt.on ? "# ]" : "]") << "\n\n[train]\nbatch_size = " << c.batch_size << "\nepochs = " << c.epochs << "\nsteps = " << c.steps
-    << "\nloss = " << toml_string(to_string(c.loss)) << "\nclip_grad_norm = " << toml_float(c.clip_grad_norm) << "\nshuffle = " << (c.shuffle ? "true" : "false")
-    << "\ndrop_last = " << (c.drop_last ? "true" : "false") << "\n";
-  if (!for_hash) o << "accumulate = " << c.accumulate << "\nlog_every = " << c.log_every << "\n";
-  // mixed precision: in the hash only when not fp32, so the hashes of f32 runs stay as they were
-  if (!for_hash || c.precision != Precision::fp32) {
-    o << "precision = " << toml_string(precision_name(c.precision)) << "\nrounding = " << (c.stochastic_rounding ? "\"stochastic\"" : "\"nearest\"")
-      << "\nloss_scale = " << (c.loss_scale == 0 ? std::string("\"dynamic\"") : toml_float(c.loss_scale))
-      << "\nloss_scale_interval = " << c.loss_scale_interval << "\n";
-  }
-  o << "\n[optimizer]\ntype = " << toml_string(to_string(c.optimizer)) << "\nlr = " << toml_float(c.lr);
-  if (c.optimizer == OptimizerKind::sgd)
-    o << "\nmomentum = " << toml_float(c.momentum) << "\nnesterov = " << (c.nesterov ? "true" : "false");
-  else
-    o << "\nbeta1 = " << toml_float(c.beta1) << "\nbeta2 = " << toml_float(c.beta2) << "\neps = " << toml_float(c.eps);
-  o << "\nweight_decay = " << toml_float(c.weight_decay) << "\n";
-  if (c.optimizer != OptimizerKind::sgd) o << "decay = " << (c.decay_matrices_only ? "\"matrices\"" : "\"all\"") << "\n";
-  o << "\n[schedule]\ntype = " << toml_string(to_string(c.schedule)) << "\nwarmup_steps = " << c.warmup_steps;
-  if (c.schedule == optim::Schedule::Kind::step) o << "\ngamma = " << toml_float(c.gamma) << "\nstep_size = " << c.step_size;
-  if (c.schedule == optim::Schedule::Kind::cosine) o << "\nmin_lr = " << toml_float(c.min_lr);
-  o << "\n\n[eval]\nbatch_size = " << c.eval_batch_size << "\neach_epoch = " << (c.eval_each_epoch ? "true" : "false") << "\nevery = " << c.eval_every
-    << "\n";
-  if (c.dataset == DatasetKind::text) o << "windows = " << c.eval_windows << "\n";
-  return o.str();
+  LayerSpec ln;
+  ln.type = LayerKind::layernorm, ln.bias = c.model.gpt.bias, ln.line = line;
+  layers.push_back(ln);
+  LayerSpec head;
+  head.type = c.model.gpt.tie_weights ? LayerKind::tied_head : LayerKind::linear, head.out = 0, head.bias = false, head.line = line;
+  layers.push_back(head);  // linear: out = the vocabulary, set when the data is known
+  return layers;
 }
 
+// One entry of [model] layers (C: LayerSpec or const LayerSpec).
+template <class V, class L>
+void layer_schema(V& v, L& l) {
+  v.require("type", "needs a type");
+  v.choice("type", l.type, LayerKind::linear, kLayers);
+  const std::string kind = std::string("(") + to_string(l.type) + ") needs ";
+  switch (l.type) {
+    case LayerKind::linear:
+      v.require("out", kind + "'out'");
+      v.integer("out", l.out, 0, 1, 1 << 24);
+      v.boolean("bias", l.bias, true);
+      break;
+    case LayerKind::conv2d:
+      v.require("out", kind + "'out'");
+      v.require("kernel", kind + "'kernel'");
+      v.integer("out", l.out, 0, 1, 1 << 16);
+      v.integer("kernel", l.kernel, 0, 1, 64);
+      v.integer("stride", l.stride, 1, 1, 64);
+      v.integer("padding", l.padding, 0, 0, 64);
+      v.boolean("bias", l.bias, true);
+      break;
+    case LayerKind::dropout:
+      v.require("p", kind + "'p'");
+      v.number("p", l.p, 0, 0, 0.999999);
+      break;
+    case LayerKind::maxpool2d:
+    case LayerKind::avgpool2d:
+      v.require("kernel", kind + "'kernel'");
+      v.integer("kernel", l.kernel, 0, 1, 64);
+      v.integer("stride", l.stride, l.kernel, 1, 64);
+      break;
+    case LayerKind::layernorm:
+      v.number("eps", l.eps, 1e-5, 0, 1);
+      v.boolean("bias", l.bias, true);
+      break;
+    case LayerKind::embedding:
+      v.require("dim", kind + "'dim'");
+      v.integer("dim", l.out, 0, 1, 1 << 16);
+      v.number("dropout", l.p, 0, 0, 0.999999);
+      break;
+    case LayerKind::transformer_block:
+      v.require("n_head", kind + "'n_head'");
+      v.integer("n_head", l.n_head, 0, 1, 1 << 12);
+      v.number("dropout", l.p, 0, 0, 0.999999);
+      v.boolean("bias", l.bias, true);
+      break;
+    default: break;  // no settings
+  }
+}
+
+// The whole file (C: Config or const Config).
+template <class V, class C>
+void schema(V& v, C& c) {
+  constexpr std::int64_t kBig = INT64_MAX / 2;
+  v.integer("seed", c.seed, 0, 0, INT64_MAX, kEarly);
+
+  v.section("data");
+  v.choice("dataset", c.data.dataset, DatasetKind::fashion_mnist, kDatasets, kEarly);
+  switch (c.data.dataset) {
+    case DatasetKind::fashion_mnist:
+      v.string("path", c.data.path, data::kFashionMnistDir);
+      v.boolean("normalize", c.data.normalize, true);
+      break;
+    case DatasetKind::csv:
+      v.require("train", "dataset = \"csv\" needs 'train' (a CSV file)");
+      v.string("train", c.data.train_csv, "");
+      v.string("test", c.data.test_csv, "");
+      v.boolean("header", c.data.csv_header, false);
+      v.integer("label_column", c.data.label_column, -1, -1, 1 << 20);
+      v.integer("targets", c.data.targets, 1, 1, 1 << 20);
+      v.boolean("allow_nonfinite", c.data.allow_nonfinite, false);
+      break;
+    case DatasetKind::adder:
+      v.integer("samples", c.data.samples, 100000, 1, kBig);
+      v.integer("test_samples", c.data.test_samples, 10000, 0, kBig);
+      v.integer("features", c.data.features, 10, 1, 1 << 20);
+      break;
+    case DatasetKind::text:
+      v.string("path", c.data.path, data::kFortunesDir);
+      v.choice("vocabulary", c.data.text_bytes, false, kVocabularies);
+      v.number("val_fraction", c.data.val_fraction, 0.1, 0.0, 0.9);
+      if (!c.model.gpt.on) {
+        v.integer("block_size", c.data.block_size, 0, 0, 1 << 16);
+        v.check(c.data.block_size > 0, nullptr, "[data] dataset = \"text\" with a layer list needs block_size (tokens per window)");
+      } else {
+        std::int64_t unused = 0;
+        v.integer("block_size", unused, 0, 0, 1 << 16, kReadOnly);
+        v.check(unused == 0, "block_size", "[model] type = \"gpt\" sets block_size; remove it from [data]");
+      }
+      break;
+    case DatasetKind::synthetic:
+      v.integer("samples", c.data.samples, 1000, 1, 1 << 24);
+      v.integer("test_samples", c.data.test_samples, 0, 0, 1 << 24);
+      v.dims("shape", c.data.shape, {8});
+      v.integer("classes", c.data.classes, 10, 0, 1 << 20);
+      if (c.data.classes == 0) v.integer("targets", c.data.targets, 1, 1, 1 << 20);
+      break;
+  }
+  v.integer("crop_padding", c.data.crop_padding, 0, 0, 64);
+  v.boolean("hflip", c.data.hflip, false);
+
+  v.section("model");
+  v.choice("init", c.model.init, c.model.gpt.on ? nn::Init::gpt2 : nn::Init::kaiming_uniform, kInits);
+  v.choice("recompute", c.model.recompute, nn::Recompute::none, kRecomputes, kUnhashed);  // T9: the same bits
+  v.choice("type", c.model.gpt.on, false, kModelTypes, kEarly | (c.model.gpt.on ? 0u : kReadOnly));
+  if (c.model.gpt.on) {
+    v.check(c.data.dataset == DatasetKind::text, nullptr, "[model] type = \"gpt\" needs token data: [data] dataset = \"text\"");
+    v.check(!v.has("layers"), "layers", "[model] type = \"gpt\" builds its own layers; remove 'layers'");
+    v.integer("n_layer", c.model.gpt.n_layer, 4, 1, 1 << 10);
+    v.integer("n_head", c.model.gpt.n_head, 4, 1, 1 << 12);
+    v.integer("n_embd", c.model.gpt.n_embd, 128, 1, 1 << 16);
+    v.integer("block_size", c.data.block_size, 64, 1, 1 << 16);
+    v.number("dropout", c.model.gpt.dropout, 0.0, 0.0, 0.999999);
+    v.boolean("bias", c.model.gpt.bias, true);
+    v.boolean("tie_weights", c.model.gpt.tie_weights, false);
+    v.check(c.model.gpt.n_head > 0 && c.model.gpt.n_embd % c.model.gpt.n_head == 0, "n_embd",
+            "[model] n_embd " + std::to_string(c.model.gpt.n_embd) + " is not divisible by n_head " + std::to_string(c.model.gpt.n_head));
+    v.derive(c.model.layers, [&c](int line) { return gpt_layers(c, line); });
+  }
+  v.layers("layers", c.model.layers, c.model.gpt.on);
+
+  v.section("train");
+  v.integer("batch_size", c.train.batch_size, 128, 1, 1 << 24);
+  v.integer("epochs", c.train.epochs, 1, 0, 1 << 20);
+  v.integer("steps", c.train.steps, 0, 0, kBig);
+  v.choice("loss", c.train.loss, LossKind::cross_entropy, kLosses);
+  v.number("clip_grad_norm", c.train.clip_grad_norm, 0.0, 0.0, 1e300);
+  v.boolean("shuffle", c.train.shuffle, true);
+  v.boolean("drop_last", c.train.drop_last, true);
+  v.integer("accumulate", c.train.accumulate, 1, 1, 1 << 20, kUnhashed);  // exact when T5 holds
+  v.integer("log_every", c.train.log_every, 0, 0, kBig, kUnhashed);
+  // mixed precision: in the hash only when not fp32, so the hashes of f32 runs stay as they were
+  const unsigned mixed = c.train.precision == Precision::fp32 ? kUnhashed : 0u;
+  v.choice("precision", c.train.precision, Precision::fp32, kPrecisions, mixed);
+  v.choice("rounding", c.train.stochastic_rounding, false, kRoundings, mixed);
+  v.check(!c.train.stochastic_rounding || c.train.precision != Precision::fp32, "rounding",
+          "[train] rounding = \"stochastic\" needs precision = \"bf16\" or \"fp16\"");
+  v.scale("loss_scale", c.train.loss_scale, c.train.precision == Precision::fp16 ? 0.0 : 1.0, mixed);
+  v.integer("loss_scale_interval", c.train.loss_scale_interval, 2000, 1, kBig, mixed);
+  v.check(c.train.accumulate > 0 && c.train.batch_size % c.train.accumulate == 0, nullptr,
+          "[train] batch_size " + std::to_string(c.train.batch_size) + " is not divisible by accumulate " + std::to_string(c.train.accumulate));
+
+  v.section("optimizer");
+  v.choice("type", c.optimizer.type, OptimizerKind::sgd, kOptimizers);
+  v.number("lr", c.optimizer.lr, 0.01, 0.0, 1e6);
+  if (c.optimizer.type == OptimizerKind::sgd) {
+    v.number("momentum", c.optimizer.momentum, 0.0, 0.0, 1.0);
+    v.boolean("nesterov", c.optimizer.nesterov, false);
+  } else {
+    v.number("beta1", c.optimizer.beta1, 0.9, 0.0, 0.999999999);
+    v.number("beta2", c.optimizer.beta2, 0.999, 0.0, 0.999999999);
+    v.number("eps", c.optimizer.eps, 1e-8, 1e-300, 1.0);
+  }
+  v.number("weight_decay", c.optimizer.weight_decay, 0.0, 0.0, 1e6);
+  if (c.optimizer.type != OptimizerKind::sgd) v.choice("decay", c.optimizer.decay_matrices_only, c.model.gpt.on, kDecays);
+  v.check(!c.optimizer.nesterov || c.optimizer.momentum != 0, nullptr, "[optimizer] nesterov needs momentum > 0");
+
+  v.section("schedule");
+  v.choice("type", c.schedule.type, optim::Schedule::Kind::constant, kSchedules);
+  v.integer("warmup_steps", c.schedule.warmup_steps, 0, 0, kBig);
+  if (c.schedule.type == optim::Schedule::Kind::step) {
+    v.number("gamma", c.schedule.gamma, 0.1, 0.0, 1e6);
+    v.integer("step_size", c.schedule.step_size, 1000, 1, kBig);
+  } else if (c.schedule.type == optim::Schedule::Kind::cosine) {
+    v.number("min_lr", c.schedule.min_lr, 0.0, 0.0, 1e6);
+  }
+
+  v.section("eval");
+  v.integer("batch_size", c.eval.batch_size, 1000, 1, 1 << 24);
+  v.boolean("each_epoch", c.eval.each_epoch, c.eval.every == 0);  // `every` alone: no evaluation at epoch ends
+  v.integer("every", c.eval.every, 0, 0, kBig, kEarly);
+  if (c.data.dataset == DatasetKind::text) v.integer("windows", c.eval.windows, 0, 0, kBig);
+
+  v.section("run", kUnhashed);  // cannot change a result
+  v.integer("threads", c.run.threads, 0, 0, 4096, kUnhashed);
+  v.integer("workers", c.run.workers, 0, 0, 256, kUnhashed);
+}
+
+// Parses a file along the schema: a first pass reads the kEarly keys, the second all of them.
+class Reader {
+ public:
+  Reader(const toml::table& root, const std::string& file) : root_(root), file_(file), top_(&root, "", file, 1) {}
+
+  void pass(bool early) {
+    early_ = early;
+    cur_.reset();
+  }
+  void end() {
+    if (early_) top_.finish();  // unknown sections first
+    else if (cur_) cur_->finish();
+    cur_.reset();
+  }
+
+  void section(const char* name, unsigned = 0) {
+    if (early_) top_.node(name);
+    else if (cur_) cur_->finish();
+    cur_.emplace(sub(root_, name, file_));
+  }
+  template <class T>
+  void integer(const char* key, T& f, std::int64_t def, std::int64_t lo, std::int64_t hi, unsigned flags = 0) {
+    if (!skip(flags)) f = static_cast<T>(s().integer(key, def, lo, hi));
+  }
+  void number(const char* key, double& f, double def, double lo, double hi, unsigned flags = 0) {
+    if (!skip(flags)) f = s().number(key, def, lo, hi);
+  }
+  void boolean(const char* key, bool& f, bool def, unsigned flags = 0) {
+    if (!skip(flags)) f = s().boolean(key, def);
+  }
+  void string(const char* key, std::string& f, const std::string& def, unsigned flags = 0) {
+    if (!skip(flags)) f = s().string(key, def);
+  }
+  template <class E, std::size_t N>
+  void choice(const char* key, E& f, E def, const EnumName<E> (&table)[N], unsigned flags = 0) {
+    if (!skip(flags)) f = s().choice(key, def, table);
+  }
+  void dims(const char* key, std::vector<std::int64_t>& f, std::vector<std::int64_t> def, unsigned flags = 0) {
+    if (!skip(flags)) f = s().dims(key, std::move(def));
+  }
+  // A power of two (so that scaling is exact) or "dynamic" (0).
+  void scale(const char* key, double& f, double def, unsigned flags = 0) {
+    if (skip(flags)) return;
+    f = def;
+    const toml::node* n = s().node(key);
+    if (!n) return;
+    if (n->is_string()) {
+      if (n->as_string()->get() != "dynamic")
+        fail_at(file_, line_of(n), s().where() + " " + key + " must be \"dynamic\" or a power of two, got \"" + printable_excerpt(n->as_string()->get()) + "\"");
+      f = 0;
+      return;
+    }
+    f = s().number(key, 1, 0x1p-24, 0x1p64);
+    int ex = 0;
+    if (std::frexp(f, &ex) != 0.5)
+      fail_at(file_, line_of(n), s().where() + " " + key + " must be \"dynamic\" or a power of two (so that scaling is exact), got " + toml_float(f));
+  }
+  void layers(const char*, std::vector<LayerSpec>& f, bool derived) {
+    if (early_ || derived) return;
+    const toml::node* ln = s().node("layers");
+    if (!ln) fail_at(file_, s().line(), "[model] needs 'layers', a list of { type = ... } tables (or type = \"gpt\")");
+    if (!ln->is_array()) fail_at(file_, line_of(ln), std::string("[model] layers must be an array of tables, got ") + type_name(*ln));
+    const toml::array& arr = *ln->as_array();
+    if (arr.empty()) fail_at(file_, line_of(ln), "[model] layers is empty");
+    f.clear();
+    for (std::size_t i = 0; i < arr.size(); ++i) {
+      const toml::node& e = arr[i];
+      if (!e.is_table()) fail_at(file_, line_of(&e), "model.layers[" + std::to_string(i) + "] must be a table, got " + type_name(e));
+      layer_.emplace(e.as_table(), "model.layers[" + std::to_string(i) + "]", file_, line_of(&e));
+      LayerSpec l;
+      l.line = line_of(&e);
+      layer_schema(*this, l);
+      layer_->finish();
+      layer_.reset();
+      f.push_back(l);
+    }
+  }
+  template <class T, class F>
+  void derive(T& f, F make) {
+    if (!early_) f = make(s().line());
+  }
+
+  bool has(const char* key) { return s().table() && s().table()->get(key); }
+  void require(const char* key, const std::string& what) {
+    if (!early_ && !has(key)) fail_at(file_, s().line(), s().where() + " " + what);
+  }
+  // A rule across keys; the error names the line of `key` (else of the section).
+  void check(bool ok, const char* key, const std::string& what) {
+    if (early_ || ok) return;
+    const toml::node* n = key && s().table() ? s().table()->get(key) : nullptr;
+    fail_at(file_, n ? line_of(n) : s().line(), what);
+  }
+
+ private:
+  bool skip(unsigned flags) const { return early_ && !(flags & kEarly); }
+  Section& s() { return layer_ ? *layer_ : cur_ ? *cur_ : top_; }
+
+  const toml::table& root_;
+  const std::string& file_;
+  Section top_;
+  std::optional<Section> cur_, layer_;
+  bool early_ = true;
+};
+
+// Prints along the schema: the resolved TOML, or the text the config hash covers. The hash's
+// text is config format 1: each applicable key as `key = value` in the schema's order, the
+// value in its type's one spelling (integers in decimal, numbers as %.17g with a '.0' where
+// that has no '.', 'e' or 'n', booleans as true/false, strings and choices quoted with '"'
+// and '\' escaped), "\n[section]" before each section. Runs record this hash and resume only
+// under it, so it must never change for a given configuration: config_schema_test pins it.
+class Writer {
+ public:
+  explicit Writer(bool for_hash) : hash_(for_hash) {}
+  std::string text() const { return o_.str(); }
+
+  void section(const char* name, unsigned flags = 0) {
+    skip_section_ = hash_ && (flags & kUnhashed);
+    if (!skip_section_) o_ << "\n[" << name << "]\n";
+  }
+  template <class T>
+  void integer(const char* key, const T& f, std::int64_t, std::int64_t, std::int64_t, unsigned flags = 0) {
+    put(key, std::to_string(f), flags);
+  }
+  void number(const char* key, double f, double, double, double, unsigned flags = 0) { put(key, toml_float(f), flags); }
+  void boolean(const char* key, bool f, bool, unsigned flags = 0) { put(key, f ? "true" : "false", flags); }
+  void string(const char* key, const std::string& f, const std::string&, unsigned flags = 0) { put(key, toml_string(f), flags); }
+  template <class E, std::size_t N>
+  void choice(const char* key, E f, E, const EnumName<E> (&table)[N], unsigned flags = 0) {
+    put(key, toml_string(enum_name(table, f)), flags);
+  }
+  void dims(const char* key, const std::vector<std::int64_t>& f, const std::vector<std::int64_t>&, unsigned flags = 0) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < f.size(); ++i) s += (i ? ", " : "") + std::to_string(f[i]);
+    put(key, s + "]", flags);
+  }
+  void scale(const char* key, double f, double, unsigned flags = 0) { put(key, f == 0 ? std::string("\"dynamic\"") : toml_float(f), flags); }
+  // The layer list; a gpt's as comments (the layers it stands for).
+  void layers(const char* key, const std::vector<LayerSpec>& f, bool derived) {
+    const char* prefix = derived ? "# " : "";
+    if (derived) o_ << "# the layers it stands for\n";
+    o_ << prefix << key << " = [\n";
+    for (const LayerSpec& l : f) {
+      o_ << prefix << "  { ";
+      inline_ = true, first_ = true;
+      layer_schema(*this, l);
+      inline_ = false;
+      o_ << " },\n";
+    }
+    o_ << prefix << "]\n";
+  }
+  template <class T, class F>
+  void derive(const T&, F) {}
+  bool has(const char*) { return false; }
+  void require(const char*, const std::string&) {}
+  void check(bool, const char*, const std::string&) {}
+
+ private:
+  void put(const char* key, const std::string& value, unsigned flags) {
+    if (skip_section_ || (flags & kReadOnly) || (hash_ && (flags & kUnhashed))) return;
+    if (inline_) o_ << (first_ ? "" : ", ") << key << " = " << value;
+    else o_ << key << " = " << value << "\n";
+    first_ = false;
+  }
+
+  bool hash_;
+  bool skip_section_ = false, inline_ = false, first_ = true;
+  std::ostringstream o_;
+};
 }  // namespace
 
-const char* to_string(DatasetKind k) { return name_of(kDatasets, k); }
-const char* to_string(LossKind k) { return name_of(kLosses, k); }
-const char* to_string(OptimizerKind k) { return name_of(kOptimizers, k); }
-const char* to_string(LayerKind k) { return name_of(kLayers, k); }
-const char* to_string(optim::Schedule::Kind k) { return name_of(kSchedules, k); }
+const char* to_string(DatasetKind k) { return enum_name(kDatasets, k); }
+const char* to_string(LossKind k) { return enum_name(kLosses, k); }
+const char* to_string(OptimizerKind k) { return enum_name(kOptimizers, k); }
+const char* to_string(LayerKind k) { return enum_name(kLayers, k); }
+const char* to_string(optim::Schedule::Kind k) { return enum_name(kSchedules, k); }
 
 std::vector<std::string> Config::data_files() const {
-  switch (dataset) {
+  switch (data.dataset) {
     case DatasetKind::fashion_mnist:
-      return {path + "/train-images-idx3-ubyte.gz", path + "/train-labels-idx1-ubyte.gz", path + "/t10k-images-idx3-ubyte.gz",
-              path + "/t10k-labels-idx1-ubyte.gz"};
+      return {data.path + "/train-images-idx3-ubyte.gz", data.path + "/train-labels-idx1-ubyte.gz", data.path + "/t10k-images-idx3-ubyte.gz",
+              data.path + "/t10k-labels-idx1-ubyte.gz"};
     case DatasetKind::csv:
-      return test_csv.empty() ? std::vector<std::string>{train_csv} : std::vector<std::string>{train_csv, test_csv};
-    case DatasetKind::text: return data::text_files(path);
+      return data.test_csv.empty() ? std::vector<std::string>{data.train_csv} : std::vector<std::string>{data.train_csv, data.test_csv};
+    case DatasetKind::text: return data::text_files(data.path);
     case DatasetKind::adder:
     case DatasetKind::synthetic: return {};
   }
@@ -417,167 +668,12 @@ Config parse_config(const std::string& text, const std::string& name) {
   }
   Config c;
   c.file = name;
-  Section top(&root, "", name, 1);
-  c.seed = static_cast<std::uint64_t>(top.integer("seed", 0, 0, INT64_MAX));
-  for (const char* s : {"data", "model", "train", "optimizer", "schedule", "eval", "run"}) top.node(s);
-  top.finish();
-
-  Section d = sub(root, "data", name);
-  c.dataset = d.choice("dataset", DatasetKind::fashion_mnist, kDatasets);
-  if (c.dataset == DatasetKind::fashion_mnist) {
-    c.path = d.string("path", data::kFashionMnistDir);
-    c.normalize = d.boolean("normalize", true);
-  } else if (c.dataset == DatasetKind::csv) {
-    if (!d.node("train")) fail_at(name, d.line(), "[data] dataset = \"csv\" needs 'train' (a CSV file)");
-    c.train_csv = d.string("train", "");
-    c.test_csv = d.string("test", "");
-    c.csv_header = d.boolean("header", false);
-    c.label_column = static_cast<int>(d.integer("label_column", -1, -1, 1 << 20));
-    c.targets = static_cast<int>(d.integer("targets", 1, 1, 1 << 20));
-    c.allow_nonfinite = d.boolean("allow_nonfinite", false);
-  } else if (c.dataset == DatasetKind::text) {
-    c.path = d.string("path", data::kFortunesDir);
-    c.text_bytes = d.string("vocabulary", "characters", {"characters", "bytes"}) == "bytes";
-    c.val_fraction = d.number("val_fraction", 0.1, 0.0, 0.9);
-    c.block_size = d.integer("block_size", 0, 0, 1 << 16);  // required for a layer list, checked with [model]
-  } else if (c.dataset == DatasetKind::adder) {
-    c.samples = d.integer("samples", 100000, 1, INT64_MAX / 2);
-    c.test_samples = d.integer("test_samples", 10000, 0, INT64_MAX / 2);
-    c.features = static_cast<int>(d.integer("features", 10, 1, 1 << 20));
-  } else {
-    c.samples = d.integer("samples", 1000, 1, 1 << 24);
-    c.test_samples = d.integer("test_samples", 0, 0, 1 << 24);
-    c.shape = d.dims("shape", {8});
-    c.classes = d.integer("classes", 10, 0, 1 << 20);
-    if (c.classes == 0) c.targets = static_cast<int>(d.integer("targets", 1, 1, 1 << 20));
+  Reader r(root, name);
+  for (const bool early : {true, false}) {
+    r.pass(early);
+    schema(r, c);
+    r.end();
   }
-  c.crop_padding = static_cast<int>(d.integer("crop_padding", 0, 0, 64));
-  c.hflip = d.boolean("hflip", false);
-  d.finish();
-
-  Section m = sub(root, "model", name);
-  const std::string mtype = m.string("type", "layers", {"layers", "gpt"});
-  c.gpt.on = mtype == "gpt";
-  c.init = m.choice("init", c.gpt.on ? nn::Init::gpt2 : nn::Init::kaiming_uniform, kInits);
-  c.recompute = nn::parse_recompute(m.string("recompute", "none", {"none", "blocks", "all"}));
-  if (c.gpt.on) {
-    if (c.dataset != DatasetKind::text) fail_at(name, m.line(), "[model] type = \"gpt\" needs token data: [data] dataset = \"text\"");
-    if (m.node("layers")) fail_at(name, line_of(m.node("layers")), "[model] type = \"gpt\" builds its own layers; remove 'layers'");
-    if (d.node("block_size") && c.block_size > 0) fail_at(name, line_of(d.node("block_size")), "[model] type = \"gpt\" sets block_size; remove it from [data]");
-    c.gpt.n_layer = m.integer("n_layer", 4, 1, 1 << 10);
-    c.gpt.n_head = m.integer("n_head", 4, 1, 1 << 12);
-    c.gpt.n_embd = m.integer("n_embd", 128, 1, 1 << 16);
-    c.block_size = m.integer("block_size", 64, 1, 1 << 16);
-    c.gpt.dropout = m.number("dropout", 0.0, 0.0, 0.999999);
-    c.gpt.bias = m.boolean("bias", true);
-    c.gpt.tie_weights = m.boolean("tie_weights", false);
-    if (c.gpt.n_embd % c.gpt.n_head != 0)
-      fail_at(name, line_of(m.node("n_embd")), "[model] n_embd " + std::to_string(c.gpt.n_embd) + " is not divisible by n_head " +
-                                                  std::to_string(c.gpt.n_head));
-    // the layers a gpt stands for (docs/cli.md): the same model as this layer list
-    const int line = m.line();
-    LayerSpec e;
-    e.type = LayerKind::embedding, e.out = c.gpt.n_embd, e.p = c.gpt.dropout, e.line = line;
-    c.layers.push_back(e);
-    for (std::int64_t i = 0; i < c.gpt.n_layer; ++i) {
-      LayerSpec b;
-      b.type = LayerKind::transformer_block, b.n_head = c.gpt.n_head, b.p = c.gpt.dropout, b.bias = c.gpt.bias, b.line = line;
-      c.layers.push_back(b);
-    }
-    LayerSpec ln;
-    ln.type = LayerKind::layernorm, ln.bias = c.gpt.bias, ln.line = line;
-    c.layers.push_back(ln);
-    LayerSpec head;
-    head.type = c.gpt.tie_weights ? LayerKind::tied_head : LayerKind::linear, head.out = 0, head.bias = false, head.line = line;
-    c.layers.push_back(head);  // linear: out = the vocabulary, set when the data is known
-  } else {
-    const toml::node* ln = m.node("layers");
-    if (!ln) fail_at(name, m.line(), "[model] needs 'layers', a list of { type = ... } tables (or type = \"gpt\")");
-    if (!ln->is_array()) fail_at(name, line_of(ln), std::string("[model] layers must be an array of tables, got ") + type_name(*ln));
-    const toml::array& arr = *ln->as_array();
-    if (arr.empty()) fail_at(name, line_of(ln), "[model] layers is empty");
-    for (std::size_t i = 0; i < arr.size(); ++i) {
-      const toml::node& e = arr[i];
-      if (!e.is_table()) fail_at(name, line_of(&e), "model.layers[" + std::to_string(i) + "] must be a table, got " + type_name(e));
-      c.layers.push_back(parse_layer(*e.as_table(), i, name, line_of(&e)));
-    }
-    if (c.dataset == DatasetKind::text && c.block_size == 0)
-      fail_at(name, d.line(), "[data] dataset = \"text\" with a layer list needs block_size (tokens per window)");
-  }
-  m.finish();
-
-  Section t = sub(root, "train", name);
-  c.batch_size = t.integer("batch_size", 128, 1, 1 << 24);
-  c.epochs = t.integer("epochs", 1, 0, 1 << 20);
-  c.steps = t.integer("steps", 0, 0, INT64_MAX / 2);
-  c.accumulate = t.integer("accumulate", 1, 1, 1 << 20);
-  c.loss = t.choice("loss", LossKind::cross_entropy, kLosses);
-  c.clip_grad_norm = t.number("clip_grad_norm", 0.0, 0.0, 1e300);
-  c.shuffle = t.boolean("shuffle", true);
-  c.drop_last = t.boolean("drop_last", true);
-  c.log_every = t.integer("log_every", 0, 0, INT64_MAX / 2);
-  c.precision = parse_precision(t.string("precision", "fp32", {"fp32", "bf16", "fp16"}));
-  c.stochastic_rounding = t.string("rounding", "nearest", {"nearest", "stochastic"}) == "stochastic";
-  if (c.stochastic_rounding && c.precision == Precision::fp32)
-    fail_at(name, line_of(t.node("rounding")), "[train] rounding = \"stochastic\" needs precision = \"bf16\" or \"fp16\"");
-  c.loss_scale = c.precision == Precision::fp16 ? 0 : 1;
-  if (const toml::node* ls = t.node("loss_scale")) {
-    if (ls->is_string()) {
-      if (ls->as_string()->get() != "dynamic")
-        fail_at(name, line_of(ls), "[train] loss_scale must be \"dynamic\" or a power of two, got \"" + ls->as_string()->get() + "\"");
-      c.loss_scale = 0;
-    } else {
-      c.loss_scale = t.number("loss_scale", 1, 0x1p-24, 0x1p64);
-      int ex = 0;
-      if (std::frexp(c.loss_scale, &ex) != 0.5)
-        fail_at(name, line_of(ls), "[train] loss_scale must be \"dynamic\" or a power of two (so that scaling is exact), got " + toml_float(c.loss_scale));
-    }
-  }
-  c.loss_scale_interval = t.integer("loss_scale_interval", 2000, 1, INT64_MAX / 2);
-  t.finish();
-  if (c.batch_size % c.accumulate != 0)
-    fail_at(name, t.line(), "[train] batch_size " + std::to_string(c.batch_size) + " is not divisible by accumulate " +
-                                std::to_string(c.accumulate));
-
-  Section o = sub(root, "optimizer", name);
-  c.optimizer = o.choice("type", OptimizerKind::sgd, kOptimizers);
-  c.lr = o.number("lr", 0.01, 0.0, 1e6);
-  if (c.optimizer == OptimizerKind::sgd) {
-    c.momentum = o.number("momentum", 0.0, 0.0, 1.0);
-    c.nesterov = o.boolean("nesterov", false);
-  } else {
-    c.beta1 = o.number("beta1", 0.9, 0.0, 0.999999999);
-    c.beta2 = o.number("beta2", 0.999, 0.0, 0.999999999);
-    c.eps = o.number("eps", 1e-8, 1e-300, 1.0);
-  }
-  c.weight_decay = o.number("weight_decay", 0.0, 0.0, 1e6);
-  if (c.optimizer != OptimizerKind::sgd)
-    c.decay_matrices_only = o.string("decay", c.gpt.on ? "matrices" : "all", {"all", "matrices"}) == "matrices";
-  o.finish();
-  if (c.nesterov && c.momentum == 0) fail_at(name, o.line(), "[optimizer] nesterov needs momentum > 0");
-
-  Section s = sub(root, "schedule", name);
-  c.schedule = s.choice("type", optim::Schedule::Kind::constant, kSchedules);
-  c.warmup_steps = s.integer("warmup_steps", 0, 0, INT64_MAX / 2);
-  if (c.schedule == optim::Schedule::Kind::step) {
-    c.gamma = s.number("gamma", 0.1, 0.0, 1e6);
-    c.step_size = s.integer("step_size", 1000, 1, INT64_MAX / 2);
-  } else if (c.schedule == optim::Schedule::Kind::cosine) {
-    c.min_lr = s.number("min_lr", 0.0, 0.0, 1e6);
-  }
-  s.finish();
-
-  Section e = sub(root, "eval", name);
-  c.eval_batch_size = e.integer("batch_size", 1000, 1, 1 << 24);
-  c.eval_every = e.integer("every", 0, 0, INT64_MAX / 2);
-  c.eval_each_epoch = e.boolean("each_epoch", c.eval_every == 0);  // `every` alone: no evaluation at epoch ends
-  if (c.dataset == DatasetKind::text) c.eval_windows = e.integer("windows", 0, 0, INT64_MAX / 2);
-  e.finish();
-
-  Section r = sub(root, "run", name);
-  c.threads = static_cast<int>(r.integer("threads", 0, 0, 4096));
-  c.workers = static_cast<int>(r.integer("workers", 0, 0, 256));
-  r.finish();
   return c;
 }
 
@@ -594,16 +690,19 @@ Config load_config(const std::string& path) {
 }
 
 std::string resolved_toml(const Config& c) {
+  Writer w(false);
+  schema(w, c);
   std::ostringstream o;
   o << "# resolved configuration (bitgrad " << kVersion << ", numerics " << kNumericsVersion << ")\n";
   o << "# config hash " << config_hash(c) << " covers everything but [run]\n";
-  o << defining_toml(c, false);
-  o << "\n[run]\nthreads = " << c.threads << "\nworkers = " << c.workers << "\n";
+  o << w.text();
   return o.str();
 }
 
 std::string config_hash(const Config& c) {
-  const std::string s = defining_toml(c, true);
+  Writer w(true);
+  schema(w, c);
+  const std::string s = w.text();
   XXH128_hash_t h = XXH3_128bits(s.data(), s.size());
   return Digest128{h.high64, h.low64}.hex();
 }

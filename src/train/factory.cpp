@@ -17,42 +17,42 @@ namespace {
 std::shared_ptr<const data::TextCorpus> corpus_of(const Config& c) {
   static std::mutex mu;
   static std::map<std::string, std::weak_ptr<const data::TextCorpus>> cache;
-  const std::string key = c.path + (c.text_bytes ? "\nbytes\n" : "\nchars\n") + io::strprintf("%.17g", c.val_fraction);
+  const std::string key = c.data.path + (c.data.text_bytes ? "\nbytes\n" : "\nchars\n") + io::strprintf("%.17g", c.data.val_fraction);
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = cache.find(key); it != cache.end())
     if (auto sp = it->second.lock()) return sp;
-  auto sp = data::load_text(c.path, c.text_bytes, c.val_fraction);
+  auto sp = data::load_text(c.data.path, c.data.text_bytes, c.data.val_fraction);
   cache[key] = sp;
   return sp;
 }
 }  // namespace
 
 std::shared_ptr<const data::TextCorpus> text_corpus(const Config& c) {
-  if (c.dataset != DatasetKind::text) throw Error(c.file + ": the dataset is not text");
+  if (c.data.dataset != DatasetKind::text) throw Error(c.file + ": the dataset is not text");
   return corpus_of(c);
 }
 
 std::shared_ptr<data::Dataset> train_dataset(const Config& c) {
-  switch (c.dataset) {
-    case DatasetKind::fashion_mnist: return data::fashion_mnist(c.path, true, c.normalize);
-    case DatasetKind::csv: return data::csv_dataset(c.train_csv, c.csv_header, c.label_column, c.targets, c.allow_nonfinite);
-    case DatasetKind::synthetic: return data::synthetic_dataset(c.samples, Shape(c.shape), c.classes, c.targets, c.seed);
-    case DatasetKind::text: return data::text_windows(corpus_of(c), c.block_size, true);
+  switch (c.data.dataset) {
+    case DatasetKind::fashion_mnist: return data::fashion_mnist(c.data.path, true, c.data.normalize);
+    case DatasetKind::csv: return data::csv_dataset(c.data.train_csv, c.data.csv_header, c.data.label_column, c.data.targets, c.data.allow_nonfinite);
+    case DatasetKind::synthetic: return data::synthetic_dataset(c.data.samples, Shape(c.data.shape), c.data.classes, c.data.targets, c.seed);
+    case DatasetKind::text: return data::text_windows(corpus_of(c), c.data.block_size, true);
     case DatasetKind::adder: break;
   }
-  return data::adder_dataset(c.samples, c.features, c.seed);
+  return data::adder_dataset(c.data.samples, c.data.features, c.seed);
 }
 
 std::shared_ptr<data::Dataset> test_dataset(const Config& c) {
-  switch (c.dataset) {
-    case DatasetKind::fashion_mnist: return data::fashion_mnist(c.path, false, c.normalize);
-    case DatasetKind::csv: return c.test_csv.empty() ? nullptr : data::csv_dataset(c.test_csv, c.csv_header, c.label_column, c.targets, c.allow_nonfinite);
+  switch (c.data.dataset) {
+    case DatasetKind::fashion_mnist: return data::fashion_mnist(c.data.path, false, c.data.normalize);
+    case DatasetKind::csv: return c.data.test_csv.empty() ? nullptr : data::csv_dataset(c.data.test_csv, c.data.csv_header, c.data.label_column, c.data.targets, c.data.allow_nonfinite);
     case DatasetKind::synthetic:
-      return c.test_samples > 0 ? data::synthetic_dataset(c.test_samples, Shape(c.shape), c.classes, c.targets, c.seed, c.samples) : nullptr;
-    case DatasetKind::text: return c.val_fraction > 0 ? data::text_windows(corpus_of(c), c.block_size, false, c.eval_windows) : nullptr;
+      return c.data.test_samples > 0 ? data::synthetic_dataset(c.data.test_samples, Shape(c.data.shape), c.data.classes, c.data.targets, c.seed, c.data.samples) : nullptr;
+    case DatasetKind::text: return c.data.val_fraction > 0 ? data::text_windows(corpus_of(c), c.data.block_size, false, c.eval.windows) : nullptr;
     case DatasetKind::adder: break;
   }
-  return c.test_samples > 0 ? data::adder_dataset(c.test_samples, c.features, c.seed, c.samples) : nullptr;
+  return c.data.test_samples > 0 ? data::adder_dataset(c.data.test_samples, c.data.features, c.seed, c.data.samples) : nullptr;
 }
 
 std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset& ds) {
@@ -62,8 +62,8 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
   std::uint64_t dropout_id = 0;
   nn::TokenEmbedding* embed = nullptr;  // the last one, for a tied head
   double param_bytes = 0;  // so far, counted before a layer allocates its own
-  for (std::size_t i = 0; i < c.layers.size(); ++i) {
-    const LayerSpec& l = c.layers[i];
+  for (std::size_t i = 0; i < c.model.layers.size(); ++i) {
+    const LayerSpec& l = c.model.layers[i];
     const std::string where = "model.layers[" + std::to_string(i) + "] (" + to_string(l.type) + ")";
     std::shared_ptr<nn::Module> m;
     double count = 0;
@@ -118,7 +118,7 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
           if (shape[2] % l.n_head != 0)
             fail_at(c.file, l.line, where + ": n_embd " + std::to_string(shape[2]) + " is not divisible by n_head " + std::to_string(l.n_head));
           std::int64_t blocks = 0;
-          for (const LayerSpec& b : c.layers) blocks += b.type == LayerKind::transformer_block;
+          for (const LayerSpec& b : c.model.layers) blocks += b.type == LayerKind::transformer_block;
           m = std::make_shared<nn::TransformerBlock>(shape[2], l.n_head, l.p, l.bias, blocks, dropout_id);
           dropout_id += nn::TransformerBlock::kDropouts;
           break;
@@ -139,27 +139,27 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
   const std::int64_t outputs = shape.ndim() >= 2 ? shape.numel() / shape[0] : 0;
   if (ds.num_classes() > 0 && ds.target_shape().ndim() == 1) {  // sequences: a label per position
     const std::int64_t T = ds.target_shape()[0];
-    if (c.loss != LossKind::cross_entropy)
-      fail_at(c.file, c.layers.back().line, "the dataset has token labels; use loss = \"cross_entropy\" in [train]");
+    if (c.train.loss != LossKind::cross_entropy)
+      fail_at(c.file, c.model.layers.back().line, "the dataset has token labels; use loss = \"cross_entropy\" in [train]");
     if (shape.ndim() != 3 || shape[1] != T || shape[2] != ds.num_classes())
-      fail_at(c.file, c.layers.back().line, "the model gives " + shape.str() + " per batch but the dataset has windows of " + std::to_string(T) +
+      fail_at(c.file, c.model.layers.back().line, "the model gives " + shape.str() + " per batch but the dataset has windows of " + std::to_string(T) +
                                                 " tokens of a vocabulary of " + std::to_string(ds.num_classes()) + ": the last layer must give [N, " +
                                                 std::to_string(T) + ", " + std::to_string(ds.num_classes()) + "]");
   } else if (ds.num_classes() > 0) {
-    if (c.loss != LossKind::cross_entropy)
-      fail_at(c.file, c.layers.back().line, "the dataset has class labels; use loss = \"cross_entropy\" in [train]");
+    if (c.train.loss != LossKind::cross_entropy)
+      fail_at(c.file, c.model.layers.back().line, "the dataset has class labels; use loss = \"cross_entropy\" in [train]");
     if (shape.ndim() != 2 || outputs != ds.num_classes())
-      fail_at(c.file, c.layers.back().line, "the model gives " + shape.str() + " per batch but the dataset has " +
+      fail_at(c.file, c.model.layers.back().line, "the model gives " + shape.str() + " per batch but the dataset has " +
                                                 std::to_string(ds.num_classes()) + " classes: the last layer must give [N, " +
                                                 std::to_string(ds.num_classes()) + "]");
   } else {
-    if (c.loss != LossKind::mse) fail_at(c.file, c.layers.back().line, "the dataset has real-valued targets; use loss = \"mse\" in [train]");
+    if (c.train.loss != LossKind::mse) fail_at(c.file, c.model.layers.back().line, "the dataset has real-valued targets; use loss = \"mse\" in [train]");
     if (outputs != ds.target_shape().numel())
-      fail_at(c.file, c.layers.back().line, "the model gives " + std::to_string(outputs) + " values per sample but the targets have " +
+      fail_at(c.file, c.model.layers.back().line, "the model gives " + std::to_string(outputs) + " values per sample but the targets have " +
                                                 std::to_string(ds.target_shape().numel()));
   }
-  nn::initialize(*model, c.init, c.seed);
-  model->set_recompute(c.recompute);
+  nn::initialize(*model, c.model.init, c.seed);
+  model->set_recompute(c.model.recompute);
   std::uint64_t site = 0;  // the stochastic-rounding keys' tensor numbers
   model->number_sites(site);
   return model;

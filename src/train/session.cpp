@@ -33,20 +33,20 @@ struct PerturbScope {
 };
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const optim::NamedTensors& params) {
-  if (c.optimizer == OptimizerKind::sgd) {
+  if (c.optimizer.type == OptimizerKind::sgd) {
     optim::SgdOptions o;
-    o.momentum = c.momentum;
-    o.nesterov = c.nesterov;
-    o.weight_decay = c.weight_decay;
+    o.momentum = c.optimizer.momentum;
+    o.nesterov = c.optimizer.nesterov;
+    o.weight_decay = c.optimizer.weight_decay;
     return std::make_unique<optim::Sgd>(params, o);
   }
   optim::AdamOptions o;
-  o.beta1 = c.beta1;
-  o.beta2 = c.beta2;
-  o.eps = c.eps;
-  o.weight_decay = c.weight_decay;
-  o.decoupled = c.optimizer == OptimizerKind::adamw;
-  o.decay_matrices_only = c.decay_matrices_only;
+  o.beta1 = c.optimizer.beta1;
+  o.beta2 = c.optimizer.beta2;
+  o.eps = c.optimizer.eps;
+  o.weight_decay = c.optimizer.weight_decay;
+  o.decoupled = c.optimizer.type == OptimizerKind::adamw;
+  o.decay_matrices_only = c.optimizer.decay_matrices_only;
   return std::make_unique<optim::Adam>(params, o);
 }
 
@@ -62,7 +62,7 @@ bool whole_subtree(std::int64_t rows) {
 }
 
 bool has_tied_weights(const Config& c) {
-  for (const LayerSpec& l : c.layers)
+  for (const LayerSpec& l : c.model.layers)
     if (l.type == LayerKind::tied_head) return true;
   return false;
 }
@@ -80,7 +80,7 @@ void check_memory(const Config& c, const data::Dataset& train, const data::Datas
   for (const Tensor& p : model.parameters()) params += static_cast<double>(p.numel()) * static_cast<double>(dtype_size(p.dtype()));
   params *= 5;
   // each layer's output for a batch, kept for the backward pass and met by its gradient
-  const std::int64_t batch = std::max(c.batch_size, c.eval_batch_size);
+  const std::int64_t batch = std::max(c.train.batch_size, c.eval.batch_size);
   Shape s = train.sample_shape();
   std::vector<std::int64_t> dims{batch};
   for (std::int64_t d : s.vec()) dims.push_back(d);
@@ -91,7 +91,7 @@ void check_memory(const Config& c, const data::Dataset& train, const data::Datas
     acts += 3.0 * static_cast<double>(cur.numel()) * 8;  // f32 or f64, a value, a saved copy and a gradient
   }
   // batches the loader holds ahead (inputs and targets, f32)
-  const double ahead = static_cast<double>(2 * workers + 2) * static_cast<double>(c.batch_size) *
+  const double ahead = static_cast<double>(2 * workers + 2) * static_cast<double>(c.train.batch_size) *
                        static_cast<double>(s.numel() + train.target_shape().numel() + 1) * 4;
   const double total = order + params + acts + ahead + (test ? 8.0 * static_cast<double>(test->size()) : 0.0);
   require_memory(total, "train: this run",
@@ -106,9 +106,9 @@ Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared
                  std::optional<std::uint64_t> p, dist::Comm* comm, DType param_dtype)
     : cfg_(c), train_ds_(std::move(tr)), test_ds_(std::move(te)), perturb_(p), comm_(comm && comm->size() > 1 ? comm : nullptr),
       reducer_(std::make_unique<TreeGradReducer>(comm_)), param_dtype_(param_dtype) {
-  BITGRAD_CHECK(cfg_.batch_size % cfg_.accumulate == 0, "train", "batch size ", cfg_.batch_size, " is not divisible by accumulate ",
-                cfg_.accumulate);
-  if (const std::string why = dist::layout_problem(cfg_.batch_size, cfg_.accumulate, world()); !why.empty())
+  BITGRAD_CHECK(cfg_.train.batch_size % cfg_.train.accumulate == 0, "train", "batch size ", cfg_.train.batch_size, " is not divisible by accumulate ",
+                cfg_.train.accumulate);
+  if (const std::string why = dist::layout_problem(cfg_.train.batch_size, cfg_.train.accumulate, world()); !why.empty())
     throw dist::CollectiveError("train: cannot train on " + std::to_string(world()) + " ranks: " + why);
   if (world() > 1 && has_tied_weights(cfg_))
     throw dist::CollectiveError("train: cannot train on " + std::to_string(world()) + " ranks: the model ties weights (tie_weights = true), "
@@ -118,33 +118,33 @@ Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared
   params_ = model_->named_parameters();
   check_memory(cfg_, *train_ds_, test_ds_.get(), *model_, workers);  // before the loader takes any
   data::LoaderOptions lo;
-  lo.batch_size = cfg_.batch_size;
-  lo.shuffle = cfg_.shuffle;
-  lo.drop_last = cfg_.drop_last;
+  lo.batch_size = cfg_.train.batch_size;
+  lo.shuffle = cfg_.train.shuffle;
+  lo.drop_last = cfg_.train.drop_last;
   lo.workers = workers;
   lo.seed = cfg_.seed;
-  lo.augment.crop_padding = cfg_.crop_padding;
-  lo.augment.hflip = cfg_.hflip;
+  lo.augment.crop_padding = cfg_.data.crop_padding;
+  lo.augment.hflip = cfg_.data.hflip;
   lo.world = world();
   lo.rank = rank();
-  lo.leaf_rows = dist::step_layout(cfg_.batch_size, cfg_.batch_size, cfg_.accumulate, 1).leaf_rows;
+  lo.leaf_rows = dist::step_layout(cfg_.train.batch_size, cfg_.train.batch_size, cfg_.train.accumulate, 1).leaf_rows;
   loader_ = std::make_unique<data::DataLoader>(train_ds_, lo);
   batches_per_epoch_ = loader_->batches_per_epoch();
   opt_ = make_optimizer(cfg_, params_);
-  planned_ = cfg_.steps > 0 ? cfg_.steps : cfg_.epochs * batches_per_epoch_;
-  sched_.kind = cfg_.schedule;
-  sched_.lr = cfg_.lr;
-  sched_.gamma = cfg_.gamma;
-  sched_.step_size = cfg_.step_size;
+  planned_ = cfg_.train.steps > 0 ? cfg_.train.steps : cfg_.train.epochs * batches_per_epoch_;
+  sched_.kind = cfg_.schedule.type;
+  sched_.lr = cfg_.optimizer.lr;
+  sched_.gamma = cfg_.schedule.gamma;
+  sched_.step_size = cfg_.schedule.step_size;
   sched_.total_steps = planned_;
-  sched_.min_lr = cfg_.min_lr;
-  sched_.warmup_steps = cfg_.warmup_steps;
-  divisor_ = cfg_.loss == LossKind::mse ? train_ds_->target_shape().numel() : 1;
-  dynamic_scale_ = cfg_.loss_scale == 0;
+  sched_.min_lr = cfg_.schedule.min_lr;
+  sched_.warmup_steps = cfg_.schedule.warmup_steps;
+  divisor_ = cfg_.train.loss == LossKind::mse ? train_ds_->target_shape().numel() : 1;
+  dynamic_scale_ = cfg_.train.loss_scale == 0;
   if (dynamic_scale_) scale_log2_ = kInitialScaleLog2;
   else {
     int ex = 0;
-    std::frexp(cfg_.loss_scale, &ex);  // a power of two (the configuration checks it)
+    std::frexp(cfg_.train.loss_scale, &ex);  // a power of two (the configuration checks it)
     scale_log2_ = ex - 1;
   }
 }
@@ -155,14 +155,14 @@ nn::Context Session::context(bool training, std::int64_t step, std::int64_t firs
   c.seed = cfg_.seed;
   c.step = static_cast<std::uint64_t>(step);
   c.row_offset = first_row;
-  c.precision = cfg_.precision;
-  c.stochastic = cfg_.stochastic_rounding;
+  c.precision = cfg_.train.precision;
+  c.stochastic = cfg_.train.stochastic_rounding;
   c.f32_masks = param_dtype_ != DType::f32;
   return c;
 }
 
 bool Session::unscale_gradients(std::int64_t step) {
-  if (!dynamic_scale_ && scale_log2_ == 0 && cfg_.precision != Precision::fp16) return true;
+  if (!dynamic_scale_ && scale_log2_ == 0 && cfg_.train.precision != Precision::fp16) return true;
   NoGradGuard ng;
   // the first parameter, in registration order, whose gradient holds a NaN or an infinity
   for (const auto& [name, p] : params_) {
@@ -182,7 +182,7 @@ bool Session::unscale_gradients(std::int64_t step) {
       throw Error(io::strprintf("train: %s overflow at step %lld: the gradient of parameter '%s' is not finite (loss scale 2^%d); use "
                                 "[train] loss_scale = \"dynamic\" or a smaller scale, and --detect-anomaly to name the first op whose "
                                 "result is not finite",
-                                precision_name(cfg_.precision), static_cast<long long>(step + 1), name.c_str(), scale_log2_));
+                                precision_name(cfg_.train.precision), static_cast<long long>(step + 1), name.c_str(), scale_log2_));
     --scale_log2_;
     scale_good_ = 0;
     return false;
@@ -203,7 +203,7 @@ bool Session::unscale_gradients(std::int64_t step) {
       if (!g.is_contiguous()) g.copy_from(c);
     }
   }
-  if (dynamic_scale_ && ++scale_good_ == cfg_.loss_scale_interval) {
+  if (dynamic_scale_ && ++scale_good_ == cfg_.train.loss_scale_interval) {
     ++scale_log2_;
     scale_good_ = 0;
   }
@@ -211,7 +211,7 @@ bool Session::unscale_gradients(std::int64_t step) {
 }
 
 void Session::set_segment(std::int64_t accumulate, std::optional<std::uint64_t> perturb) {
-  cfg_.accumulate = accumulate;
+  cfg_.train.accumulate = accumulate;
   perturb_ = perturb;
 }
 
@@ -226,12 +226,12 @@ Session::StepOut Session::step(std::int64_t s) {
   // this rank's nodes of the batch tree, each in pieces of at most the micro-batch size (the
   // short last batch of an epoch gets fewer, its last one shorter): each whole piece stays an
   // aligned subtree of the batch rule
-  const dist::StepLayout layout = dist::step_layout(B, cfg_.batch_size, cfg_.accumulate, world());
+  const dist::StepLayout layout = dist::step_layout(B, cfg_.train.batch_size, cfg_.train.accumulate, world());
   const dist::Range mine = layout.rows_of(rank());
   BITGRAD_CHECK(mine.begin == r.batch.first && mine.size() == bx.shape()[0], "train", "the loader's shard [", r.batch.first, ", ",
                 r.batch.first + bx.shape()[0], ") is not the layout's [", mine.begin, ", ", mine.end, ")");
   if (comm_) gather_batch_on_root(layout, r.batch);  // rank 0's step record names the whole batch
-  const bool xent = cfg_.loss == LossKind::cross_entropy;
+  const bool xent = cfg_.train.loss == LossKind::cross_entropy;
   reducer_->begin(params_, layout, rank());
   for (const dist::Range& node : layout.nodes[static_cast<std::size_t>(rank())]) {
     const std::int64_t n1 = layout.row_of(node.end);
@@ -262,7 +262,7 @@ Session::StepOut Session::step(std::int64_t s) {
     if (before_update_) before_update_();
     return r;
   }
-  if (cfg_.clip_grad_norm > 0) r.grad_norm = optim::clip_grad_norm(model_->parameters(), cfg_.clip_grad_norm);
+  if (cfg_.train.clip_grad_norm > 0) r.grad_norm = optim::clip_grad_norm(model_->parameters(), cfg_.train.clip_grad_norm);
   if (before_update_) before_update_();
   opt_->step(r.lr);
   return r;
@@ -326,7 +326,7 @@ Eval Session::evaluate() const {
   PerturbScope ps(perturb_, -1);
   const data::Dataset& ds = *test_ds_;
   data::LoaderOptions lo;
-  lo.batch_size = std::min<std::int64_t>(cfg_.eval_batch_size, ds.size());
+  lo.batch_size = std::min<std::int64_t>(cfg_.eval.batch_size, ds.size());
   lo.shuffle = false;
   lo.drop_last = false;
   data::DataLoader l(test_ds_, lo);
@@ -394,10 +394,10 @@ CheckpointInfo Session::checkpoint_info(std::int64_t step, const std::string& co
   info.index = loader_->index();
   info.opt_steps = opt_->steps();
   info.config_hash = config_hash;
-  info.accumulate = cfg_.accumulate;
+  info.accumulate = cfg_.train.accumulate;
   info.world = world();
   info.hosts = hosts_;
-  info.precision = precision_name(cfg_.precision);
+  info.precision = precision_name(cfg_.train.precision);
   info.dynamic_scale = dynamic_scale_;
   info.loss_scale_log2 = scale_log2_;
   info.loss_scale_good = scale_good_;

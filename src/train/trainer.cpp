@@ -29,9 +29,9 @@ using io::strprintf;
 class Progress {
  public:
   Progress(const Config& cfg, const RunOptions& opt, std::ostream& out, std::int64_t stop, std::int64_t batches_per_epoch)
-      : out_(out), stop_(stop), batch_size_(cfg.batch_size) {
+      : out_(out), stop_(stop), batch_size_(cfg.train.batch_size) {
     bar_ = opt.progress == 1 || (opt.progress < 0 && ::isatty(STDOUT_FILENO) && &out == &std::cout);
-    log_every_ = cfg.log_every > 0 ? cfg.log_every : std::max<std::int64_t>(1, batches_per_epoch / 10);
+    log_every_ = cfg.train.log_every > 0 ? cfg.train.log_every : std::max<std::int64_t>(1, batches_per_epoch / 10);
   }
   void step(std::int64_t step, const Session::StepOut& step_out) {
     ++done_;
@@ -72,21 +72,21 @@ void print_header(const Session& session, const RunOptions& opt, const std::stri
                   const std::string& hash, const std::vector<RunObserver*>& observers, const std::vector<std::string>& hosts,
                   std::ostream& out) {
   const Config& cfg = session.config();
-  const std::int64_t micro = cfg.batch_size / cfg.accumulate;
+  const std::int64_t micro = cfg.train.batch_size / cfg.train.accumulate;
   out << "bitgrad " << kVersion << " train " << cfg.file << " (numerics " << kNumericsVersion << ", config " << hash.substr(0, 12) << ")\n";
   out << "data      " << session.train_data().describe() << "; test: " << (session.test_data() ? session.test_data()->describe() : std::string("none"))
       << "\n";
   out << "model     " << session.model().describe() << "\n";
   out << "optimizer " << session.optimizer().describe() << ", lr " << session.schedule().describe() << "\n";
-  if (cfg.precision != Precision::fp32)
-    out << "precision " << precision_name(cfg.precision) << " matmul operands and results, f32 master weights, rounding "
-        << (cfg.stochastic_rounding ? "stochastic" : "to nearest") << ", loss scale "
-        << (cfg.loss_scale == 0 ? "dynamic" : strprintf("%g", cfg.loss_scale)) << "\n";
-  out << "batch     " << cfg.batch_size << " (" << session.batches_per_epoch() << " per epoch)";
-  if (cfg.accumulate > 1) out << ", " << cfg.accumulate << " micro-batches of " << micro;
-  out << "; threads " << num_threads() << ", loader workers " << cfg.workers << ", " << isa_name(active_isa()) << "\n";
+  if (cfg.train.precision != Precision::fp32)
+    out << "precision " << precision_name(cfg.train.precision) << " matmul operands and results, f32 master weights, rounding "
+        << (cfg.train.stochastic_rounding ? "stochastic" : "to nearest") << ", loss scale "
+        << (cfg.train.loss_scale == 0 ? "dynamic" : strprintf("%g", cfg.train.loss_scale)) << "\n";
+  out << "batch     " << cfg.train.batch_size << " (" << session.batches_per_epoch() << " per epoch)";
+  if (cfg.train.accumulate > 1) out << ", " << cfg.train.accumulate << " micro-batches of " << micro;
+  out << "; threads " << num_threads() << ", loader workers " << cfg.run.workers << ", " << isa_name(active_isa()) << "\n";
   if (session.world() > 1) {
-    const dist::StepLayout l = dist::step_layout(cfg.batch_size, cfg.batch_size, cfg.accumulate, session.world());
+    const dist::StepLayout l = dist::step_layout(cfg.train.batch_size, cfg.train.batch_size, cfg.train.accumulate, session.world());
     std::int64_t lo = l.leaves, hi = 0;
     for (int r = 0; r < l.world; ++r) lo = std::min(lo, dist::shard(l.leaves, l.world, r).size()), hi = std::max(hi, dist::shard(l.leaves, l.world, r).size());
     std::string on;
@@ -102,14 +102,14 @@ void print_header(const Session& session, const RunOptions& opt, const std::stri
   if (opt.perturb_order)
     out << "note      --perturb-order " << *opt.perturb_order
         << ": every reduction runs in a seeded random order; the results are not the canonical ones\n";
-  if (stop > session.planned_steps() && cfg.schedule == optim::Schedule::Kind::cosine)
+  if (stop > session.planned_steps() && cfg.schedule.type == optim::Schedule::Kind::cosine)
     out << "note      training to step " << stop << ", past the configuration's plan of " << session.planned_steps()
         << " steps: the cosine schedule stays at its final learning rate " << strprintf("%.6g", session.schedule().at(session.planned_steps()))
         << "\n";
-  if (cfg.accumulate > 1 && has_tied_weights(cfg))
+  if (cfg.train.accumulate > 1 && has_tied_weights(cfg))
     out << "note      the model ties weights: with micro-batches the tied matrix's gradient is summed in another order, so results may "
         << "differ from accumulate = 1 (contract T5 does not hold for this configuration)\n";
-  else if (cfg.accumulate > 1 && !whole_subtree(micro))
+  else if (cfg.train.accumulate > 1 && !whole_subtree(micro))
     out << "note      micro-batches of " << micro << " samples are not a power-of-two number of 32-sample blocks: results may differ "
         << "from accumulate = 1 (contract T5 does not hold for this configuration)\n";
   out.flush();
@@ -150,12 +150,12 @@ void evaluate_at(const Session& session, std::int64_t step, std::int64_t epoch, 
   res.test_loss.push_back(e.loss);
   Json m = {{"step", step}, {"epoch", epoch}, {"test_loss", e.loss}};
   const std::string when = periodic ? "step " + std::to_string(step) : "epoch " + std::to_string(epoch + 1);
-  const bool text = session.config().dataset == DatasetKind::text;
+  const bool text = session.config().data.dataset == DatasetKind::text;
   if (text) {
     const double bits = e.loss / 0.69314718055994530942;  // nats to bits
     m["test_bits_per_token"] = bits;
     out << when << "  validation loss " << strprintf("%.4f", e.loss) << "  " << strprintf("%.4f", bits)
-        << (session.config().text_bytes ? " bits per byte" : " bits per character") << "\n";
+        << (session.config().data.text_bytes ? " bits per byte" : " bits per character") << "\n";
   } else if (e.accuracy >= 0) {
     res.test_accuracy.push_back(e.accuracy);
     m["test_accuracy"] = e.accuracy;
@@ -168,11 +168,11 @@ void evaluate_at(const Session& session, std::int64_t step, std::int64_t epoch, 
 
 // A run continued with another accumulate is the same run only when both splits keep T5.
 void check_resumed_accumulate(std::int64_t before, const Config& cfg, const std::string& dir) {
-  if (before <= 0 || before == cfg.accumulate) return;
-  auto keeps_t5 = [&](std::int64_t k) { return k == 1 || (whole_subtree(cfg.batch_size / k) && !has_tied_weights(cfg)); };
-  if (keeps_t5(before) && keeps_t5(cfg.accumulate)) return;
-  throw Error("resume: " + dir + " was trained with accumulate " + std::to_string(before) + "; accumulate " + std::to_string(cfg.accumulate) +
-              " gives other bits (micro-batches of " + std::to_string(cfg.batch_size / (keeps_t5(before) ? cfg.accumulate : before)) +
+  if (before <= 0 || before == cfg.train.accumulate) return;
+  auto keeps_t5 = [&](std::int64_t k) { return k == 1 || (whole_subtree(cfg.train.batch_size / k) && !has_tied_weights(cfg)); };
+  if (keeps_t5(before) && keeps_t5(cfg.train.accumulate)) return;
+  throw Error("resume: " + dir + " was trained with accumulate " + std::to_string(before) + "; accumulate " + std::to_string(cfg.train.accumulate) +
+              " gives other bits (micro-batches of " + std::to_string(cfg.train.batch_size / (keeps_t5(before) ? cfg.train.accumulate : before)) +
               " samples are not a power-of-two number of 32-sample blocks, contract T5), so the continued run would not be the same run; "
               "resume with --accumulate " + std::to_string(before));
 }
@@ -234,13 +234,13 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
   StartInfo start_info;
   try {
     if (opt.seed) cfg.seed = *opt.seed;
-    if (opt.accumulate > 0) cfg.accumulate = opt.accumulate;
-    if (opt.threads > 0) cfg.threads = opt.threads;
-    if (opt.workers >= 0) cfg.workers = opt.workers;
+    if (opt.accumulate > 0) cfg.train.accumulate = opt.accumulate;
+    if (opt.threads > 0) cfg.run.threads = opt.threads;
+    if (opt.workers >= 0) cfg.run.workers = opt.workers;
     check_fp_environment();
-    context.emplace(cfg.threads > 0 ? cfg.threads : num_threads(), active_isa());
+    context.emplace(cfg.run.threads > 0 ? cfg.run.threads : num_threads(), active_isa());
     in_context.emplace(*context);
-    session_slot.emplace(cfg, train_dataset(cfg), test_dataset(cfg), cfg.workers, opt.perturb_order, comm);
+    session_slot.emplace(cfg, train_dataset(cfg), test_dataset(cfg), cfg.run.workers, opt.perturb_order, comm);
     Session& session = *session_slot;
     stop = opt.steps >= 0 ? opt.steps : (opt.epochs >= 0 ? opt.epochs * session.batches_per_epoch() : session.planned_steps());
     hash = config_hash(cfg);
@@ -257,9 +257,9 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
       }
       if (!fresh) {
         ck.emplace(dir.latest_checkpoint());
-        if (ck->info.precision != precision_name(cfg.precision))
+        if (ck->info.precision != precision_name(cfg.train.precision))
           throw Error("resume: " + dir.path() + " was trained in precision " + ck->info.precision + "; the configuration asks for " +
-                      precision_name(cfg.precision) + ", and a run continued in another precision is not the same run; resume with [train] "
+                      precision_name(cfg.train.precision) + ", and a run continued in another precision is not the same run; resume with [train] "
                       "precision = \"" + ck->info.precision + "\" or start a new run");
         if (ck->info.config_hash != hash)
           throw Error("resume: the configuration differs from the one " + dir.path() + " was trained with (config hash " + hash +
@@ -299,7 +299,7 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
     dir_slot->write_config(resolved_toml(cfg));
   }
   // what inference reads instead of the corpus (src/infer); a run from before it gets it on resume
-  if (root && cfg.dataset == DatasetKind::text && (fresh || !dir_slot->has("vocabulary.json")))
+  if (root && cfg.data.dataset == DatasetKind::text && (fresh || !dir_slot->has("vocabulary.json")))
     dir_slot->write_vocabulary(data::vocabulary_json(*text_corpus(cfg)));
   if (comm) start = share_start_state(*comm, session, root && !fresh ? &*ck : nullptr);
   const std::string world_note = comm ? std::to_string(comm->size()) : "1";
@@ -354,10 +354,10 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
     }
     progress.step(step, step_out);
     if (session.test_data() && root) {
-      if (cfg.eval_every > 0 && step % cfg.eval_every == 0) {
+      if (cfg.eval.every > 0 && step % cfg.eval.every == 0) {
         progress.end_line();
         evaluate_at(session, step, step_out.batch.epoch, true, *metrics, res, out);
-      } else if (step_out.batch.index == session.batches_per_epoch() - 1 && cfg.eval_each_epoch) {
+      } else if (step_out.batch.index == session.batches_per_epoch() - 1 && cfg.eval.each_epoch) {
         progress.end_line();
         evaluate_at(session, step, step_out.batch.epoch, false, *metrics, res, out);
       }

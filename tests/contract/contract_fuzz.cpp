@@ -102,7 +102,7 @@ Outcome run_case(const Case& c, const Setting& s) {
   }
   try {
     train::Config cfg = train::parse_config(c.toml(), "case.toml");
-    if (!s.recompute.empty()) cfg.recompute = nn::parse_recompute(s.recompute);
+    if (!s.recompute.empty()) cfg.model.recompute = nn::parse_recompute(s.recompute);
     IsaScope isa(s.isa);
     instruments::TrainOptions opt;
     opt.threads = s.threads;

@@ -85,7 +85,7 @@ void config(const std::uint8_t* data, std::size_t size) {
     (void)train::resolved_toml(c);
     (void)train::config_hash(c);
     // the model against a dataset that reads no file (the configuration names any path)
-    if (c.dataset == train::DatasetKind::adder || c.dataset == train::DatasetKind::synthetic) {
+    if (c.data.dataset == train::DatasetKind::adder || c.data.dataset == train::DatasetKind::synthetic) {
       auto ds = train::train_dataset(c);
       (void)train::build_model(c, *ds);
     }

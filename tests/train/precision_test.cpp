@@ -161,7 +161,7 @@ TEST(MixedPrecision, ASamplesLogitsIgnoreTheBatch) {
     for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<float>(s.below(i, static_cast<std::uint64_t>(V)));
     const Tensor data = Tensor::from(ids, Shape{pool, T});
     nn::Context ctx;
-    ctx.precision = c.precision;
+    ctx.precision = c.train.precision;
     const std::int64_t sample = 3;
     set_isa(Isa::scalar);
     set_num_threads(1);
