@@ -7,6 +7,7 @@
 #include "bitgrad/device.hpp"
 #include "bitgrad/dist.hpp"
 #include "bitgrad/dtype.hpp"
+#include "bitgrad/enum_names.hpp"
 #include "bitgrad/error.hpp"
 #include "bitgrad/fingerprint.hpp"
 #include "bitgrad/gradcheck.hpp"
