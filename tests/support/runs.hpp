@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -61,7 +62,7 @@ lr = 0.05
 
 // A fresh (absent) directory under the test temporary directory.
 inline std::string fresh_dir(const std::string& name) {
-  static int n = 0;
+  static std::atomic<int> n{0};  // tests that train on several threads at once ask at once
   const std::string d = ::testing::TempDir() + "/bitgrad_" + std::to_string(::getpid()) + "_" + name + "_" + std::to_string(n++);
   if (std::system(("rm -rf '" + d + "'").c_str()) != 0) ADD_FAILURE() << "cannot clear " << d;
   return d;
