@@ -19,21 +19,10 @@ void expect_fast_equals_reference(const std::string& name, Run run) {
     ExecScope s(ref);
     want = run(kern::table<T>(Isa::scalar));
   }
-  std::vector<Isa> absent;
-  for (Device d : devices()) {
-    for (Isa isa : all_fast_isas(d)) {
-      if (!cpu_supports(isa)) {
-        absent.push_back(isa);
-        continue;
-      }
-      for (int t : thread_counts()) {
-        ExecContext ctx(t, isa);
-        ExecScope s(ctx);
-        const std::vector<T> got = run(kern::table<T>(isa));
-        EXPECT_TRUE(bitwise_equal(want, got)) << name << " device=" << device_name(d) << " isa=" << isa_name(isa) << " threads=" << t;
-      }
-    }
-  }
+  const std::vector<Isa> absent = for_each_context(false, [&](Device d, Isa isa, int t) {
+    const std::vector<T> got = run(kern::table<T>(isa));
+    EXPECT_TRUE(bitwise_equal(want, got)) << name << " device=" << device_name(d) << " isa=" << isa_name(isa) << " threads=" << t;
+  });
   BITGRAD_SKIP_IF_ABSENT(absent, name);
 }
 

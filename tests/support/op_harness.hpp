@@ -127,29 +127,16 @@ inline void check_determinism(const OpCase& c, bool split = false) {
     inputs = make_inputs(c, DType::f32);
     want = run_f32(c, inputs);
   }
-  std::vector<Isa> absent;
-  for (Device d : devices()) {
-    std::vector<Isa> paths{Isa::scalar};
-    for (Isa isa : all_fast_isas(d)) paths.push_back(isa);
-    for (Isa isa : paths) {
-      if (!cpu_supports(isa)) {
-        absent.push_back(isa);
-        continue;
-      }
-      for (int t : thread_counts()) {
-        ExecContext ctx(t, isa);
-        ExecScope s(ctx);
-        Widest w;
-        EXPECT_EQ(want.hex(), run_f32(c, inputs, &w).hex())
-            << c.name() << " device=" << device_name(d) << " isa=" << isa_name(isa) << " threads=" << t;
-        if (split && isa != Isa::scalar) {
-          EXPECT_EQ(std::max(w.forward, w.backward), t)
-              << c.name() << " isa=" << isa_name(isa) << ": no region ran on all " << t << " threads (widest: forward "
-              << w.forward << ", backward " << w.backward << "); make the case larger";
-        }
-      }
+  const std::vector<Isa> absent = for_each_context(true, [&](Device d, Isa isa, int t) {
+    Widest w;
+    EXPECT_EQ(want.hex(), run_f32(c, inputs, &w).hex())
+        << c.name() << " device=" << device_name(d) << " isa=" << isa_name(isa) << " threads=" << t;
+    if (split && isa != Isa::scalar) {
+      EXPECT_EQ(std::max(w.forward, w.backward), t)
+          << c.name() << " isa=" << isa_name(isa) << ": no region ran on all " << t << " threads (widest: forward "
+          << w.forward << ", backward " << w.backward << "); make the case larger";
     }
-  }
+  });
   BITGRAD_SKIP_IF_ABSENT(absent, c.name());
 }
 

@@ -55,6 +55,30 @@ inline std::vector<Isa> all_fast_isas(Device d) {
   (void)d;
   return {Isa::avx2, Isa::avx512};
 }
+// Calls f(device, isa, threads) for every device, its code paths (the scalar reference too when
+// `scalar`) and every thread count, each inside an execution context of its own; returns the
+// code paths this CPU lacks (not called), for BITGRAD_SKIP_IF_ABSENT.
+template <class F>
+std::vector<Isa> for_each_context(bool scalar, F&& f) {
+  std::vector<Isa> absent;
+  for (Device d : devices()) {
+    std::vector<Isa> paths;
+    if (scalar) paths.push_back(Isa::scalar);
+    for (Isa isa : all_fast_isas(d)) paths.push_back(isa);
+    for (Isa isa : paths) {
+      if (!cpu_supports(isa)) {
+        absent.push_back(isa);
+        continue;
+      }
+      for (int t : thread_counts()) {
+        ExecContext ctx(t, isa);
+        ExecScope scope(ctx);
+        f(d, isa, t);
+      }
+    }
+  }
+  return absent;
+}
 // Ends the calling test function as skipped when `absent` names code paths that were not
 // compared (a failure recorded before still fails the test).
 #define BITGRAD_SKIP_IF_ABSENT(absent, what)                                                            \
