@@ -18,11 +18,15 @@ enum class TraceLevel { none, steps, ops };  // ops: trace.jsonl and ops.jsonl
 TraceLevel parse_trace_level(const std::string& name);  // throws on an unknown name
 const char* to_string(TraceLevel t);
 
+enum class Shadow { none, f64 };  // f64: a float64 twin of the run, its distance in the metrics
+Shadow parse_shadow(const std::string& name);  // "" or "none": none; "f64"; throws on another name
+const char* to_string(Shadow s);
+
 struct TrainOptions : train::RunOptions {
   // unset: steps, or for a resumed run the level it was trained with (its manifest)
   std::optional<TraceLevel> trace;
   bool detect_anomaly = false;  // stop at the first non-finite op output or gradient
-  std::string shadow;           // "f64": a float64 twin of the run, its distance in the metrics
+  Shadow shadow = Shadow::none;
   std::string command;          // recorded in the manifest
 };
 

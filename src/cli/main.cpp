@@ -155,7 +155,7 @@ int run_command(int argc, char** argv) {
 
   std::string config;
   bitgrad::instruments::TrainOptions run;
-  std::string trace = "steps";
+  std::string trace = "steps", shadow;
   std::string seed;
   CLI::App* train = app.add_subcommand("train", "Train the model a TOML configuration describes");
   train->add_option("config", config, "configuration file (see docs/cli.md)")->required()->check(CLI::ExistingFile);
@@ -176,7 +176,7 @@ int run_command(int argc, char** argv) {
   auto* trace_opt = train->add_option("--trace", trace, "fingerprint trace: none, steps (trace.jsonl, default) or ops (also ops.jsonl); a resumed run keeps its own")
       ->check(CLI::IsMember({"none", "steps", "ops"}));
   train->add_flag("--detect-anomaly", run.detect_anomaly, "stop at the first non-finite op output or gradient, naming the op");
-  train->add_option("--shadow", run.shadow, "f64: train a float64 twin in lockstep and record its distance to this run per step (metrics \"shadow\")")
+  train->add_option("--shadow", shadow, "f64: train a float64 twin in lockstep and record its distance to this run per step (metrics \"shadow\")")
       ->check(CLI::IsMember({"f64"}));
   std::string perturb;
   auto* perturb_opt = train->add_option("--perturb-order", perturb, "evaluate every reduction in an order drawn from this seed (analysis)");
@@ -290,6 +290,7 @@ int run_command(int argc, char** argv) {
       if (perturb_opt->count()) run.perturb_order = parse_seed("--perturb-order", perturb, UINT64_MAX);
       run.command = command;
       if (trace_opt->count()) run.trace = bitgrad::instruments::parse_trace_level(trace);
+      run.shadow = bitgrad::instruments::parse_shadow(shadow);
       if (bar->count()) run.progress = progress ? 1 : 0;
       run.checkpoint_epochs = !no_epoch_checkpoints;
       return cmd_train(config, run);

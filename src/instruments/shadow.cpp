@@ -11,10 +11,6 @@
 
 namespace bitgrad::instruments {
 
-ShadowRun::ShadowRun(const std::string& kind) {
-  if (kind != "f64") throw Error("train: --shadow takes f64 (a float64 twin of the run), got '" + kind + "'");
-}
-
 void ShadowRun::begin(const train::RunDir* dir, train::Session& session, std::int64_t start) {
   if (!dir) return;  // a data-parallel run: rank 0 alone runs the twin, on whole batches
   main_ = &session;

@@ -11,7 +11,7 @@ namespace bitgrad::instruments {
 
 class ShadowRun final : public train::RunObserver {
  public:
-  explicit ShadowRun(const std::string& kind);  // "f64"; throws otherwise
+  ShadowRun() = default;  // Shadow::f64
   std::string describe() const override { return ", float64 shadow"; }
   void begin(const train::RunDir* dir, train::Session& session, std::int64_t start) override;
   void end_step(std::int64_t step, const train::Session& session, const train::Session::StepOut& out) override;

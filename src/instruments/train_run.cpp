@@ -8,6 +8,7 @@
 
 #include "bitgrad/autograd.hpp"
 #include "bitgrad/dist.hpp"
+#include "bitgrad/enum_names.hpp"
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/runtime.hpp"
 #include "io/format.hpp"
@@ -138,21 +139,28 @@ class OpWatch final : public train::RunObserver {
 
 }  // namespace
 
+namespace {
+constexpr EnumName<TraceLevel> kTraceLevels[] = {{TraceLevel::none, "none"}, {TraceLevel::steps, "steps"}, {TraceLevel::ops, "ops"}};
+}  // namespace
+
 TraceLevel parse_trace_level(const std::string& name) {
-  if (name == "none") return TraceLevel::none;
-  if (name == "steps") return TraceLevel::steps;
-  if (name == "ops") return TraceLevel::ops;
-  throw Error("train: --trace must be none, steps or ops, got '" + name + "'");
+  if (auto t = enum_from_name(kTraceLevels, name)) return *t;
+  throw Error("train: --trace must be " + enum_names_list(kTraceLevels) + ", got '" + name + "'");
 }
 
-const char* to_string(TraceLevel t) {
-  switch (t) {
-    case TraceLevel::none: return "none";
-    case TraceLevel::steps: return "steps";
-    case TraceLevel::ops: return "ops";
-  }
-  return "?";
+const char* to_string(TraceLevel t) { return enum_name(kTraceLevels, t); }
+
+namespace {
+constexpr EnumName<Shadow> kShadows[] = {{Shadow::none, "none"}, {Shadow::f64, "f64"}};
+}  // namespace
+
+Shadow parse_shadow(const std::string& name) {
+  if (name.empty()) return Shadow::none;
+  if (auto s = enum_from_name(kShadows, name)) return *s;
+  throw Error("train: --shadow takes f64 (a float64 twin of the run), got '" + name + "'");
 }
+
+const char* to_string(Shadow s) { return enum_name(kShadows, s); }
 
 // A resumed run keeps the trace level it was trained with unless told otherwise (its op
 // trace would otherwise stop at the resume).
@@ -219,8 +227,8 @@ train::RunResult train(train::Config cfg, const TrainOptions& opt, std::ostream&
   if (level != TraceLevel::none) observers.push_back(&steps);
   if (level == TraceLevel::ops || opt.detect_anomaly) observers.push_back(&ops);
   std::optional<ShadowRun> shadow;
-  if (!opt.shadow.empty()) {
-    shadow.emplace(opt.shadow);
+  if (opt.shadow == Shadow::f64) {
+    shadow.emplace();
     observers.push_back(&*shadow);
   }
   train::RunResult r = train::run(std::move(cfg), opt, out, observers);

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #endif
 
+#include "bitgrad/enum_names.hpp"
 #include "bitgrad/error.hpp"
 #include "bitgrad/runtime.hpp"
 #include "kernels/kernels.hpp"
@@ -27,20 +28,15 @@ int env_isa() {
 
 }  // namespace
 
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::scalar: return "scalar";
-    case Isa::avx2: return "avx2";
-    case Isa::avx512: return "avx512";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumName<Isa> kIsas[] = {{Isa::scalar, "scalar"}, {Isa::avx2, "avx2"}, {Isa::avx512, "avx512"}};
+}  // namespace
+
+const char* isa_name(Isa isa) { return enum_name(kIsas, isa); }
 
 Isa parse_isa(const std::string& name) {
-  if (name == "scalar") return Isa::scalar;
-  if (name == "avx2") return Isa::avx2;
-  if (name == "avx512") return Isa::avx512;
-  throw Error("isa: unknown code path '" + name + "' (expected scalar, avx2 or avx512)");
+  if (auto isa = enum_from_name(kIsas, name)) return *isa;
+  throw Error("isa: unknown code path '" + name + "' (expected " + enum_names_list(kIsas) + ")");
 }
 
 bool cpu_supports(Isa isa) {

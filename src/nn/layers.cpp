@@ -1,6 +1,7 @@
 // The layers: forward with the ops, output shapes checked before anything runs.
 #include <sstream>
 
+#include "bitgrad/enum_names.hpp"
 #include "bitgrad/math.hpp"
 #include "bitgrad/nn.hpp"
 #include "nn/layer_util.hpp"
@@ -90,13 +91,9 @@ Tensor ActivationLayer::forward(const Tensor& x, const Context&) {
   return x;
 }
 std::string ActivationLayer::describe() const {
-  switch (a_) {
-    case Activation::relu: return "ReLU()";
-    case Activation::gelu: return "GELU()";
-    case Activation::tanh: return "Tanh()";
-    case Activation::sigmoid: return "Sigmoid()";
-  }
-  return "?";
+  static constexpr EnumName<Activation> kDescriptions[] = {
+      {Activation::relu, "ReLU()"}, {Activation::gelu, "GELU()"}, {Activation::tanh, "Tanh()"}, {Activation::sigmoid, "Sigmoid()"}};
+  return enum_name(kDescriptions, a_);
 }
 
 Dropout::Dropout(double p, std::uint64_t layer_id) : p_(p), id_(layer_id) {
@@ -181,20 +178,15 @@ Tensor run_layers(const Layers& layers, std::size_t a, std::size_t b, const Tens
 }
 }  // namespace
 
+namespace {
+constexpr EnumName<Recompute> kRecomputes[] = {{Recompute::none, "none"}, {Recompute::blocks, "blocks"}, {Recompute::all, "all"}};
+}  // namespace
+
 Recompute parse_recompute(const std::string& name) {
-  if (name == "none") return Recompute::none;
-  if (name == "blocks") return Recompute::blocks;
-  if (name == "all") return Recompute::all;
-  bitgrad::detail::fail("recompute", "unknown setting '", name, "'; expected none, blocks or all");
+  if (auto r = enum_from_name(kRecomputes, name)) return *r;
+  bitgrad::detail::fail("recompute", "unknown setting '", name, "'; expected ", enum_names_list(kRecomputes));
 }
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::none: return "none";
-    case Recompute::blocks: return "blocks";
-    case Recompute::all: return "all";
-  }
-  return "?";
-}
+const char* recompute_name(Recompute r) { return enum_name(kRecomputes, r); }
 
 std::vector<std::size_t> Sequential::segment_starts() const {
   std::vector<std::size_t> starts{0};

@@ -183,7 +183,7 @@ void init_train(py::module_& m) {
     if (accumulate) o.accumulate = *accumulate;
     if (trace) o.trace = instruments::parse_trace_level(*trace);
     o.detect_anomaly = detect_anomaly;
-    o.shadow = shadow;
+    o.shadow = instruments::parse_shadow(shadow);
     o.checkpoint_every = checkpoint_every;
     o.perturb_order = perturb_order;
     o.progress = 0;

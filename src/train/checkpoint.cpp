@@ -61,7 +61,7 @@ void save_checkpoint(const std::string& run_dir, const io::NamedTensors& params,
   meta["index"] = std::to_string(info.index);
   meta["optimizer_steps"] = std::to_string(info.opt_steps);
   if (info.accumulate > 0) meta["accumulate"] = std::to_string(info.accumulate);
-  if (info.precision != "fp32") meta["precision"] = info.precision;
+  if (info.precision != Precision::fp32) meta["precision"] = precision_name(info.precision);
   if (info.dynamic_scale) {
     meta["loss_scale_log2"] = std::to_string(info.loss_scale_log2);
     meta["loss_scale_good_steps"] = std::to_string(info.loss_scale_good);
@@ -137,7 +137,13 @@ Checkpoint load_checkpoint(const std::string& run_dir, const std::string& name) 
   c.info.opt_steps = meta_int(o, "optimizer_steps", of);
   c.info.config_hash = o.metadata.at("config_hash");
   if (o.metadata.count("accumulate")) c.info.accumulate = meta_int(o, "accumulate", of);
-  if (o.metadata.count("precision")) c.info.precision = o.metadata.at("precision");
+  if (o.metadata.count("precision")) {
+    try {
+      c.info.precision = parse_precision(o.metadata.at("precision"));
+    } catch (const Error& e) {
+      throw Error("checkpoint: " + of + ": " + e.what());
+    }
+  }
   if (o.metadata.count("loss_scale_log2")) {
     c.info.dynamic_scale = true;
     c.info.loss_scale_log2 = static_cast<int>(meta_int(o, "loss_scale_log2", of));

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bitgrad/half.hpp"
 #include "bitgrad/io.hpp"
 
 namespace bitgrad::train {
@@ -25,7 +26,7 @@ struct CheckpointInfo {
   std::map<std::string, std::int64_t> records;
   int world = 1;                    // ranks of the run that wrote it (data parallel)
   std::vector<std::string> hosts;   // each rank's host  // sizes of metrics.jsonl, trace.jsonl, ops.jsonl when it was written
-  std::string precision = "fp32";   // mixed precision of the run (written when not fp32)
+  Precision precision = Precision::fp32;  // mixed precision of the run (written, by name, when not fp32)
   // dynamic loss scaling (numerics.md §25): the scale is 2^loss_scale_log2; steps since the last
   // overflow or growth (written when the run scales dynamically)
   bool dynamic_scale = false;

@@ -83,7 +83,7 @@ std::int64_t share_start_state(dist::Comm& comm, Session& session, const Checkpo
                          {"index", std::to_string(ck->info.index)},
                          {"optimizer_steps", std::to_string(ck->info.opt_steps)},
                          {"config_hash", ck->info.config_hash},
-                         {"precision", ck->info.precision},
+                         {"precision", precision_name(ck->info.precision)},
                          {"loss_scale", ck->info.dynamic_scale ? std::to_string(ck->info.loss_scale_log2) : std::string()},
                          {"loss_scale_good_steps", std::to_string(ck->info.loss_scale_good)}};
     const std::string m = io::safetensors_bytes(ck->params, meta), o = io::safetensors_bytes(ck->optimizer, meta);
@@ -106,7 +106,7 @@ std::int64_t share_start_state(dist::Comm& comm, Session& session, const Checkpo
   c.info.index = num("index");
   c.info.opt_steps = num("optimizer_steps");
   c.info.config_hash = o.metadata.at("config_hash");
-  c.info.precision = o.metadata.at("precision");
+  c.info.precision = parse_precision(o.metadata.at("precision"));
   if (const std::string& ls = o.metadata.at("loss_scale"); !ls.empty()) {
     c.info.dynamic_scale = true;
     c.info.loss_scale_log2 = static_cast<int>(std::stoll(ls));

@@ -397,7 +397,7 @@ CheckpointInfo Session::checkpoint_info(std::int64_t step, const std::string& co
   info.accumulate = cfg_.train.accumulate;
   info.world = world();
   info.hosts = hosts_;
-  info.precision = precision_name(cfg_.train.precision);
+  info.precision = cfg_.train.precision;
   info.dynamic_scale = dynamic_scale_;
   info.loss_scale_log2 = scale_log2_;
   info.loss_scale_good = scale_good_;

@@ -257,10 +257,10 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
       }
       if (!fresh) {
         ck.emplace(dir.latest_checkpoint());
-        if (ck->info.precision != precision_name(cfg.train.precision))
-          throw Error("resume: " + dir.path() + " was trained in precision " + ck->info.precision + "; the configuration asks for " +
+        if (ck->info.precision != cfg.train.precision)
+          throw Error("resume: " + dir.path() + " was trained in precision " + precision_name(ck->info.precision) + "; the configuration asks for " +
                       precision_name(cfg.train.precision) + ", and a run continued in another precision is not the same run; resume with [train] "
-                      "precision = \"" + ck->info.precision + "\" or start a new run");
+                      "precision = \"" + precision_name(ck->info.precision) + "\" or start a new run");
         if (ck->info.config_hash != hash)
           throw Error("resume: the configuration differs from the one " + dir.path() + " was trained with (config hash " + hash +
                       ", checkpoint " + ck->info.config_hash + "); compare with " + dir.config_path());

@@ -52,11 +52,11 @@ TEST(Report, RendersInHeadlessChromiumWithEveryPlotDrawn) {
   runs.push_back(o.out);
   o.threads = 2;
   o.grad_stats_every = 0;
-  o.shadow = "f64";  // a float64 twin beside it: the trace must still be the first run's
+  o.shadow = instruments::Shadow::f64;  // a float64 twin beside it: the trace must still be the first run's
   o.out = fresh_dir("report_t2");
   run_text(text, o);
   runs.push_back(o.out);
-  o.shadow.clear();
+  o.shadow = instruments::Shadow::none;
   o.perturb_order = 1;
   o.out = fresh_dir("report_p1");
   run_text(text, o);

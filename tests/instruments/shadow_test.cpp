@@ -41,7 +41,7 @@ TEST(Shadow, RecordsTheDistanceToAFloat64TwinAndChangesNoBit) {
   const std::string cfg = tiny_gpt();  // with dropout: the twin draws the run's masks
   instruments::TrainOptions o = options(6, 2, 0);
   const std::string plain = run_text(cfg, o).fingerprint.hex();
-  o.shadow = "f64";
+  o.shadow = instruments::Shadow::f64;
   o.out = fresh_dir("shadow32");
   std::string log;
   EXPECT_EQ(run_text(cfg, o, &log).fingerprint.hex(), plain) << "the twin must not touch the run";
@@ -75,7 +75,7 @@ TEST(Shadow, AfterAResumeMeasuresFromTheResumedState) {
   o.checkpoint_every = 3;
   const std::string dir = train_into(cfg, "shadow_resume", o);
   instruments::TrainOptions r = resume_options(dir, 6);
-  r.shadow = "f64";
+  r.shadow = instruments::Shadow::f64;
   run_text(cfg, r);
   const std::vector<ShadowLine> s = shadow_lines(dir);
   ASSERT_EQ(s.size(), 6u);
@@ -92,12 +92,11 @@ TEST(Shadow, OpTracesDoNotSeeTheTwinAndBadKindsAreRefused) {
   o.out = fresh_dir("ops_plain");
   run_text(cfg, o);
   const std::size_t plain = lines_of(o.out + "/ops.jsonl").size();
-  o.shadow = "f64";
+  o.shadow = instruments::Shadow::f64;
   o.out = fresh_dir("ops_shadow");
   run_text(cfg, o);
   EXPECT_EQ(lines_of(o.out + "/ops.jsonl").size(), plain);
-  o.shadow = "f32";
-  EXPECT_THROW_MSG(run_text(cfg, o), "--shadow takes f64");
+  EXPECT_THROW_MSG(instruments::parse_shadow("f32"), "--shadow takes f64");
 }
 
 }  // namespace
