@@ -20,6 +20,8 @@ PKGS=(
   chromium
   # oracles and peers (tests and benchmarks only)
   libopenblas-dev libblis-openmp-dev libblis-dev libmpfr-dev libgmp-dev python3-numpy python3-torch
+  # ONNX conformance: the backend node tests and the reader of their protobufs
+  libonnx-testdata python3-onnx
   # the Python module (src/python) and its tests
   python3-dev pybind11-dev libdlpack-dev python3-pytest
   # packaging: man pages from the CLI's help, the Debian package's dependencies (dpkg-shlibdeps,
