@@ -345,6 +345,79 @@ case("checkpoint_recomputes", dict(x=N(4, 6), w=N(6, 5)),
      lambda x, w: bg.checkpoint(lambda t: bg.gelu(t @ w) * t.sum(axis=1, keepdim=True), x, [w]),
      lambda x, w: F.gelu(x @ w) * x.sum(dim=1, keepdim=True))
 
+# ---- shape and index ops of issue 29 (src/python/ops_shape.cpp) ------------------------------------------
+def _torch_pad(pads):
+    """ONNX pads [begins..., ends...] as torch.nn.functional.pad's (begin, end) pairs from the last axis"""
+    r = len(pads) // 2
+    out = []
+    for d in reversed(range(r)):
+        out += [pads[d], pads[d + r]]
+    return tuple(out)
+
+
+case("squeeze_axes", dict(x=N(3, 1, 4, 1)), lambda x: bg.squeeze(x, [1, -1]), lambda x: x.squeeze(3).squeeze(1))
+case("squeeze_all_method", dict(x=N(1, 3, 1, 2)), lambda x: x.squeeze(), lambda x: x.squeeze())
+case("unsqueeze_neg_method", dict(x=N(3, 4)), lambda x: x.unsqueeze(-1) * 2.0, lambda x: x.unsqueeze(-1) * 2.0)
+case("unsqueeze_axes", dict(x=N(3, 4)), lambda x: bg.unsqueeze(x, [0, 2]), lambda x: x.unsqueeze(0).unsqueeze(2))
+case("stack_axis1", dict(a=N(2, 3), b=N(2, 3)), lambda a, b: bg.stack([a, b, a], axis=1), lambda a, b: torch.stack([a, b, a], dim=1))
+case("split_sizes", dict(x=N(2, 7)),
+     lambda x: bg.cat([p * float(i + 1) for i, p in enumerate(bg.split(x, [3, 1, 3], axis=1))], axis=1),
+     lambda x: torch.cat([p * float(i + 1) for i, p in enumerate(torch.split(x, [3, 1, 3], dim=1))], dim=1))
+case("split_int", dict(x=N(7, 2)),
+     lambda x: bg.cat([p * float(i + 1) for i, p in enumerate(bg.split(x, 3))]),
+     lambda x: torch.cat([p * float(i + 1) for i, p in enumerate(torch.split(x, 3))]))
+case("chunk_uneven", dict(x=N(3, 10)),
+     lambda x: bg.cat([p * float(i + 1) for i, p in enumerate(bg.chunk(x, 4, axis=-1))], axis=-1),
+     lambda x: torch.cat([p * float(i + 1) for i, p in enumerate(torch.chunk(x, 4, dim=-1))], dim=-1))
+case("tile_more_repeats", dict(x=N(3, 2)), lambda x: bg.tile(x, [2, 1, 3]), lambda x: torch.tile(x, (2, 1, 3)))
+case("tile_repeat_method", dict(x=N(2, 3)), lambda x: x.repeat(2, 2) * x.repeat(2, 2), lambda x: x.repeat(2, 2) * x.repeat(2, 2))
+case("flip_axes", dict(x=N(2, 3, 4)), lambda x: bg.flip(x, [0, 2]), lambda x: torch.flip(x, [0, 2]))
+case("flip_method", dict(x=N(5, 3)), lambda x: x.flip(-1), lambda x: x.flip(-1))
+case("pad_constant", dict(x=N(2, 3)), lambda x: bg.pad(x, [1, 0, 2, 3], value=0.5),
+     lambda x: F.pad(x, _torch_pad([1, 0, 2, 3]), value=0.5))
+case("pad_constant_crop", dict(x=N(3, 4)), lambda x: bg.pad(x, [-1, 2, 0, -1]), lambda x: F.pad(x, _torch_pad([-1, 2, 0, -1])))
+case("pad_reflect", dict(x=N(2, 3, 5)), lambda x: bg.pad(x, [0, 0, 3, 0, 0, 4], mode="reflect"),
+     lambda x: F.pad(x, (3, 4), mode="reflect"))
+case("pad_reflect_2d", dict(x=N(2, 2, 4, 5)), lambda x: bg.pad(x, [0, 0, 2, 1, 0, 0, 3, 4], mode="reflect"),
+     lambda x: F.pad(x, (1, 4, 2, 3), mode="reflect"))
+case("pad_edge", dict(x=N(2, 3, 4)), lambda x: bg.pad(x, [0, 0, 5, 0, 0, 2], mode="edge"),
+     lambda x: F.pad(x, (5, 2), mode="replicate"))
+case("pad_replicate_2d", dict(x=N(1, 2, 3, 4)), lambda x: bg.pad(x, [0, 0, 4, 1, 0, 0, 2, 3], mode="replicate"),
+     lambda x: F.pad(x, (1, 3, 4, 2), mode="replicate"))
+case("tril_batched", dict(x=N(2, 4, 5)), lambda x: bg.tril(x), lambda x: torch.tril(x))
+case("tril_neg_k", dict(x=N(5, 4)), lambda x: bg.tril(x, -1), lambda x: torch.tril(x, -1))
+case("triu_k2", dict(x=N(2, 3, 5)), lambda x: bg.triu(x, diagonal=2), lambda x: torch.triu(x, diagonal=2))
+case("scatter_unique", dict(x=N(3, 5), s=N(3, 2), i=CONST([[4, 0], [1, 2], [3, 1]])),
+     lambda x, s, i: bg.scatter(x, 1, i, s), lambda x, s, i: torch.scatter(x, 1, i, s))
+case("scatter_add_repeats", dict(x=N(4, 3), s=N(6, 3), i=INTS(6, 3, high=4)),
+     lambda x, s, i: bg.scatter_add(x, 0, i, s), lambda x, s, i: torch.scatter_add(x, 0, i, s))
+case("scatter_reduction_add", dict(x=N(2, 6), s=N(2, 9), i=INTS(2, 9, high=6)),
+     lambda x, s, i: bg.scatter(x, -1, i, s, reduction="add"), lambda x, s, i: torch.scatter_add(x, -1, i, s))
+case("gather_nd_pairs", dict(x=N(4, 5, 3), i=CONST([[1, 2], [3, 0], [1, 2], [0, 4]])),
+     lambda x, i: bg.gather_nd(x, i), lambda x, i: x[i[:, 0], i[:, 1]])
+case("gather_nd_batch_dims", dict(x=N(3, 4, 2), i=CONST([[[1], [3]], [[0], [0]], [[2], [1]]])),
+     lambda x, i: bg.gather_nd(x, i, batch_dims=1),
+     lambda x, i: torch.stack([x[b][i[b, :, 0]] for b in range(3)]))
+case("scatter_nd_unique", dict(x=N(4, 5), u=N(3), i=CONST([[1, 2], [3, 0], [0, 4]])),
+     lambda x, u, i: bg.scatter_nd(x, i, u), lambda x, u, i: x.index_put((i[:, 0], i[:, 1]), u))
+case("scatter_nd_add_rows", dict(x=N(4, 5), u=N(4, 5), i=CONST([[1], [3], [1], [0]])),
+     lambda x, u, i: bg.scatter_nd(x, i, u, reduction="add"), lambda x, u, i: x.index_put((i[:, 0],), u, accumulate=True))
+case("topk_largest", dict(x=N(4, 9)), lambda x: bg.topk(x, 3)[0], lambda x: torch.topk(x, 3).values)
+case("topk_smallest_axis0", dict(x=N(6, 4)), lambda x: bg.topk(x, 2, axis=0, largest=False)[0],
+     lambda x: torch.topk(x, 2, dim=0, largest=False).values)
+case("sort_ascending", dict(x=N(3, 8)), lambda x: bg.sort(x)[0], lambda x: torch.sort(x).values)
+case("sort_descending_axis1", dict(x=N(2, 7, 3)), lambda x: bg.sort(x, axis=1, descending=True)[0],
+     lambda x: torch.sort(x, dim=1, descending=True).values)
+case("einsum_matmul", dict(a=N(3, 4), b=N(4, 5)), lambda a, b: bg.einsum("ij,jk->ik", a, b), lambda a, b: torch.einsum("ij,jk->ik", a, b))
+case("einsum_attention_scores", dict(q=N(2, 3, 5, 4), k=N(2, 3, 6, 4)),
+     lambda q, k: bg.einsum("bhqd,bhkd->bhqk", q, k), lambda q, k: torch.einsum("bhqd,bhkd->bhqk", q, k))
+case("einsum_outer", dict(a=N(3), b=N(4)), lambda a, b: bg.einsum("i,j->ij", a, b), lambda a, b: torch.einsum("i,j->ij", a, b))
+case("einsum_implicit_inner", dict(a=N(6), b=N(6)), lambda a, b: bg.einsum("i,i", a, b), lambda a, b: torch.einsum("i,i", a, b))
+case("einsum_transpose_sum", dict(a=N(3, 4, 5)), lambda a: bg.einsum("ijk->ki", a), lambda a: torch.einsum("ijk->ki", a))
+case("einsum_mixed_order", dict(a=N(2, 3, 4), b=N(3, 5)), lambda a, b: bg.einsum("ijk,jl->lik", a, b),
+     lambda a, b: torch.einsum("ijk,jl->lik", a, b))
+
+
 # ---- a composite: a tiny network's loss ---------------------------------------------------------------
 case("composite_mlp_loss", dict(x=N(9, 6), w1=N(8, 6), b1=N(8), w2=N(4, 8), t=INTS(9, high=4)),
      lambda x, w1, b1, w2, t: bg.cross_entropy(bg.linear(bg.gelu(bg.linear(x, w1, b1)), w2), t),
@@ -440,6 +513,8 @@ def test_every_differentiable_op_is_covered():
         "is_grad_enabled", "set_grad_enabled", "load_config", "parse_config", "selftest", "train",
         # random: torch cannot draw bitgrad's Philox masks / stochastic roundings
         "dropout", "round_to",
+        # issue 29's factories (not differentiable; the random ones drawn from bitgrad's Philox streams)
+        "one_hot", "eye", "eye_like", "rand", "randn", "rand_like", "randn_like",
     }
     fns = {n for n in dir(bg._bitgrad) if not n.startswith("_") and callable(getattr(bg._bitgrad, n))
            and not isinstance(getattr(bg._bitgrad, n), type)}
