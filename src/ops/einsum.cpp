@@ -1,8 +1,9 @@
 // einsum (issue 29) for what reduces to one (batched) GEMM: the operands are permuted and
 // reshaped to A [B, M, K] and B [B, K, N] and multiplied by matmul, so the bits are matmul's
 // (numerics.md §5); the result is reshaped and permuted to the output's order. An index in one
-// operand only and not in the output is summed out of that operand first (sum, §6). Diagonals
-// (an index twice in an operand), ellipses and more than two operands are refused.
+// operand only and not in the output is summed out of that operand first (sum, §6). '...' names
+// leading axes (sizes equal, no broadcasting). Diagonals (an index twice in an operand) and more
+// than two operands are refused.
 #include <algorithm>
 #include <string>
 
@@ -47,7 +48,6 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands, 
   std::string eq;
   for (char c : equation)
     if (c != ' ') eq += c;
-  if (eq.find("...") != std::string::npos) refuse(equation, "ellipses ('...') are not supported; name every axis");
   const std::size_t arrow = eq.find("->");
   const std::string lhs = eq.substr(0, arrow);
   std::vector<std::string> ins;
@@ -60,14 +60,33 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands, 
   if (ins.size() != operands.size())
     refuse(equation, "names " + std::to_string(ins.size()) + " operands, got " + std::to_string(operands.size()));
   if (ins.size() > 2) refuse(equation, "more than two operands; contract them two at a time");
+  // '...': the operand's unnamed leading axes, named by letters the equation does not use, the
+  // last ones aligned (as NumPy); their sizes must then agree like any index's (no broadcasting)
+  std::string spare;
+  for (char c = 'Z'; c >= 'A'; --c)
+    if (!has(eq, c)) spare += c;
+  std::string ell;  // the letters of the longest ellipsis
+  for (std::size_t k = 0; k < ins.size(); ++k) {
+    const std::size_t at = ins[k].find("...");
+    if (at == std::string::npos) continue;
+    BITGRAD_CHECK(operands[k].defined(), "einsum", "operand ", k, " is undefined");
+    const int named = static_cast<int>(ins[k].size()) - 3;
+    const int n = operands[k].ndim() - named;
+    if (n < 0 || ins[k].find("...", at + 3) != std::string::npos || n > static_cast<int>(spare.size()))
+      refuse(equation, "operand " + std::to_string(k) + " of shape " + operands[k].shape().str() + " does not fit '" + ins[k] + "'");
+    if (n > static_cast<int>(ell.size())) ell = spare.substr(spare.size() - static_cast<std::size_t>(n));
+    ins[k] = ins[k].substr(0, at) + spare.substr(spare.size() - static_cast<std::size_t>(n)) + ins[k].substr(at + 3);
+  }
   std::string out;
   if (arrow != std::string::npos) {
     out = eq.substr(arrow + 2);
-  } else {  // implicit output: the letters that appear once, in alphabetical order
+    if (const std::size_t at = out.find("..."); at != std::string::npos) out = out.substr(0, at) + ell + out.substr(at + 3);
+  } else {  // implicit output: the ellipsis' axes, then the letters that appear once, in alphabetical order
+    out = ell;
     for (char c = 'A'; c <= 'z'; ++c) {
       std::size_t n = 0;
       for (const std::string& s : ins) n += static_cast<std::size_t>(std::count(s.begin(), s.end(), c));
-      if (n == 1) out += c;
+      if (n == 1 && !has(ell, c)) out += c;
     }
   }
   std::int64_t size_of[128] = {};

@@ -244,6 +244,8 @@ TEST(EinsumOps, Gradients) {
       {"einsum(ij->ji)", {{3, 4}}, [](V x) { return einsum("ij->ji", {x[0]}); }},
       {"einsum(ij->i)", {{3, 4}}, [](V x) { return einsum("ij->i", {x[0]}); }},
       {"einsum(ijk,jl->ilk)", {{2, 3, 4}, {3, 5}}, [](V x) { return einsum("ijk,jl->ilk", {x[0], x[1]}); }},
+      {"einsum(...ij,...kj->...ik)", {{2, 3, 4}, {2, 5, 4}}, [](V x) { return einsum("...ij,...kj->...ik", {x[0], x[1]}); }},
+      {"einsum(i...,i)", {{3, 2, 4}, {3}}, [](V x) { return einsum("i...,i", {x[0], x[1]}); }},
   };
   run_all_modes(cases);
 }
@@ -256,7 +258,9 @@ TEST(EinsumOps, BitsAreMatmuls) {
   Tensor c = randn(Shape{7, 5}, rng::Stream(1, "c"));
   EXPECT_EQ(einsum("ji,bjk->bik", {c, b}).to_vector<float>(), matmul(transpose(c, 0, 1), b).to_vector<float>());
   expect_error([&] { einsum("ii->i", {Tensor::zeros({3, 3})}); }, "appears twice in operand 0 (a diagonal)");
-  expect_error([&] { einsum("...ij,...jk", {a, b}); }, "ellipses");
+  EXPECT_EQ(einsum("...ij,...jk", {a, b}).to_vector<float>(), matmul(a, b).to_vector<float>());
+  EXPECT_EQ(einsum("...ij,jk->...ik", {a, c}).shape(), (Shape{2, 5, 5}));
+  expect_error([&] { einsum("...ij,...jk", {a, Tensor::zeros({3, 7, 3})}); }, "has sizes 2 and 3");
   expect_error([&] { einsum("ij,jk,kl->il", {c, c, c}); }, "more than two operands");
   expect_error([&] { einsum("ij,jk->ik", {Tensor::zeros({2, 3}), Tensor::zeros({4, 2})}); }, "index 'j' has sizes 3 and 4");
 }

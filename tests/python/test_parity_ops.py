@@ -414,6 +414,8 @@ case("einsum_attention_scores", dict(q=N(2, 3, 5, 4), k=N(2, 3, 6, 4)),
 case("einsum_outer", dict(a=N(3), b=N(4)), lambda a, b: bg.einsum("i,j->ij", a, b), lambda a, b: torch.einsum("i,j->ij", a, b))
 case("einsum_implicit_inner", dict(a=N(6), b=N(6)), lambda a, b: bg.einsum("i,i", a, b), lambda a, b: torch.einsum("i,i", a, b))
 case("einsum_transpose_sum", dict(a=N(3, 4, 5)), lambda a: bg.einsum("ijk->ki", a), lambda a: torch.einsum("ijk->ki", a))
+case("einsum_ellipsis_batched", dict(a=N(2, 3, 4, 5), b=N(2, 3, 5, 6)), lambda a, b: bg.einsum("...ij,...jk->...ik", a, b),
+     lambda a, b: torch.einsum("...ij,...jk->...ik", a, b))
 case("einsum_mixed_order", dict(a=N(2, 3, 4), b=N(3, 5)), lambda a, b: bg.einsum("ijk,jl->lik", a, b),
      lambda a, b: torch.einsum("ijk,jl->lik", a, b))
 
