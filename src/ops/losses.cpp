@@ -249,20 +249,23 @@ Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const 
   ClassTargets ct = class_targets(op, logits, targets, weight, ignore_index);
   Tensor logp = log_softmax(logits, 1, site);
   if (log_prob) *log_prob = logp;
-  Tensor loss = class_reduce(nll_elems(logp, ct, weight.defined(), site), ct, reduction, site);
-  if (label_smoothing == 0) return loss;
-  // PyTorch's smoothing term: -(sum over classes of w_c * logp_c) per element, +0 where ignored,
-  // reduced as the NLL; the result (1 - eps) * nll + (eps / C) * smooth
-  const std::int64_t C = logits.shape()[1];
-  Tensor wl = logp;
-  if (weight.defined()) {
-    Shape ws;
-    for (int d = 0; d < logits.ndim(); ++d) ws.push_back(d == 1 ? C : 1);
-    wl = mul(logp, reshape(weight.detach(), ws, site), site);
+  Tensor l = nll_elems(logp, ct, weight.defined(), site);
+  if (label_smoothing != 0) {
+    // PyTorch's smoothing term, per element: -(sum over classes of w_c * logp_c), +0 where
+    // ignored; combined with the NLL per element, (1 - eps) * nll + (eps / C) * smooth, before the
+    // one reduction (PyTorch reduces both first and then combines: the same value, but a
+    // per-element loss keeps the per-sample sums and the batch rule, so T5 holds)
+    const std::int64_t C = logits.shape()[1];
+    Tensor wl = logp;
+    if (weight.defined()) {
+      Shape ws;
+      for (int d = 0; d < logits.ndim(); ++d) ws.push_back(d == 1 ? C : 1);
+      wl = mul(logp, reshape(weight.detach(), ws, site), site);
+    }
+    Tensor smooth = where(ct.valid, neg(sum(wl, {1}, false, site), site), Tensor::zeros(Shape{}, logits.dtype()), site);
+    l = add(mul(l, 1.0 - label_smoothing, site), mul(smooth, label_smoothing / static_cast<double>(C), site), site);
   }
-  Tensor smooth = where(ct.valid, neg(sum(wl, {1}, false, site), site), Tensor::zeros(Shape{}, logits.dtype()), site);
-  smooth = class_reduce(smooth, ct, reduction, site);
-  return add(mul(loss, 1.0 - label_smoothing, site), mul(smooth, label_smoothing / static_cast<double>(C), site), site);
+  return class_reduce(l, ct, reduction, site);
 }
 
 }  // namespace bitgrad
