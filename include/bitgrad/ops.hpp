@@ -197,4 +197,69 @@ ValuesIndices sort(const Tensor& x, int axis = -1, bool descending = false, Call
 // (its bits); anything else is refused with the reason.
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands, CallSite site = CallSite::current());
 
+// ---- reductions over axes, scans, more losses (issue 29; numerics.md §27-§29) ---------------------
+// axes: any set of axes (negative ones count from the end); an EMPTY list reduces over ALL axes
+// (ONNX's default; `sum(x, {})` above keeps its own meaning, no reduction). keepdim: ones at
+// the reduced axes. Float inputs (f32, f64) unless stated.
+Tensor prod(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+Tensor logsumexp(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+Tensor sum_square(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+Tensor norm_l1(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+Tensor norm_l2(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+Tensor log_sum(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+// variance and standard deviation: sum of squared deviations / (count - correction)
+// (correction 1: unbiased, PyTorch's default; 0: biased)
+Tensor var(const Tensor& x, const std::vector<int>& axes = {}, double correction = 1.0, bool keepdim = false,
+           CallSite site = CallSite::current());
+Tensor stddev(const Tensor& x, const std::vector<int>& axes = {}, double correction = 1.0, bool keepdim = false,
+              CallSite site = CallSite::current());
+// ONNX ReduceMax / ReduceMin over several axes; gradient to the first extremum in row-major
+// order of the reduced elements
+Tensor amax(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+Tensor amin(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+// any / all of any dtype (nonzero, NaN included, is true) -> u8 0/1; not differentiable
+Tensor any(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+Tensor all(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+// argmax / argmin with ONNX's select_last_index: the last extremum (the last NaN) when set
+Tensor argmax(const Tensor& x, int axis, bool keepdim, bool select_last, CallSite site = CallSite::current());
+Tensor argmin(const Tensor& x, int axis, bool keepdim, bool select_last, CallSite site = CallSite::current());
+// ONNX Sum / Mean / Max / Min over several tensors (broadcasting), folded left to right:
+// ((x0 + x1) + x2) + ...; mean_of divides that by the count
+Tensor sum_of(const std::vector<Tensor>& xs, CallSite site = CallSite::current());
+Tensor mean_of(const std::vector<Tensor>& xs, CallSite site = CallSite::current());
+Tensor max_of(const std::vector<Tensor>& xs, CallSite site = CallSite::current());
+Tensor min_of(const std::vector<Tensor>& xs, CallSite site = CallSite::current());
+// ONNX CumSum along `axis`: sequential from the first element of the scan direction
+// (the last with reverse); exclusive: each output leaves out its own element
+Tensor cumsum(const Tensor& x, int axis, bool exclusive = false, bool reverse = false, CallSite site = CallSite::current());
+
+// Losses with PyTorch's options. Class-indexed losses take input [N, C] or [N, C, d1, ...]
+// (classes on axis 1, as PyTorch and ONNX) and targets i64 [N] or [N, d1, ...]; weight [C]
+// (optional) is a constant; a target equal to ignore_index adds nothing, and `mean` divides by
+// the sum of the weights of the other targets. A sample is index n of axis 0: sums go per
+// sample, then by the batch rule (contract T5).
+Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& weight = Tensor(), std::int64_t ignore_index = -100,
+                Reduction reduction = Reduction::mean, CallSite site = CallSite::current());
+// log_softmax over axis 1, then the NLL, with label smoothing eps as PyTorch's F.cross_entropy;
+// log_prob (optional) receives the log_softmax (ONNX SoftmaxCrossEntropyLoss's second output)
+Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& weight = Tensor(),
+                             std::int64_t ignore_index = -100, double label_smoothing = 0.0, Reduction reduction = Reduction::mean,
+                             Tensor* log_prob = nullptr, CallSite site = CallSite::current());
+// input probabilities in [0, 1]; logs clamped at -100 as PyTorch; weight broadcast to input
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
+                            Reduction reduction = Reduction::mean, CallSite site = CallSite::current());
+// pos_weight broadcast to the input (e.g. [C] for [N, C]); weight too
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
+                                        const Tensor& pos_weight = Tensor(), Reduction reduction = Reduction::mean,
+                                        CallSite site = CallSite::current());
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, CallSite site = CallSite::current());
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, double beta = 1.0,
+                      CallSite site = CallSite::current());
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, double delta = 1.0,
+                  CallSite site = CallSite::current());
+// input: log-probabilities; target: probabilities (log-probabilities with log_target);
+// batch_mean: the sum divided by N (PyTorch's reduction='batchmean'; reduction is then ignored)
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, bool log_target = false,
+              bool batch_mean = false, CallSite site = CallSite::current());
+
 }  // namespace bitgrad

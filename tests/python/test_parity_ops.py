@@ -426,6 +426,111 @@ case("composite_mlp_loss", dict(x=N(9, 6), w1=N(8, 6), b1=N(8), w2=N(4, 8), t=IN
      lambda x, w1, b1, w2, t: F.cross_entropy(F.linear(F.gelu(F.linear(x, w1, b1)), w2), t), tol32=F32_RED)
 
 
+# ---- reductions over axes, scans, more losses (issue 29; numerics.md §27-§29) ------------------------
+def _prod_axes(x, keep, drop):  # torch.prod takes one dim: the reduced axes moved last and flattened
+    return x.permute(*keep, *drop).reshape(*[x.shape[d] for d in keep], -1).prod(dim=-1)
+
+
+R3P = dict(x=U(3, 4, 5, lo=0.5, hi=1.5))
+case("prod_all", R3P, lambda x: bg.prod(x), lambda x: torch.prod(x))
+case("prod_axis1_keepdim", dict(x=U(3, 4, 5, lo=-1.5, hi=1.5)), lambda x: bg.prod(x, axis=1, keepdim=True),
+     lambda x: torch.prod(x, dim=1, keepdim=True))
+case("prod_axes_02", R3P, lambda x: bg.prod(x, axis=(0, 2)), lambda x: _prod_axes(x, [1], [0, 2]))
+case("logsumexp_axes_12", dict(x=N(3, 4, 5, scale=3.0)), lambda x: bg.logsumexp(x, axis=(1, 2)),
+     lambda x: torch.logsumexp(x, dim=(1, 2)))
+case("logsumexp_all_keepdim", dict(x=N(6, 7, scale=3.0)), lambda x: bg.logsumexp(x, keepdim=True),
+     lambda x: torch.logsumexp(x, dim=(0, 1), keepdim=True))
+case("sum_square_axes_02", R3, lambda x: bg.sum_square(x, axis=(0, 2)), lambda x: (x * x).sum(dim=(0, 2)))
+case("sum_square_all_long", dict(x=N(100, 30)), lambda x: bg.sum_square(x), lambda x: (x * x).sum(), tol32=F32_RED)
+case("norm_l1_axis1", R3, lambda x: bg.norm_l1(x, axis=1), lambda x: x.abs().sum(dim=1))
+case("norm_l2_axes_01_keepdim", R3, lambda x: bg.norm_l2(x, axis=(0, 1), keepdim=True),
+     lambda x: torch.linalg.vector_norm(x, dim=(0, 1), keepdim=True))
+case("log_sum_axis_neg1", dict(x=POS(4, 6)), lambda x: bg.log_sum(x, axis=-1), lambda x: torch.log(x.sum(dim=-1)))
+case("amax_axes_02", R3, lambda x: bg.amax(x, axis=(0, 2)), lambda x: torch.amax(x, dim=(0, 2)))
+case("amin_axis1_keepdim", R3, lambda x: bg.amin(x, axis=1, keepdim=True), lambda x: torch.amin(x, dim=1, keepdim=True))
+case("var_all", R3, lambda x: bg.var(x), lambda x: torch.var(x))
+case("var_axes_02_biased_keepdim", R3, lambda x: bg.var(x, axis=(0, 2), correction=0, keepdim=True),
+     lambda x: torch.var(x, dim=(0, 2), unbiased=False, keepdim=True))
+case("std_axis1", R3, lambda x: bg.std(x, axis=1), lambda x: torch.std(x, dim=1))
+case("std_axis0_biased", dict(x=N(40, 3)), lambda x: bg.std(x, axis=0, correction=0), lambda x: torch.std(x, dim=0, unbiased=False),
+     tol32=F32_RED)
+case("sum_of_bcast", dict(a=N(3, 1, 5), b=N(4, 1), c=N(5)), lambda a, b, c: bg.sum_of([a, b, c]), lambda a, b, c: (a + b) + c)
+case("mean_of_bcast", dict(a=N(3, 4), b=N(4)), lambda a, b: bg.mean_of([a, b]), lambda a, b: (a + b) / 2)
+case("max_of_three", dict(a=N(3, 4), b=N(3, 1), c=N(4)), lambda a, b, c: bg.max_of([a, b, c]),
+     lambda a, b, c: torch.maximum(torch.maximum(a, b), c))
+case("min_of_two", dict(a=N(3, 4), b=N(3, 4)), lambda a, b: bg.min_of([a, b]), lambda a, b: torch.minimum(a, b))
+
+
+def _cumsum_th(x, d, exclusive=False, reverse=False):
+    if reverse:
+        x = torch.flip(x, [d])
+    y = torch.cumsum(x, dim=d)
+    if exclusive:
+        y = torch.cat([torch.zeros_like(y.narrow(d, 0, 1)), y.narrow(d, 0, y.shape[d] - 1)], dim=d)
+    return torch.flip(y, [d]) if reverse else y
+
+
+case("cumsum_axis1", R3, lambda x: bg.cumsum(x, 1), lambda x: torch.cumsum(x, dim=1))
+case("cumsum_axis0_exclusive", R3, lambda x: bg.cumsum(x, 0, exclusive=True), lambda x: _cumsum_th(x, 0, exclusive=True))
+case("cumsum_axis_neg1_reverse", R3, lambda x: bg.cumsum(x, -1, reverse=True), lambda x: _cumsum_th(x, 2, reverse=True))
+case("cumsum_axis2_exclusive_reverse", R3, lambda x: bg.cumsum(x, 2, exclusive=True, reverse=True),
+     lambda x: _cumsum_th(x, 2, exclusive=True, reverse=True))
+case("cumsum_long", dict(x=N(2, 500)), lambda x: bg.cumsum(x, 1), lambda x: torch.cumsum(x, dim=1), tol32=F32_RED)
+
+_W5 = [0.5, 2.0, 1.0, 0.25, 1.5]
+
+
+def _bgw(x, w):
+    return bg.tensor(np.array(w), dtype=x.dtype)
+
+
+def _thw(x, w):
+    return torch.tensor(w, dtype=x.dtype)
+
+
+def _ignored(t, every=4, value=-1):
+    def make(rng):
+        v = t(rng)
+        v.reshape(-1)[1::every] = value
+        return v
+    return make
+
+
+for red in ("mean", "sum", "none"):
+    case("nll_loss_weight_ignore_" + red, dict(x=U(9, 5, lo=-3, hi=0), t=_ignored(INTS(9, high=5), 3, 2)),
+         lambda x, t, red=red: bg.nll_loss(x, t, weight=_bgw(x, _W5), ignore_index=2, reduction=red),
+         lambda x, t, red=red: F.nll_loss(x, t, weight=_thw(x, _W5), ignore_index=2, reduction=red))
+    case("softmax_cross_entropy_Nd_weight_smooth_" + red, dict(x=N(4, 5, 3, 2, scale=2.0), t=_ignored(INTS(4, 3, 2, high=5))),
+         lambda x, t, red=red: bg.softmax_cross_entropy(x, t, weight=_bgw(x, _W5), ignore_index=-1, label_smoothing=0.1,
+                                                       reduction=red),
+         lambda x, t, red=red: F.cross_entropy(x, t, weight=_thw(x, _W5), ignore_index=-1, label_smoothing=0.1, reduction=red),
+         tol32=F32_RED)
+    case("binary_cross_entropy_weight_" + red, dict(x=U(6, 4, lo=0.05, hi=0.95), y=U(6, 4, lo=0, hi=1)),
+         lambda x, y, red=red: bg.binary_cross_entropy(x, y, weight=_bgw(x, [0.5, 1.0, 2.0, 1.5]), reduction=red),
+         lambda x, y, red=red: F.binary_cross_entropy(x, y, weight=_thw(x, [0.5, 1.0, 2.0, 1.5]), reduction=red))
+    case("binary_cross_entropy_with_logits_pos_weight_" + red, dict(x=N(6, 4, scale=3.0), y=U(6, 4, lo=0, hi=1)),
+         lambda x, y, red=red: bg.binary_cross_entropy_with_logits(x, y, pos_weight=_bgw(x, [3.0, 0.5, 1.0, 2.0]), reduction=red),
+         lambda x, y, red=red: F.binary_cross_entropy_with_logits(x, y, pos_weight=_thw(x, [3.0, 0.5, 1.0, 2.0]), reduction=red))
+    case("l1_loss_" + red, dict(a=N(6, 3, 5), b=N(6, 3, 5)), lambda a, b, red=red: bg.l1_loss(a, b, reduction=red),
+         lambda a, b, red=red: F.l1_loss(a, b, reduction=red))
+    case("smooth_l1_loss_beta_" + red, dict(a=N(6, 3, 5), b=N(6, 3, 5)),
+         lambda a, b, red=red: bg.smooth_l1_loss(a, b, reduction=red, beta=0.5),
+         lambda a, b, red=red: F.smooth_l1_loss(a, b, reduction=red, beta=0.5))
+    case("huber_loss_delta_" + red, dict(a=N(6, 3, 5), b=N(6, 3, 5)),
+         lambda a, b, red=red: bg.huber_loss(a, b, reduction=red, delta=0.7),
+         lambda a, b, red=red: F.huber_loss(a, b, reduction=red, delta=0.7))
+for red in ("mean", "sum", "none", "batchmean"):
+    case("kl_div_" + red, dict(x=U(5, 6, lo=-3, hi=-0.1), y=U(5, 6, lo=0.05, hi=1)),
+         lambda x, y, red=red: bg.kl_div(x, y, reduction=red), lambda x, y, red=red: F.kl_div(x, y, reduction=red))
+case("kl_div_log_target", dict(x=U(5, 6, lo=-3, hi=-0.1), y=U(5, 6, lo=-3, hi=-0.1)),
+     lambda x, y: bg.kl_div(x, y, reduction="sum", log_target=True),
+     lambda x, y: F.kl_div(x, y, reduction="sum", log_target=True))
+case("nll_loss_plain_mean", dict(x=U(40, 3, lo=-3, hi=0), t=INTS(40, high=3)),
+     lambda x, t: bg.nll_loss(x, t), lambda x, t: F.nll_loss(x, t))
+case("softmax_cross_entropy_plain_2d", dict(x=N(7, 4), t=INTS(7, high=4)),
+     lambda x, t: bg.softmax_cross_entropy(x, t), lambda x, t: F.cross_entropy(x, t))
+
+
 # ---- the runner -----------------------------------------------------------------------------------
 
 def _errors(actual, expected):
@@ -518,6 +623,7 @@ def test_every_differentiable_op_is_covered():
         # issue 29's factories (not differentiable; the random ones drawn from bitgrad's Philox streams)
         "one_hot", "eye", "eye_like", "rand", "randn", "rand_like", "randn_like",
     }
+    not_covered |= {"any", "all"}  # u8 results, not differentiable (tests/ops/reduce_more_ops_test.cpp)
     fns = {n for n in dir(bg._bitgrad) if not n.startswith("_") and callable(getattr(bg._bitgrad, n))
            and not isinstance(getattr(bg._bitgrad, n), type)}
     missing = sorted(f for f in fns - not_covered if not any(c.name == f or c.name.startswith(f + "_") for c in CASES))
