@@ -532,6 +532,12 @@ for red in ("mean", "sum", "none", "batchmean"):
 case("kl_div_log_target", dict(x=U(5, 6, lo=-3, hi=-0.1), y=U(5, 6, lo=-3, hi=-0.1)),
      lambda x, y: bg.kl_div(x, y, reduction="sum", log_target=True),
      lambda x, y: F.kl_div(x, y, reduction="sum", log_target=True))
+case("var_method_axis0", R3, lambda x: x.var(axis=0), lambda x: x.var(dim=0))
+case("std_method_all_biased", R3, lambda x: x.std(correction=0), lambda x: x.std(unbiased=False))
+case("prod_method_axis2", R3P, lambda x: x.prod(axis=2), lambda x: x.prod(dim=2))
+case("logsumexp_method_axis0", R3, lambda x: x.logsumexp(axis=0), lambda x: x.logsumexp(dim=0))
+case("amax_method_axes_12", R3, lambda x: x.amax(axis=(1, 2)), lambda x: x.amax(dim=(1, 2)))
+case("cumsum_method_axis1", R3, lambda x: x.cumsum(1), lambda x: x.cumsum(dim=1))
 case("nll_loss_plain_mean", dict(x=U(40, 3, lo=-3, hi=0), t=INTS(40, high=3)),
      lambda x, t: bg.nll_loss(x, t), lambda x, t: F.nll_loss(x, t))
 case("softmax_cross_entropy_plain_2d", dict(x=N(7, 4), t=INTS(7, high=4)),
