@@ -38,8 +38,12 @@ struct BatchNormSaved {
 };
 
 // per channel: out[c] = batch rule over n of (row rule over x[n, c, :])
+// With S = 1 the row stage is the identity up to the sign of a zero (+0 + x), which the batch
+// rule's chain from +0 gives anyway: x goes to the batch rule directly, the same bits without a
+// row-rule call per element.
 template <class T>
 void two_stages(const T* x, const BnGeom& g, T* part, T* out) {
+  if (g.S == 1) return kern::active<T>().sum_cols(x, g.N, g.C, out);
   kern::active<T>().sum_rows(x, g.planes(), g.S, part);
   kern::active<T>().sum_cols(part, g.N, g.C, out);
 }
@@ -152,7 +156,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
         const T m = pm[c];
         for (std::int64_t i = o; i < o + S; ++i) py[i] = kern::canon(px[i] - m);
       });
-      kern::active<T>().sumsq_rows(py, nullptr, G.planes(), S, part.data());
+      if (S == 1) {  // fma(d, d, +0) is d * d rounded once
+        for (std::int64_t i = 0; i < G.planes(); ++i) part[static_cast<std::size_t>(i)] = kern::canon(py[i] * py[i]);
+      } else {
+        kern::active<T>().sumsq_rows(py, nullptr, G.planes(), S, part.data());
+      }
       kern::active<T>().sum_cols(part.data(), N, C, s2.data());
       for (std::int64_t c = 0; c < C; ++c) pr[c] = kern::canon(T(1) / std::sqrt(s2[c] / Mt + teps));
       if (running_mean.defined()) {  // no graph: buffers, updated in place
