@@ -15,6 +15,7 @@
 //   The sums run on the kernel table (sum_rows, sumsq_rows, sum_cols: scalar reference and fast
 //   paths, tested ==); the rest is one fixed formula per element or per channel, parallel over
 //   the (sample, channel) planes, so no thread count or code path can move a bit.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -48,11 +49,28 @@ void two_stages(const T* x, const BnGeom& g, T* part, T* out) {
   kern::active<T>().sum_cols(part, g.N, g.C, out);
 }
 
-// f(plane, first element of the plane) over every (sample, channel) plane, on the kernel threads
+// body(c, i) for every element i (channel c), on the kernel threads in chunks of planes. With
+// S = 1 ([N, C]) a sample's channels are contiguous and the loop runs over them (vectorisable);
+// otherwise over each plane's positions. No modulo per element or plane.
 template <class F>
-void for_planes(const BnGeom& g, F&& f) {
+void for_elements(const BnGeom& g, F&& body) {
+  const std::int64_t C = g.C, S = g.S;
   kern::parallel_for(g.planes(), g.grain(), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t p = b; p < e; ++p) f(p % g.C, p * g.S);
+    std::int64_t c = b % C;
+    if (S == 1) {
+      for (std::int64_t p = b; p < e;) {
+        const std::int64_t end = std::min(e, p + (C - c));  // the rest of this sample's row
+        const std::int64_t base = p - c;
+        for (std::int64_t k = c; k < c + (end - p); ++k) body(k, base + k);
+        p = end;
+        c = 0;
+      }
+      return;
+    }
+    for (std::int64_t p = b; p < e; ++p) {
+      for (std::int64_t i = p * S; i < (p + 1) * S; ++i) body(c, i);
+      if (++c == C) c = 0;
+    }
   });
 }
 
@@ -72,12 +90,9 @@ void batch_norm_bw(Node& n, const Tensor& g, Tensor* gi) {
     const std::int64_t C = G.C, S = G.S;
     Tensor xhat = Tensor::empty(Shape{G.planes() * S}, dt), prod = Tensor::empty(Shape{G.planes() * S}, dt);
     T *ph = kern::out_ptr<T>(xhat), *pp = kern::out_ptr<T>(prod);
-    for_planes(G, [&](std::int64_t c, std::int64_t o) {
-      const T m = pm[c], r = pr[c];
-      for (std::int64_t i = o; i < o + S; ++i) {
-        ph[i] = kern::canon((px[i] - m) * r);
-        pp[i] = kern::canon(pg[i] * ph[i]);
-      }
+    for_elements(G, [&](std::int64_t c, std::int64_t i) {
+      ph[i] = kern::canon((px[i] - pm[c]) * pr[c]);
+      pp[i] = kern::canon(pg[i] * ph[i]);
     });
     std::vector<T> part(static_cast<std::size_t>(G.planes())), sg(static_cast<std::size_t>(C)), sgx(static_cast<std::size_t>(C));
     two_stages(pg, G, part.data(), sg.data());
@@ -93,15 +108,11 @@ void batch_norm_bw(Node& n, const Tensor& g, Tensor* gi) {
         b[c] = kern::canon(sgx[c] / Mt);
       }
       if (s.training) {
-        for_planes(G, [&](std::int64_t c, std::int64_t o) {
-          const T kc = k[c], ac = a[c], bc = b[c];
-          for (std::int64_t i = o; i < o + S; ++i) pd[i] = kern::canon(kc * ((pg[i] - ac) - ph[i] * bc));
-        });
+        const T *pk = k.data(), *pa = a.data(), *pb = b.data();
+        for_elements(G, [&](std::int64_t c, std::int64_t i) { pd[i] = kern::canon(pk[c] * ((pg[i] - pa[c]) - ph[i] * pb[c])); });
       } else {
-        for_planes(G, [&](std::int64_t c, std::int64_t o) {
-          const T kc = k[c];
-          for (std::int64_t i = o; i < o + S; ++i) pd[i] = kern::canon(kc * pg[i]);
-        });
+        const T* pk = k.data();
+        for_elements(G, [&](std::int64_t c, std::int64_t i) { pd[i] = kern::canon(pk[c] * pg[i]); });
       }
       gi[0] = dx;
     }
@@ -152,10 +163,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       const T Mt = static_cast<T>(G.M());
       for (std::int64_t c = 0; c < C; ++c) pm[c] = kern::canon(s1[c] / Mt);
       // d = x - mean into y's memory; the sum of squares reads it, the output overwrites it
-      for_planes(G, [&](std::int64_t c, std::int64_t o) {
-        const T m = pm[c];
-        for (std::int64_t i = o; i < o + S; ++i) py[i] = kern::canon(px[i] - m);
-      });
+      for_elements(G, [&](std::int64_t c, std::int64_t i) { py[i] = kern::canon(px[i] - pm[c]); });
       if (S == 1) {  // fma(d, d, +0) is d * d rounded once
         for (std::int64_t i = 0; i < G.planes(); ++i) part[static_cast<std::size_t>(i)] = kern::canon(py[i] * py[i]);
       } else {
@@ -179,29 +187,15 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
         pm[c] = qm[c];  // a copy
         pr[c] = kern::canon(T(1) / std::sqrt(qv[c] + teps));
       }
-      for_planes(G, [&](std::int64_t c, std::int64_t o) {
-        const T m = pm[c];
-        for (std::int64_t i = o; i < o + S; ++i) py[i] = kern::canon(px[i] - m);
-      });
+      for_elements(G, [&](std::int64_t c, std::int64_t i) { py[i] = kern::canon(px[i] - pm[c]); });
     }
     const T* pga = gc.defined() ? gc.data<T>() : nullptr;
     Tensor bc = beta.defined() ? kern::contiguous(beta) : Tensor();
     const T* pbe = bc.defined() ? bc.data<T>() : nullptr;
-    for_planes(G, [&](std::int64_t c, std::int64_t o) {
-      const T r = pr[c];
-      if (pga && pbe) {
-        const T ga = pga[c], be = pbe[c];
-        for (std::int64_t i = o; i < o + S; ++i) py[i] = kern::canon((py[i] * r) * ga + be);
-      } else if (pga) {
-        const T ga = pga[c];
-        for (std::int64_t i = o; i < o + S; ++i) py[i] = kern::canon((py[i] * r) * ga);
-      } else if (pbe) {
-        const T be = pbe[c];
-        for (std::int64_t i = o; i < o + S; ++i) py[i] = kern::canon(py[i] * r + be);
-      } else {
-        for (std::int64_t i = o; i < o + S; ++i) py[i] = kern::canon(py[i] * r);
-      }
-    });
+    if (pga && pbe) for_elements(G, [&](std::int64_t c, std::int64_t i) { py[i] = kern::canon((py[i] * pr[c]) * pga[c] + pbe[c]); });
+    else if (pga) for_elements(G, [&](std::int64_t c, std::int64_t i) { py[i] = kern::canon((py[i] * pr[c]) * pga[c]); });
+    else if (pbe) for_elements(G, [&](std::int64_t c, std::int64_t i) { py[i] = kern::canon(py[i] * pr[c] + pbe[c]); });
+    else for_elements(G, [&](std::int64_t c, std::int64_t i) { py[i] = kern::canon(py[i] * pr[c]); });
   });
   std::vector<Tensor> in{x};
   if (gamma.defined() || beta.defined()) in.push_back(gamma.defined() ? gamma : Tensor::zeros(Shape{C}, x.dtype()));
