@@ -65,6 +65,15 @@ TEST(BatchNormTrain, ThreadsWorkersRecomputeAndResumeKeepTheBits) {
   EXPECT_EQ(run_text(kBnCnn, resume_options(dir, 8)).fingerprint.hex(), base.fingerprint.hex()) << "resumed at step 5";
 }
 
+TEST(BatchNormTrain, TheFloat64ShadowLeavesTheBitsAlone) {
+  // the twin takes the run's parameters and buffers (widened) and trains beside it
+  RuntimeGuard g;
+  instruments::TrainOptions o = options(3, 1, 0);
+  const std::string want = run_text(kBnCnn, o).fingerprint.hex();
+  o.shadow = instruments::Shadow::f64;
+  EXPECT_EQ(run_text(kBnCnn, o).fingerprint.hex(), want);
+}
+
 TEST(BatchNormTrain, AccumulateIsRefusedByName) {
   RuntimeGuard g;
   instruments::TrainOptions o = options(2, 1, 0);
