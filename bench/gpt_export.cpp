@@ -25,7 +25,7 @@
 #include "bench_util.hpp"
 #include "bitgrad/io.hpp"
 #include "bitgrad/runtime.hpp"
-#include "train/session.hpp"
+#include "bitgrad/session.hpp"
 
 namespace {
 

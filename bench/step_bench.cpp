@@ -21,7 +21,7 @@
 
 #include "bench_util.hpp"
 #include "bitgrad/runtime.hpp"
-#include "train/session.hpp"
+#include "bitgrad/session.hpp"
 #include "instruments/step_tracer.hpp"
 
 int main(int argc, char** argv) {

@@ -19,8 +19,8 @@
 
 #include "bench_util.hpp"
 #include "bitgrad/runtime.hpp"
+#include "bitgrad/session.hpp"
 #include "kernels/kernels.hpp"
-#include "train/session.hpp"
 
 namespace {
 using namespace bitgrad;

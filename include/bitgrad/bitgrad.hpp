@@ -23,6 +23,7 @@
 #include "bitgrad/rng.hpp"
 #include "bitgrad/runtime.hpp"
 #include "bitgrad/selftest.hpp"
+#include "bitgrad/session.hpp"
 #include "bitgrad/shape.hpp"
 #include "bitgrad/storage.hpp"
 #include "bitgrad/tensor.hpp"

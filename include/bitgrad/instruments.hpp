@@ -33,17 +33,22 @@ struct TrainOptions : train::RunOptions {
 // `bitgrad train`: train::run with the manifest, the traces and anomaly detection.
 train::RunResult train(train::Config cfg, const TrainOptions& opt, std::ostream& out);
 
+// What a manifest.json describes (its run.kind): a training run, a study, or the scaling
+// benchmark's results (bench/report_peer.py), all of which `bitgrad report` draws.
+enum class RunKind { train, audit, sensitivity, scaling };
+const char* to_string(RunKind k);
+
 struct RunInfo {
-  std::string kind = "train";  // train | audit | sensitivity
+  RunKind kind = RunKind::train;
   std::string command;         // the command line
   std::string config_file, config_hash;
   std::uint64_t seed = 0;
   int threads = 0, workers = 0;
   std::int64_t accumulate = 1;
-  std::string precision = "fp32";  // [train] precision (mixed precision)
+  Precision precision = Precision::fp32;  // [train] precision (mixed precision)
   bool perturbed = false;
   std::uint64_t perturb_seed = 0;
-  std::string trace = "steps";
+  TraceLevel trace = TraceLevel::steps;
   std::string model;                                        // description
   std::vector<std::pair<std::string, std::string>> params;  // name, shape
   std::vector<std::string> data_files;                      // hashed into the manifest

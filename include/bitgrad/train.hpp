@@ -178,6 +178,11 @@ struct RunResult {
   std::string out_dir;
 };
 
+// Where a run or study goes when no directory is named: runs/<prefix><the configuration file's
+// name without .toml>, with -2, -3 ... until the name is free when `numbered` (a run; audit and
+// sensitivity use the prefixes "audit-" and "sensitivity-" without numbers).
+std::string default_run_dir(const std::string& config_path, const std::string& prefix, bool numbered);
+
 // Trains to the stop point: the run directory (resolved configuration, metrics, checkpoints),
 // progress output, evaluation at each epoch's end, resume. It runs in an execution context of
 // its own (bitgrad/runtime.hpp: the configuration's thread count, else the caller's; the

@@ -13,12 +13,13 @@
 #include "bitgrad/io.hpp"
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/runtime.hpp"
+#include "bitgrad/session.hpp"
 #include "instruments/manifest.hpp"
 #include "io/format.hpp"
 #include "dist/plan.hpp"
 #include "train/checkpoint.hpp"
 #include "train/run_dir.hpp"
-#include "train/session.hpp"
+#include "train/study_dir.hpp"
 
 namespace bitgrad::instruments {
 namespace {
@@ -162,8 +163,8 @@ int audit(const train::Config& cfg0, const AuditOptions& opt, std::ostream& out)
   check_fp_environment();
   auto train_ds = train::train_dataset(cfg0);
   auto test_ds = train::test_dataset(cfg0);
-  const std::string dir = opt.out.empty() ? train::RunDir::default_path(cfg0.file, "audit-", false) : opt.out;
-  const train::RunDir study = train::RunDir::create_study(dir, "audit");  // locked until the result is written
+  const std::string dir = opt.out.empty() ? train::default_run_dir(cfg0.file, "audit-", false) : opt.out;
+  const train::StudyDir study = train::StudyDir::create(dir, "audit");  // locked until the result is written
   // the fixed evaluation batch: the first evaluation-batch-size samples of the test set (or
   // of the training set without one)
   const data::Dataset& eval_ds = test_ds ? *test_ds : *train_ds;
@@ -254,7 +255,7 @@ int audit(const train::Config& cfg0, const AuditOptions& opt, std::ostream& out)
   j["matrices"] = mats;
   j["bitwise_equal"] = same;
   j["all_zero"] = all_equal;  // decided by the bits
-  study.write_study("audit.json", j, study_manifest_json("audit", cfg0, opt.command, false));
+  study.write("audit.json", j, study_manifest_json(RunKind::audit, cfg0, opt.command, false));
   out << "\n" << (all_equal ? "all bitwise equal: " : "NOT all equal: ") << runs << " runs, matrices in " << dir << "/audit.json\n";
   return all_equal ? 0 : 1;
 }

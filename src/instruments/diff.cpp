@@ -10,10 +10,11 @@
 #include "bitgrad/io.hpp"
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/runtime.hpp"
+#include "bitgrad/session.hpp"
+#include "instruments/manifest.hpp"
 #include "instruments/trace.hpp"
 #include "io/format.hpp"
 #include "train/run_dir.hpp"
-#include "train/session.hpp"
 
 namespace bitgrad::instruments {
 namespace {
@@ -136,7 +137,7 @@ int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std
   const train::RunDir da = train::RunDir::open(a, "diff"), db = train::RunDir::open(b, "diff");
   const json ma = da.manifest();
   const json mb = db.manifest();
-  if (ma.at("run").value("kind", "") != "train" || mb.at("run").value("kind", "") != "train")
+  if (manifest_kind(ma, "diff", da.file("manifest.json")) != RunKind::train || manifest_kind(mb, "diff", db.file("manifest.json")) != RunKind::train)
     throw Error("diff: compares training runs; " + a + " or " + b + " is another kind of run");
   if (ma["run"]["parameters"] != mb["run"]["parameters"])
     throw Error("diff: " + a + " and " + b + " train different models (" + ma["run"].value("model", "?") + " vs " +

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 #if defined(__x86_64__)
@@ -95,12 +96,47 @@ json machine() {
 
 std::string file_hash(const std::string& path) { return io::file_hash(path); }
 
+const char* to_string(RunKind k) { return enum_name(kRunKinds, k); }
+
+namespace {
+// run.KEY of a manifest: its string, or nullopt when absent; another type is an error
+std::optional<std::string> run_field(const json& m, const char* key, const std::string& who, const std::string& file) {
+  if (!m.contains("run") || !m["run"].is_object() || !m["run"].contains(key)) return std::nullopt;
+  const json& v = m["run"][key];
+  if (!v.is_string()) throw Error(who + ": " + file + ": run." + key + " is " + v.dump() + ", not a name");
+  return v.get<std::string>();
+}
+}  // namespace
+
+RunKind manifest_kind(const json& m, const std::string& who, const std::string& file) {
+  const std::string name = run_field(m, "kind", who, file).value_or("");
+  if (auto k = enum_from_name(kRunKinds, name)) return *k;
+  throw Error(who + ": " + file + ": run.kind: unknown run kind '" + name + "'; expected " + enum_names_list(kRunKinds));
+}
+
+Precision manifest_precision(const json& m, const std::string& who, const std::string& file) {
+  const std::optional<std::string> name = run_field(m, "precision", who, file);
+  if (!name) return Precision::fp32;
+  try {
+    return parse_precision(*name);
+  } catch (const Error& e) {
+    throw Error(who + ": " + file + ": run." + e.what());  // "run.precision: unknown precision 'x'; expected ..."
+  }
+}
+
+TraceLevel manifest_trace(const json& m, const std::string& who, const std::string& file) {
+  const std::optional<std::string> name = run_field(m, "trace", who, file);
+  if (!name) return TraceLevel::steps;
+  if (auto t = enum_from_name(kTraceLevels, *name)) return *t;
+  throw Error(who + ": " + file + ": run.trace: unknown trace level '" + *name + "'; expected " + enum_names_list(kTraceLevels));
+}
+
 std::string machine_manifest_json() { return machine().dump(2, ' ', false, json::error_handler_t::replace) + "\n"; }
 
 std::string run_manifest_json(const RunInfo& r, const std::string& previous) {
   json j = machine();
   json run;
-  run["kind"] = r.kind;
+  run["kind"] = to_string(r.kind);
   run["command"] = r.command;
   run["config"] = r.config_file;
   run["config_hash"] = r.config_hash;
@@ -108,11 +144,11 @@ std::string run_manifest_json(const RunInfo& r, const std::string& previous) {
   run["threads"] = r.threads;
   run["workers"] = r.workers;
   run["accumulate"] = r.accumulate;
-  run["precision"] = r.precision;
+  run["precision"] = precision_name(r.precision);
   run["ranks"] = r.ranks;
   if (!r.hosts.empty()) run["hosts"] = r.hosts;
   run["perturb_order"] = r.perturbed ? json(r.perturb_seed) : json(nullptr);
-  run["trace"] = r.trace;
+  run["trace"] = to_string(r.trace);
   run["resumed_at_step"] = r.resumed_at_step;
   run["model"] = r.model;
   json params = json::array();
@@ -140,7 +176,7 @@ std::string run_manifest_json(const RunInfo& r, const std::string& previous) {
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";  // a non-UTF-8 path: U+FFFD, not an exception
 }
 
-std::string study_manifest_json(const std::string& kind, const train::Config& c, const std::string& command, bool perturbed) {
+std::string study_manifest_json(RunKind kind, const train::Config& c, const std::string& command, bool perturbed) {
   RunInfo info;
   info.kind = kind;
   info.command = command;

@@ -9,8 +9,9 @@
 #include "bitgrad/io.hpp"
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/version.hpp"
-#include "train/run_dir.hpp"
+#include "instruments/manifest.hpp"
 #include "instruments/svg_plot.hpp"
+#include "train/run_dir.hpp"
 
 namespace bitgrad::instruments {
 namespace {
@@ -20,7 +21,9 @@ using svg::escape;
 using svg::num;
 
 struct Run {
-  std::string dir, kind;
+  std::string dir;
+  RunKind kind = RunKind::train;
+  Precision precision = Precision::fp32;  // [train] precision (mixed precision)
   std::string name;  // for legends: the last path component, or the path where that is ambiguous
   ordered_json manifest;
   // train
@@ -106,7 +109,7 @@ std::string section_train(const std::vector<const Run*>& runs) {
     o += "<tr><td>" + escape(r->dir) + "</td><td>" + (r->loss.x.empty() ? "0" : num(r->loss.x.back())) + "</td><td>" +
          (r->loss.y.empty() ? "" : num(r->loss.y.back())) + "</td><td>" + (r->test_acc.y.empty() ? "" : num(r->test_acc.y.back()) + "%") +
          "</td><td>" + escape(run.value("threads", ordered_json()).dump()) + "</td><td>" + escape(run.value("workers", ordered_json()).dump()) +
-         "</td><td>" + escape(run.value("accumulate", ordered_json()).dump()) + "</td><td>" + escape(run.value("precision", std::string("fp32"))) +
+         "</td><td>" + escape(run.value("accumulate", ordered_json()).dump()) + "</td><td>" + precision_name(r->precision) +
          "</td><td>" +
          escape(r->manifest.value("machine", ordered_json::object()).value("code_path", "")) + "</td></tr>\n";
     loss.series.push_back(r->loss);
@@ -192,7 +195,7 @@ std::string section_shadow(const std::vector<const Run*>& shadowed, const std::v
   svg::LinePlot both{"Relative parameter distance: float64 shadow and order perturbation", "step", "||p - p_ref|| / ||p_ref||", true, {}};
   for (const Run* r : shadowed) {
     svg::Series s = r->shadow;
-    s.name = "f64 shadow: " + r->name + " (" + r->manifest["run"].value("precision", std::string("fp32")) + ")";
+    s.name = "f64 shadow: " + r->name + " (" + precision_name(r->precision) + ")";
     both.series.push_back(s);
   }
   for (const Run* r : sens) {
@@ -383,17 +386,14 @@ ReportSummary write_report(const std::vector<std::string>& dirs, const std::stri
     r.name = r.dir.substr(r.dir.find_last_of('/') == std::string::npos ? 0 : r.dir.find_last_of('/') + 1);
     const train::RunDir dir = train::RunDir::open(r.dir, "report");
     r.manifest = dir.manifest();
-    r.kind = r.manifest["run"]["kind"].get<std::string>();
-    if (r.kind == "train")
-      read_train(r);
-    else if (r.kind == "sensitivity")
-      r.result = dir.read_json("sensitivity.json");
-    else if (r.kind == "audit")
-      r.result = dir.read_json("audit.json");
-    else if (r.kind == "scaling")
-      r.result = dir.read_json("scaling.json");
-    else
-      throw Error("report: " + r.dir + "/manifest.json: unknown run kind '" + r.kind + "' (expected train, audit, sensitivity or scaling)");
+    r.kind = manifest_kind(r.manifest, "report", dir.file("manifest.json"));
+    r.precision = manifest_precision(r.manifest, "report", dir.file("manifest.json"));
+    switch (r.kind) {
+      case RunKind::train: read_train(r); break;
+      case RunKind::sensitivity: r.result = dir.read_json("sensitivity.json"); break;
+      case RunKind::audit: r.result = dir.read_json("audit.json"); break;
+      case RunKind::scaling: r.result = dir.read_json("scaling.json"); break;
+    }
     runs.push_back(std::move(r));
   }
   for (Run& r : runs) {
@@ -405,24 +405,24 @@ ReportSummary write_report(const std::vector<std::string>& dirs, const std::stri
   std::string body;
   std::vector<const Run*> train;
   for (const Run& r : runs)
-    if (r.kind == "train") train.push_back(&r);
+    if (r.kind == RunKind::train) train.push_back(&r);
   if (!train.empty()) body += section_train(train);
   std::vector<std::string> anchors(runs.size(), "manifests");
   int ns = 0, na = 0, nb = 0;
   for (std::size_t i = 0; i < runs.size(); ++i)
-    if (runs[i].kind == "train") anchors[i] = "training";
+    if (runs[i].kind == RunKind::train) anchors[i] = "training";
   for (std::size_t i = 0; i < runs.size(); ++i)
-    if (runs[i].kind == "sensitivity") body += section_sensitivity(runs[i], ++ns), anchors[i] = "sensitivity-" + std::to_string(ns);
+    if (runs[i].kind == RunKind::sensitivity) body += section_sensitivity(runs[i], ++ns), anchors[i] = "sensitivity-" + std::to_string(ns);
   std::vector<const Run*> shadowed, sens;
   for (const Run& r : runs) {
-    if (r.kind == "train" && !r.shadow.x.empty()) shadowed.push_back(&r);
-    if (r.kind == "sensitivity") sens.push_back(&r);
+    if (r.kind == RunKind::train && !r.shadow.x.empty()) shadowed.push_back(&r);
+    if (r.kind == RunKind::sensitivity) sens.push_back(&r);
   }
   if (!shadowed.empty()) body += section_shadow(shadowed, sens);
   for (std::size_t i = 0; i < runs.size(); ++i)
-    if (runs[i].kind == "audit") body += section_audit(runs[i], ++na), anchors[i] = "audit-" + std::to_string(na);
+    if (runs[i].kind == RunKind::audit) body += section_audit(runs[i], ++na), anchors[i] = "audit-" + std::to_string(na);
   for (std::size_t i = 0; i < runs.size(); ++i)
-    if (runs[i].kind == "scaling") body += section_scaling(runs[i], ++nb), anchors[i] = "scaling-" + std::to_string(nb);
+    if (runs[i].kind == RunKind::scaling) body += section_scaling(runs[i], ++nb), anchors[i] = "scaling-" + std::to_string(nb);
   body += section_manifests(runs);
 
   ReportSummary sum;
@@ -433,7 +433,7 @@ ReportSummary write_report(const std::vector<std::string>& dirs, const std::stri
   html += "</style></head>\n<body>\n<h1>bitgrad report</h1>\n<p>" + std::to_string(runs.size()) + " run" + (runs.size() == 1 ? "" : "s") +
           ", made by bitgrad " + kVersion + " (numerics " + std::to_string(kNumericsVersion) + "). Self-contained: no network, plots are inline SVG.</p>\n<ul>";
   for (std::size_t i = 0; i < runs.size(); ++i)
-    html += "<li><a href=\"#" + anchors[i] + "\">" + escape(runs[i].dir) + "</a>: " + escape(runs[i].kind) + " of " +
+    html += "<li><a href=\"#" + anchors[i] + "\">" + escape(runs[i].dir) + "</a>: " + to_string(runs[i].kind) + " of " +
             escape(runs[i].manifest["run"].value("config", "")) + "</li>";
   html += "<li><a href=\"#manifests\">manifests</a></li></ul>\n" + body + "<script>" + kScript + "</script>\n</body></html>\n";
   io::write_file_atomic(out_html, html);

@@ -9,10 +9,11 @@
 #include "bitgrad/io.hpp"
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/runtime.hpp"
+#include "bitgrad/session.hpp"
 #include "instruments/manifest.hpp"
 #include "io/format.hpp"
 #include "train/run_dir.hpp"
-#include "train/session.hpp"
+#include "train/study_dir.hpp"
 
 namespace bitgrad::instruments {
 namespace {
@@ -42,8 +43,8 @@ void sensitivity(const train::Config& cfg, const SensitivityOptions& opt, std::o
   BITGRAD_CHECK(opt.members >= 1 && opt.members <= 64, "sensitivity", "members must be in [1, 64], got ", opt.members);
   check_fp_environment();
   ThreadCountScope threads(opt.threads);
-  const std::string dir = opt.out.empty() ? train::RunDir::default_path(cfg.file, "sensitivity-", false) : opt.out;
-  const train::RunDir study = train::RunDir::create_study(dir, "sensitivity");  // locked until the result is written
+  const std::string dir = opt.out.empty() ? train::default_run_dir(cfg.file, "sensitivity-", false) : opt.out;
+  const train::StudyDir study = train::StudyDir::create(dir, "sensitivity");  // locked until the result is written
   auto train_ds = train::train_dataset(cfg);
   auto test_ds = train::test_dataset(cfg);
   std::vector<std::unique_ptr<train::Session>> m;
@@ -131,7 +132,7 @@ void sensitivity(const train::Config& cfg, const SensitivityOptions& opt, std::o
     spread(tloss, "test loss", 1, "");
   }
   j["per_step"] = per;
-  study.write_study("sensitivity.json", j, study_manifest_json("sensitivity", cfg, opt.command, true));
+  study.write("sensitivity.json", j, study_manifest_json(RunKind::sensitivity, cfg, opt.command, true));
   out << "written to " << dir << "/sensitivity.json\n";
 }
 

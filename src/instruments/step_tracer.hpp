@@ -18,8 +18,8 @@
 #include <thread>
 
 #include "bitgrad/runtime.hpp"
+#include "bitgrad/session.hpp"
 #include "instruments/trace.hpp"
-#include "train/session.hpp"
 
 namespace bitgrad::instruments {
 

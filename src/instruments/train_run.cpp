@@ -12,6 +12,7 @@
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/runtime.hpp"
 #include "io/format.hpp"
+#include "instruments/manifest.hpp"
 #include "instruments/shadow.hpp"
 #include "instruments/step_tracer.hpp"
 #include "instruments/trace.hpp"
@@ -35,10 +36,10 @@ class ManifestWriter final : public train::RunObserver {
     info.threads = num_threads();
     info.workers = cfg.run.workers;
     info.accumulate = cfg.train.accumulate;
-    info.precision = precision_name(cfg.train.precision);
+    info.precision = cfg.train.precision;
     info.perturbed = opt_.perturb_order.has_value();
     info.perturb_seed = opt_.perturb_order.value_or(0);
-    info.trace = to_string(trace_);
+    info.trace = trace_;
     info.model = session.model().describe();
     for (const auto& [n, p] : session.params()) info.params.emplace_back(n, p.shape().str());
     info.data_files = cfg.data_files();
@@ -139,10 +140,6 @@ class OpWatch final : public train::RunObserver {
 
 }  // namespace
 
-namespace {
-constexpr EnumName<TraceLevel> kTraceLevels[] = {{TraceLevel::none, "none"}, {TraceLevel::steps, "steps"}, {TraceLevel::ops, "ops"}};
-}  // namespace
-
 TraceLevel parse_trace_level(const std::string& name) {
   if (auto t = enum_from_name(kTraceLevels, name)) return *t;
   throw Error("train: --trace must be " + enum_names_list(kTraceLevels) + ", got '" + name + "'");
@@ -167,14 +164,16 @@ const char* to_string(Shadow s) { return enum_name(kShadows, s); }
 TraceLevel trace_level(const TrainOptions& opt) {
   if (opt.trace) return *opt.trace;
   if (opt.resume.empty()) return TraceLevel::steps;
-  const std::string text = train::RunDir::open(opt.resume, "resume").manifest_text();
+  const train::RunDir dir = train::RunDir::open(opt.resume, "resume");
+  const std::string text = dir.manifest_text();
   if (text.empty()) return TraceLevel::steps;
+  train::Json m;
   try {
-    const train::Json m = train::Json::parse(text);
-    return parse_trace_level(m.at("run").at("trace").get<std::string>());
+    m = train::Json::parse(text);
   } catch (const std::exception&) {
     return TraceLevel::steps;  // a damaged manifest is reported where it is read in full
   }
+  return manifest_trace(m, "resume", dir.file("manifest.json"));  // an unknown name is an error
 }
 
 // A resumed run reads the data its manifest hashed: a data file edited (or replaced) since

@@ -5,7 +5,6 @@
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/io.hpp"
 #include "python/bind.hpp"
-#include "train/run_dir.hpp"
 
 namespace bitgrad::python {
 namespace {
@@ -43,7 +42,7 @@ void init_instruments(py::module_& top) {
     o.accumulate = accumulate;
     if (steps) o.steps = *steps;
     o.runs = runs;
-    if (out.empty()) out = train::RunDir::default_path(cfg.file, "audit-", false);
+    if (out.empty()) out = train::default_run_dir(cfg.file, "audit-", false);
     o.out = out;
     o.command = "bitgrad.instruments.audit (Python)";
     Output output(quiet);
@@ -65,7 +64,7 @@ void init_instruments(py::module_& top) {
     o.members = members;
     if (steps) o.steps = *steps;
     o.threads = threads;
-    if (out.empty()) out = train::RunDir::default_path(cfg.file, "sensitivity-", false);
+    if (out.empty()) out = train::default_run_dir(cfg.file, "sensitivity-", false);
     o.out = out;
     o.command = "bitgrad.instruments.sensitivity (Python)";
     Output output(quiet);

@@ -6,8 +6,8 @@
 
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/io.hpp"
+#include "bitgrad/session.hpp"
 #include "python/bind.hpp"
-#include "train/session.hpp"
 
 namespace bitgrad::python {
 namespace {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "bitgrad/session.hpp"
 #include "dist/comm.hpp"
 #include "train/checkpoint.hpp"
-#include "train/session.hpp"
 
 namespace bitgrad::train {
 

@@ -15,6 +15,7 @@
 
 #include "bitgrad/runtime.hpp"
 #include "bitgrad/version.hpp"
+#include "dist/plan.hpp"
 #include "io/format.hpp"
 #include "train/dist_sync.hpp"
 
@@ -246,7 +247,7 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
     hash = config_hash(cfg);
     if (root) {
       // the run directory: a new one, or the resumed one cut back to its latest checkpoint
-      dir_slot.emplace(opt.resume.empty() ? RunDir::create(opt.out.empty() ? RunDir::default_path(cfg.file, "", true) : opt.out)
+      dir_slot.emplace(opt.resume.empty() ? RunDir::create(opt.out.empty() ? default_run_dir(cfg.file, "", true) : opt.out)
                                           : RunDir::resume(opt.resume));
       RunDir& dir = *dir_slot;
       if (!fresh && dir.unborn()) {  // it died before its first checkpoint: nothing to continue, so start it again

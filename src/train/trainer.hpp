@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "bitgrad/session.hpp"
 #include "train/run_dir.hpp"
-#include "train/session.hpp"
 
 namespace bitgrad::train {
 

@@ -141,6 +141,13 @@ TEST(TrainInstruments, AResumedRunKeepsItsTraceLevel) {
   EXPECT_NE(ops.find("{\"step\": 8, "), std::string::npos) << "the op trace goes on after the resume";
   const train::Json m = train::RunDir::open(dir, "test").manifest();
   EXPECT_EQ(m["run"]["trace"], "ops");
+  // a trace level this build does not know names the manifest and the key, and trains nothing
+  std::string text = io::read_file(dir + "/manifest.json");
+  const std::string ops_line = "\"trace\": \"ops\"";
+  text.replace(text.find(ops_line), ops_line.size(), "\"trace\": \"all\"");
+  io::write_file_atomic(dir + "/manifest.json", text);
+  EXPECT_THROW_MSG(run_text(kAdder, resume_options(dir, 10)),
+                   "resume: " + dir + "/manifest.json: run.trace: unknown trace level 'all'; expected none, steps or ops");
 }
 
 TEST(TrainInstruments, ADivergedRunWritesJsonItsOwnToolsRead) {

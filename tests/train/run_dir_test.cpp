@@ -8,6 +8,7 @@
 #include "support/runs.hpp"
 #include "support/test_util.hpp"
 #include "train/run_dir.hpp"
+#include "train/study_dir.hpp"
 
 namespace bitgrad::test {
 namespace {
@@ -54,23 +55,26 @@ TEST(RunDir, ResumeCutsRecordsAfterTheCheckpointAndKeepsTheRest) {
 }
 
 TEST(RunDir, NewRunsAndStudies) {
-  EXPECT_EQ(train::RunDir::default_path("configs/mlp.toml", "audit-", false), "runs/audit-mlp");
-  EXPECT_EQ(train::RunDir::default_path(".toml", "", false), "runs/run");
+  EXPECT_EQ(train::default_run_dir("configs/mlp.toml", "audit-", false), "runs/audit-mlp");
+  EXPECT_EQ(train::default_run_dir(".toml", "", false), "runs/run");
   const std::string d = fresh_dir("study");
   const train::RunDir s = train::RunDir::open(d, "audit");
   EXPECT_THROW(s.manifest(), NotFoundError);  // a path that does not exist (Python: FileNotFoundError)
   EXPECT_THROW_MSG(s.manifest(), "does not exist");
   io::make_dirs(d);
   EXPECT_THROW_MSG(s.manifest(), "is not a bitgrad run directory");
-  s.write_study("audit.json", Json{{"all_zero", true}}, "{\"run\": {\"kind\": \"audit\"}}\n");
+  {
+    const train::StudyDir w = train::StudyDir::create(d, "audit");  // locked until it goes
+    w.write("audit.json", Json{{"all_zero", true}}, "{\"run\": {\"kind\": \"audit\"}}\n");
+  }
   EXPECT_EQ(s.manifest()["run"]["kind"], "audit");
   EXPECT_EQ(s.read_json("audit.json")["all_zero"], true);
   EXPECT_THROW_MSG(train::RunDir::create(d), "already holds an audit");
-  EXPECT_THROW_MSG(train::RunDir::create_study(d, "sensitivity"), "already holds an audit");
+  EXPECT_THROW_MSG(train::StudyDir::create(d, "sensitivity"), "already holds an audit");
   io::make_dirs(d + "/checkpoints");
   io::write_file_atomic(d + "/checkpoints/latest", "step-000000000\n");
   EXPECT_THROW_MSG(train::RunDir::create(d), "already holds a run; choose another --out or continue it with --resume");
-  EXPECT_THROW_MSG(train::RunDir::create_study(d, "audit"), "already holds a run");
+  EXPECT_THROW_MSG(train::StudyDir::create(d, "audit"), "already holds a run");
 }
 
 TEST(RunDir, ARunThatDiedBeforeItsFirstCheckpointIsNamedSo) {
@@ -91,7 +95,7 @@ TEST(RunDir, OneProcessAtATime) {
     const train::RunDir copy = first;  // the lock lives while any copy does
     EXPECT_THROW_MSG(train::RunDir::create(d), "is in use by another bitgrad process (pid " + std::to_string(::getpid()) + ")");
     EXPECT_THROW_MSG(train::RunDir::resume(d), "is in use by another bitgrad process");
-    EXPECT_THROW_MSG(train::RunDir::create_study(d, "audit"), "is in use by another bitgrad process");
+    EXPECT_THROW_MSG(train::StudyDir::create(d, "audit"), "is in use by another bitgrad process");
   }
   EXPECT_NO_THROW(train::RunDir::create(d)) << "released with the last copy";
   EXPECT_THROW_MSG(train::RunDir::resume(fresh_dir("empty")), "holds no run to continue");

@@ -1,0 +1,74 @@
+// The canonical optimizer step:
+//   batch = loader.next(); split into micro-batches of m = batch_size / accumulate rows (a
+//   short last batch: ceil(rows / m) of them, the last one shorter);
+//   for each: forward (row_offset = its first row), S = loss summed over its samples (batch
+//   rule), backward of S / divisor (divisor = batch size x target size, the same for every
+//   micro-batch); the micro-batches' parameter gradients and their S are combined by the
+//   pairwise tree; loss = S_total / divisor; [clip]; optimizer step with lr = schedule(step).
+// A micro-batch of a power-of-two number of 32-sample blocks is a complete subtree of the
+// batch's canonical tree, so accumulate = k gives the bits of accumulate = 1 (contract T5).
+#include <algorithm>
+#include <cmath>
+
+#include "train/batch_gather.hpp"
+#include "train/session_parts.hpp"
+
+namespace bitgrad::train {
+
+Session::StepOut Session::step(std::int64_t s) {
+  Parts& p = *p_;
+  const Config& cfg = p.cfg;
+  PerturbScope ps(p.perturb, s);
+  p.state.optimizer->zero_grad();
+  StepOut r;
+  r.batch = p.loader->next();
+  r.lr = p.state.schedule.at(s);
+  const Tensor bx = r.batch.x, by = r.batch.y;  // this rank's shard
+  const std::int64_t B = r.batch.rows;         // the whole batch, over every rank
+  // this rank's nodes of the batch tree, each in pieces of at most the micro-batch size (the
+  // short last batch of an epoch gets fewer, its last one shorter): each whole piece stays an
+  // aligned subtree of the batch rule
+  const dist::StepLayout layout = dist::step_layout(B, cfg.train.batch_size, cfg.train.accumulate, world());
+  const dist::Range mine = layout.rows_of(rank());
+  BITGRAD_CHECK(mine.begin == r.batch.first && mine.size() == bx.shape()[0], "train", "the loader's shard [", r.batch.first, ", ",
+                r.batch.first + bx.shape()[0], ") is not the layout's [", mine.begin, ", ", mine.end, ")");
+  if (p.comm) gather_batch_on_root(*p.comm, layout, r.batch);  // rank 0's step record names the whole batch
+  const bool xent = cfg.train.loss == LossKind::cross_entropy;
+  const optim::NamedTensors& params = p.state.params;
+  p.reducer->begin(params, layout, rank());
+  for (const dist::Range& node : layout.nodes[static_cast<std::size_t>(rank())]) {
+    const std::int64_t n1 = layout.row_of(node.end);
+    for (std::int64_t r0 = layout.row_of(node.begin); r0 < n1; r0 += layout.piece_rows) {
+      const std::int64_t r1 = std::min(n1, r0 + layout.piece_rows);
+      const nn::Context ctx = context(true, s, r0);
+      const bool whole = r0 == mine.begin && r1 == mine.end;
+      Tensor x = whole ? bx : slice(bx, 0, r0 - mine.begin, r1 - mine.begin);
+      Tensor y = whole ? by : slice(by, 0, r0 - mine.begin, r1 - mine.begin);
+      if (p.param_dtype != DType::f32) {  // the shadow: the same inputs, widened exactly
+        if (x.dtype() == DType::f32) x = x.cast(p.param_dtype);
+        if (y.dtype() == DType::f32) y = y.cast(p.param_dtype);
+      }
+      Tensor out = p.state.model->forward(x, ctx);
+      Tensor S = xent ? cross_entropy(out, y, Reduction::sum) : mse_loss(reshape(out, y.shape()), y, Reduction::sum);
+      const float loss_sum = static_cast<float>(S.item());
+      Tensor L = div(S, static_cast<double>(B * p.divisor));
+      if (p.scaler.log2() != 0) L = mul(L, std::ldexp(1.0, p.scaler.log2()));  // exact: a power of two
+      L.backward();
+      p.reducer->add(params, loss_sum);
+    }
+  }
+  r.loss = p.reducer->finish(params) / static_cast<float>(B * p.divisor);
+  r.stop_signal = p.reducer->stop_signal();
+  r.loss_scale = p.scaler.scale();
+  if (!p.scaler.unscale(params, s)) {  // every rank holds the same gradients, so every rank skips
+    r.skipped = true;
+    if (p.before_update) p.before_update();
+    return r;
+  }
+  if (cfg.train.clip_grad_norm > 0) r.grad_norm = optim::clip_grad_norm(p.state.model->parameters(), cfg.train.clip_grad_norm);
+  if (p.before_update) p.before_update();
+  p.state.optimizer->step(r.lr);
+  return r;
+}
+
+}  // namespace bitgrad::train
