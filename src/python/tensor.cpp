@@ -269,10 +269,10 @@ void init_tensor(py::module_& m) {
   BITGRAD_UNARY_OPS(BITGRAD_OPLIST_METHOD)  // the lines of bitgrad/op_list.hpp with method 1
 #undef BITGRAD_OPLIST_METHOD
 #undef BITGRAD_UNARY_METHOD
-  cls.def("clamp", [](const Tensor& t, double lo, double hi) {
+  cls.def("clamp", [](const Tensor& t, std::optional<double> lo, std::optional<double> hi) {
        const CallSite site = py_site();
        return nogil([&] { return clamp(t, lo, hi, site); });
-     }, py::arg("min"), py::arg("max"))
+     }, py::arg("min") = py::none(), py::arg("max") = py::none())
       .def("softmax", [](const Tensor& t, int axis) {
         const CallSite site = py_site();
         return nogil([&] { return softmax(t, axis, site); });
