@@ -335,7 +335,16 @@ void init_tensor(py::module_& m) {
         const CallSite site = py_site();
         return nogil([&] { return neg(a, site); });
       })
-      .def("__pos__", [](const Tensor& a) { return a; });
+      .def("__pos__", [](const Tensor& a) { return a; })
+      // comparisons: uint8 masks, no gradient (== and != keep Python's identity: a Tensor stays hashable)
+      .def("__lt__", binary(&lt, &lt))
+      .def("__le__", binary(&le, &le))
+      .def("__gt__", binary(&gt, &gt))
+      .def("__ge__", binary(&ge, &ge))
+      .def("masked_fill", [](const Tensor& t, const Tensor& mask, double value) {
+        const CallSite site = py_site();
+        return nogil([&] { return masked_fill(t, mask, value, site); });
+      }, py::arg("mask"), py::arg("value"));
 
   // factories
   m.def("zeros", [](const py::args& shape, DType dtype, bool requires_grad) {

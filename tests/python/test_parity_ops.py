@@ -214,6 +214,7 @@ case("prelu_one_slope", dict(x=U(4, 6, avoid=[0.0]), s=U(1, lo=0.05, hi=0.5)),
      lambda x, s: bg.prelu(x, s), lambda x, s: F.prelu(x, s), tol32=F32_RED)
 case("masked_fill_bcast", dict(x=N(3, 4, 5), m=MASK(4, 1)), lambda x, m: bg.masked_fill(x, m, 2.5),
      lambda x, m: x.masked_fill(m, 2.5))
+case("masked_fill_method", dict(x=N(3, 4, 5), m=MASK(3, 1, 5)), lambda x, m: x.masked_fill(m, -1.0))
 case("cast_to_f64_and_back", dict(x=N(3, 5)), lambda x: bg.cast(bg.cast(x, bg.float64) * 1.5, x.dtype),
      lambda x: (x.double() * 1.5).to(x.dtype))
 
@@ -495,6 +496,8 @@ def test_masks_match_torch():
         for name in ("logical_and", "logical_or", "logical_xor"):
             np.testing.assert_array_equal(getattr(bg, name)(xa, xb).numpy(), getattr(torch, name)(ta, tb).numpy().astype(np.uint8),
                                           err_msg=name)
+        for got, want in ((xa < xb, ta < tb), (xa <= 0.5, ta <= 0.5), (xa > xb, ta > tb), (1 >= xa, 1 >= ta)):
+            np.testing.assert_array_equal(got.numpy(), want.numpy().astype(np.uint8), err_msg="operator")
         np.testing.assert_array_equal(bg.logical_not(xa).numpy(), torch.logical_not(ta).numpy().astype(np.uint8))
         np.testing.assert_array_equal(bg.isnan(xa).numpy(), torch.isnan(ta).numpy().astype(np.uint8))
         np.testing.assert_array_equal(bg.isinf(xa).numpy(), torch.isinf(ta).numpy().astype(np.uint8))
