@@ -16,7 +16,7 @@
 
 namespace bitgrad::tools {
 
-enum class Fn { exp, expm1, log, log1p, tanh, sigmoid, erf, sin, cos, pow, sqrt, rsqrt };
+enum class Fn { exp, expm1, log, log1p, tanh, sigmoid, erf, sin, cos, pow, sqrt, rsqrt, tan };
 
 struct FnInfo {
   Fn fn;
@@ -29,7 +29,8 @@ inline const std::vector<FnInfo>& all_functions() {
       {Fn::exp, "exp", false},         {Fn::expm1, "expm1", false}, {Fn::log, "log", false},
       {Fn::log1p, "log1p", false},     {Fn::tanh, "tanh", false},   {Fn::sigmoid, "sigmoid", false},
       {Fn::erf, "erf", false},         {Fn::sin, "sin", false},     {Fn::cos, "cos", false},
-      {Fn::pow, "pow", true},          {Fn::sqrt, "sqrt", false},   {Fn::rsqrt, "rsqrt", false}};
+      {Fn::pow, "pow", true},          {Fn::sqrt, "sqrt", false},   {Fn::rsqrt, "rsqrt", false},
+      {Fn::tan, "tan", false}};
   return v;
 }
 
@@ -74,6 +75,7 @@ class Oracle {
       case Fn::erf: mpfr_erf(r_, x_, MPFR_RNDN); break;
       case Fn::sin: mpfr_sin(r_, x_, MPFR_RNDN); break;
       case Fn::cos: mpfr_cos(r_, x_, MPFR_RNDN); break;
+      case Fn::tan: mpfr_tan(r_, x_, MPFR_RNDN); break;
       case Fn::pow: mpfr_pow(r_, x_, y_, MPFR_RNDN); break;
       case Fn::sqrt: mpfr_sqrt(r_, x_, MPFR_RNDN); break;
       case Fn::rsqrt:
@@ -177,7 +179,7 @@ std::vector<std::pair<T, T>> make_inputs(Fn fn, std::size_t n, std::uint64_t see
         case Fn::tanh: case Fn::erf:
           a = kind == 1 ? static_cast<T>(g.range(-7, 7)) : logu(-60, 6);
           break;
-        case Fn::sin: case Fn::cos:
+        case Fn::sin: case Fn::cos: case Fn::tan:
           a = kind == 1 ? static_cast<T>(g.range(-10, 10)) : (kind == 2 ? static_cast<T>(g.range(-1e6, 1e6)) : logu(-40, 1024));
           break;
         case Fn::pow:
@@ -213,6 +215,7 @@ T call(Fn fn, T a, T b) {
     case Fn::erf: return m::erf(a);
     case Fn::sin: return m::sin(a);
     case Fn::cos: return m::cos(a);
+    case Fn::tan: return m::tan(a);
     case Fn::pow: return m::pow(a, b);
     case Fn::sqrt: return m::sqrt(a);
     case Fn::rsqrt: return m::rsqrt(a);

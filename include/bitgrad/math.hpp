@@ -15,11 +15,16 @@ double sigmoid(double x);  // 1 / (1 + e^-x)
 double erf(double x);
 double sin(double x);
 double cos(double x);
+double tan(double x);
 double pow(double x, double y);
 double sqrt(double x);   // IEEE square root
 double rsqrt(double x);  // 1 / sqrt(x), two roundings
 double sin2pi(double u);  // sin(2 pi u), exact argument reduction
 double cos2pi(double u);
+// exact: the nearest integer (halves to even), the largest integer <= x, the smallest >= x
+double round_even(double x);
+double floor(double x);
+double ceil(double x);
 
 // f32: evaluated in f64 and rounded once.
 float exp(float x);
@@ -31,6 +36,7 @@ float sigmoid(float x);
 float erf(float x);
 float sin(float x);
 float cos(float x);
+float tan(float x);
 float pow(float x, float y);
 float sqrt(float x);
 float rsqrt(float x);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "bitgrad/autograd.hpp"
@@ -46,9 +47,44 @@ Tensor rdiv(double s, const Tensor& a, CallSite site = CallSite::current());  //
   BITGRAD_OPLIST_IF_OP(grad)(Tensor name(const Tensor& x, CallSite site = CallSite::current());)
 BITGRAD_UNARY_OPS(BITGRAD_OPLIST_DECLARE_UNARY)
 #undef BITGRAD_OPLIST_DECLARE_UNARY
+// clamp = minimum(maximum(x, lo), hi) (ONNX's Clip: lo > hi gives hi everywhere)
 Tensor clamp(const Tensor& x, double lo, double hi, CallSite site = CallSite::current());
 // cond: any dtype, nonzero is true; a and b broadcast with cond
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
+
+// ---- issue 29: activations with parameters, comparisons, masks, cast (numerics.md §32) -----
+// One per line of BITGRAD_PARAM_OPS (bitgrad/op_list.hpp): leaky_relu(x, alpha = 0.01), ...
+#define BITGRAD_OPLIST_DECLARE_PARAM(name, cost, nparams, a, da, b, db, ...) \
+  Tensor name(const Tensor& x, BITGRAD_OPLIST_PARAMS_DECL(nparams, a, da, b, db), CallSite site = CallSite::current());
+BITGRAD_PARAM_OPS(BITGRAD_OPLIST_DECLARE_PARAM)
+#undef BITGRAD_OPLIST_DECLARE_PARAM
+// x where x > 0, else x * slope; slope broadcasts to x's shape (NumPy's rule, as ONNX's PRelu:
+// [C, 1, 1] for channels of [N, C, H, W])
+Tensor prelu(const Tensor& x, const Tensor& slope, CallSite site = CallSite::current());
+// one side of clamp; an absent bound (std::nullopt) is no bound
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi, CallSite site = CallSite::current());
+Tensor clamp_min(const Tensor& x, double lo, CallSite site = CallSite::current());
+Tensor clamp_max(const Tensor& x, double hi, CallSite site = CallSite::current());
+// Comparisons (BITGRAD_COMPARE_OPS): u8 masks, 1 where true; a and b of one dtype (f32, f64,
+// i64, u8), broadcasting; a number is rounded to a float tensor's dtype first. No gradient.
+#define BITGRAD_OPLIST_DECLARE_COMPARE(name, op, doc)                                 \
+  Tensor name(const Tensor& a, const Tensor& b, CallSite site = CallSite::current()); \
+  Tensor name(const Tensor& a, double s, CallSite site = CallSite::current());
+BITGRAD_COMPARE_OPS(BITGRAD_OPLIST_DECLARE_COMPARE)
+#undef BITGRAD_OPLIST_DECLARE_COMPARE
+// nonzero (NaN too) is true; any of f32, f64, i64, u8 on either side; u8 masks, no gradient
+Tensor logical_and(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
+Tensor logical_or(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
+Tensor logical_xor(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
+Tensor logical_not(const Tensor& x, CallSite site = CallSite::current());
+Tensor isnan(const Tensor& x, CallSite site = CallSite::current());
+Tensor isinf(const Tensor& x, bool detect_positive = true, bool detect_negative = true, CallSite site = CallSite::current());
+// value where mask is nonzero, else x; mask broadcasts to x's shape; x's gradient is +0 where filled
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value, CallSite site = CallSite::current());
+// x converted to dtype (numerics.md §32): floats to integers truncate toward zero and fail on
+// NaN, infinities and values out of range; i64 to u8 keeps the low 8 bits; the gradient flows
+// between f32 and f64 only (rounded to the input's dtype)
+Tensor cast(const Tensor& x, DType dtype, CallSite site = CallSite::current());
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -200,7 +236,7 @@ ValuesIndices sort(const Tensor& x, int axis = -1, bool descending = false, Call
 // (its bits); anything else is refused with the reason.
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands, CallSite site = CallSite::current());
 
-// ---- reductions over axes, scans, more losses (issue 29; numerics.md §27-§29) ---------------------
+// ---- reductions over axes, scans, more losses (issue 29; numerics.md §28-§30) ---------------------
 // axes: any set of axes (negative ones count from the end); an EMPTY list reduces over ALL axes
 // (ONNX's default; `sum(x, {})` above keeps its own meaning, no reduction). keepdim: ones at
 // the reduced axes. Float inputs (f32, f64) unless stated.

@@ -218,7 +218,7 @@ bool whole_subtree(std::int64_t rows);
 // T7 and T8 do).
 bool has_tied_weights(const Config& c);
 // Whether the model has a batchnorm layer: its training statistics are those of the micro-batch
-// on one process, so accumulate > 1 and several ranks are refused (numerics.md §27).
+// on one process, so accumulate > 1 and several ranks are refused (numerics.md §31).
 bool has_batch_norm(const Config& c);
 
 }  // namespace bitgrad::train

@@ -93,6 +93,34 @@ inline D softplus_lanes(D x) {
 }
 inline D softplus_grad_lanes(D x, D g) { return select(x > D(20.0), g, g * sigmoid_f64(x)); }
 
+// issue 29's activations: silu_d, mish_d and their gradients, sign_one, hardswish_one of reference.cpp
+constexpr double kTwoOverSqrtPiD = 0x1.20dd750429b6dp+0;
+inline D silu_lanes(D x) { return x * sigmoid_f64(x); }
+inline D silu_grad_lanes(D x, D g) {
+  D s = sigmoid_f64(x);
+  return g * (s * (D(1.0) + x * (D(1.0) - s)));
+}
+inline D mish_lanes(D x) { return x * tanh_f64(softplus_lanes(x)); }
+inline D mish_grad_lanes(D x, D g) {
+  D t = tanh_f64(softplus_lanes(x));
+  return g * (t + (x * sigmoid_f64(x)) * (D(1.0) - t * t));
+}
+template <class T>
+T sign_s(T x) {
+  return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x);
+}
+template <class T>
+T hardswish_s(T x) {
+  T c = x + T(3);
+  if (!(c > T(0)) && c == c) c = T(0);
+  if (c > T(6)) c = T(6);
+  return (x * c) / T(6);
+}
+template <class T>
+T hardswish_grad_s(T x, T g) {
+  return x < T(-3) ? T(0) : (x <= T(3) ? g * (x / T(3) + T(0.5)) : g);
+}
+
 template <class T>
 T maximum_s(T a, T b) {
   if (a != a || b != b) return canonical_nan<T>();
@@ -137,6 +165,15 @@ void unary_fast(Unary op, const T* x, T* y, std::int64_t n) {
       case Unary::cos: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 1); }); break;
       case Unary::gelu: map_d(xs, ys, m, [](D v) { return gelu_lanes(v); }); break;
       case Unary::softplus: map_d(xs, ys, m, [](D v) { return softplus_lanes(v); }); break;
+      case Unary::sign: for (std::int64_t i = 0; i < m; ++i) ys[i] = canon(sign_s(xs[i])); break;
+      case Unary::tan: map_d(xs, ys, m, [](D v) { return tan_f64(v); }); break;
+      case Unary::floor: map_d(xs, ys, m, [](D v) { return floor_f64(v); }); break;
+      case Unary::ceil: map_d(xs, ys, m, [](D v) { return ceil_f64(v); }); break;
+      case Unary::round: map_d(xs, ys, m, [](D v) { return round_even_f64(v); }); break;
+      case Unary::softsign: for (std::int64_t i = 0; i < m; ++i) ys[i] = canon(xs[i] / (T(1) + std::fabs(xs[i]))); break;
+      case Unary::silu: map_d(xs, ys, m, [](D v) { return silu_lanes(v); }); break;
+      case Unary::mish: map_d(xs, ys, m, [](D v) { return mish_lanes(v); }); break;
+      case Unary::hardswish: for (std::int64_t i = 0; i < m; ++i) ys[i] = canon(hardswish_s(xs[i])); break;
       case Unary::count: break;
     }
   });
@@ -210,7 +247,90 @@ void act_grad_fast(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) {
       case ActGrad::sigmoid: for (std::int64_t i = 0; i < m; ++i) os[i] = canon((gs[i] * vs[i]) * (T(1) - vs[i])); break;
       case ActGrad::gelu: map2_d(vs, gs, os, m, [](D x, D gg) { return gg * gelu_grad_lanes(x); }); break;
       case ActGrad::softplus: map2_d(vs, gs, os, m, [](D x, D gg) { return softplus_grad_lanes(x, gg); }); break;
+      case ActGrad::abs: for (std::int64_t i = 0; i < m; ++i) os[i] = canon(vs[i] > T(0) ? gs[i] : (vs[i] < T(0) ? -gs[i] : T(0))); break;
+      case ActGrad::erf: map2_d(vs, gs, os, m, [](D x, D gg) { return gg * (D(kTwoOverSqrtPiD) * exp_f64(-(x * x))); }); break;
+      case ActGrad::sin: map2_d(vs, gs, os, m, [](D x, D gg) { return gg * sincos_f64(x, 1); }); break;
+      case ActGrad::cos: map2_d(vs, gs, os, m, [](D x, D gg) { return gg * -sincos_f64(x, 0); }); break;
+      case ActGrad::reciprocal: for (std::int64_t i = 0; i < m; ++i) os[i] = canon(-(gs[i] * (vs[i] * vs[i]))); break;
+      case ActGrad::tan: for (std::int64_t i = 0; i < m; ++i) os[i] = canon(gs[i] * (T(1) + vs[i] * vs[i])); break;
+      case ActGrad::softsign:
+        for (std::int64_t i = 0; i < m; ++i) {
+          const T d = T(1) + std::fabs(vs[i]);
+          os[i] = canon(gs[i] / (d * d));
+        }
+        break;
+      case ActGrad::silu: map2_d(vs, gs, os, m, [](D x, D gg) { return silu_grad_lanes(x, gg); }); break;
+      case ActGrad::mish: map2_d(vs, gs, os, m, [](D x, D gg) { return mish_grad_lanes(x, gg); }); break;
+      case ActGrad::hardswish: for (std::int64_t i = 0; i < m; ++i) os[i] = canon(hardswish_grad_s(vs[i], gs[i])); break;
       case ActGrad::count: break;
+    }
+  });
+}
+
+// ---- activations with parameters: unary_p_one and act_grad_p_one of reference.cpp -----------------
+template <class T>
+T unary_p_s(UnaryP op, T x, double a, double b) {
+  const double d = static_cast<double>(x);
+  switch (op) {
+    case UnaryP::leaky_relu: return x > T(0) ? x : x * static_cast<T>(a);
+    case UnaryP::hardsigmoid: {
+      const double t = a * d + b;
+      if (t != t) return static_cast<T>(t);
+      return static_cast<T>(t > 0.0 ? (t < 1.0 ? t : 1.0) : 0.0);
+    }
+    case UnaryP::thresholded_relu: return (d > a || x != x) ? x : T(0);
+    case UnaryP::elu: case UnaryP::selu: case UnaryP::celu: case UnaryP::count: break;  // lanes below
+  }
+  return x;
+}
+template <class T>
+T act_grad_p_s(UnaryP op, T x, T g, double a, double b) {
+  const double d = static_cast<double>(x);
+  switch (op) {
+    case UnaryP::leaky_relu: return x > T(0) ? g : g * static_cast<T>(a);
+    case UnaryP::hardsigmoid: {
+      const double t = a * d + b;
+      return (t > 0.0 && t < 1.0) ? static_cast<T>(static_cast<double>(g) * a) : T(0);
+    }
+    case UnaryP::thresholded_relu: return d > a ? g : T(0);
+    case UnaryP::elu: case UnaryP::selu: case UnaryP::celu: case UnaryP::count: break;  // lanes below
+  }
+  return g;
+}
+template <class T>
+void unary_p_fast(UnaryP op, const T* x, T* y, std::int64_t n, double a, double b) {
+  parallel_for(n, info(op).cost == OpCost::math ? kGrainMath : kGrainSimple, [&](std::int64_t lo, std::int64_t hi) {
+    const T* xs = x + lo;
+    T* ys = y + lo;
+    const std::int64_t m = hi - lo;
+    const D A(a), B(b);
+    switch (op) {
+      case UnaryP::elu: map_d(xs, ys, m, [&](D v) { return select(v > D(0.0), v, A * expm1_f64(v)); }); break;
+      case UnaryP::selu: map_d(xs, ys, m, [&](D v) { return select(v > D(0.0), B * v, B * (A * expm1_f64(v))); }); break;
+      case UnaryP::celu: map_d(xs, ys, m, [&](D v) { return select(v > D(0.0), v, A * expm1_f64(v / A)); }); break;
+      case UnaryP::leaky_relu: case UnaryP::hardsigmoid: case UnaryP::thresholded_relu:
+        for (std::int64_t i = 0; i < m; ++i) ys[i] = canon(unary_p_s(op, xs[i], a, b));
+        break;
+      case UnaryP::count: break;
+    }
+  });
+}
+template <class T>
+void act_grad_p_fast(UnaryP op, const T* x, const T* g, T* out, std::int64_t n, double a, double b) {
+  parallel_for(n, info(op).cost == OpCost::math ? kGrainMath : kGrainSimple, [&](std::int64_t lo, std::int64_t hi) {
+    const T* xs = x + lo;
+    const T* gs = g + lo;
+    T* os = out + lo;
+    const std::int64_t m = hi - lo;
+    const D A(a), B(b);
+    switch (op) {
+      case UnaryP::elu: map2_d(xs, gs, os, m, [&](D v, D gg) { return select(v > D(0.0), gg, gg * (A * exp_f64(v))); }); break;
+      case UnaryP::selu: map2_d(xs, gs, os, m, [&](D v, D gg) { return select(v > D(0.0), gg * B, gg * (B * (A * exp_f64(v)))); }); break;
+      case UnaryP::celu: map2_d(xs, gs, os, m, [&](D v, D gg) { return select(v > D(0.0), gg, gg * exp_f64(v / A)); }); break;
+      case UnaryP::leaky_relu: case UnaryP::hardsigmoid: case UnaryP::thresholded_relu:
+        for (std::int64_t i = 0; i < m; ++i) os[i] = canon(act_grad_p_s(op, xs[i], gs[i], a, b));
+        break;
+      case UnaryP::count: break;
     }
   });
 }
@@ -564,6 +684,8 @@ Table<T> fast_table(Table<T> tb) {
   tb.unary = &unary_fast<T>;
   tb.binary = &binary_fast<T>;
   tb.act_grad = &act_grad_fast<T>;
+  tb.unary_p = &unary_p_fast<T>;
+  tb.act_grad_p = &act_grad_p_fast<T>;
   tb.gelu_keep = &gelu_keep_fast<T>;
   tb.gelu_grad_kept = &gelu_grad_kept_fast<T>;
   tb.sum_rows = &sum_rows_fast<T>;

@@ -68,6 +68,8 @@ enum class Binary : std::uint8_t { BITGRAD_BINARY_OPS(BITGRAD_OPLIST_ENUM) count
 // Gradients of activations: out = g * f'(v), where v is the input x (act_x lines) or the
 // output y (act_y lines); their orders are in numerics.md §7.
 enum class ActGrad : std::uint8_t { BITGRAD_ACT_GRADS(BITGRAD_OPLIST_ENUM) count };
+// Activations with parameters (a, b): forward unary_p, backward act_grad_p on x
+enum class UnaryP : std::uint8_t { BITGRAD_PARAM_OPS(BITGRAD_OPLIST_ENUM) count };
 #undef BITGRAD_OPLIST_ENUM
 
 template <class E>
@@ -75,7 +77,7 @@ inline constexpr int op_count = static_cast<int>(E::count);
 
 // The fast paths' grain class: one IEEE operation, or an elementary function in f64 lanes
 enum class OpCost : std::uint8_t { simple, math };
-enum class OpGrad : std::uint8_t { kernel, custom, act_x, act_y };
+enum class OpGrad : std::uint8_t { kernel, custom, act_x, act_y, zero };
 
 // One row per unary line of op_list.hpp, indexed by the enum
 struct UnaryInfo {
@@ -110,6 +112,24 @@ inline constexpr const char* kBinaryName[] = {
 };
 static_assert(std::size(kBinaryName) == op_count<Binary>);
 
+struct UnaryPInfo {
+  const char* name;
+  OpCost cost;
+  int nparams;
+  double a, b;    // the defaults
+  double lo, hi;  // the op tests' input range
+  const char* torch;
+};
+inline constexpr UnaryPInfo kUnaryPInfo[] = {
+#define BITGRAD_OPLIST_ROW(name, cost, nparams, a, da, b, db, lo, hi, torch, doc) \
+  {#name, OpCost::cost, nparams, da, db, lo, hi, torch},
+    BITGRAD_PARAM_OPS(BITGRAD_OPLIST_ROW)
+#undef BITGRAD_OPLIST_ROW
+};
+static_assert(std::size(kUnaryPInfo) == op_count<UnaryP>);
+
+constexpr const UnaryPInfo& info(UnaryP op) { return kUnaryPInfo[static_cast<int>(op)]; }
+constexpr const char* op_name(UnaryP op) { return info(op).name; }
 constexpr const UnaryInfo& info(Unary op) { return kUnaryInfo[static_cast<int>(op)]; }
 constexpr const ActGradInfo& info(ActGrad op) { return kActGradInfo[static_cast<int>(op)]; }
 constexpr const char* op_name(Unary op) { return info(op).name; }
@@ -158,6 +178,9 @@ struct Table {
   void (*unary)(Unary op, const T* x, T* y, std::int64_t n);
   void (*binary)(Binary op, Bcast bc, const T* a, const T* b, T* y, std::int64_t outer, std::int64_t inner);
   void (*act_grad)(ActGrad op, const T* v, const T* g, T* out, std::int64_t n);
+  // activations with parameters (numerics.md §32): y = f(x; a, b), and out = g * f'(x; a, b)
+  void (*unary_p)(UnaryP op, const T* x, T* y, std::int64_t n, double a, double b);
+  void (*act_grad_p)(UnaryP op, const T* x, const T* g, T* out, std::int64_t n, double a, double b);
   // GELU forward that keeps e = erf(x/sqrt 2) in f64 for its backward: y = (0.5 x)(1 + e),
   // the bits of unary(gelu)
   void (*gelu_keep)(const T* x, T* y, double* e, std::int64_t n);

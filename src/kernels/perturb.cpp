@@ -218,6 +218,12 @@ template <class T>
 void act_grad(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) { base<T>().act_grad(op, v, g, out, n); }
 
 template <class T>
+void unary_p(UnaryP op, const T* x, T* y, std::int64_t n, double a, double b) { base<T>().unary_p(op, x, y, n, a, b); }
+template <class T>
+void act_grad_p(UnaryP op, const T* x, const T* g, T* out, std::int64_t n, double a, double b) {
+  base<T>().act_grad_p(op, x, g, out, n, a, b);
+}
+template <class T>
 void gelu_keep(const T* x, T* y, double* e, std::int64_t n) { base<T>().gelu_keep(x, y, e, n); }
 template <class T>
 void gelu_grad_kept(const T* x, const double* e, const T* g, T* out, std::int64_t n) { base<T>().gelu_grad_kept(x, e, g, out, n); }
@@ -229,6 +235,8 @@ Table<T> make() {
   t.unary = &unary<T>;
   t.binary = &binary<T>;
   t.act_grad = &act_grad<T>;
+  t.unary_p = &unary_p<T>;
+  t.act_grad_p = &act_grad_p<T>;
   t.gelu_keep = &gelu_keep<T>;
   t.gelu_grad_kept = &gelu_grad_kept<T>;
   t.sum_rows = &sum_rows<T>;

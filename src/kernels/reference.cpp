@@ -46,6 +46,36 @@ inline double softplus_d(double x) {
 }
 inline double softplus_grad_d(double x, double g) { return x > 20.0 ? g : g * math::sigmoid(x); }
 
+// issue 29's activations (numerics.md §32), in f64
+constexpr double kTwoOverSqrtPi = 0x1.20dd750429b6dp+0;  // 2/sqrt(pi) rounded
+inline double silu_d(double x) { return x * math::sigmoid(x); }
+inline double silu_grad_d(double x, double g) {
+  const double s = math::sigmoid(x);
+  return g * (s * (1.0 + x * (1.0 - s)));
+}
+inline double mish_d(double x) { return x * math::tanh(softplus_d(x)); }
+inline double mish_grad_d(double x, double g) {
+  const double t = math::tanh(softplus_d(x));
+  return g * (t + (x * math::sigmoid(x)) * (1.0 - t * t));
+}
+// in T: 1, -1, or x itself (+-0, NaN)
+template <class T>
+T sign_one(T x) {
+  return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x);
+}
+// in T, PyTorch's order: (x * min(max(x + 3, 0), 6)) / 6, NaN passed on
+template <class T>
+T hardswish_one(T x) {
+  T c = x + T(3);
+  if (!(c > T(0)) && c == c) c = T(0);
+  if (c > T(6)) c = T(6);
+  return (x * c) / T(6);
+}
+template <class T>
+T hardswish_grad_one(T x, T g) {
+  return x < T(-3) ? T(0) : (x <= T(3) ? g * (x / T(3) + T(0.5)) : g);
+}
+
 template <class T>
 T maximum(T a, T b) {
   if (a != a || b != b) return canonical_nan<T>();
@@ -83,6 +113,15 @@ T unary_one(Unary op, T x) {
     case Unary::square: return x * x;
     case Unary::reciprocal: return T(1) / x;
     case Unary::softplus: return from_d<T>(softplus_d(d));
+    case Unary::sign: return sign_one(x);
+    case Unary::tan: return from_d<T>(math::tan(d));
+    case Unary::floor: return from_d<T>(math::floor(d));
+    case Unary::ceil: return from_d<T>(math::ceil(d));
+    case Unary::round: return from_d<T>(math::round_even(d));
+    case Unary::softsign: return x / (T(1) + std::fabs(x));
+    case Unary::silu: return from_d<T>(silu_d(d));
+    case Unary::mish: return from_d<T>(mish_d(d));
+    case Unary::hardswish: return hardswish_one(x);
     case Unary::count: break;
   }
   return x;
@@ -182,10 +221,71 @@ void act_grad(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) {
       case ActGrad::softplus:
         out[i] = from_d<T>(softplus_grad_d(static_cast<double>(v[i]), static_cast<double>(g[i])));
         break;
+      case ActGrad::abs: out[i] = v[i] > T(0) ? g[i] : (v[i] < T(0) ? -g[i] : T(0)); break;
+      case ActGrad::erf:
+        out[i] = from_d<T>(static_cast<double>(g[i]) * (kTwoOverSqrtPi * math::exp(-(static_cast<double>(v[i]) * static_cast<double>(v[i])))));
+        break;
+      case ActGrad::sin: out[i] = from_d<T>(static_cast<double>(g[i]) * math::cos(static_cast<double>(v[i]))); break;
+      case ActGrad::cos: out[i] = from_d<T>(static_cast<double>(g[i]) * -math::sin(static_cast<double>(v[i]))); break;
+      case ActGrad::reciprocal: out[i] = -(g[i] * (v[i] * v[i])); break;
+      case ActGrad::tan: out[i] = g[i] * (T(1) + v[i] * v[i]); break;
+      case ActGrad::softsign: {
+        const T d = T(1) + std::fabs(v[i]);
+        out[i] = g[i] / (d * d);
+      } break;
+      case ActGrad::silu: out[i] = from_d<T>(silu_grad_d(static_cast<double>(v[i]), static_cast<double>(g[i]))); break;
+      case ActGrad::mish: out[i] = from_d<T>(mish_grad_d(static_cast<double>(v[i]), static_cast<double>(g[i]))); break;
+      case ActGrad::hardswish: out[i] = hardswish_grad_one(v[i], g[i]); break;
       case ActGrad::count: break;
     }
     out[i] = canon(out[i]);
   }
+}
+
+// ---- activations with parameters (numerics.md §32) -------------------------------------------
+inline double hardsigmoid_d(double x, double a, double b) {
+  const double t = a * x + b;
+  if (t != t) return t;
+  return t > 0.0 ? (t < 1.0 ? t : 1.0) : 0.0;
+}
+template <class T>
+T unary_p_one(UnaryP op, T x, double a, double b) {
+  const double d = static_cast<double>(x);
+  switch (op) {
+    case UnaryP::leaky_relu: return x > T(0) ? x : x * static_cast<T>(a);
+    case UnaryP::elu: return x > T(0) ? x : from_d<T>(a * math::expm1(d));
+    case UnaryP::selu: return from_d<T>(x > T(0) ? b * d : b * (a * math::expm1(d)));
+    case UnaryP::celu: return x > T(0) ? x : from_d<T>(a * math::expm1(d / a));
+    case UnaryP::hardsigmoid: return from_d<T>(hardsigmoid_d(d, a, b));
+    case UnaryP::thresholded_relu: return (d > a || x != x) ? x : T(0);
+    case UnaryP::count: break;
+  }
+  return x;
+}
+template <class T>
+T act_grad_p_one(UnaryP op, T x, T g, double a, double b) {
+  const double d = static_cast<double>(x), gd = static_cast<double>(g);
+  switch (op) {
+    case UnaryP::leaky_relu: return x > T(0) ? g : g * static_cast<T>(a);
+    case UnaryP::elu: return x > T(0) ? g : from_d<T>(gd * (a * math::exp(d)));
+    case UnaryP::selu: return from_d<T>(x > T(0) ? gd * b : gd * (b * (a * math::exp(d))));
+    case UnaryP::celu: return x > T(0) ? g : from_d<T>(gd * math::exp(d / a));
+    case UnaryP::hardsigmoid: {
+      const double t = a * d + b;
+      return (t > 0.0 && t < 1.0) ? from_d<T>(gd * a) : T(0);
+    }
+    case UnaryP::thresholded_relu: return d > a ? g : T(0);
+    case UnaryP::count: break;
+  }
+  return g;
+}
+template <class T>
+void unary_p(UnaryP op, const T* x, T* y, std::int64_t n, double a, double b) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = canon(unary_p_one(op, x[i], a, b));
+}
+template <class T>
+void act_grad_p(UnaryP op, const T* x, const T* g, T* out, std::int64_t n, double a, double b) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = canon(act_grad_p_one(op, x[i], g[i], a, b));
 }
 
 template <class T>
@@ -307,6 +407,8 @@ Table<T> make_table() {
   tb.unary = &unary<T>;
   tb.binary = &binary<T>;
   tb.act_grad = &act_grad<T>;
+  tb.unary_p = &unary_p<T>;
+  tb.act_grad_p = &act_grad_p<T>;
   tb.gelu_keep = &gelu_keep<T>;
   tb.gelu_grad_kept = &gelu_grad_kept<T>;
   tb.sum_rows = &sum_rows<T>;

@@ -24,6 +24,10 @@ double sigmoid(double x) { return s::sigmoid_f64(x); }
 double erf(double x) { return s::erf_f64(x); }
 double sin(double x) { return s::sincos_f64(x, 0); }
 double cos(double x) { return s::sincos_f64(x, 1); }
+double tan(double x) { return s::tan_f64(x); }
+double round_even(double x) { return s::round_even_f64(x); }
+double floor(double x) { return s::floor_f64(x); }
+double ceil(double x) { return s::ceil_f64(x); }
 double pow(double x, double y) { return s::pow_f64(x, y); }
 double sqrt(double x) { return std::sqrt(x); }
 double rsqrt(double x) { return s::rsqrt_f64(x); }
@@ -39,6 +43,7 @@ float sigmoid(float x) { return static_cast<float>(s::sigmoid_f64(x)); }
 float erf(float x) { return static_cast<float>(s::erf_f64(x)); }
 float sin(float x) { return static_cast<float>(s::sincos_f64(x, 0)); }
 float cos(float x) { return static_cast<float>(s::sincos_f64(x, 1)); }
+float tan(float x) { return static_cast<float>(s::tan_f64(x)); }
 float pow(float x, float y) { return static_cast<float>(s::pow_f64(x, y)); }
 float sqrt(float x) { return std::sqrt(x); }
 float rsqrt(float x) { return static_cast<float>(s::rsqrt_f64(x)); }

@@ -299,8 +299,8 @@ inline D sincos_finish(D sr, D cr, I k, int which) {
   return select(eqi(andi(n, to_i(2)), to_i(0)), v, -v);
 }
 
-inline D sincos_f64(D x, int which) {
-  D ax = abs(x);
+// x = k pi/2 + (rh + rl) for finite x: Cody-Waite below 2^20, Payne-Hanek per lane above
+inline Reduced reduce_pio2(D x, D ax) {
   M big = ax >= D(0x1p20);
   D xm = select(big, D(0.0), x);
   Reduced r = reduce_pio2_medium(xm);
@@ -320,6 +320,12 @@ inline D sincos_f64(D x, int which) {
       }
     }
   }
+  return r;
+}
+
+inline D sincos_f64(D x, int which) {
+  D ax = abs(x);
+  Reduced r = reduce_pio2(x, ax);
   D sr = sin_poly(r.rh, r.rl);
   D cr = cos_poly(r.rh, r.rl);
   D y = sincos_finish(sr, cr, r.k, which);
@@ -327,6 +333,47 @@ inline D sincos_f64(D x, int which) {
   y = select(ax < D(0x1p-27), which == 0 ? x : D(1.0), y);
   y = select(ax == D(INFINITY), D(NAN), y);
   return select(isnan_(x), x + x, y);
+}
+
+// tan x = sin r / cos r (k even) or -cos r / sin r (k odd), the quotient of the two
+// polynomials kept as double-doubles (sin_poly's and cos_poly's last additions, exact by
+// fast_two_sum) by div_dd: one rounding of a value good to about 2^-60.
+inline D tan_f64(D x) {
+  D ax = abs(x);
+  Reduced r = reduce_pio2(x, ax);
+  D z = r.rh * r.rh;
+  D p = D(kSinPoly[6]);
+  for (int i = 5; i >= 0; --i) p = fma(p, z, D(kSinPoly[i]));
+  DD sn = fast_two_sum(r.rh, fma(z * r.rh, p, r.rl * fma(D(-0.5), z, D(1.0))));
+  DD z2 = two_prod(r.rh, r.rh);
+  D q = D(kCosPoly[6]);
+  for (int i = 5; i >= 0; --i) q = fma(q, z2.hi, D(kCosPoly[i]));
+  D hz = D(0.5) * z2.hi;
+  D w = D(1.0) - hz;
+  DD cs = fast_two_sum(w, ((D(1.0) - w) - hz) + (fma(z2.hi * z2.hi, q, -(D(0.5) * z2.lo)) - r.rh * r.rl));
+  M odd = eqi(andi(r.k, to_i(1)), to_i(1));
+  D y = div_dd(select(odd, -cs.hi, sn.hi), select(odd, -cs.lo, sn.lo), select(odd, sn.hi, cs.hi), select(odd, sn.lo, cs.lo));
+  y = select(ax < D(0x1p-27), x, y);  // tiny: tan x = x (keeps -0)
+  y = select(ax == D(INFINITY), D(NAN), y);
+  return select(isnan_(x), x + x, y);
+}
+
+// ---- rounding to integers (exact) ----------------------------------------------------------
+// |x| < 2^52: (|x| + 2^52) - 2^52 is |x| rounded to an integer, halves to even (round to
+// nearest is the only mode bitgrad runs in); at or above 2^52, inf and NaN, x is its own value.
+// The results keep x's sign (floor(-0.5) = -1, ceil(-0.5) = -0, round(-0.5) = -0).
+inline D round_even_f64(D x) {
+  D ax = abs(x);
+  D t = copysign_((ax + D(0x1p52)) - D(0x1p52), x);
+  return select(ax < D(0x1p52), t, x);
+}
+inline D floor_f64(D x) {
+  D r = round_even_f64(x);
+  return copysign_(select(r > x, r - D(1.0), r), x);
+}
+inline D ceil_f64(D x) {
+  D r = round_even_f64(x);
+  return copysign_(select(r < x, r + D(1.0), r), x);
 }
 
 // sin(2 pi u) and cos(2 pi u): exact reduction in u, used by the normal distribution.

@@ -266,6 +266,9 @@ template <kern::ActGrad A>
 void act_bw(Node& n, const Tensor& g, Tensor* gi) {
   gi[0] = act_grad_raw(A, n.saved_tensor(0), g);
 }
+// zero lines (sign, floor, ceil, round): piecewise constant, the gradient is +0 everywhere
+// (numerics.md §32); a node is still recorded, so y requires grad as in PyTorch
+void zero_bw(Node& n, const Tensor& g, Tensor* gi) { gi[0] = Tensor::zeros(n.in_shape[0], g.dtype()); }
 // saved: x and e = erf(x/sqrt 2) in f64 from the forward (gelu_keep), so the backward's
 // Phi(x) = 0.5 (1 + e) costs no second erf
 void gelu_bw(Node& n, const Tensor& g, Tensor* gi) {
@@ -333,6 +336,9 @@ Tensor rsub(double s, const Tensor& a, CallSite site) { return sub(ops::scalar_l
 Tensor mul(const Tensor& a, double s, CallSite site) { return mul(a, ops::scalar_like(a, s), site); }
 Tensor div(const Tensor& a, double s, CallSite site) { return div(a, ops::scalar_like(a, s), site); }
 Tensor rdiv(double s, const Tensor& a, CallSite site) { return div(ops::scalar_like(a, s), a, site); }
+// the number rounded to a's dtype; ties with it split the gradient as maximum(a, b) does
+Tensor maximum(const Tensor& a, double s, CallSite site) { return maximum(a, ops::scalar_like(a, s), site); }
+Tensor minimum(const Tensor& a, double s, CallSite site) { return minimum(a, ops::scalar_like(a, s), site); }
 
 Tensor pow(const Tensor& a, double p, CallSite site) {
   Tensor y = binary_raw(Binary::pow, a, ops::scalar_like(a, p), "pow");
@@ -356,6 +362,15 @@ Tensor sqrt(const Tensor& x, CallSite site) { return unary_op(Unary::sqrt, x, "s
   })
 BITGRAD_UNARY_OPS(BITGRAD_OPLIST_DEFINE_ACT)
 #undef BITGRAD_OPLIST_DEFINE_ACT
+// The zero lines: forward kernel, a backward of zeros (nothing saved)
+#define BITGRAD_OPLIST_DEFINE_ZERO(name, grad, ...)                           \
+  BITGRAD_OPLIST_IF_ZERO(grad)(Tensor name(const Tensor& x, CallSite site) { \
+    Tensor y = unary_raw(Unary::name, x, #name);                              \
+    ops::record(#name, zero_bw, {&x}, y, site);                               \
+    return y;                                                                 \
+  })
+BITGRAD_UNARY_OPS(BITGRAD_OPLIST_DEFINE_ZERO)
+#undef BITGRAD_OPLIST_DEFINE_ZERO
 // y [..] = x (0.5)(1 + erf(x/sqrt 2)); backward gelu_bw. When the graph records, the forward
 // also keeps erf(x/sqrt 2) in f64 (8 bytes an element) for the backward.
 Tensor gelu(const Tensor& x, CallSite site) {
@@ -374,9 +389,9 @@ Tensor gelu(const Tensor& x, CallSite site) {
   return y;
 }
 
+// ONNX's Clip (and PyTorch's clamp): with lo > hi every element is hi, and the gradient +0
 Tensor clamp(const Tensor& x, double lo, double hi, CallSite site) {
   ops::check_float("clamp", x);
-  BITGRAD_CHECK(!(lo > hi), "clamp", "lower bound ", lo, " is above upper bound ", hi);
   Tensor y = minimum(maximum(x.detach(), ops::scalar_like(x, lo)), ops::scalar_like(x, hi)).detach();
   if (Node* n = ops::record("clamp", clamp_bw, {&x}, y, site)) {
     n->save(0, x);
@@ -385,14 +400,26 @@ Tensor clamp(const Tensor& x, double lo, double hi, CallSite site) {
   return y;
 }
 
+// an absent side is an infinite bound: maximum(x, -inf) and minimum(x, +inf) are x itself (NaN
+// included), so clamp_min(x, lo) has the bits of maximum(x, lo) and the gradient of clamp
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi, CallSite site) {
+  BITGRAD_CHECK(lo || hi, "clamp", "needs a lower bound, an upper bound or both");
+  return clamp(x, lo ? *lo : -INFINITY, hi ? *hi : INFINITY, site);
+}
+Tensor clamp_min(const Tensor& x, double lo, CallSite site) { return clamp(x, lo, INFINITY, site); }
+Tensor clamp_max(const Tensor& x, double hi, CallSite site) { return clamp(x, -INFINITY, hi, site); }
+
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, CallSite site) {
-  ops::check_same_dtype("where", a, b);
-  BITGRAD_CHECK(cond.defined(), "where", "the condition is undefined");
+  BITGRAD_CHECK(a.defined() && b.defined() && cond.defined(), "where", "an input is undefined");
+  BITGRAD_CHECK(a.dtype() == b.dtype(), "where", "dtypes differ: ", dtype_name(a.dtype()), " ", a.shape().str(), " and ",
+                dtype_name(b.dtype()), " ", b.shape().str());
   const Shape s = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   // broadcast views (stride 0), walked in place: no expanded copies of a mask or a scalar
   const Tensor c = expand(cond.detach(), s), av = expand(a.detach(), s), bv = expand(b.detach(), s);
   Tensor y = Tensor::empty(s, a.dtype());
-  BITGRAD_DISPATCH_FLOAT(a.dtype(), "where", T, [&] {
+  // a and b may also be i64 or u8 (ONNX's Where on integers): then there is no gradient
+  auto body = [&](auto z) {
+    using T = decltype(z);
     const T *pa = av.data<T>(), *pb = bv.data<T>();
     T* py = kern::out_ptr<T>(y);
     auto select = [&](const auto* pc) {  // nonzero (and NaN) is true, whatever the dtype
@@ -408,7 +435,15 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, CallSite site
       case DType::u8: select(c.data<std::uint8_t>()); break;
       default: bitgrad::detail::fail("where", "the condition must be f32, f64, i64 or u8, got ", dtype_name(c.dtype()));
     }
-  });
+  };
+  switch (a.dtype()) {
+    case DType::f32: body(float{}); break;
+    case DType::f64: body(double{}); break;
+    case DType::i64: body(std::int64_t{}); break;
+    case DType::u8: body(std::uint8_t{}); break;
+    default: bitgrad::detail::fail("where", "a and b must be f32, f64, i64 or u8, got ", dtype_name(a.dtype()));
+  }
+  if (!is_floating(a.dtype())) return y;
   Tensor condt = cond;
   if (Node* n = ops::record("where", where_bw, {&condt, &a, &b}, y, site)) n->save(0, cond);
   return y;

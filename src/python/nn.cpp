@@ -159,7 +159,7 @@ void init_nn(py::module_& top) {
       .def_property_readonly("bias", [](const nn::LayerNorm& l) { return tensor_or_none(l.beta); });
   // batch norm (issue 29): BatchNorm1d(...) and BatchNorm2d(...) are factories of one class
   py::class_<nn::BatchNorm, Module, std::shared_ptr<nn::BatchNorm>>(m, "_BatchNorm",
-                                                                     "Batch normalisation over channels (numerics.md §27): the batch's "
+                                                                     "Batch normalisation over channels (numerics.md §31): the batch's "
                                                                      "statistics in training, the running ones in evaluation.")
       .def_property_readonly("weight", [](const nn::BatchNorm& l) { return tensor_or_none(l.weight); })
       .def_property_readonly("bias", [](const nn::BatchNorm& l) { return tensor_or_none(l.bias); })

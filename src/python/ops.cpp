@@ -59,10 +59,72 @@ void init_ops(py::module_& m) {
   m.attr("_unary_ops") = unary_ops;
   t1("contiguous", &contiguous, "A contiguous tensor with x's values (x itself when it is).");
   t1("norm", &norm, "L2 norm of all elements (numerics.md: sum of squares by the axis rules).");
-  m.def("clamp", [](const Tensor& x, double lo, double hi) {
+  m.def("clamp", [](const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
     const CallSite site = py_site();
     return nogil([&] { return clamp(x, lo, hi, site); });
-  }, py::arg("x"), py::arg("min"), py::arg("max"));
+  }, py::arg("x"), py::arg("min") = py::none(), py::arg("max") = py::none(),
+        "minimum(maximum(x, min), max); either bound may be absent; min > max gives max (ONNX's Clip).");
+
+  // issue 29: activations with parameters (BITGRAD_PARAM_OPS), comparisons, masks, cast
+#define BITGRAD_OPLIST_BIND_PARAM(name, cost, nparams, a, da, b, db, lo, hi, torch, doc) \
+  BITGRAD_OPLIST_BIND_PARAM_##nparams(name, a, da, b, db, doc)
+#define BITGRAD_OPLIST_BIND_PARAM_1(name, a, da, b, db, doc)              \
+  m.def(#name, [](const Tensor& x, double pa) {                         \
+    const CallSite site = py_site();                                    \
+    return nogil([&] { return name(x, pa, site); });                    \
+  }, py::arg("x"), py::arg(#a) = double(da), doc);
+#define BITGRAD_OPLIST_BIND_PARAM_2(name, a, da, b, db, doc)              \
+  m.def(#name, [](const Tensor& x, double pa, double pb) {              \
+    const CallSite site = py_site();                                    \
+    return nogil([&] { return name(x, pa, pb, site); });                \
+  }, py::arg("x"), py::arg(#a) = double(da), py::arg(#b) = double(db), doc);
+  BITGRAD_PARAM_OPS(BITGRAD_OPLIST_BIND_PARAM)
+#undef BITGRAD_OPLIST_BIND_PARAM
+#undef BITGRAD_OPLIST_BIND_PARAM_1
+#undef BITGRAD_OPLIST_BIND_PARAM_2
+  // (name, lo, hi, torch expression in x, a, b, a's default, b's default) of each: the parity cases
+  py::list param_ops;
+#define BITGRAD_OPLIST_DESCRIBE(name, cost, nparams, a, da, b, db, lo, hi, torch, doc) \
+  param_ops.append(py::make_tuple(#name, double(lo), double(hi), torch, double(da), double(db)));
+  BITGRAD_PARAM_OPS(BITGRAD_OPLIST_DESCRIBE)
+#undef BITGRAD_OPLIST_DESCRIBE
+  m.attr("_param_ops") = param_ops;
+  m.def("prelu", [](const Tensor& x, const Tensor& slope) {
+    const CallSite site = py_site();
+    return nogil([&] { return prelu(x, slope, site); });
+  }, py::arg("x"), py::arg("slope"), "x where x > 0, else x * slope; slope broadcasts to x's shape (NumPy's rule, as ONNX's PRelu).");
+  m.def("clamp_min", [](const Tensor& x, double lo) {
+    const CallSite site = py_site();
+    return nogil([&] { return clamp_min(x, lo, site); });
+  }, py::arg("x"), py::arg("min"), "clamp(x, min=min).");
+  m.def("clamp_max", [](const Tensor& x, double hi) {
+    const CallSite site = py_site();
+    return nogil([&] { return clamp_max(x, hi, site); });
+  }, py::arg("x"), py::arg("max"), "clamp(x, max=max).");
+#define BITGRAD_OPLIST_BIND_COMPARE(name, op, doc) \
+  tt(#name, &name, doc);                           \
+  ts(#name, &name);
+  BITGRAD_COMPARE_OPS(BITGRAD_OPLIST_BIND_COMPARE)
+#undef BITGRAD_OPLIST_BIND_COMPARE
+  tt("logical_and", &logical_and, "Nonzero (NaN too) is true; a u8 mask, broadcasting.");
+  tt("logical_or", &logical_or, "Nonzero (NaN too) is true; a u8 mask, broadcasting.");
+  tt("logical_xor", &logical_xor, "Nonzero (NaN too) is true; a u8 mask, broadcasting.");
+  t1("logical_not", &logical_not, "1 where x is zero, else 0 (a u8 mask).");
+  t1("isnan", &isnan, "1 where x is NaN (a u8 mask).");
+  m.def("isinf", [](const Tensor& x, bool pos, bool neg) {
+    const CallSite site = py_site();
+    return nogil([&] { return isinf(x, pos, neg, site); });
+  }, py::arg("x"), py::arg("detect_positive") = true, py::arg("detect_negative") = true, "1 where x is +inf / -inf (a u8 mask).");
+  m.def("masked_fill", [](const Tensor& x, const Tensor& mask, double value) {
+    const CallSite site = py_site();
+    return nogil([&] { return masked_fill(x, mask, value, site); });
+  }, py::arg("x"), py::arg("mask"), py::arg("value"), "value where mask is nonzero, else x (mask broadcasts to x's shape).");
+  m.def("cast", [](const Tensor& x, DType dtype) {
+    const CallSite site = py_site();
+    return nogil([&] { return cast(x, dtype, site); });
+  }, py::arg("x"), py::arg("dtype"),
+        "x converted to dtype (numerics.md §32): floats to integers truncate toward zero (NaN, infinities, out of range: an "
+        "error); the gradient flows between float32 and float64.");
   m.def("where", [](const Tensor& cond, const Tensor& a, const Tensor& b) {
     const CallSite site = py_site();
     return nogil([&] { return where(cond, a, b, site); });
@@ -174,7 +236,7 @@ void init_ops(py::module_& m) {
     return nogil([&] { return batch_norm(x, opt_tensor(rm), opt_tensor(rv), opt_tensor(w), opt_tensor(b), training, momentum, eps, site); });
   }, py::arg("x"), py::arg("running_mean") = py::none(), py::arg("running_var") = py::none(), py::arg("weight") = py::none(),
         py::arg("bias") = py::none(), py::arg("training") = false, py::arg("momentum") = 0.1, py::arg("eps") = 1e-5,
-        "torch.nn.functional.batch_norm: x [N, C, *]; per channel over N and the spatial positions (numerics.md §27). "
+        "torch.nn.functional.batch_norm: x [N, C, *]; per channel over N and the spatial positions (numerics.md §31). "
         "training: this batch's statistics, the running ones (if given) updated in place; else the running statistics.");
   m.def("dropout", [](const Tensor& x, double p, std::uint64_t seed, std::uint64_t stream, std::uint64_t first_index) {
     const CallSite site = py_site();
@@ -222,7 +284,7 @@ void init_ops(py::module_& m) {
         "fn(x) without keeping its intermediates: the backward runs fn again (contract T9). Every tensor inside fn that "
         "requires grad must be x or in params.");
 
-  // ---- reductions over axes, scans, more losses (issue 29; numerics.md §27-§29) ----
+  // ---- reductions over axes, scans, more losses (issue 29; numerics.md §28-§30) ----
   {
     using RF = Tensor (*)(const Tensor&, const std::vector<int>&, bool, CallSite);
     auto red = [&m](const char* name, RF f, const char* doc) {

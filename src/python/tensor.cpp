@@ -300,10 +300,10 @@ void init_tensor(py::module_& m) {
   BITGRAD_UNARY_OPS(BITGRAD_OPLIST_METHOD)  // the lines of bitgrad/op_list.hpp with method 1
 #undef BITGRAD_OPLIST_METHOD
 #undef BITGRAD_UNARY_METHOD
-  cls.def("clamp", [](const Tensor& t, double lo, double hi) {
+  cls.def("clamp", [](const Tensor& t, std::optional<double> lo, std::optional<double> hi) {
        const CallSite site = py_site();
        return nogil([&] { return clamp(t, lo, hi, site); });
-     }, py::arg("min"), py::arg("max"))
+     }, py::arg("min") = py::none(), py::arg("max") = py::none())
       .def("softmax", [](const Tensor& t, int axis) {
         const CallSite site = py_site();
         return nogil([&] { return softmax(t, axis, site); });
@@ -366,7 +366,16 @@ void init_tensor(py::module_& m) {
         const CallSite site = py_site();
         return nogil([&] { return neg(a, site); });
       })
-      .def("__pos__", [](const Tensor& a) { return a; });
+      .def("__pos__", [](const Tensor& a) { return a; })
+      // comparisons: uint8 masks, no gradient (== and != keep Python's identity: a Tensor stays hashable)
+      .def("__lt__", binary(&lt, &lt))
+      .def("__le__", binary(&le, &le))
+      .def("__gt__", binary(&gt, &gt))
+      .def("__ge__", binary(&ge, &ge))
+      .def("masked_fill", [](const Tensor& t, const Tensor& mask, double value) {
+        const CallSite site = py_site();
+        return nogil([&] { return masked_fill(t, mask, value, site); });
+      }, py::arg("mask"), py::arg("value"));
 
   // factories
   m.def("zeros", [](const py::args& shape, DType dtype, bool requires_grad) {

@@ -152,7 +152,7 @@ Case generate(std::uint64_t seed, std::uint64_t index) {
     }
     // one case in four gets a batchnorm after its first layer (its own stream: every other case
     // stays what it was); its matrix then leaves out accumulate > 1 and ranks, which `bitgrad
-    // train` refuses for it (numerics.md §27). Helper D, issue 29.
+    // train` refuses for it (numerics.md §31; issue 29).
     if (c.layers.size() >= 2 && rng::Stream(seed, "contract-batchnorm").u64(index) % 4 == 0)
       c.layers.insert(c.layers.begin() + 1, Layer{"batchnorm"});
     // one case in two in mixed precision (its own stream too): bf16 to nearest, bf16

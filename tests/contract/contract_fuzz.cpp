@@ -191,7 +191,7 @@ std::vector<Pair> matrix(const Case& c, std::uint64_t seed, std::uint64_t index)
   Setting rc = setting(static_cast<int>(1 + below(4)), static_cast<int>(below(3)), 1, isas.back());
   rc.recompute = below(2) == 0 ? "blocks" : "all";
   v.push_back({base, rc});
-  // batchnorm: micro-batches and ranks are refused (numerics.md §27), so those pairs go (after
+  // batchnorm: micro-batches and ranks are refused (numerics.md §31), so those pairs go (after
   // every draw, so that the other pairs stay what they were)
   bool bn = false;
   for (const Layer& l : c.layers) bn = bn || l.type == "batchnorm";

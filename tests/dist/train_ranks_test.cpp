@@ -151,7 +151,7 @@ TEST_F(DistTrain, AGptOnRanksGivesTheBitsOfOneProcess) {
 }
 
 // batchnorm (issue 29): the statistics would be each rank's shard's, so several ranks
-// are refused with an error naming the layer (numerics §27); one rank under mpirun trains.
+// are refused with an error naming the layer (numerics §31); one rank under mpirun trains.
 TEST_F(DistTrain, ABatchNormModelIsRefusedOnSeveralRanks) {
   const std::string w = dir_for("bn");
   std::string cfg = kSynth;

@@ -100,6 +100,43 @@ void act_grad_cases() {
 TEST(Elementwise, ActivationGradF32) { act_grad_cases<float>(); }
 TEST(Elementwise, ActivationGradF64) { act_grad_cases<double>(); }
 
+// Activations with parameters (every BITGRAD_PARAM_OPS line, up to count): forward and backward,
+// at the defaults and at other parameters (negative, tiny, large)
+template <class T>
+void param_cases() {
+  const std::pair<double, double> params[] = {{0.0, 0.0}, {0.3, -0.25}, {-1.5, 2.0}, {1e-3, 7.0}};
+  for (int u = 0; u < kern::op_count<kern::UnaryP>; ++u) {
+    const kern::UnaryP op = static_cast<kern::UnaryP>(u);
+    for (int k = 0; k < 4; ++k) {
+      const double a = k == 0 ? kern::info(op).a : params[k].first, b = k == 0 ? kern::info(op).b : params[k].second;
+      for (std::int64_t n : kSizes) {
+        auto x = random_vec<T>(static_cast<std::size_t>(n), 700 + static_cast<std::uint64_t>(u), -30, 30, true);
+        auto g = random_vec<T>(static_cast<std::size_t>(n), 701, -2, 2, true);
+        if (n > 10) {
+          x[3] = T(1e6);
+          x[4] = T(-3e7);
+          x[5] = std::numeric_limits<T>::infinity();
+          x[6] = std::numeric_limits<T>::quiet_NaN();
+          x[7] = -std::numeric_limits<T>::infinity();
+          x[8] = T(-0.0);
+        }
+        std::ostringstream name;
+        name << "unary_p(" << kern::op_name(op) << "," << a << "," << b << "," << tname(T{}) << ",n=" << n << ")";
+        expect_fast_equals_reference<T>(name.str(), [&](const kern::Table<T>& tb) {
+          std::vector<T> y(static_cast<std::size_t>(n)), gx(static_cast<std::size_t>(n));
+          tb.unary_p(op, x.data(), y.data(), n, a, b);
+          tb.act_grad_p(op, x.data(), g.data(), gx.data(), n, a, b);
+          y.insert(y.end(), gx.begin(), gx.end());
+          return y;
+        });
+      }
+    }
+  }
+}
+
+TEST(Elementwise, ParamActivationF32) { param_cases<float>(); }
+TEST(Elementwise, ParamActivationF64) { param_cases<double>(); }
+
 // The GELU pair that keeps erf in f64: y and the backward have the bits of unary(gelu) and
 // act_grad(gelu) on every table, and the kept e has the same bits on every path (it goes into
 // the run's gradients).

@@ -153,6 +153,23 @@ void elementwise_cases() {
       tb.act_grad(static_cast<ActGrad>(a), v.data(), g.data(), y.data(), n);
       return y;
     });
+  // activations with parameters, at their defaults: forward and backward
+  for (int a = 0; a < kern::op_count<kern::UnaryP>; ++a) {
+    const kern::UnaryP op = static_cast<kern::UnaryP>(a);
+    expect_canonical_nans<T>(label<T>("unary_p", kern::op_name(op)), [&](const kern::Table<T>& tb, std::uint64_t pl) {
+      auto x = with_nans<T>(static_cast<std::size_t>(n), 34, pl, -3, 3, 4);
+      std::vector<T> y(static_cast<std::size_t>(n));
+      tb.unary_p(op, x.data(), y.data(), n, kern::info(op).a, kern::info(op).b);
+      return y;
+    });
+    expect_canonical_nans<T>(label<T>("act_grad_p", kern::op_name(op)), [&](const kern::Table<T>& tb, std::uint64_t pl) {
+      auto v = with_nans<T>(static_cast<std::size_t>(n), 35, pl, -3, 3, 4);
+      auto g = with_nans<T>(static_cast<std::size_t>(n), 36, pl, -3, 3, 4);
+      std::vector<T> y(static_cast<std::size_t>(n));
+      tb.act_grad_p(op, v.data(), g.data(), y.data(), n, kern::info(op).a, kern::info(op).b);
+      return y;
+    });
+  }
   // GELU keeping erf: the forward's y, then the backward from the kept e (e itself is internal)
   expect_canonical_nans<T>(label<T>("gelu_keep", "y,gx"), [&](const kern::Table<T>& tb, std::uint64_t pl) {
     auto v = with_nans<T>(static_cast<std::size_t>(n), 32, pl, -3, 3, 4);

@@ -1,5 +1,6 @@
 // Accuracy of the elementary functions against MPFR on a CI-sized sample (the 10^7-input
 // figures in docs/numerics.md come from tools/mathfn_accuracy), and their special values.
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -66,6 +67,29 @@ TEST(MathAccuracy, SpecialValues) {
     EXPECT_TRUE(std::isnan(m::tanh(x)));
     EXPECT_TRUE(std::isnan(m::erf(x)));
     EXPECT_TRUE(std::isnan(m::sigmoid(x)));
+    EXPECT_TRUE(std::isnan(m::tan(x)));
+    EXPECT_TRUE(std::isnan(m::floor(x)));
+  }
+  EXPECT_TRUE(std::isnan(m::tan(inf)));
+  EXPECT_TRUE(std::signbit(m::tan(-0.0)));
+  EXPECT_EQ(m::tan(0.0), 0.0);
+}
+
+// floor, ceil and round (halves to even) are exact: compared with the C library's on halves,
+// near-integers, the signs of zero, 2^52 and beyond, and infinities
+TEST(MathAccuracy, RoundingToIntegers) {
+  namespace m = bitgrad::math;
+  const double inf = std::numeric_limits<double>::infinity();
+  const double xs[] = {0.0, -0.0, 0.3, -0.3, 0.5, -0.5, 0.7, -0.7, 1.5, -1.5, 2.5, -2.5, 3.0, -3.0,
+                       0x1p52 - 0.5, -(0x1p52 - 0.5), 0x1p52, 0x1p52 + 1, 0x1p60, -0x1p60, 1e-310, -1e-310,
+                       0.49999999999999994, -0.49999999999999994, inf, -inf};
+  for (double x : xs) {
+    const double want[3] = {std::floor(x), std::ceil(x), std::nearbyint(x)};
+    const double got[3] = {m::floor(x), m::ceil(x), m::round_even(x)};
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(std::bit_cast<std::uint64_t>(got[k]), std::bit_cast<std::uint64_t>(want[k]))
+          << (k == 0 ? "floor(" : k == 1 ? "ceil(" : "round_even(") << x << ") = " << got[k] << ", expected " << want[k];
+    }
   }
 }
 

@@ -1,4 +1,8 @@
 // Elementwise ops: gradients against finite differences (f64) and bitwise determinism (f32).
+#include <bit>
+#include <cmath>
+#include <optional>
+
 #include "kernels/kernels.hpp"
 #include "support/op_harness.hpp"
 
@@ -15,6 +19,11 @@ std::vector<OpCase> listed_unary_cases(Shape simple, Shape math) {
   BITGRAD_OPLIST_IF_OP(grad)(cases.push_back(                                                              \
       {#name, {kern::OpCost::cost == kern::OpCost::math ? math : simple}, [](V x) { return name(x[0]); }, lo, hi});)
   BITGRAD_UNARY_OPS(BITGRAD_OPLIST_CASE)
+#undef BITGRAD_OPLIST_CASE
+  // the activations with parameters, at their defaults
+#define BITGRAD_OPLIST_CASE(name, cost, nparams, a, da, b, db, lo, hi, ...)                                \
+  cases.push_back({#name, {kern::OpCost::cost == kern::OpCost::math ? math : simple}, [](V x) { return name(x[0]); }, lo, hi});
+  BITGRAD_PARAM_OPS(BITGRAD_OPLIST_CASE)
 #undef BITGRAD_OPLIST_CASE
   return cases;
 }
@@ -46,6 +55,22 @@ TEST(ElementwiseOps, Unary) {
       {"pow(p=2.5)", {{6}}, [](V x) { return pow(x[0], 2.5); }, 0.2, 3},
       {"pow(p=3)", {{6}}, [](V x) { return pow(x[0], 3.0); }, -2, 2},
       {"clamp(lo=-0.5,hi=0.5)", {{20}}, [](V x) { return clamp(x[0], -0.5, 0.5); }},
+      {"clamp(lo=0.5,hi=-0.5) (ONNX's Clip: hi everywhere)", {{20}}, [](V x) { return clamp(x[0], 0.5, -0.5); }},
+      {"clamp_min(lo=-0.25)", {{20}}, [](V x) { return clamp_min(x[0], -0.25); }},
+      {"clamp_max(hi=0.25)", {{20}}, [](V x) { return clamp_max(x[0], 0.25); }},
+      {"clamp(hi=0.3) (optional bounds)", {{20}}, [](V x) { return clamp(x[0], std::nullopt, std::optional<double>(0.3)); }},
+      {"maximum(s=0.2)", {{20}}, [](V x) { return maximum(x[0], 0.2); }},
+      {"minimum(s=-0.2)", {{20}}, [](V x) { return minimum(x[0], -0.2); }},
+      {"leaky_relu(alpha=0.3)", {{20}}, [](V x) { return leaky_relu(x[0], 0.3); }},
+      {"elu(alpha=0.5)", {{20}}, [](V x) { return elu(x[0], 0.5); }, -3, 3},
+      {"celu(alpha=2)", {{20}}, [](V x) { return celu(x[0], 2.0); }, -3, 3},
+      {"hardsigmoid(alpha=1/6,beta=0.5) (PyTorch's)", {{20}}, [](V x) { return hardsigmoid(x[0], 1.0 / 6.0, 0.5); }, -4, 4},
+      {"thresholded_relu(alpha=0.2)", {{20}}, [](V x) { return thresholded_relu(x[0], 0.2); }},
+      {"prelu (slope per channel)", {{2, 3, 4}, {3, 1}}, [](V x) { return prelu(x[0], x[1]); }},
+      {"prelu (one slope)", {{5, 4}, {}}, [](V x) { return prelu(x[0], x[1]); }},
+      {"masked_fill(value=2.5)", {{3, 4}}, [](V x) { return masked_fill(x[0], x[1], 2.5); }, -1, 1,
+       {Tensor::from<std::uint8_t>(std::vector<std::uint8_t>{1, 0, 0, 1}, Shape{4})}},
+      {"cast (to f64 and back: the gradient flows through both)", {{7}}, [](V x) { return cast(mul(cast(x[0], DType::f64), 1.5), x[0].dtype()); }},
       {"where (the condition is the last input)", {{3, 4}, {4}}, [](V x) { return where(x[2], x[0], x[1]); }, -1, 1,
        {Tensor::from<std::uint8_t>(std::vector<std::uint8_t>{1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1}, Shape{3, 4})}},
   };
@@ -78,7 +103,18 @@ TEST(ElementwiseOps, Errors) {
   }
   EXPECT_THROW(mul(Tensor::zeros({2}), Tensor::zeros({2}, DType::f64)), Error);
   EXPECT_THROW(exp(Tensor::zeros({2}, DType::i64)), Error);
-  EXPECT_THROW(clamp(a, 1.0, -1.0), Error);
+  EXPECT_THROW(clamp(a, std::nullopt, std::nullopt), Error);
+  EXPECT_THROW(celu(a, 0.0), Error);
+  EXPECT_THROW(leaky_relu(a, NAN), Error);
+  try {
+    prelu(Tensor::zeros({2, 3}), Tensor::zeros({2, 1, 3}));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("prelu: slope of shape [2, 1, 3] must broadcast to x's shape [2, 3]"), std::string::npos) << e.what();
+  }
+  // ONNX's Clip: min > max gives max everywhere
+  EXPECT_EQ(clamp(Tensor::from<float>(std::vector<float>{-3.0f, 0.0f, 3.0f}, Shape{3}), 1.0, -1.0).to_vector<float>(),
+            (std::vector<float>{-1.0f, -1.0f, -1.0f}));
 }
 
 TEST(ElementwiseOps, ValuesAndSpecialCases) {
@@ -92,6 +128,42 @@ TEST(ElementwiseOps, ValuesAndSpecialCases) {
   // softplus: x itself beyond the threshold 20; log 2 at 0; +0 where e^-|x| underflows and at -inf
   auto sp = softplus(Tensor::from<double>(std::vector<double>{25.0, 0.0, -800.0, -INFINITY}, Shape{4})).to_vector<double>();
   EXPECT_EQ(sp, (std::vector<double>{25.0, math::log1p(1.0), 0.0, 0.0}));
+}
+
+// The values the lists cannot say (numerics.md §32): halves, signs of zero, kinks, NaN
+TEST(ElementwiseOps, RoundingSignAndKinks) {
+  auto f64 = [](std::vector<double> v) { return Tensor::from<double>(v, Shape{static_cast<std::int64_t>(v.size())}); };
+  auto bits = [](const std::vector<double>& v) {
+    std::vector<std::uint64_t> b;
+    for (double d : v) b.push_back(std::bit_cast<std::uint64_t>(d));
+    return b;
+  };
+  const Tensor x = f64({-2.5, -1.5, -0.5, -0.0, 0.0, 0.5, 1.5, 2.5, -0.7, 0.7});
+  EXPECT_EQ(bits(round(x).to_vector<double>()), bits({-2.0, -2.0, -0.0, -0.0, 0.0, 0.0, 2.0, 2.0, -1.0, 1.0}));
+  EXPECT_EQ(bits(floor(x).to_vector<double>()), bits({-3.0, -2.0, -1.0, -0.0, 0.0, 0.0, 1.0, 2.0, -1.0, 0.0}));
+  EXPECT_EQ(bits(ceil(x).to_vector<double>()), bits({-2.0, -1.0, -0.0, -0.0, 0.0, 1.0, 2.0, 3.0, -0.0, 1.0}));
+  EXPECT_EQ(bits(sign(x).to_vector<double>()), bits({-1.0, -1.0, -1.0, -0.0, 0.0, 1.0, 1.0, 1.0, -1.0, 1.0}));
+  EXPECT_TRUE(std::isnan(sign(f64({NAN})).to_vector<double>()[0]));
+
+  // gradients at the kinks: abs'(0) = 0; sign, floor, ceil, round give +0 everywhere;
+  // hardswish: PyTorch's x/3 + 0.5 on [-3, 3], 0 below, 1 above
+  auto grad_of = [&](Tensor (*op)(const Tensor&, CallSite), std::vector<double> v) {
+    Tensor t = f64(v);
+    t.set_requires_grad(true);
+    sum(op(t, CallSite::current())).backward();
+    return t.grad().to_vector<double>();
+  };
+  EXPECT_EQ(grad_of(abs, {-2.0, -0.0, 0.0, 3.0}), (std::vector<double>{-1.0, 0.0, 0.0, 1.0}));
+  for (auto op : {sign, floor, ceil, round}) EXPECT_EQ(bits(grad_of(op, {-1.5, 0.0, 0.5, 2.0})), bits({0.0, 0.0, 0.0, 0.0}));
+  EXPECT_EQ(grad_of(hardswish, {-4.0, -3.0, 0.0, 3.0, 4.0}), (std::vector<double>{0.0, -0.5, 0.5, 1.5, 1.0}));
+  EXPECT_EQ(hardswish(f64({-4.0, -3.0, 1.0, 3.0, 4.0})).to_vector<double>(), (std::vector<double>{-0.0, -0.0, 4.0 / 6.0, 3.0, 4.0}));
+  // softsign, silu, mish at 0 and far out
+  EXPECT_EQ(softsign(f64({-3.0, 0.0, 1.0})).to_vector<double>(), (std::vector<double>{-0.75, 0.0, 0.5}));
+  EXPECT_EQ(silu(f64({0.0, 800.0, -800.0})).to_vector<double>(), (std::vector<double>{0.0, 800.0, -0.0}));
+  EXPECT_EQ(mish(f64({0.0, 30.0})).to_vector<double>(), (std::vector<double>{0.0, 30.0}));
+  // tan: odd, -0 kept; reciprocal of +-0
+  EXPECT_TRUE(std::signbit(tan(f64({-0.0})).to_vector<double>()[0]));
+  EXPECT_EQ(reciprocal(f64({0.0, -0.0, 4.0})).to_vector<double>(), (std::vector<double>{INFINITY, -INFINITY, 0.25}));
 }
 
 }  // namespace

@@ -191,6 +191,33 @@ for _name, _lo, _hi, _oracle in bg._bitgrad._unary_ops:
         case(_name + "_listed", dict(x=U(5, 7, lo=_lo, hi=_hi)), lambda x, f=getattr(bg, _name): f(x),
              lambda x, f=_torch_oracle(_oracle): f(x))
 
+# every activation with parameters (bitgrad/op_list.hpp, BITGRAD_PARAM_OPS) at its defaults: the torch
+# oracle is a Python expression in x, a and b
+for _name, _lo, _hi, _expr, _a, _b in bg._bitgrad._param_ops:
+    if _expr:
+        case(_name + "_listed", dict(x=U(5, 7, lo=_lo, hi=_hi)), lambda x, f=getattr(bg, _name): f(x),
+             lambda x, e=_expr, a=_a, b=_b: eval(e, {"torch": torch, "x": x, "a": a, "b": b}))
+
+# ---- issue 29: one-sided clamps, numbers in maximum/minimum, prelu, masked_fill, cast ----------------
+case("clamp_min_fn", dict(x=U(5, 7, avoid=[-0.5], gap=0.01)), lambda x: bg.clamp_min(x, -0.5), lambda x: torch.clamp_min(x, -0.5))
+case("clamp_max_fn", dict(x=U(5, 7, avoid=[0.5], gap=0.01)), lambda x: bg.clamp_max(x, 0.5), lambda x: torch.clamp_max(x, 0.5))
+case("clamp_only_max", dict(x=U(5, 7, avoid=[0.25], gap=0.01)), lambda x: bg.clamp(x, max=0.25), lambda x: torch.clamp(x, max=0.25))
+case("clamp_method_only_min", dict(x=U(5, 7, avoid=[-0.25], gap=0.01)), lambda x: x.clamp(min=-0.25))
+case("clamp_min_above_max", dict(x=N(5, 7)), lambda x: bg.clamp(x, 0.5, -0.5), lambda x: torch.clamp(x, 0.5, -0.5))
+case("maximum_scalar", dict(x=U(5, 7, avoid=[0.3], gap=0.01)), lambda x: bg.maximum(x, 0.3),
+     lambda x: torch.maximum(x, torch.full_like(x, 0.3)))
+case("minimum_scalar", dict(x=U(5, 7, avoid=[-0.3], gap=0.01)), lambda x: bg.minimum(x, -0.3),
+     lambda x: torch.minimum(x, torch.full_like(x, -0.3)))
+case("prelu_channels", dict(x=U(2, 3, 4, 5, avoid=[0.0]), s=U(3, 1, 1, lo=0.05, hi=0.5)),
+     lambda x, s: bg.prelu(x, s), lambda x, s: F.prelu(x, s.reshape(3)), tol32=F32_RED)  # slope's gradient: a sum
+case("prelu_one_slope", dict(x=U(4, 6, avoid=[0.0]), s=U(1, lo=0.05, hi=0.5)),
+     lambda x, s: bg.prelu(x, s), lambda x, s: F.prelu(x, s), tol32=F32_RED)
+case("masked_fill_bcast", dict(x=N(3, 4, 5), m=MASK(4, 1)), lambda x, m: bg.masked_fill(x, m, 2.5),
+     lambda x, m: x.masked_fill(m, 2.5))
+case("masked_fill_method", dict(x=N(3, 4, 5), m=MASK(3, 1, 5)), lambda x, m: x.masked_fill(m, -1.0))
+case("cast_to_f64_and_back", dict(x=N(3, 5)), lambda x: bg.cast(bg.cast(x, bg.float64) * 1.5, x.dtype),
+     lambda x: (x.double() * 1.5).to(x.dtype))
+
 # ---- reductions --------------------------------------------------------------------------------
 R3 = dict(x=N(5, 7, 9))
 case("sum_all", R3, lambda x: bg.sum(x), lambda x: torch.sum(x))
@@ -467,7 +494,7 @@ case("composite_mlp_loss", dict(x=N(9, 6), w1=N(8, 6), b1=N(8), w2=N(4, 8), t=IN
      lambda x, w1, b1, w2, t: F.cross_entropy(F.linear(F.gelu(F.linear(x, w1, b1)), w2), t), tol32=F32_RED)
 
 
-# ---- reductions over axes, scans, more losses (issue 29; numerics.md §27-§29) ------------------------
+# ---- reductions over axes, scans, more losses (issue 29; numerics.md §28-§30) ------------------------
 def _prod_axes(x, keep, drop):  # torch.prod takes one dim: the reduced axes moved last and flattened
     return x.permute(*keep, *drop).reshape(*[x.shape[d] for d in keep], -1).prod(dim=-1)
 
@@ -669,9 +696,39 @@ def test_every_differentiable_op_is_covered():
         "dropout", "round_to",
         # issue 29's factories (not differentiable; the random ones drawn from bitgrad's Philox streams)
         "one_hot", "eye", "eye_like", "rand", "randn", "rand_like", "randn_like",
+        # masks, no gradient: test_masks_match_torch
+        "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf",
     }
     not_covered |= {"any", "all"}  # u8 results, not differentiable (tests/ops/reduce_more_ops_test.cpp)
     fns = {n for n in dir(bg._bitgrad) if not n.startswith("_") and callable(getattr(bg._bitgrad, n))
            and not isinstance(getattr(bg._bitgrad, n), type)}
     missing = sorted(f for f in fns - not_covered if not any(c.name == f or c.name.startswith(f + "_") for c in CASES))
     assert not missing, "functions without a parity case: %s" % missing
+
+
+def test_masks_match_torch():
+    """Comparisons (tensor-tensor with broadcasting, and with a number), logical ops, isnan and isinf
+    give torch's masks (bitgrad's are uint8, torch's bool), NaN and -0 included."""
+    rng = np.random.RandomState(29)
+    for np_dt, bg_dt in ((np.float32, bg.float32), (np.float64, bg.float64)):
+        a = rng.randint(-2, 3, size=(4, 1, 5)).astype(np_dt)
+        b = rng.randint(-2, 3, size=(3, 1)).astype(np_dt)
+        a[0, 0, :3] = [np.nan, -0.0, np.inf]
+        b[1, 0] = np.nan
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        xa, xb = bg.tensor(a, dtype=bg_dt), bg.tensor(b, dtype=bg_dt)
+        for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+            got = getattr(bg, name)(xa, xb)
+            assert got.dtype == bg.uint8 and not got.requires_grad
+            np.testing.assert_array_equal(got.numpy(), getattr(torch, name)(ta, tb).numpy().astype(np.uint8), err_msg=name)
+            np.testing.assert_array_equal(getattr(bg, name)(xa, 0.5).numpy(), getattr(torch, name)(ta, 0.5).numpy().astype(np.uint8),
+                                          err_msg=name + " with a number")
+        for name in ("logical_and", "logical_or", "logical_xor"):
+            np.testing.assert_array_equal(getattr(bg, name)(xa, xb).numpy(), getattr(torch, name)(ta, tb).numpy().astype(np.uint8),
+                                          err_msg=name)
+        for got, want in ((xa < xb, ta < tb), (xa <= 0.5, ta <= 0.5), (xa > xb, ta > tb), (1 >= xa, 1 >= ta)):
+            np.testing.assert_array_equal(got.numpy(), want.numpy().astype(np.uint8), err_msg="operator")
+        np.testing.assert_array_equal(bg.logical_not(xa).numpy(), torch.logical_not(ta).numpy().astype(np.uint8))
+        np.testing.assert_array_equal(bg.isnan(xa).numpy(), torch.isnan(ta).numpy().astype(np.uint8))
+        np.testing.assert_array_equal(bg.isinf(xa).numpy(), torch.isinf(ta).numpy().astype(np.uint8))
+        np.testing.assert_array_equal(bg.isinf(xa, detect_negative=False).numpy(), torch.isposinf(ta).numpy().astype(np.uint8))
