@@ -24,7 +24,8 @@ enum class LossKind { cross_entropy, mse };
 enum class OptimizerKind { sgd, adam, adamw };
 enum class LayerKind {
   linear, conv2d, flatten, relu, gelu, tanh, sigmoid, dropout, maxpool2d, avgpool2d, layernorm,
-  embedding, transformer_block, tied_head  // token models (text datasets)
+  embedding, transformer_block, tied_head,  // token models (text datasets)
+  rmsnorm, groupnorm, instancenorm, rnn, lstm, gru  // issue 29: normalisation, recurrence
 };
 const char* to_string(DatasetKind k);
 const char* to_string(LossKind k);
@@ -39,6 +40,10 @@ struct LayerSpec {
   double p = 0.0, eps = 1e-5;
   bool bias = true;
   std::int64_t n_head = 0;  // transformer_block
+  // issue 29: groupnorm's groups; rmsnorm, groupnorm, instancenorm's affine; rnn, lstm, gru:
+  // hidden size in `out`, num_layers, relu (rnn's nonlinearity), last_only (output = "last")
+  std::int64_t groups = 0, num_layers = 1;
+  bool affine = true, relu = false, last_only = false;
   int line = 0;  // in the configuration file, for errors
 };
 
