@@ -87,32 +87,38 @@ void recurrent_product_bw(Node& n, const Tensor& g, Tensor* gi) {
     if (s.t != 0) return;
     // sample-major copies: G [N, T, GH], X [N, T, H] (a step no gradient reached contributes zeros)
     const std::int64_t Ts = acc.T;
-    Tensor G = Tensor::zeros(Shape{N, Ts, GH}, g.dtype()), X = Tensor::zeros(Shape{N, Ts, H}, g.dtype());
-    T *pG = kern::out_ptr<T>(G), *pX = kern::out_ptr<T>(X);
-    for (std::int64_t t = 0; t < Ts; ++t) {
+    Tensor G = Ts == 1 ? gc : Tensor::zeros(Shape{N, Ts, GH}, g.dtype()), X = Ts == 1 ? h : Tensor::zeros(Shape{N, Ts, H}, g.dtype());
+    const T *pG = G.data<T>(), *pX = X.data<T>();
+    for (std::int64_t t = 0; t < Ts && Ts > 1; ++t) {
       const Tensor& gt = acc.g[static_cast<std::size_t>(t)];
       const Tensor& ht = acc.h[static_cast<std::size_t>(t)];
       if (!gt.defined()) continue;
       const T *a = gt.data<T>(), *b = ht.data<T>();
+      T *to_g = kern::out_ptr<T>(G), *to_x = kern::out_ptr<T>(X);
       for (std::int64_t i = 0; i < N; ++i) {
-        std::copy(a + i * GH, a + (i + 1) * GH, pG + (i * Ts + t) * GH);
-        std::copy(b + i * H, b + (i + 1) * H, pX + (i * Ts + t) * H);
+        std::copy(a + i * GH, a + (i + 1) * GH, to_g + (i * Ts + t) * GH);
+        std::copy(b + i * H, b + (i + 1) * H, to_x + (i * Ts + t) * H);
       }
     }
     acc.g.assign(acc.g.size(), Tensor());  // a second backward (retain_graph) starts afresh
     acc.h.assign(acc.h.size(), Tensor());
+    // as linear's (§5): one row per sample (T = 1, a cell) is a 2-d input's batch tree over the
+    // N rows; several rows per sample a 3-d input's, per sample first, then the batch rule
     if (dw) {
       Tensor dW = Tensor::empty(n.in_shape[1], g.dtype());
-      ops::batch_rule_over_samples<T>(N, GH * H, g.dtype(), [&](std::int64_t i, T* part) {
-        ops::gemm<T>(GH, H, Ts, ops::row_major(pG + i * Ts * GH, GH, Ts, true), ops::row_major(pX + i * Ts * H, Ts, H), part,
-                     kern::KOrder::batch_tree);
-      }, kern::out_ptr<T>(dW));
+      auto part_dw = [&](std::int64_t r0, std::int64_t R, T* to) {
+        ops::gemm<T>(GH, H, R, ops::row_major(pG + r0 * GH, GH, R, true), ops::row_major(pX + r0 * H, R, H), to, kern::KOrder::batch_tree);
+      };
+      if (Ts == 1) part_dw(0, N, kern::out_ptr<T>(dW));
+      else ops::batch_rule_over_samples<T>(N, GH * H, g.dtype(), [&](std::int64_t i, T* part) { part_dw(i * Ts, Ts, part); }, kern::out_ptr<T>(dW));
       gi[1] = dW;
     }
     if (db) {
       Tensor dB = Tensor::empty(n.in_shape[2], g.dtype());
-      ops::batch_rule_over_samples<T>(N, GH, g.dtype(), [&](std::int64_t i, T* part) { kern::active<T>().sum_cols(pG + i * Ts * GH, Ts, GH, part); },
-                                      kern::out_ptr<T>(dB));
+      if (Ts == 1) kern::active<T>().sum_cols(pG, N, GH, kern::out_ptr<T>(dB));
+      else
+        ops::batch_rule_over_samples<T>(N, GH, g.dtype(), [&](std::int64_t i, T* part) { kern::active<T>().sum_cols(pG + i * Ts * GH, Ts, GH, part); },
+                                        kern::out_ptr<T>(dB));
       gi[2] = dB;
     }
   });

@@ -147,7 +147,12 @@ TEST(NormRnnOps, MicroBatchesCombineToTheWholeBatch) {
   for (Tensor* t : {&q.w_ih, &q.w_hh, &q.b_ih, &q.b_hh}) t->set_requires_grad(true);
   auto gru_out = [&](const Tensor& v) { return rnn(v, RnnMode::gru, {q}, {}, {}, true).output; };
   halves(s, q.w_hh, gru_out);
-  halves(s, q.b_hh, gru_out);}
+  halves(s, q.b_hh, gru_out);
+  // one step (a cell's rule: one row per sample, the batch tree over the rows)
+  Tensor xh = rand_f32(Shape{64, 13}, 45);  // a sample's x [6] and h [7] side by side
+  auto cell_out = [&](const Tensor& v) { return gru_cell(slice(v, 1, 0, 6), slice(v, 1, 6, 13), q); };
+  halves(xh, q.w_hh, cell_out);
+  halves(xh, q.b_hh, cell_out);}
 
 TEST(NormRnnOps, Errors) {
   Tensor x = rand_f32(Shape{2, 6, 3}, 41);
