@@ -278,6 +278,63 @@ class Sequential : public Module {
   Recompute recompute_ = Recompute::none;
 };
 
+// ---- normalisation and recurrent layers (issue 29 item 4; numerics.md §33, §34) -------------------
+// RMSNorm over the last `dims` axes of the shape `shape` (gamma of that shape when affine, 1 at init).
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(std::vector<std::int64_t> shape, double eps = 1e-5, bool affine = true);
+  void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+  Tensor gamma;
+
+ private:
+  std::vector<std::int64_t> shape_;
+  double eps_;
+};
+
+// GroupNorm (x [N, C, ...]); instance = true is InstanceNorm (one group per channel; PyTorch's
+// InstanceNorm*d without running statistics). affine: gamma [C] = 1, beta [C] = 0 at init.
+class GroupNorm : public Module {
+ public:
+  GroupNorm(std::int64_t groups, std::int64_t channels, double eps = 1e-5, bool affine = true, bool instance = false);
+  void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+  Tensor gamma, beta;
+
+ private:
+  std::int64_t groups_, channels_;
+  double eps_;
+  bool instance_;
+};
+
+// RNN / LSTM / GRU of `layers` layers, PyTorch's parameters per layer k (registration order):
+// weight_ih_l{k} [G·H, in], weight_hh_l{k} [G·H, H], bias_ih_l{k}, bias_hh_l{k} [G·H], each drawn
+// uniform(-1/sqrt(H), 1/sqrt(H)) from its own stream (PyTorch's initialisation, whatever `weights`).
+// forward(x) takes [N, T, in] (batch_first) or [T, N, in] and returns every step's output, or with
+// last_only the last step's [N, H]; run() gives the states too.
+class Recurrent : public Module {
+ public:
+  Recurrent(RnnMode mode, std::int64_t input, std::int64_t hidden, std::int64_t layers = 1, bool bias = true, bool batch_first = true,
+            bool last_only = false);
+  void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  RnnResult run(const Tensor& x, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor()) const;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+  const std::vector<RnnParams>& layer_params() const { return params_; }
+  RnnMode mode() const { return mode_; }
+  std::int64_t input_size, hidden_size, num_layers;
+  bool batch_first, last_only;
+
+ private:
+  RnnMode mode_;
+  std::vector<RnnParams> params_;
+};
+
 // Initialises every parameter of m: weights with `weights` (fans of the layer), biases with
 // uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), layer-norm gamma 1 and beta 0, embeddings normal(0, 1).
 void initialize(Module& m, Init weights, std::uint64_t seed);

@@ -310,4 +310,40 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& beta = Tensor(), bool training = true, double momentum = 0.1, double eps = 1e-5,
                   CallSite site = CallSite::current());
 
+// ---- normalisation and recurrent layers (issue 29 item 4; numerics.md §33, §34) ---------------------
+// Compositions of the ops above, so their bits (and threads-invariance) are those ops'.
+// rms_norm: over the axes [axis, ndim): y = (x / sqrt(sum_square(x) / n + eps)) * gamma; gamma
+// (optional) of shape x.shape[axis:]
+Tensor rms_norm(const Tensor& x, const Tensor& gamma = Tensor(), double eps = 1e-5, int axis = -1, CallSite site = CallSite::current());
+// group_norm: x [N, C, ...] in num_groups groups of C / num_groups channels, each (sample, group)
+// normalised by layer_norm's rows (biased variance), then * gamma[c] + beta[c] (each optional, [C])
+Tensor group_norm(const Tensor& x, std::int64_t num_groups, const Tensor& gamma = Tensor(), const Tensor& beta = Tensor(), double eps = 1e-5,
+                  CallSite site = CallSite::current());
+// instance_norm: group_norm with one group per channel (ONNX InstanceNormalization, PyTorch InstanceNorm*d)
+Tensor instance_norm(const Tensor& x, const Tensor& gamma = Tensor(), const Tensor& beta = Tensor(), double eps = 1e-5,
+                     CallSite site = CallSite::current());
+
+// Recurrent cells and layers with PyTorch's gate equations and parameter layout: w_ih [G*H, in],
+// w_hh [G*H, H], b_ih and b_hh [G*H] (either bias optional; both or neither as in PyTorch), G = 1
+// (rnn), 4 (lstm: gates i, f, g, o), 3 (gru: r, z, n; the reset gate multiplies (W_hn h + b_hn)).
+// x [N, in], h, c [N, H].
+enum class RnnMode { rnn_tanh, rnn_relu, lstm, gru };
+struct RnnParams {  // one layer
+  Tensor w_ih, w_hh, b_ih, b_hh;
+};
+struct RnnState {
+  Tensor h, c;  // c: lstm only
+};
+Tensor rnn_cell(const Tensor& x, const Tensor& h, const RnnParams& p, bool relu = false, CallSite site = CallSite::current());
+RnnState lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const RnnParams& p, CallSite site = CallSite::current());
+Tensor gru_cell(const Tensor& x, const Tensor& h, const RnnParams& p, CallSite site = CallSite::current());
+struct RnnResult {
+  Tensor output;  // [N, T, H] (batch_first) or [T, N, H]: the last layer's h at every step
+  Tensor h_n, c_n;  // [layers, N, H]; c_n: lstm only
+};
+// A stack of layers over x [T, N, in] (or [N, T, in] with batch_first); h0, c0 [layers, N, H]
+// optional (zeros). Unidirectional, no dropout between layers.
+RnnResult rnn(const Tensor& x, RnnMode mode, const std::vector<RnnParams>& layers, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor(),
+              bool batch_first = false, CallSite site = CallSite::current());
+
 }  // namespace bitgrad

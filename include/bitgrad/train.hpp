@@ -25,7 +25,8 @@ enum class OptimizerKind { sgd, adam, adamw };
 enum class LayerKind {
   linear, conv2d, flatten, relu, gelu, tanh, sigmoid, dropout, maxpool2d, avgpool2d, layernorm,
   embedding, transformer_block, tied_head,  // token models (text datasets)
-  batchnorm                                  // BatchNorm1d / 2d by the input's dimensions
+  batchnorm,                                 // BatchNorm1d / 2d by the input's dimensions
+  rmsnorm, groupnorm, instancenorm, rnn, lstm, gru  // issue 29: normalisation, recurrence
 };
 const char* to_string(DatasetKind k);
 const char* to_string(LossKind k);
@@ -41,6 +42,10 @@ struct LayerSpec {
   double momentum = 0.1;  // batchnorm (its `affine` is `bias`)
   bool bias = true;
   std::int64_t n_head = 0;  // transformer_block
+  // issue 29: groupnorm's groups; rmsnorm, groupnorm, instancenorm's affine; rnn, lstm, gru:
+  // hidden size in `out`, num_layers, relu (rnn's nonlinearity), last_only (output = "last")
+  std::int64_t groups = 0, num_layers = 1;
+  bool affine = true, relu = false, last_only = false;
   int line = 0;  // in the configuration file, for errors
 };
 

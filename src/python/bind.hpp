@@ -29,6 +29,7 @@ void init_interop(py::module_& m, py::class_<Tensor>& cls);  // NumPy, the buffe
 void init_ops(py::module_& m);
 void init_ops_shape(py::module_& m);  // issue 29: shape, index and factory ops (ops_shape.cpp)
 void init_nn(py::module_& m);
+void init_norm_rnn(py::module_& m);  // issue 29: RMSNorm, GroupNorm, InstanceNorm, RNN/LSTM/GRU (norm_rnn.cpp)
 void init_optim(py::module_& m);
 void init_data(py::module_& m);
 void init_train(py::module_& m);

@@ -81,6 +81,7 @@ PYBIND11_MODULE(_bitgrad, m) {
   init_ops(m);
   init_ops_shape(m);
   init_nn(m);
+  init_norm_rnn(m);
   init_optim(m);
   init_data(m);
   init_train(m);

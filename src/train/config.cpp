@@ -46,7 +46,12 @@ constexpr EnumName<LayerKind> kLayers[] = {{LayerKind::linear, "linear"},       
                                            {LayerKind::sigmoid, "sigmoid"},     {LayerKind::dropout, "dropout"},     {LayerKind::maxpool2d, "maxpool2d"},
                                            {LayerKind::avgpool2d, "avgpool2d"}, {LayerKind::layernorm, "layernorm"},
                                            {LayerKind::embedding, "embedding"}, {LayerKind::transformer_block, "transformer_block"},
-                                           {LayerKind::tied_head, "tied_head"}, {LayerKind::batchnorm, "batchnorm"}};
+                                           {LayerKind::tied_head, "tied_head"}, {LayerKind::batchnorm, "batchnorm"},
+                                           {LayerKind::rmsnorm, "rmsnorm"},     {LayerKind::groupnorm, "groupnorm"}, {LayerKind::instancenorm, "instancenorm"},
+                                           {LayerKind::rnn, "rnn"},             {LayerKind::lstm, "lstm"},           {LayerKind::gru, "gru"}};
+// rnn's nonlinearity (relu or not) and a recurrent layer's output (the last step only or all)
+constexpr EnumName<bool> kNonlinearities[] = {{false, "tanh"}, {true, "relu"}};
+constexpr EnumName<bool> kRnnOutputs[] = {{false, "all"}, {true, "last"}};
 constexpr EnumName<nn::Init> kInits[] = {{nn::Init::kaiming_uniform, "kaiming_uniform"},
                                          {nn::Init::kaiming_normal, "kaiming_normal"},
                                          {nn::Init::xavier_uniform, "xavier_uniform"},
@@ -287,6 +292,27 @@ void layer_schema(V& v, L& l) {
       v.integer("n_head", l.n_head, 0, 1, 1 << 12);
       v.number("dropout", l.p, 0, 0, 0.999999);
       v.boolean("bias", l.bias, true);
+      break;
+    case LayerKind::rmsnorm:
+    case LayerKind::instancenorm:
+      v.number("eps", l.eps, 1e-5, 0, 1);
+      v.boolean("affine", l.affine, l.type == LayerKind::rmsnorm);  // PyTorch's defaults
+      break;
+    case LayerKind::groupnorm:
+      v.require("groups", kind + "'groups'");
+      v.integer("groups", l.groups, 0, 1, 1 << 16);
+      v.number("eps", l.eps, 1e-5, 0, 1);
+      v.boolean("affine", l.affine, true);
+      break;
+    case LayerKind::rnn:
+    case LayerKind::lstm:
+    case LayerKind::gru:
+      v.require("hidden", kind + "'hidden'");
+      v.integer("hidden", l.out, 0, 1, 1 << 16);
+      v.integer("num_layers", l.num_layers, 1, 1, 64);
+      if (l.type == LayerKind::rnn) v.choice("nonlinearity", l.relu, false, kNonlinearities);
+      v.boolean("bias", l.bias, true);
+      v.choice("output", l.last_only, false, kRnnOutputs);
       break;
     default: break;  // no settings
   }

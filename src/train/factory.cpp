@@ -77,6 +77,12 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
       if (l.type == LayerKind::batchnorm) count = 2 * static_cast<double>(shape[1]);
       if (l.type == LayerKind::embedding) count = static_cast<double>(ds.num_classes() + shape[1]) * static_cast<double>(l.out);
       if (l.type == LayerKind::transformer_block) count = 12 * last * last + 13 * last;
+      if (l.type == LayerKind::rmsnorm) count = last;
+      if (l.type == LayerKind::groupnorm || l.type == LayerKind::instancenorm) count = 2 * static_cast<double>(shape[1]);
+      if (l.type == LayerKind::rnn || l.type == LayerKind::lstm || l.type == LayerKind::gru) {
+        const double G = l.type == LayerKind::lstm ? 4 : l.type == LayerKind::gru ? 3 : 1, H = static_cast<double>(l.out);
+        count = G * H * (last + H + 2) + static_cast<double>(l.num_layers - 1) * G * H * (2 * H + 2);
+      }
       if (l.type == LayerKind::linear && l.out == 0) count = last * static_cast<double>(ds.num_classes());
     }
     param_bytes += count * 4;
@@ -134,6 +140,27 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
           if (!embed) fail_at(c.file, l.line, where + " ties the output to an embedding; put an embedding layer before it");
           m = std::make_shared<nn::TiedHead>(embed->wte);
           break;
+        case LayerKind::rmsnorm:
+          if (shape.ndim() < 2) fail_at(c.file, l.line, where + ": no input");
+          m = std::make_shared<nn::RMSNorm>(std::vector<std::int64_t>{shape[shape.ndim() - 1]}, l.eps, l.affine);
+          break;
+        case LayerKind::groupnorm:
+        case LayerKind::instancenorm:
+          if (shape.ndim() < (l.type == LayerKind::instancenorm ? 3 : 2))
+            fail_at(c.file, l.line, where + " expects inputs [N, C, ...], the layer before gives " + shape.str());
+          m = std::make_shared<nn::GroupNorm>(l.groups, shape[1], l.eps, l.affine, l.type == LayerKind::instancenorm);
+          break;
+        case LayerKind::rnn:
+        case LayerKind::lstm:
+        case LayerKind::gru: {
+          if (shape.ndim() != 3)
+            fail_at(c.file, l.line, where + " expects sequences [N, T, features] (e.g. after an embedding), the layer before gives " + shape.str());
+          const RnnMode mode = l.type == LayerKind::lstm ? RnnMode::lstm : l.type == LayerKind::gru ? RnnMode::gru
+                               : l.relu                  ? RnnMode::rnn_relu
+                                                         : RnnMode::rnn_tanh;
+          m = std::make_shared<nn::Recurrent>(mode, shape[2], l.out, l.num_layers, l.bias, true, l.last_only);
+          break;
+        }
       }
       shape = m->output_shape(shape);
     } catch (const Error& e) {

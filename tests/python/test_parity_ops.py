@@ -605,6 +605,39 @@ case("softmax_cross_entropy_plain_2d", dict(x=N(7, 4), t=INTS(7, high=4)),
      lambda x, t: bg.softmax_cross_entropy(x, t), lambda x, t: F.cross_entropy(x, t))
 
 
+# ---- normalisation and recurrent cells of issue 29 (src/python/norm_rnn.cpp; numerics.md §33, §34) ----
+# torch 1.13 has no RMSNorm: its formula (x * rsqrt(mean(x²) + eps) * weight) written out.
+def _th_rms(x, w, eps, dims):
+    y = x / torch.sqrt(x.pow(2).mean(dim=dims, keepdim=True) + eps)
+    return y if w is None else y * w
+
+
+case("rms_norm_last", dict(x=N(4, 7), g=N(7)), lambda x, g: bg.rms_norm(x, g), lambda x, g: _th_rms(x, g, 1e-5, (-1,)), tol32=F32_RED)
+case("rms_norm_axis_minus2_eps", dict(x=N(3, 2, 5)), lambda x: bg.rms_norm(x, eps=1e-3, axis=-2),
+     lambda x: _th_rms(x, None, 1e-3, (-2, -1)), tol32=F32_RED)
+case("group_norm_affine", dict(x=N(3, 4, 5, 2), g=N(4), b=N(4)), lambda x, g, b: bg.group_norm(x, 2, g, b),
+     lambda x, g, b: F.group_norm(x, 2, g, b, eps=1e-5), tol32=F32_RED)
+case("group_norm_plain_3d", dict(x=N(2, 6, 7, scale=3.0)), lambda x: bg.group_norm(x, 3, eps=1e-3),
+     lambda x: F.group_norm(x, 3, eps=1e-3), tol32=F32_RED)
+case("instance_norm_affine", dict(x=N(2, 3, 4, 5), g=N(3), b=N(3)), lambda x, g, b: bg.instance_norm(x, g, b),
+     lambda x, g, b: F.instance_norm(x, weight=g, bias=b, eps=1e-5), tol32=F32_RED)
+case("instance_norm_1d", dict(x=N(3, 2, 6)), lambda x: bg.instance_norm(x), lambda x: F.instance_norm(x), tol32=F32_RED)
+_CELL = dict(x=N(3, 4), h=N(3, 5))
+case("rnn_cell_tanh", dict(_CELL, wi=N(5, 4, scale=0.5), wh=N(5, 5, scale=0.5), bi=N(5), bh=N(5)),
+     lambda x, h, wi, wh, bi, bh: bg.rnn_cell(x, h, wi, wh, bi, bh),
+     lambda x, h, wi, wh, bi, bh: torch._VF.rnn_tanh_cell(x, h, wi, wh, bi, bh), tol32=F32_RED)
+case("rnn_cell_relu_no_bias", dict(_CELL, wi=N(5, 4, scale=0.5), wh=N(5, 5, scale=0.5)),
+     lambda x, h, wi, wh: bg.rnn_cell(x, h, wi, wh, nonlinearity="relu"),
+     lambda x, h, wi, wh: torch._VF.rnn_relu_cell(x, h, wi, wh, None, None), tol32=F32_RED)
+_LSTM = dict(_CELL, c=N(3, 5), wi=N(20, 4, scale=0.5), wh=N(20, 5, scale=0.5), bi=N(20), bh=N(20))
+case("lstm_cell_h_and_c", _LSTM,
+     lambda x, h, c, wi, wh, bi, bh: bg.concat(list(bg.lstm_cell(x, h, c, wi, wh, bi, bh)), 1),
+     lambda x, h, c, wi, wh, bi, bh: torch.cat(torch._VF.lstm_cell(x, (h, c), wi, wh, bi, bh), 1), tol32=F32_RED)
+case("gru_cell", dict(_CELL, wi=N(15, 4, scale=0.5), wh=N(15, 5, scale=0.5), bi=N(15), bh=N(15)),
+     lambda x, h, wi, wh, bi, bh: bg.gru_cell(x, h, wi, wh, bi, bh),
+     lambda x, h, wi, wh, bi, bh: torch._VF.gru_cell(x, h, wi, wh, bi, bh), tol32=F32_RED)
+
+
 # ---- the runner -----------------------------------------------------------------------------------
 
 def _errors(actual, expected):

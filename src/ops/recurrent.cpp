@@ -1,0 +1,255 @@
+// Recurrent cells and layers (RNN, LSTM, GRU) composed of recorded ops (numerics.md §34), with
+// PyTorch's gate equations and parameter layout. Shapes: x [N, in], h, c [N, H],
+// w_ih [G·H, in], w_hh [G·H, H], b_ih, b_hh [G·H]; G = 1 (rnn), 4 (lstm: i, f, g, o), 3 (gru: r, z, n).
+//   input part   xz = linear(x, w_ih, b_ih) (+ b_hh for rnn and lstm: folded here, so over a
+//                sequence its gradient is a broadcast's, per sample first, then the batch rule)
+//   hh           linear(h, w_hh) (gru: + b_hh): recurrent_product below, linear's bits, with the
+//                weight's (and gru's bias's) gradient reduced per sample over the steps (T5)
+//   rnn          h' = act(xz + linear(h, w_hh))
+//   lstm         z = xz + linear(h, w_hh); i, f, g, o = chunks of z;
+//                c' = sigmoid(f) c + sigmoid(i) tanh(g); h' = sigmoid(o) tanh(c')
+//   gru          hz = linear(h, w_hh, b_hh); r = sigmoid(xz_r + hz_r); z = sigmoid(xz_z + hz_z);
+//                n = tanh(xz_n + r hz_n); h' = (h − n) z + n   (ATen's gru_cell)
+// A sequence projects every step's input in one linear of x [N, T, in] (each element one chain
+// over `in`, the bits of the cell's), then runs the steps in order. The backward is the ops'.
+#include <memory>
+
+#include "ops/op_util.hpp"
+
+namespace bitgrad {
+namespace {
+using autograd::Node;
+
+int gates_of(RnnMode m) { return m == RnnMode::lstm ? 4 : m == RnnMode::gru ? 3 : 1; }
+const char* op_of(RnnMode m) {
+  switch (m) {
+    case RnnMode::rnn_tanh:
+    case RnnMode::rnn_relu: return "rnn";
+    case RnnMode::lstm: return "lstm";
+    case RnnMode::gru: return "gru";
+  }
+  return "rnn";
+}
+
+// Checks one layer's parameters for inputs of `in` features; returns H.
+std::int64_t check_params(RnnMode mode, const RnnParams& p, std::int64_t in, std::size_t layer) {
+  const char* op = op_of(mode);
+  const std::int64_t G = gates_of(mode);
+  BITGRAD_CHECK(p.w_ih.defined() && p.w_hh.defined(), op, "layer ", layer, ": w_ih and w_hh are required");
+  BITGRAD_CHECK(p.w_hh.ndim() == 2 && p.w_hh.shape()[1] > 0 && p.w_hh.shape()[0] == G * p.w_hh.shape()[1], op, "layer ", layer,
+                ": w_hh must be [", G, "*H, H], got ", p.w_hh.shape().str());
+  const std::int64_t H = p.w_hh.shape()[1];
+  BITGRAD_CHECK(p.w_ih.ndim() == 2 && p.w_ih.shape()[0] == G * H && p.w_ih.shape()[1] == in, op, "layer ", layer, ": w_ih must be [",
+                G * H, ", ", in, "] for inputs of ", in, " features and H = ", H, ", got ", p.w_ih.shape().str());
+  BITGRAD_CHECK(p.b_ih.defined() == p.b_hh.defined(), op, "layer ", layer, ": b_ih and b_hh go together (both or neither)");
+  for (const Tensor* b : {&p.b_ih, &p.b_hh})
+    BITGRAD_CHECK(!b->defined() || (b->ndim() == 1 && b->shape()[0] == G * H), op, "layer ", layer, ": biases must be [", G * H, "], got ",
+                  b->shape().str());
+  return H;
+}
+
+void check_state(const char* op, const char* name, const Tensor& s, std::int64_t N, std::int64_t H) {
+  BITGRAD_CHECK(s.defined() && s.ndim() == 2 && s.shape()[0] == N && s.shape()[1] == H, op, name, " must be [", N, ", ", H,
+                "], got ", s.defined() ? s.shape().str() : "undefined");
+}
+
+// ---- the recurrent product: hh = linear(h, w_hh, b_hh) of one step, with the weight and bias
+// gradients of the whole sequence reduced as a 3-d linear's (§5): each sample's rows over the
+// steps first, then the samples by the batch rule, so micro-batches keep T5.
+//   forward: linear's bits (a chain over H, then + b).  backward, input: dh = g w_hh (linear's).
+//   weight and bias: step t's (g_t, h_t) are kept in the layer's shared record; the step that runs
+//   last in the backward (t = 0, created first) reduces them all and hands the gradients on.
+struct SequenceGrads {
+  std::int64_t T;
+  std::vector<Tensor> g, h;  // step t's output gradient [N, G·H] and input [N, H]; undefined if none reached it
+};
+struct ProductSaved {
+  std::int64_t t, N, H, GH;
+};
+// saved: 0 h (contiguous [N, H]), 1 w_hh (contiguous); owned: the layer's SequenceGrads
+void recurrent_product_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const ProductSaved& s = n.payload<ProductSaved>();
+  const std::int64_t N = s.N, H = s.H, GH = s.GH;
+  const Tensor& h = n.saved_tensor(0);
+  const Tensor& W = n.saved_tensor(1);
+  Tensor gc = kern::contiguous(g);
+  BITGRAD_DISPATCH_FLOAT(g.dtype(), "rnn", T, [&] {
+    if (n.in[0].needs_grad()) {
+      Tensor dh = Tensor::empty(n.in_shape[0], g.dtype());
+      ops::gemm<T>(N, H, GH, ops::row_major(gc.data<T>(), N, GH), ops::row_major(W.data<T>(), GH, H), kern::out_ptr<T>(dh));
+      gi[0] = dh;
+    }
+    const bool dw = n.in[1].needs_grad(), db = n.n_inputs > 2 && n.in[2].needs_grad();
+    if (!dw && !db) return;
+    auto& acc = *static_cast<SequenceGrads*>(n.owned.get());
+    acc.g[static_cast<std::size_t>(s.t)] = gc;
+    acc.h[static_cast<std::size_t>(s.t)] = h;
+    if (s.t != 0) return;
+    // sample-major copies: G [N, T, GH], X [N, T, H] (a step no gradient reached contributes zeros)
+    const std::int64_t Ts = acc.T;
+    Tensor G = Ts == 1 ? gc : Tensor::zeros(Shape{N, Ts, GH}, g.dtype()), X = Ts == 1 ? h : Tensor::zeros(Shape{N, Ts, H}, g.dtype());
+    const T *pG = G.data<T>(), *pX = X.data<T>();
+    for (std::int64_t t = 0; t < Ts && Ts > 1; ++t) {
+      const Tensor& gt = acc.g[static_cast<std::size_t>(t)];
+      const Tensor& ht = acc.h[static_cast<std::size_t>(t)];
+      if (!gt.defined()) continue;
+      const T *a = gt.data<T>(), *b = ht.data<T>();
+      T *to_g = kern::out_ptr<T>(G), *to_x = kern::out_ptr<T>(X);
+      for (std::int64_t i = 0; i < N; ++i) {
+        std::copy(a + i * GH, a + (i + 1) * GH, to_g + (i * Ts + t) * GH);
+        std::copy(b + i * H, b + (i + 1) * H, to_x + (i * Ts + t) * H);
+      }
+    }
+    acc.g.assign(acc.g.size(), Tensor());  // a second backward (retain_graph) starts afresh
+    acc.h.assign(acc.h.size(), Tensor());
+    // as linear's (§5): one row per sample (T = 1, a cell) is a 2-d input's batch tree over the
+    // N rows; several rows per sample a 3-d input's, per sample first, then the batch rule
+    if (dw) {
+      Tensor dW = Tensor::empty(n.in_shape[1], g.dtype());
+      auto part_dw = [&](std::int64_t r0, std::int64_t R, T* to) {
+        ops::gemm<T>(GH, H, R, ops::row_major(pG + r0 * GH, GH, R, true), ops::row_major(pX + r0 * H, R, H), to, kern::KOrder::batch_tree);
+      };
+      if (Ts == 1) part_dw(0, N, kern::out_ptr<T>(dW));
+      else ops::batch_rule_over_samples<T>(N, GH * H, g.dtype(), [&](std::int64_t i, T* part) { part_dw(i * Ts, Ts, part); }, kern::out_ptr<T>(dW));
+      gi[1] = dW;
+    }
+    if (db) {
+      Tensor dB = Tensor::empty(n.in_shape[2], g.dtype());
+      if (Ts == 1) kern::active<T>().sum_cols(pG, N, GH, kern::out_ptr<T>(dB));
+      else
+        ops::batch_rule_over_samples<T>(N, GH, g.dtype(), [&](std::int64_t i, T* part) { kern::active<T>().sum_cols(pG + i * Ts * GH, Ts, GH, part); },
+                                        kern::out_ptr<T>(dB));
+      gi[2] = dB;
+    }
+  });
+}
+
+Tensor recurrent_product(const Tensor& h, const Tensor& w, const Tensor& b, std::int64_t t, const std::shared_ptr<SequenceGrads>& acc,
+                         CallSite site) {
+  const std::int64_t N = h.shape()[0], H = h.shape()[1], GH = w.shape()[0];
+  Tensor hc = kern::contiguous(h), wc = kern::contiguous(w), bc = b.defined() ? kern::contiguous(b) : Tensor();
+  Tensor y = Tensor::empty(Shape{N, GH}, h.dtype());
+  BITGRAD_DISPATCH_FLOAT(h.dtype(), "rnn", T, [&] {
+    ops::gemm<T>(N, GH, H, ops::row_major(hc.data<T>(), N, H), ops::row_major(wc.data<T>(), H, GH, true), kern::out_ptr<T>(y),
+                 kern::KOrder::chain, bc.defined() ? bc.data<T>() : nullptr);
+  });
+  Node* n = b.defined() ? ops::record("rnn_hh", recurrent_product_bw, {&h, &w, &b}, y, site)
+                        : ops::record("rnn_hh", recurrent_product_bw, {&h, &w}, y, site);
+  if (n) {
+    n->save(0, hc);
+    n->save(1, wc);
+    n->set_payload(ProductSaved{t, N, H, GH});
+    n->owned = acc;
+  }
+  return y;
+}
+
+// One layer's steps share a record of their products' gradients.
+std::shared_ptr<SequenceGrads> sequence_grads(std::int64_t T) {
+  auto a = std::make_shared<SequenceGrads>();
+  a->T = T;
+  a->g.resize(static_cast<std::size_t>(T));
+  a->h.resize(static_cast<std::size_t>(T));
+  return a;
+}
+
+Tensor input_part(RnnMode mode, const Tensor& x, const RnnParams& p, CallSite site) {
+  Tensor z = linear(x, p.w_ih, p.b_ih, site);
+  if (mode != RnnMode::gru && p.b_hh.defined()) z = add(z, p.b_hh, site);
+  return z;
+}
+
+RnnState step(RnnMode mode, const Tensor& xz, const RnnState& s, const RnnParams& p, std::int64_t t,
+             const std::shared_ptr<SequenceGrads>& acc, CallSite site) {
+  switch (mode) {
+    case RnnMode::rnn_tanh: return {tanh(add(xz, recurrent_product(s.h, p.w_hh, Tensor(), t, acc, site), site), site), Tensor()};
+    case RnnMode::rnn_relu: return {relu(add(xz, recurrent_product(s.h, p.w_hh, Tensor(), t, acc, site), site), site), Tensor()};
+    case RnnMode::lstm: {
+      const std::vector<Tensor> z = chunk(add(xz, recurrent_product(s.h, p.w_hh, Tensor(), t, acc, site), site), 4, 1, site);
+      const Tensor i = sigmoid(z[0], site), f = sigmoid(z[1], site), g = tanh(z[2], site), o = sigmoid(z[3], site);
+      const Tensor c = add(mul(f, s.c, site), mul(i, g, site), site);
+      return {mul(o, tanh(c, site), site), c};
+    }
+    case RnnMode::gru: {
+      const std::vector<Tensor> xg = chunk(xz, 3, 1, site);
+      const std::vector<Tensor> hg = chunk(recurrent_product(s.h, p.w_hh, p.b_hh, t, acc, site), 3, 1, site);
+      const Tensor r = sigmoid(add(xg[0], hg[0], site), site), z = sigmoid(add(xg[1], hg[1], site), site);
+      const Tensor n = tanh(add(xg[2], mul(r, hg[2], site), site), site);
+      return {add(mul(sub(s.h, n, site), z, site), n, site), Tensor()};
+    }
+  }
+  return s;
+}
+
+RnnState cell(RnnMode mode, const Tensor& x, const Tensor& h, const Tensor& c, const RnnParams& p, CallSite site) {
+  const std::string op = std::string(op_of(mode)) + "_cell";
+  BITGRAD_CHECK(x.defined() && x.ndim() == 2, op.c_str(), "expects x [N, in], got ", x.defined() ? x.shape().str() : "undefined");
+  const std::int64_t H = check_params(mode, p, x.shape()[1], 0);
+  check_state(op.c_str(), "h", h, x.shape()[0], H);
+  if (mode == RnnMode::lstm) check_state(op.c_str(), "c", c, x.shape()[0], H);
+  return step(mode, input_part(mode, x, p, site), {h, c}, p, 0, sequence_grads(1), site);
+}
+
+// layer l's initial state from s0 [layers, N, H], or zeros
+Tensor initial(RnnMode mode, const char* name, const Tensor& s0, std::size_t l, std::size_t L, std::int64_t N, std::int64_t H, DType dt,
+               CallSite site) {
+  if (!s0.defined()) return Tensor::zeros(Shape{N, H}, dt);
+  const auto Li = static_cast<std::int64_t>(L);
+  BITGRAD_CHECK(s0.ndim() == 3 && s0.shape()[0] == Li && s0.shape()[1] == N && s0.shape()[2] == H, op_of(mode), name, " must be [", Li,
+                ", ", N, ", ", H, "] (layers, batch, hidden), got ", s0.shape().str());
+  const auto li = static_cast<std::int64_t>(l);
+  return reshape(slice(s0, 0, li, li + 1, 1, site), Shape{N, H}, site);
+}
+
+}  // namespace
+
+Tensor rnn_cell(const Tensor& x, const Tensor& h, const RnnParams& p, bool relu_act, CallSite site) {
+  return cell(relu_act ? RnnMode::rnn_relu : RnnMode::rnn_tanh, x, h, Tensor(), p, site).h;
+}
+RnnState lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const RnnParams& p, CallSite site) {
+  return cell(RnnMode::lstm, x, h, c, p, site);
+}
+Tensor gru_cell(const Tensor& x, const Tensor& h, const RnnParams& p, CallSite site) { return cell(RnnMode::gru, x, h, Tensor(), p, site).h; }
+
+RnnResult rnn(const Tensor& x, RnnMode mode, const std::vector<RnnParams>& layers, const Tensor& h0, const Tensor& c0, bool batch_first,
+              CallSite site) {
+  const char* op = op_of(mode);
+  BITGRAD_CHECK(x.defined() && x.ndim() == 3, op, "expects x ", batch_first ? "[N, T, in]" : "[T, N, in]", ", got ",
+                x.defined() ? x.shape().str() : "undefined");
+  BITGRAD_CHECK(!layers.empty(), op, "needs at least one layer");
+  BITGRAD_CHECK(mode == RnnMode::lstm || !c0.defined(), op, "takes no c0 (only lstm has a cell state)");
+  // batch-major [N, T, in]: the input projection's weight gradient then reduces per sample
+  // (its rows over time) before the samples (§5), as every batch reduction of bitgrad
+  Tensor seq = batch_first ? x : permute(x, {1, 0, 2}, site);
+  const std::int64_t N = seq.shape()[0], T = seq.shape()[1];
+  BITGRAD_CHECK(T >= 1, op, "the sequence is empty (x ", x.shape().str(), ")");
+  std::vector<Tensor> hn, cn;
+  std::int64_t H0 = 0;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const RnnParams& p = layers[l];
+    const std::int64_t H = check_params(mode, p, seq.shape()[2], l);
+    if (l == 0) H0 = H;
+    BITGRAD_CHECK(H == H0, op, "layer ", l, " has hidden size ", H, "; every layer must have layer 0's, ", H0);
+    const std::int64_t GH = gates_of(mode) * H;
+    const Tensor xp = input_part(mode, seq, p, site);  // [N, T, G·H]
+    RnnState s{initial(mode, "h0", h0, l, layers.size(), N, H, x.dtype(), site),
+               mode == RnnMode::lstm ? initial(mode, "c0", c0, l, layers.size(), N, H, x.dtype(), site) : Tensor()};
+    std::vector<Tensor> hs;
+    hs.reserve(static_cast<std::size_t>(T));
+    const std::shared_ptr<SequenceGrads> acc = sequence_grads(T);
+    for (std::int64_t t = 0; t < T; ++t) {
+      s = step(mode, reshape(slice(xp, 1, t, t + 1, 1, site), Shape{N, GH}, site), s, p, t, acc, site);
+      hs.push_back(s.h);
+    }
+    seq = stack(hs, 1, site);  // [N, T, H]
+    hn.push_back(s.h);
+    if (mode == RnnMode::lstm) cn.push_back(s.c);
+  }
+  RnnResult r;
+  r.output = batch_first ? seq : permute(seq, {1, 0, 2}, site);
+  r.h_n = stack(hn, 0, site);
+  if (mode == RnnMode::lstm) r.c_n = stack(cn, 0, site);
+  return r;
+}
+
+}  // namespace bitgrad
