@@ -8,6 +8,8 @@
 #include "bitgrad/instruments.hpp"
 
 namespace bitgrad::python {
+void init_ops_spatial(py::module_& m);  // issue 29: convolution, pooling, upsampling (ops_spatial.cpp)
+void init_nn_spatial(py::module_& nn);  // issue 29: their modules in bitgrad.nn (nn_spatial.cpp)
 
 CallSite py_site() {
   if (!autograd::op_hook_active()) return CallSite::current("<python>", 0);
@@ -80,7 +82,12 @@ PYBIND11_MODULE(_bitgrad, m) {
   init_tensor(m);
   init_ops(m);
   init_ops_shape(m);
+  init_ops_spatial(m);
   init_nn(m);
+  {
+    py::module_ nn = m.attr("nn").cast<py::module_>();
+    init_nn_spatial(nn);
+  }
   init_optim(m);
   init_data(m);
   init_train(m);
