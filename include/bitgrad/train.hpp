@@ -24,7 +24,9 @@ enum class LossKind { cross_entropy, mse };
 enum class OptimizerKind { sgd, adam, adamw };
 enum class LayerKind {
   linear, conv2d, flatten, relu, gelu, tanh, sigmoid, dropout, maxpool2d, avgpool2d, layernorm,
-  embedding, transformer_block, tied_head  // token models (text datasets)
+  embedding, transformer_block, tied_head,  // token models (text datasets)
+  // issue 29 (bitgrad/nn_spatial.hpp): conv = Conv1d/2d with every option, by the input's rank
+  conv, conv1d, conv_transpose2d, adaptive_avgpool2d, global_avgpool, upsample
 };
 const char* to_string(DatasetKind k);
 const char* to_string(LossKind k);
@@ -39,6 +41,12 @@ struct LayerSpec {
   double p = 0.0, eps = 1e-5;
   bool bias = true;
   std::int64_t n_head = 0;  // transformer_block
+  // issue 29: conv, conv1d, conv_transpose2d (dilation, groups, output_padding); adaptive_avgpool2d
+  // (size); upsample (scale or size, bilinear, align_corners)
+  int dilation = 1, groups = 1, output_padding = 0;
+  std::int64_t size = 0;
+  double scale = 0.0;
+  bool bilinear = false, align_corners = false;
   int line = 0;  // in the configuration file, for errors
 };
 

@@ -46,7 +46,11 @@ constexpr EnumName<LayerKind> kLayers[] = {{LayerKind::linear, "linear"},       
                                            {LayerKind::sigmoid, "sigmoid"},     {LayerKind::dropout, "dropout"},     {LayerKind::maxpool2d, "maxpool2d"},
                                            {LayerKind::avgpool2d, "avgpool2d"}, {LayerKind::layernorm, "layernorm"},
                                            {LayerKind::embedding, "embedding"}, {LayerKind::transformer_block, "transformer_block"},
-                                           {LayerKind::tied_head, "tied_head"}};
+                                           {LayerKind::tied_head, "tied_head"},
+                                           // issue 29
+                                           {LayerKind::conv, "conv"}, {LayerKind::conv1d, "conv1d"}, {LayerKind::conv_transpose2d, "conv_transpose2d"},
+                                           {LayerKind::adaptive_avgpool2d, "adaptive_avgpool2d"}, {LayerKind::global_avgpool, "global_avgpool"},
+                                           {LayerKind::upsample, "upsample"}};
 constexpr EnumName<nn::Init> kInits[] = {{nn::Init::kaiming_uniform, "kaiming_uniform"},
                                          {nn::Init::kaiming_normal, "kaiming_normal"},
                                          {nn::Init::xavier_uniform, "xavier_uniform"},
@@ -282,6 +286,31 @@ void layer_schema(V& v, L& l) {
       v.integer("n_head", l.n_head, 0, 1, 1 << 12);
       v.number("dropout", l.p, 0, 0, 0.999999);
       v.boolean("bias", l.bias, true);
+      break;
+    // issue 29 (numerics.md §31-§33)
+    case LayerKind::conv:
+    case LayerKind::conv1d:
+    case LayerKind::conv_transpose2d:
+      v.require("out", kind + "'out'");
+      v.require("kernel", kind + "'kernel'");
+      v.integer("out", l.out, 0, 1, 1 << 16);
+      v.integer("kernel", l.kernel, 0, 1, 64);
+      v.integer("stride", l.stride, 1, 1, 64);
+      v.integer("padding", l.padding, 0, 0, 64);
+      v.integer("dilation", l.dilation, 1, 1, 64);
+      v.integer("groups", l.groups, 1, 1, 1 << 16);
+      if (l.type == LayerKind::conv_transpose2d) v.integer("output_padding", l.output_padding, 0, 0, 63);
+      v.boolean("bias", l.bias, true);
+      break;
+    case LayerKind::adaptive_avgpool2d:
+      v.require("size", kind + "'size'");
+      v.integer("size", l.size, 0, 1, 1 << 12);
+      break;
+    case LayerKind::upsample:
+      v.integer("size", l.size, 0, 0, 1 << 14);
+      v.number("scale", l.scale, 2.0, 0, 64);
+      v.boolean("bilinear", l.bilinear, false);
+      v.boolean("align_corners", l.align_corners, false);
       break;
     default: break;  // no settings
   }

@@ -3,6 +3,7 @@
 #include <bit>
 
 #include "bitgrad/nn_spatial.hpp"
+#include "bitgrad/train.hpp"
 #include "support/test_util.hpp"
 
 namespace bitgrad::test {
@@ -53,6 +54,55 @@ TEST(NnSpatial, ConvIsItsOpWithTheLayersParameters) {
   EXPECT_EQ(c.weight.to_vector<float>(), d.weight.to_vector<float>()) << "the seed decides the parameters";
   nn::Conv tr(6, 4, {2, 2}, ConvOptions{{2, 2}, {}, {}, 2, {}}, true, true);
   EXPECT_EQ(tr.weight.shape(), (Shape{6, 2, 2, 2}));
+}
+
+// The layers in the configuration's model list: shapes chain, the model steps, and a run of two
+// threads trains to the bits of one (the ops split samples and planes, never an output)
+const char* kModel = R"(
+seed = 5
+[data]
+dataset = "synthetic"
+samples = 64
+test_samples = 0
+shape = [2, 8, 8]
+classes = 3
+[model]
+layers = [
+  { type = "conv", out = 4, kernel = 3, padding = 2, dilation = 2, groups = 2 },
+  { type = "relu" },
+  { type = "upsample", scale = 1.5, bilinear = true },
+  { type = "conv_transpose2d", out = 4, kernel = 3, stride = 2, padding = 1, output_padding = 1, groups = 4 },
+  { type = "adaptive_avgpool2d", size = 3 },
+  { type = "upsample", size = 4 },
+  { type = "global_avgpool" },
+  { type = "flatten" },
+  { type = "linear", out = 3 },
+]
+[train]
+batch_size = 32
+epochs = 1
+)";
+
+TEST(NnSpatial, LayersOfTheConfiguration) {
+  RuntimeGuard guard;
+  const train::Config c = train::parse_config(kModel, "spatial.toml");
+  auto ds = train::train_dataset(c);
+  auto model = train::build_model(c, *ds);
+  EXPECT_EQ(model->output_shape(Shape{2, 2, 8, 8}), (Shape{2, 3}));
+  Tensor x = Tensor::from<float>(random_vec<float>(2 * 2 * 8 * 8, 4), Shape{2, 2, 8, 8});
+  std::vector<float> want;
+  for (int t : {1, 2, 3}) {
+    set_num_threads(t);
+    const std::vector<float> y = model->forward(x, nn::Context{}).to_vector<float>();
+    if (want.empty()) want = y;
+    EXPECT_EQ(want, y) << "threads " << t;
+  }
+  const train::Config one_d = train::parse_config(
+      "[data]\ndataset = \"synthetic\"\nsamples = 8\nshape = [3, 10]\nclasses = 2\n[model]\nlayers = [\n"
+      "  { type = \"conv1d\", out = 4, kernel = 3, stride = 2, groups = 1 },\n  { type = \"flatten\" },\n  { type = \"linear\", out = 2 },\n]\n",
+      "one_d.toml");
+  auto ds1 = train::train_dataset(one_d);
+  EXPECT_EQ(train::build_model(one_d, *ds1)->output_shape(Shape{1, 3, 10}), (Shape{1, 2}));
 }
 
 TEST(NnSpatial, Errors) {
