@@ -249,6 +249,33 @@ TEST(ConvMoreOps, DeterminismSplitOverThreads) {
   check_split_determinism(cases);
 }
 
+// T5: the weight and bias gradients of 64 samples are those of two micro-batches of 32 added
+// (the batch rule's tree over two blocks), for conv and conv_transpose alike
+TEST(ConvMoreOps, MicroBatchesCombineToTheWholeBatch) {
+  RuntimeGuard guard;
+  const ConvOptions o = co({2, 1}, {1, 0, 2, 1}, {1, 2}, 2, {});
+  const ConvOptions t = co({2, 2}, {1, 1, 1, 1}, {}, 2, {1, 1});
+  for (bool transpose : {false, true}) {
+    const Shape xs = transpose ? Shape{64, 4, 5, 4} : Shape{64, 4, 9, 8};
+    const Shape ws = transpose ? Shape{4, 3, 3, 3} : Shape{6, 2, 3, 2};
+    const std::int64_t oc = 6;  // the output channels of both
+    const auto xv = random_vec<float>(static_cast<std::size_t>(xs.numel()), 11), wv = random_vec<float>(static_cast<std::size_t>(ws.numel()), 12);
+    auto grads = [&](std::int64_t n0, std::int64_t n1) {
+      Tensor x = slice(Tensor::from<float>(xv, xs), 0, n0, n1).contiguous_copy();
+      Tensor w = Tensor::from<float>(wv, ws), b = Tensor::zeros(Shape{oc});
+      w.set_requires_grad(true);
+      b.set_requires_grad(true);
+      Tensor y = transpose ? conv_transpose(x, w, b, t) : conv(x, w, b, o);
+      y.backward(Tensor::ones(y.shape()));
+      return std::make_pair(w.grad(), b.grad());
+    };
+    const auto whole = grads(0, 64), a = grads(0, 32), c = grads(32, 64);
+    const auto dw = (a.first + c.first).to_vector<float>(), db = (a.second + c.second).to_vector<float>();
+    EXPECT_EQ(whole.first.to_vector<float>(), dw) << (transpose ? "conv_transpose" : "conv") << " dw";
+    EXPECT_EQ(whole.second.to_vector<float>(), db) << (transpose ? "conv_transpose" : "conv") << " db";
+  }
+}
+
 TEST(ConvMoreOps, Errors) {
   EXPECT_THROW(conv(Tensor::zeros({1, 4, 5, 5}), Tensor::zeros({3, 2, 3, 3}), Tensor(), co({}, {}, {}, 2)), Error);  // 3 % 2
   EXPECT_THROW(conv(Tensor::zeros({1, 4, 5, 5}), Tensor::zeros({4, 4, 3, 3}), Tensor(), co({}, {}, {}, 2)), Error);  // C/g = 2
