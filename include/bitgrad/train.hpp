@@ -26,7 +26,9 @@ enum class LayerKind {
   linear, conv2d, flatten, relu, gelu, tanh, sigmoid, dropout, maxpool2d, avgpool2d, layernorm,
   embedding, transformer_block, tied_head,  // token models (text datasets)
   batchnorm,                                 // BatchNorm1d / 2d by the input's dimensions
-  rmsnorm, groupnorm, instancenorm, rnn, lstm, gru  // issue 29: normalisation, recurrence
+  rmsnorm, groupnorm, instancenorm, rnn, lstm, gru,  // issue 29: normalisation, recurrence
+  // issue 29 (bitgrad/nn_spatial.hpp): conv = Conv1d/2d with every option, by the input's rank
+  conv, conv1d, conv_transpose2d, adaptive_avgpool2d, global_avgpool, upsample
 };
 const char* to_string(DatasetKind k);
 const char* to_string(LossKind k);
@@ -42,10 +44,16 @@ struct LayerSpec {
   double momentum = 0.1;  // batchnorm (its `affine` is `bias`)
   bool bias = true;
   std::int64_t n_head = 0;  // transformer_block
-  // issue 29: groupnorm's groups; rmsnorm, groupnorm, instancenorm's affine; rnn, lstm, gru:
+  // issue 29: groupnorm's groups (and conv's); rmsnorm, groupnorm, instancenorm's affine; rnn, lstm, gru:
   // hidden size in `out`, num_layers, relu (rnn's nonlinearity), last_only (output = "last")
-  std::int64_t groups = 0, num_layers = 1;
+  std::int64_t groups = 1, num_layers = 1;
   bool affine = true, relu = false, last_only = false;
+  // issue 29: conv, conv1d, conv_transpose2d (dilation, output_padding); adaptive_avgpool2d
+  // (size); upsample (scale or size, bilinear, align_corners)
+  int dilation = 1, output_padding = 0;
+  std::int64_t size = 0;
+  double scale = 0.0;
+  bool bilinear = false, align_corners = false;
   int line = 0;  // in the configuration file, for errors
 };
 

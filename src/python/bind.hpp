@@ -30,6 +30,8 @@ void init_ops(py::module_& m);
 void init_ops_shape(py::module_& m);  // issue 29: shape, index and factory ops (ops_shape.cpp)
 void init_nn(py::module_& m);
 void init_norm_rnn(py::module_& m);  // issue 29: RMSNorm, GroupNorm, InstanceNorm, RNN/LSTM/GRU (norm_rnn.cpp)
+void init_ops_spatial(py::module_& m);  // issue 29: convolution, pooling, upsampling (ops_spatial.cpp)
+void init_nn_spatial(py::module_& nn);  // issue 29: their modules in bitgrad.nn (nn_spatial.cpp)
 void init_optim(py::module_& m);
 void init_data(py::module_& m);
 void init_train(py::module_& m);

@@ -80,8 +80,13 @@ PYBIND11_MODULE(_bitgrad, m) {
   init_tensor(m);
   init_ops(m);
   init_ops_shape(m);
+  init_ops_spatial(m);
   init_nn(m);
   init_norm_rnn(m);
+  {
+    py::module_ nn = m.attr("nn").cast<py::module_>();
+    init_nn_spatial(nn);
+  }
   init_optim(m);
   init_data(m);
   init_train(m);

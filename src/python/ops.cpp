@@ -211,19 +211,7 @@ void init_ops(py::module_& m) {
     const CallSite site = py_site();
     return nogil([&] { return linear(x, w, opt_tensor(b), site); });
   }, py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), "x weightᵀ + bias; weight [out, in].");
-  m.def("conv2d", [](const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, int stride, int padding) {
-    const CallSite site = py_site();
-    return nogil([&] { return conv2d(x, w, opt_tensor(b), stride, padding, site); });
-  }, py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1, py::arg("padding") = 0,
-        "x [N, C, H, W], weight [OC, C, KH, KW] -> [N, OC, OH, OW].");
-  m.def("max_pool2d", [](const Tensor& x, int kernel, int stride) {
-    const CallSite site = py_site();
-    return nogil([&] { return max_pool2d(x, kernel, stride, site); });
-  }, py::arg("x"), py::arg("kernel_size"), py::arg("stride") = 0, "stride 0: the kernel size; no padding.");
-  m.def("avg_pool2d", [](const Tensor& x, int kernel, int stride) {
-    const CallSite site = py_site();
-    return nogil([&] { return avg_pool2d(x, kernel, stride, site); });
-  }, py::arg("x"), py::arg("kernel_size"), py::arg("stride") = 0);
+  // conv2d, max_pool2d, avg_pool2d: ops_spatial.cpp (PyTorch's arguments)
   m.def("layer_norm", [](const Tensor& x, const std::optional<Tensor>& g, const std::optional<Tensor>& b, double eps) {
     const CallSite site = py_site();
     return nogil([&] { return layer_norm(x, opt_tensor(g), opt_tensor(b), eps, site); });

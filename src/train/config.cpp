@@ -48,7 +48,10 @@ constexpr EnumName<LayerKind> kLayers[] = {{LayerKind::linear, "linear"},       
                                            {LayerKind::embedding, "embedding"}, {LayerKind::transformer_block, "transformer_block"},
                                            {LayerKind::tied_head, "tied_head"}, {LayerKind::batchnorm, "batchnorm"},
                                            {LayerKind::rmsnorm, "rmsnorm"},     {LayerKind::groupnorm, "groupnorm"}, {LayerKind::instancenorm, "instancenorm"},
-                                           {LayerKind::rnn, "rnn"},             {LayerKind::lstm, "lstm"},           {LayerKind::gru, "gru"}};
+                                           {LayerKind::rnn, "rnn"},             {LayerKind::lstm, "lstm"},           {LayerKind::gru, "gru"},
+                                           {LayerKind::conv, "conv"}, {LayerKind::conv1d, "conv1d"}, {LayerKind::conv_transpose2d, "conv_transpose2d"},
+                                           {LayerKind::adaptive_avgpool2d, "adaptive_avgpool2d"}, {LayerKind::global_avgpool, "global_avgpool"},
+                                           {LayerKind::upsample, "upsample"}};
 // rnn's nonlinearity (relu or not) and a recurrent layer's output (the last step only or all)
 constexpr EnumName<bool> kNonlinearities[] = {{false, "tanh"}, {true, "relu"}};
 constexpr EnumName<bool> kRnnOutputs[] = {{false, "all"}, {true, "last"}};
@@ -313,6 +316,31 @@ void layer_schema(V& v, L& l) {
       if (l.type == LayerKind::rnn) v.choice("nonlinearity", l.relu, false, kNonlinearities);
       v.boolean("bias", l.bias, true);
       v.choice("output", l.last_only, false, kRnnOutputs);
+      break;
+    // issue 29 (numerics.md §35-§37)
+    case LayerKind::conv:
+    case LayerKind::conv1d:
+    case LayerKind::conv_transpose2d:
+      v.require("out", kind + "'out'");
+      v.require("kernel", kind + "'kernel'");
+      v.integer("out", l.out, 0, 1, 1 << 16);
+      v.integer("kernel", l.kernel, 0, 1, 64);
+      v.integer("stride", l.stride, 1, 1, 64);
+      v.integer("padding", l.padding, 0, 0, 64);
+      v.integer("dilation", l.dilation, 1, 1, 64);
+      v.integer("groups", l.groups, 1, 1, 1 << 16);
+      if (l.type == LayerKind::conv_transpose2d) v.integer("output_padding", l.output_padding, 0, 0, 63);
+      v.boolean("bias", l.bias, true);
+      break;
+    case LayerKind::adaptive_avgpool2d:
+      v.require("size", kind + "'size'");
+      v.integer("size", l.size, 0, 1, 1 << 12);
+      break;
+    case LayerKind::upsample:
+      v.integer("size", l.size, 0, 0, 1 << 14);
+      v.number("scale", l.scale, 2.0, 0, 64);
+      v.boolean("bilinear", l.bilinear, false);
+      v.boolean("align_corners", l.align_corners, false);
       break;
     default: break;  // no settings
   }

@@ -1,4 +1,5 @@
 // The datasets and the model a configuration describes.
+#include "bitgrad/nn_spatial.hpp"
 #include "bitgrad/train.hpp"
 #include "io/format.hpp"
 #include "train/memory.hpp"
@@ -136,6 +137,28 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
           dropout_id += nn::TransformerBlock::kDropouts;
           break;
         }
+        case LayerKind::conv:
+        case LayerKind::conv1d:
+        case LayerKind::conv_transpose2d: {
+          const bool one_d = l.type == LayerKind::conv1d || (l.type == LayerKind::conv && shape.ndim() == 3);
+          if (shape.ndim() != (one_d ? 3 : 4))
+            fail_at(c.file, l.line, where + " expects " + (one_d ? "sequences [N, C, L]" : "images [N, C, H, W]") + ", the layer before gives " + shape.str());
+          const std::size_t sp = one_d ? 1 : 2;
+          ConvOptions o;
+          o.stride.assign(sp, l.stride);
+          o.pads.assign(2 * sp, l.padding);
+          o.dilation.assign(sp, l.dilation);
+          o.groups = l.groups;
+          if (l.type == LayerKind::conv_transpose2d) o.output_padding.assign(sp, l.output_padding);
+          m = std::make_shared<nn::Conv>(shape[1], l.out, std::vector<int>(sp, l.kernel), o, l.bias, l.type == LayerKind::conv_transpose2d);
+          break;
+        }
+        case LayerKind::adaptive_avgpool2d: m = std::make_shared<nn::AdaptivePool2d>(false, l.size, l.size); break;
+        case LayerKind::global_avgpool: m = std::make_shared<nn::AdaptivePool2d>(false, 1, 1); break;
+        case LayerKind::upsample:
+          m = l.size > 0 ? std::make_shared<nn::Upsample>(l.size, l.size, 0.0, 0.0, l.bilinear, l.align_corners)
+                         : std::make_shared<nn::Upsample>(0, 0, l.scale, l.scale, l.bilinear, l.align_corners);
+          break;
         case LayerKind::tied_head:
           if (!embed) fail_at(c.file, l.line, where + " ties the output to an embedding; put an embedding layer before it");
           m = std::make_shared<nn::TiedHead>(embed->wte);

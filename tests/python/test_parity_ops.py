@@ -636,6 +636,77 @@ case("lstm_cell_h_and_c", _LSTM,
 case("gru_cell", dict(_CELL, wi=N(15, 4, scale=0.5), wh=N(15, 5, scale=0.5), bi=N(15), bh=N(15)),
      lambda x, h, wi, wh, bi, bh: bg.gru_cell(x, h, wi, wh, bi, bh),
      lambda x, h, wi, wh, bi, bh: torch._VF.gru_cell(x, h, wi, wh, bi, bh), tol32=F32_RED)
+# ---- pooling with options, adaptive and global pooling, interpolation (issue 29) ---------------------
+case("max_pool2d_k3_s2_pad1_ceil", dict(x=N(2, 3, 8, 9)),
+     lambda x: bg.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True), lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True))
+case("max_pool2d_k2x3_dilation2", dict(x=N(2, 2, 9, 10)),
+     lambda x: bg.max_pool2d(x, (2, 3), stride=(1, 2), dilation=2), lambda x: F.max_pool2d(x, (2, 3), (1, 2), dilation=2))
+case("avg_pool2d_k3_s2_pad1_ceil_include_pad", dict(x=N(2, 3, 8, 9)),
+     lambda x: bg.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True),
+     lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True))
+case("avg_pool2d_k3x2_pad_exclude", dict(x=N(2, 3, 7, 6)),
+     lambda x: bg.avg_pool2d(x, (3, 2), stride=(2, 1), padding=(1, 1), count_include_pad=False),
+     lambda x: F.avg_pool2d(x, (3, 2), (2, 1), (1, 1), count_include_pad=False))
+case("max_pool1d_k3_s2_pad1_ceil", dict(x=N(2, 3, 10)),
+     lambda x: bg.max_pool1d(x, 3, stride=2, padding=1, ceil_mode=True), lambda x: F.max_pool1d(x, 3, 2, 1, ceil_mode=True))
+case("avg_pool1d_k4_s3_pad2", dict(x=N(2, 3, 11)),
+     lambda x: bg.avg_pool1d(x, 4, stride=3, padding=2), lambda x: F.avg_pool1d(x, 4, 3, 2))
+case("adaptive_avg_pool2d_7x5_to_3x2", dict(x=N(2, 3, 7, 5)),
+     lambda x: bg.adaptive_avg_pool2d(x, (3, 2)), lambda x: F.adaptive_avg_pool2d(x, (3, 2)))
+case("adaptive_avg_pool2d_3x3_to_4x4", dict(x=N(2, 2, 3, 3)),
+     lambda x: bg.adaptive_avg_pool2d(x, 4), lambda x: F.adaptive_avg_pool2d(x, 4))
+case("adaptive_max_pool2d_7x5_to_3x2", dict(x=N(2, 3, 7, 5)),
+     lambda x: bg.adaptive_max_pool2d(x, (3, 2)), lambda x: F.adaptive_max_pool2d(x, (3, 2)))
+case("adaptive_avg_pool1d_9_to_4", dict(x=N(2, 3, 9)),
+     lambda x: bg.adaptive_avg_pool1d(x, 4), lambda x: F.adaptive_avg_pool1d(x, 4))
+case("adaptive_max_pool1d_9_to_4", dict(x=N(2, 3, 9)),
+     lambda x: bg.adaptive_max_pool1d(x, 4), lambda x: F.adaptive_max_pool1d(x, 4))
+case("global_avg_pool_2d", dict(x=N(2, 3, 6, 7)),
+     lambda x: bg.global_avg_pool(x), lambda x: x.mean(dim=(2, 3), keepdim=True), tol32=F32_RED)
+case("global_max_pool_2d", dict(x=N(2, 3, 6, 7)),
+     lambda x: bg.global_max_pool(x), lambda x: F.adaptive_max_pool2d(x, 1))
+case("interpolate_nearest_size", dict(x=N(2, 2, 3, 4)),
+     lambda x: bg.interpolate(x, size=(5, 7)), lambda x: F.interpolate(x, size=(5, 7)))
+case("interpolate_nearest_scale2", dict(x=N(2, 2, 3, 4)),
+     lambda x: bg.interpolate(x, scale_factor=2), lambda x: F.interpolate(x, scale_factor=2))
+case("interpolate_nearest_down", dict(x=N(2, 2, 7, 9)),
+     lambda x: bg.interpolate(x, size=(3, 4)), lambda x: F.interpolate(x, size=(3, 4)))
+case("interpolate_bilinear_align_corners", dict(x=N(2, 2, 3, 4)),
+     lambda x: bg.interpolate(x, size=(5, 7), mode="bilinear", align_corners=True),
+     lambda x: F.interpolate(x, size=(5, 7), mode="bilinear", align_corners=True))
+case("interpolate_bilinear_half_pixel", dict(x=N(2, 2, 3, 4)),
+     lambda x: bg.interpolate(x, size=(5, 9), mode="bilinear"),
+     lambda x: F.interpolate(x, size=(5, 9), mode="bilinear", align_corners=False))
+case("interpolate_bilinear_scale_1_5", dict(x=N(2, 2, 4, 5)),
+     lambda x: bg.interpolate(x, scale_factor=1.5, mode="bilinear"),
+     lambda x: F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=False))
+case("interpolate_bilinear_down", dict(x=N(2, 2, 7, 6)),
+     lambda x: bg.interpolate(x, size=(4, 3), mode="bilinear"),
+     lambda x: F.interpolate(x, size=(4, 3), mode="bilinear", align_corners=False))
+
+
+# ---- convolution variants (issue 29) --------------------------------------------------------------
+case("conv2d_groups2_stride_dilation_asym", dict(x=N(2, 4, 9, 8), w=N(6, 2, 3, 2), b=N(6)),
+     lambda x, w, b: bg.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2),
+     lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2), tol32=F32_RED)
+case("conv2d_onnx_pads", dict(x=N(2, 3, 7, 8), w=N(4, 3, 3, 3)),
+     lambda x, w: bg.conv2d(x, w, padding=(0, 1, 2, 1)),
+     lambda x, w: F.conv2d(F.pad(x, (1, 1, 0, 2)), w), tol32=F32_RED)
+case("conv2d_depthwise", dict(x=N(2, 4, 6, 6), w=N(8, 1, 3, 3), b=N(8)),
+     lambda x, w, b: bg.conv2d(x, w, b, padding=1, groups=4),
+     lambda x, w, b: F.conv2d(x, w, b, padding=1, groups=4), tol32=F32_RED)
+case("conv1d_stride2_dilation2_groups", dict(x=N(2, 6, 15), w=N(4, 3, 3), b=N(4)),
+     lambda x, w, b: bg.conv1d(x, w, b, stride=2, padding=2, dilation=2, groups=2),
+     lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=2, dilation=2, groups=2), tol32=F32_RED)
+case("conv_transpose2d_stride2_outpad", dict(x=N(2, 4, 4, 5), w=N(4, 3, 3, 3), b=N(3)),
+     lambda x, w, b: bg.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+     lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1), tol32=F32_RED)
+case("conv_transpose2d_groups_dilation", dict(x=N(2, 4, 5, 4), w=N(4, 2, 2, 3)),
+     lambda x, w: bg.conv_transpose2d(x, w, stride=(1, 2), padding=(1, 0), groups=2, dilation=(2, 1)),
+     lambda x, w: F.conv_transpose2d(x, w, stride=(1, 2), padding=(1, 0), groups=2, dilation=(2, 1)), tol32=F32_RED)
+case("conv_transpose1d_stride3", dict(x=N(2, 3, 6), w=N(3, 2, 4), b=N(2)),
+     lambda x, w, b: bg.conv_transpose1d(x, w, b, stride=3, padding=1, output_padding=2),
+     lambda x, w, b: F.conv_transpose1d(x, w, b, stride=3, padding=1, output_padding=2), tol32=F32_RED)
 
 
 # ---- the runner -----------------------------------------------------------------------------------

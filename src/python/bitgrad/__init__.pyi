@@ -365,9 +365,31 @@ def gather(x: Tensor, axis: int, index: Tensor) -> Tensor: ...
 # linear algebra and neural-network ops
 def matmul(a: Tensor, b: Tensor) -> Tensor: ...
 def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor: ...
-def conv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: int = 1, padding: int = 0) -> Tensor: ...
-def max_pool2d(x: Tensor, kernel_size: int, stride: int = 0) -> Tensor: ...
-def avg_pool2d(x: Tensor, kernel_size: int, stride: int = 0) -> Tensor: ...
+def conv2d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    stride: Union[int, Sequence[int]] = 1,
+    padding: Union[int, Sequence[int]] = 0,
+    dilation: Union[int, Sequence[int]] = 1,
+    groups: int = 1,
+) -> Tensor: ...
+def max_pool2d(
+    x: Tensor,
+    kernel_size: Union[int, Sequence[int]],
+    stride: Union[None, int, Sequence[int]] = None,
+    padding: Union[int, Sequence[int]] = 0,
+    dilation: Union[int, Sequence[int]] = 1,
+    ceil_mode: bool = False,
+) -> Tensor: ...
+def avg_pool2d(
+    x: Tensor,
+    kernel_size: Union[int, Sequence[int]],
+    stride: Union[None, int, Sequence[int]] = None,
+    padding: Union[int, Sequence[int]] = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> Tensor: ...
 def layer_norm(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Tensor] = None, eps: float = 1e-05) -> Tensor: ...
 def batch_norm(
     x: Tensor,
@@ -596,6 +618,66 @@ def train(
     perturb_order: Optional[int] = None,
     quiet: bool = False,
 ) -> _RunResult: ...
+
+# ---- convolution, pooling and upsampling, more (issue 29) -------------------------------------------------------
+def conv1d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    stride: Union[int, Sequence[int]] = 1,
+    padding: Union[int, Sequence[int]] = 0,
+    dilation: Union[int, Sequence[int]] = 1,
+    groups: int = 1,
+) -> Tensor: ...
+def conv_transpose2d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    stride: Union[int, Sequence[int]] = 1,
+    padding: Union[int, Sequence[int]] = 0,
+    output_padding: Union[int, Sequence[int]] = 0,
+    groups: int = 1,
+    dilation: Union[int, Sequence[int]] = 1,
+) -> Tensor: ...
+def conv_transpose1d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    stride: Union[int, Sequence[int]] = 1,
+    padding: Union[int, Sequence[int]] = 0,
+    output_padding: Union[int, Sequence[int]] = 0,
+    groups: int = 1,
+    dilation: Union[int, Sequence[int]] = 1,
+) -> Tensor: ...
+def max_pool1d(
+    x: Tensor,
+    kernel_size: Union[int, Sequence[int]],
+    stride: Union[None, int, Sequence[int]] = None,
+    padding: Union[int, Sequence[int]] = 0,
+    dilation: Union[int, Sequence[int]] = 1,
+    ceil_mode: bool = False,
+) -> Tensor: ...
+def avg_pool1d(
+    x: Tensor,
+    kernel_size: Union[int, Sequence[int]],
+    stride: Union[None, int, Sequence[int]] = None,
+    padding: Union[int, Sequence[int]] = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> Tensor: ...
+def adaptive_avg_pool2d(x: Tensor, output_size: Union[int, Sequence[int]]) -> Tensor: ...
+def adaptive_max_pool2d(x: Tensor, output_size: Union[int, Sequence[int]]) -> Tensor: ...
+def adaptive_avg_pool1d(x: Tensor, output_size: int) -> Tensor: ...
+def adaptive_max_pool1d(x: Tensor, output_size: int) -> Tensor: ...
+def global_avg_pool(x: Tensor) -> Tensor: ...
+def global_max_pool(x: Tensor) -> Tensor: ...
+def interpolate(
+    x: Tensor,
+    size: Union[None, int, Sequence[int]] = None,
+    scale_factor: Union[None, float, Sequence[float]] = None,
+    mode: Literal["nearest", "bilinear"] = "nearest",
+    align_corners: Optional[bool] = None,
+) -> Tensor: ...
 
 # ---- errors -------------------------------------------------------------------------------------
 

@@ -195,3 +195,82 @@ class _BatchNorm(Module):
 
 def BatchNorm1d(num_features: int, eps: float = 1e-05, momentum: float = 0.1, affine: bool = True) -> _BatchNorm: ...
 def BatchNorm2d(num_features: int, eps: float = 1e-05, momentum: float = 0.1, affine: bool = True) -> _BatchNorm: ...
+
+# ---- issue 29: convolution variants, adaptive pooling, upsampling (src/python/nn_spatial.cpp) ----
+# Conv1d(...), ConvNd2d(...), ConvTranspose1d(...) and ConvTranspose2d(...) are factories of this one class
+class Conv(Module):
+    @property
+    def weight(self) -> Tensor: ...
+    @property
+    def bias(self) -> Optional[Tensor]: ...
+
+def Conv1d(
+    in_channels: int,
+    out_channels: int,
+    kernel_size: Union[int, Sequence[int]],
+    stride: Union[int, Sequence[int]] = 1,
+    padding: Union[int, Sequence[int]] = 0,
+    dilation: Union[int, Sequence[int]] = 1,
+    groups: int = 1,
+    bias: bool = True,
+    *,
+    seed: int = 0,
+    weights: _Init = "kaiming_uniform",
+) -> Conv: ...
+def ConvNd2d(
+    in_channels: int,
+    out_channels: int,
+    kernel_size: Union[int, Sequence[int]],
+    stride: Union[int, Sequence[int]] = 1,
+    padding: Union[int, Sequence[int]] = 0,
+    dilation: Union[int, Sequence[int]] = 1,
+    groups: int = 1,
+    bias: bool = True,
+    *,
+    seed: int = 0,
+    weights: _Init = "kaiming_uniform",
+) -> Conv: ...
+def ConvTranspose1d(
+    in_channels: int,
+    out_channels: int,
+    kernel_size: Union[int, Sequence[int]],
+    stride: Union[int, Sequence[int]] = 1,
+    padding: Union[int, Sequence[int]] = 0,
+    output_padding: Union[int, Sequence[int]] = 0,
+    groups: int = 1,
+    bias: bool = True,
+    dilation: Union[int, Sequence[int]] = 1,
+    *,
+    seed: int = 0,
+    weights: _Init = "kaiming_uniform",
+) -> Conv: ...
+def ConvTranspose2d(
+    in_channels: int,
+    out_channels: int,
+    kernel_size: Union[int, Sequence[int]],
+    stride: Union[int, Sequence[int]] = 1,
+    padding: Union[int, Sequence[int]] = 0,
+    output_padding: Union[int, Sequence[int]] = 0,
+    groups: int = 1,
+    bias: bool = True,
+    dilation: Union[int, Sequence[int]] = 1,
+    *,
+    seed: int = 0,
+    weights: _Init = "kaiming_uniform",
+) -> Conv: ...
+
+# AdaptiveAvgPool2d(...), AdaptiveMaxPool2d(...) and GlobalAvgPool() are factories of this one class
+class _AdaptivePool2d(Module): ...
+
+def AdaptiveAvgPool2d(output_size: Union[int, Sequence[int]]) -> _AdaptivePool2d: ...
+def AdaptiveMaxPool2d(output_size: Union[int, Sequence[int]]) -> _AdaptivePool2d: ...
+def GlobalAvgPool() -> _AdaptivePool2d: ...
+
+class Upsample(Module):
+    def __init__(
+        self,
+        size: Union[None, int, Sequence[int]] = None,
+        scale_factor: Union[None, float, Sequence[float]] = None,
+        mode: Literal["nearest", "bilinear"] = "nearest",
+        align_corners: Optional[bool] = None,
+    ) -> None: ...

@@ -1,0 +1,60 @@
+// Modules of the convolution variants, adaptive and global pooling and upsampling (issue 29,
+// item 4; the ops in bitgrad/ops_spatial.hpp, their orders in numerics.md §35-§37).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bitgrad/nn.hpp"
+#include "bitgrad/ops_spatial.hpp"
+
+namespace bitgrad::nn {
+
+// Conv1d / Conv2d with every option (one kernel size per spatial axis: one or two), or with
+// `transpose` their adjoints ConvTranspose1d / 2d. weight [out, in / groups, k...] (transpose:
+// [in, out / groups, k...]), bias [out]; initialised with fan-in weight.shape[1] * prod(k), fan-out weight.shape[0] * prod(k) (PyTorch's fans).
+class Conv : public Module {
+ public:
+  Conv(std::int64_t in_channels, std::int64_t out_channels, std::vector<int> kernel, ConvOptions options = {}, bool bias = true,
+       bool transpose = false);
+  void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+  Tensor weight, bias;
+  std::int64_t in_channels, out_channels;
+  std::vector<int> kernel;
+  ConvOptions options;
+  bool transpose;
+};
+
+// AdaptiveAvgPool2d / AdaptiveMaxPool2d to [out_h, out_w]; GlobalAvgPool is 1 x 1
+class AdaptivePool2d : public Module {
+ public:
+  AdaptivePool2d(bool max, std::int64_t out_h, std::int64_t out_w);
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+
+ private:
+  bool max_;
+  std::int64_t oh_, ow_;
+};
+
+// Upsample [N, C, H, W]: to (out_h, out_w), or by (scale_h, scale_w) when the sizes are 0
+// (output floor(H scale), the scale handed on as PyTorch's); nearest or bilinear
+class Upsample : public Module {
+ public:
+  Upsample(std::int64_t out_h, std::int64_t out_w, double scale_h, double scale_w, bool bilinear, bool align_corners = false);
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+
+ private:
+  std::int64_t oh_, ow_;
+  double sh_, sw_;
+  bool bilinear_, align_;
+};
+
+}  // namespace bitgrad::nn

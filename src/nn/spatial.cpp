@@ -1,0 +1,124 @@
+// The modules of the convolution variants, adaptive pooling and upsampling (bitgrad/nn_spatial.hpp):
+// forward with the ops of bitgrad/ops_spatial.hpp, output shapes checked before anything runs.
+#include <cmath>
+
+#include "bitgrad/math.hpp"
+#include "bitgrad/nn_spatial.hpp"
+#include "nn/layer_util.hpp"
+
+namespace bitgrad::nn {
+using detail::init_stream;
+using detail::str;
+namespace {
+
+std::string ints(const std::vector<int>& v) {
+  std::string r = "(";
+  for (std::size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
+  return r + (v.size() == 1 ? ",)" : ")");
+}
+int at(const std::vector<int>& v, std::size_t i, int dflt) { return v.empty() ? dflt : v[i]; }
+
+}  // namespace
+
+// ---- Conv -------------------------------------------------------------------------------------
+Conv::Conv(std::int64_t ic, std::int64_t oc, std::vector<int> k, ConvOptions o, bool with_bias, bool tr)
+    : in_channels(ic), out_channels(oc), kernel(std::move(k)), options(std::move(o)), transpose(tr) {
+  const char* name = tr ? "ConvTranspose" : "Conv";
+  BITGRAD_CHECK(kernel.size() == 1 || kernel.size() == 2, name, "expects 1 or 2 kernel sizes, got ", kernel.size());
+  BITGRAD_CHECK(ic > 0 && oc > 0 && options.groups >= 1 && ic % options.groups == 0 && oc % options.groups == 0, name,
+                "invalid channels ", ic, " -> ", oc, " for groups ", options.groups);
+  for (int v : kernel) BITGRAD_CHECK(v > 0, name, "kernel sizes must be > 0, got ", ints(kernel));
+  std::vector<std::int64_t> ws = {tr ? ic : oc, (tr ? oc : ic) / options.groups};
+  for (int v : kernel) ws.push_back(v);
+  weight = register_parameter("weight", Tensor::zeros(Shape(ws)));
+  if (with_bias) bias = register_parameter("bias", Tensor::zeros(Shape{oc}));
+}
+void Conv::init(Init w, std::uint64_t seed, std::uint64_t& index) {
+  // PyTorch's fans: weight.shape[1] and weight.shape[0] times the receptive field
+  std::int64_t rf = 1;
+  for (int v : kernel) rf *= v;
+  const std::int64_t fan_in = weight.shape()[1] * rf, fan_out = weight.shape()[0] * rf;
+  init_tensor(weight, w, fan_in, fan_out, init_stream(seed, index));
+  if (bias.defined()) {
+    const rng::Stream s = init_stream(seed, index);
+    const double bound = 1.0 / math::sqrt(static_cast<double>(fan_in));
+    NoGradGuard ng;
+    BITGRAD_DISPATCH_FLOAT(bias.dtype(), "init", T, [&] {
+      s.fill_uniform(bias.mutable_data<T>(), bias.numel(), 0, static_cast<T>(-bound), static_cast<T>(bound));
+    });
+  }
+}
+Tensor Conv::forward(const Tensor& x, const Context& ctx) {
+  using detail::lowp;
+  auto op = [&](const Tensor& a, const Tensor& w, const Tensor& b) {
+    return transpose ? conv_transpose(a, w, b, options) : conv(a, w, b, options);
+  };
+  if (ctx.precision == Precision::fp32) return op(x, weight, bias);
+  const std::uint64_t s = site();
+  return lowp(op(lowp(x, ctx, s, 0), lowp(weight, ctx, s, 1, true), lowp(bias, ctx, s, 2, true)), ctx, s, 3);
+}
+Shape Conv::output_shape(const Shape& in) const {
+  const std::size_t sp = kernel.size();
+  BITGRAD_CHECK(in.ndim() == static_cast<int>(2 + sp) && in[1] == in_channels, describe().c_str(), "expects inputs [N, ", in_channels,
+                sp == 2 ? ", H, W" : ", L", "], got ", in.str());
+  std::vector<std::int64_t> out = {in[0], out_channels};
+  for (std::size_t a = 0; a < sp; ++a) {
+    const std::int64_t L = in[static_cast<int>(2 + a)], k = kernel[a], s = at(options.stride, a, 1), d = at(options.dilation, a, 1);
+    const std::int64_t pads = at(options.pads, a, 0) + at(options.pads, a + sp, 0);
+    const std::int64_t span = d * (k - 1) + 1;
+    std::int64_t o;
+    if (transpose) {
+      o = (L - 1) * s - pads + span + at(options.output_padding, a, 0);
+      BITGRAD_CHECK(o >= 1, describe().c_str(), "the output of ", in.str(), " would be empty");
+    } else {
+      BITGRAD_CHECK(L + pads >= span, describe().c_str(), "the kernel is larger than the padded input ", in.str());
+      o = (L + pads - span) / s + 1;
+    }
+    out.push_back(o);
+  }
+  return Shape(out);
+}
+std::string Conv::describe() const {
+  return str(transpose ? "ConvTranspose" : "Conv", kernel.size(), "d(", in_channels, ", ", out_channels, ", kernel=", ints(kernel),
+             ", stride=", ints(options.stride), ", pads=", ints(options.pads), ", dilation=", ints(options.dilation),
+             ", groups=", options.groups, transpose ? ", output_padding=" + ints(options.output_padding) : std::string(), ")");
+}
+
+// ---- AdaptivePool2d ---------------------------------------------------------------------------
+AdaptivePool2d::AdaptivePool2d(bool max, std::int64_t oh, std::int64_t ow) : max_(max), oh_(oh), ow_(ow) {
+  BITGRAD_CHECK(oh >= 1 && ow >= 1, max ? "AdaptiveMaxPool2d" : "AdaptiveAvgPool2d", "output size must be >= 1, got ", oh, " x ", ow);
+}
+Tensor AdaptivePool2d::forward(const Tensor& x, const Context&) {
+  return max_ ? adaptive_max_pool2d(x, oh_, ow_) : adaptive_avg_pool2d(x, oh_, ow_);
+}
+Shape AdaptivePool2d::output_shape(const Shape& in) const {
+  BITGRAD_CHECK(in.ndim() == 4 && in[2] >= 1 && in[3] >= 1, describe().c_str(), "expects inputs [N, C, H, W], got ", in.str());
+  return Shape{in[0], in[1], oh_, ow_};
+}
+std::string AdaptivePool2d::describe() const { return str(max_ ? "AdaptiveMaxPool2d(" : "AdaptiveAvgPool2d(", oh_, ", ", ow_, ")"); }
+
+// ---- Upsample ---------------------------------------------------------------------------------
+Upsample::Upsample(std::int64_t oh, std::int64_t ow, double sh, double sw, bool bilinear, bool align)
+    : oh_(oh), ow_(ow), sh_(sh), sw_(sw), bilinear_(bilinear), align_(align) {
+  BITGRAD_CHECK((oh >= 1 && ow >= 1) || (oh == 0 && ow == 0 && sh > 0 && sw > 0), "Upsample",
+                "give an output size (>= 1) or scale factors (> 0), got size ", oh, " x ", ow, ", scale ", sh, " x ", sw);
+}
+Tensor Upsample::forward(const Tensor& x, const Context&) {
+  const Shape o = output_shape(x.shape());
+  const double sh = oh_ ? 0.0 : sh_, sw = oh_ ? 0.0 : sw_;
+  return bilinear_ ? upsample_bilinear2d(x, o[2], o[3], align_, sh, sw) : upsample_nearest2d(x, o[2], o[3], sh, sw);
+}
+Shape Upsample::output_shape(const Shape& in) const {
+  BITGRAD_CHECK(in.ndim() == 4, describe().c_str(), "expects inputs [N, C, H, W], got ", in.str());
+  if (oh_) return Shape{in[0], in[1], oh_, ow_};
+  const auto h = static_cast<std::int64_t>(std::floor(static_cast<double>(in[2]) * sh_));
+  const auto w = static_cast<std::int64_t>(std::floor(static_cast<double>(in[3]) * sw_));
+  BITGRAD_CHECK(h >= 1 && w >= 1, describe().c_str(), "scales ", sh_, " x ", sw_, " leave no output for ", in.str());
+  return Shape{in[0], in[1], h, w};
+}
+std::string Upsample::describe() const {
+  const std::string mode = bilinear_ ? (align_ ? "bilinear, align_corners" : "bilinear") : "nearest";
+  return oh_ ? str("Upsample(size=(", oh_, ", ", ow_, "), ", mode, ")") : str("Upsample(scale=(", sh_, ", ", sw_, "), ", mode, ")");
+}
+
+}  // namespace bitgrad::nn

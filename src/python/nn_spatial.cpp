@@ -1,0 +1,104 @@
+// bitgrad.nn's modules of the convolution variants, adaptive and global pooling and upsampling
+// (bitgrad/nn_spatial.hpp), with PyTorch's arguments: Conv (the class; Conv1d, ConvTranspose1d,
+// ConvTranspose2d are its factories, and ConvNd2d the 2-d one with dilation and groups),
+// AdaptiveAvgPool2d, AdaptiveMaxPool2d, GlobalAvgPool, Upsample. Layers made alone are initialised from their
+// own `seed` as the other modules.
+#include <cmath>
+
+#include "bitgrad/nn_spatial.hpp"
+#include "python/bind.hpp"
+
+namespace bitgrad::python {
+namespace {
+
+std::vector<int> ints(const py::object& o, std::size_t n, const char* op, const char* what, std::size_t alt = 0) {
+  if (py::isinstance<py::int_>(o)) return std::vector<int>(n, o.cast<int>());
+  const std::vector<int> v = o.cast<std::vector<int>>();
+  BITGRAD_CHECK(v.size() == n || (alt && v.size() == alt), op, what, " must be an int or ", n, " ints", alt ? " (or ONNX's pads)" : "",
+                ", got ", v.size());
+  return v;
+}
+
+std::shared_ptr<nn::Conv> make_conv(const char* op, std::size_t sp, bool transpose, std::int64_t in, std::int64_t out, const py::object& k,
+                                    const py::object& stride, const py::object& padding, const py::object& output_padding,
+                                    const py::object& dilation, int groups, bool bias, std::uint64_t seed, const std::string& w) {
+  ConvOptions o;
+  o.stride = ints(stride, sp, op, "stride");
+  o.pads = ints(padding, sp, op, "padding", 2 * sp);
+  if (o.pads.size() == sp) o.pads.insert(o.pads.end(), o.pads.begin(), o.pads.end());
+  o.dilation = ints(dilation, sp, op, "dilation");
+  o.groups = groups;
+  if (transpose) o.output_padding = ints(output_padding, sp, op, "output_padding");
+  auto m = std::make_shared<nn::Conv>(in, out, ints(k, sp, op, "kernel_size"), o, bias, transpose);
+  nn::initialize(*m, nn::parse_init(w), seed);
+  return m;
+}
+
+}  // namespace
+
+void init_nn_spatial(py::module_& m) {
+  const char* seed_doc = "Initialised from (seed, 'init') (weights: the scheme, from weight.shape[1] times the kernel as fan-in, as PyTorch's).";
+  py::class_<nn::Conv, nn::Module, std::shared_ptr<nn::Conv>>(m, "Conv", "Conv1d / Conv2d with every option, or their transposes.")
+      .def_readonly("weight", &nn::Conv::weight)
+      .def_property_readonly("bias", [](const nn::Conv& l) { return tensor_or_none(l.bias); });
+  m.def("Conv1d", [](std::int64_t in, std::int64_t out, const py::object& k, const py::object& s, const py::object& p, const py::object& d,
+                     int groups, bool bias, std::uint64_t seed, const std::string& w) {
+    return make_conv("Conv1d", 1, false, in, out, k, s, p, py::int_(0), d, groups, bias, seed, w);
+  }, py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1, py::arg("padding") = 0,
+        py::arg("dilation") = 1, py::arg("groups") = 1, py::arg("bias") = true, py::kw_only(), py::arg("seed") = 0,
+        py::arg("weights") = "kaiming_uniform", seed_doc);
+  m.def("ConvNd2d", [](std::int64_t in, std::int64_t out, const py::object& k, const py::object& s, const py::object& p, const py::object& d,
+                       int groups, bool bias, std::uint64_t seed, const std::string& w) {
+    return make_conv("ConvNd2d", 2, false, in, out, k, s, p, py::int_(0), d, groups, bias, seed, w);
+  }, py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1, py::arg("padding") = 0,
+        py::arg("dilation") = 1, py::arg("groups") = 1, py::arg("bias") = true, py::kw_only(), py::arg("seed") = 0,
+        py::arg("weights") = "kaiming_uniform", "Conv2d with per-axis kernel, stride, padding (or ONNX's four pads), dilation and groups.");
+  m.def("ConvTranspose1d", [](std::int64_t in, std::int64_t out, const py::object& k, const py::object& s, const py::object& p,
+                              const py::object& op, int groups, bool bias, const py::object& d, std::uint64_t seed, const std::string& w) {
+    return make_conv("ConvTranspose1d", 1, true, in, out, k, s, p, op, d, groups, bias, seed, w);
+  }, py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1, py::arg("padding") = 0,
+        py::arg("output_padding") = 0, py::arg("groups") = 1, py::arg("bias") = true, py::arg("dilation") = 1, py::kw_only(),
+        py::arg("seed") = 0, py::arg("weights") = "kaiming_uniform", seed_doc);
+  m.def("ConvTranspose2d", [](std::int64_t in, std::int64_t out, const py::object& k, const py::object& s, const py::object& p,
+                              const py::object& op, int groups, bool bias, const py::object& d, std::uint64_t seed, const std::string& w) {
+    return make_conv("ConvTranspose2d", 2, true, in, out, k, s, p, op, d, groups, bias, seed, w);
+  }, py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1, py::arg("padding") = 0,
+        py::arg("output_padding") = 0, py::arg("groups") = 1, py::arg("bias") = true, py::arg("dilation") = 1, py::kw_only(),
+        py::arg("seed") = 0, py::arg("weights") = "kaiming_uniform", seed_doc);
+  py::class_<nn::AdaptivePool2d, nn::Module, std::shared_ptr<nn::AdaptivePool2d>>(m, "_AdaptivePool2d");
+  auto pair = [](const py::object& o, const char* op) {
+    const std::vector<int> v = ints(o, 2, op, "output_size");
+    return std::pair<std::int64_t, std::int64_t>(v[0], v[1]);
+  };
+  m.def("AdaptiveAvgPool2d", [pair](const py::object& size) {
+    const auto [h, w] = pair(size, "AdaptiveAvgPool2d");
+    return std::make_shared<nn::AdaptivePool2d>(false, h, w);
+  }, py::arg("output_size"));
+  m.def("AdaptiveMaxPool2d", [pair](const py::object& size) {
+    const auto [h, w] = pair(size, "AdaptiveMaxPool2d");
+    return std::make_shared<nn::AdaptivePool2d>(true, h, w);
+  }, py::arg("output_size"));
+  m.def("GlobalAvgPool", [] { return std::make_shared<nn::AdaptivePool2d>(false, 1, 1); }, "[N, C, H, W] -> [N, C, 1, 1].");
+  py::class_<nn::Upsample, nn::Module, std::shared_ptr<nn::Upsample>>(m, "Upsample", "PyTorch's nn.Upsample: nearest or bilinear.")
+      .def(py::init([](const py::object& size, const py::object& scale, const std::string& mode, const py::object& align) {
+             BITGRAD_CHECK(mode == "nearest" || mode == "bilinear", "Upsample", "mode is '", mode, "'; expected nearest or bilinear");
+             BITGRAD_CHECK(size.is_none() != scale.is_none(), "Upsample", "give exactly one of size and scale_factor");
+             std::int64_t h = 0, w = 0;
+             double sh = 0, sw = 0;
+             if (!size.is_none()) {
+               const std::vector<int> v = ints(size, 2, "Upsample", "size");
+               h = v[0], w = v[1];
+             } else if (py::isinstance<py::float_>(scale) || py::isinstance<py::int_>(scale)) {
+               sh = sw = scale.cast<double>();
+             } else {
+               const auto v = scale.cast<std::vector<double>>();
+               BITGRAD_CHECK(v.size() == 2, "Upsample", "scale_factor must be a number or 2 numbers, got ", v.size());
+               sh = v[0], sw = v[1];
+             }
+             return std::make_shared<nn::Upsample>(h, w, sh, sw, mode == "bilinear", !align.is_none() && align.cast<bool>());
+           }),
+           py::arg("size") = py::none(), py::arg("scale_factor") = py::none(), py::arg("mode") = "nearest",
+           py::arg("align_corners") = py::none());
+}
+
+}  // namespace bitgrad::python
