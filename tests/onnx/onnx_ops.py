@@ -670,10 +670,15 @@ op("ReduceMin", types=F)(_reduce_extreme("min"))
 def _arg(fn_name):
     def run(n):
         x = n.x(0)
-        if int(n.attr("select_last_index", 0)):
-            raise Skip("select_last_index=1 (bitgrad's %s returns the first index)" % fn_name)
         axis = axis_of(n.attr("axis", 0), x.ndim)
-        return Value(getattr(bg, fn_name)(x, axis, bool(n.attr("keepdims", 1))), TP.INT64)
+        keep = bool(n.attr("keepdims", 1))
+        if not int(n.attr("select_last_index", 0)):
+            return Value(getattr(bg, fn_name)(x, axis, keep), TP.INT64)
+        # the last extreme: bitgrad's first one along the reversed axis, counted from the end
+        size = x.shape[axis]
+        rev = bg.index_select(x, axis, bg.tensor(np.arange(size - 1, -1, -1, dtype=np.int64), dtype=bg.int64))
+        r = getattr(bg, fn_name)(rev, axis, keep).to(bg.float64)
+        return Value((float(size - 1) - r).to(bg.int64), TP.INT64)
     return run
 
 
@@ -746,8 +751,25 @@ op("Softmax", types=F)(_softmax("softmax"))
 op("LogSoftmax", types=F)(_softmax("log_softmax"))
 
 
-def _pool_geometry(n, x, kernel):
-    """(stride, pad) for bitgrad's square windows with equal strides and pads on both axes."""
+def pad_const(x, pads, value):
+    """x with pads = [begin per axis..., end per axis...] (non-negative) of `value` around it: concats."""
+    r = x.ndim
+    for a in range(r):
+        b, e = pads[a], pads[a + r]
+        if not (b or e):
+            continue
+        parts = []
+        for k in (b, e):
+            shape = list(x.shape)
+            shape[a] = k
+            parts.append(bg.full(shape, float(value), dtype=x.dtype) if k else None)
+        x = bg.concat([p for p in (parts[0], x, parts[1]) if p is not None], a)
+    return x
+
+
+def _pool_geometry(n, x, kernel, explicit_pads=False):
+    """(stride, pad) for bitgrad's square windows with equal strides and pads on both axes; with explicit_pads,
+    (stride, [begin_h, begin_w, end_h, end_w]) for the caller to pad itself."""
     if x.ndim != 4:
         raise Skip("%d-d input (bitgrad's conv and pools are 2-d: [N, C, H, W])" % (x.ndim - 2))
     auto_pad = n.attr("auto_pad", b"NOTSET")
@@ -770,9 +792,15 @@ def _pool_geometry(n, x, kernel):
             small, big = total // 2, total - total // 2
             pads.append((small, big) if auto_pad == "SAME_UPPER" else (big, small))
         pads = [pads[0][0], pads[1][0], pads[0][1], pads[1][1]]
+    if explicit_pads:
+        return s, pads
     if len(set(pads)) != 1:
         raise Skip("asymmetric or unequal pads %s" % pads)
     return s, pads[0]
+
+
+def _pad_nchw(x, pads, value):
+    return pad_const(x, [0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]], value) if any(pads) else x
 
 
 @op("Conv", types=F)
@@ -784,8 +812,11 @@ def _conv(n):
     kernel = n.ints("kernel_shape") or list(w.shape[2:])
     if list(kernel) != list(w.shape[2:]):
         raise Skip("kernel_shape %s differs from the weight's" % kernel)
-    stride, pad = _pool_geometry(n, x, kernel)
-    return bg.conv2d(x, w, n.x(2) if n.has(2) else None, stride, pad)
+    stride, pads = _pool_geometry(n, x, kernel, True)
+    if len(set(pads)) == 1:
+        return bg.conv2d(x, w, n.x(2) if n.has(2) else None, stride, pads[0])
+    # unequal pads: the zeros written out, then bitgrad's conv2d without padding
+    return bg.conv2d(_pad_nchw(x, pads, 0.0), w, n.x(2) if n.has(2) else None, stride, 0)
 
 
 def _pool(fn_name):
@@ -800,14 +831,21 @@ def _pool(fn_name):
             raise Skip("ceil_mode=1")
         if int(n.attr("storage_order", 0)):
             raise Skip("storage_order=1")
-        stride, pad = _pool_geometry(n, x, kernel)
-        if pad:
-            raise Skip("padding (bitgrad's pools have none)")
+        stride, pads = _pool_geometry(n, x, kernel, True)
+        if any(pads):  # bitgrad's pools have no padding: written out, -inf for max, 0 where avg counts it
+            if fn_name == "max_pool2d":
+                x = _pad_nchw(x, pads, -math.inf)
+            elif int(n.attr("count_include_pad", 0)):
+                x = _pad_nchw(x, pads, 0.0)
+            else:
+                raise Skip("padding with count_include_pad=0 (bitgrad's avg_pool2d has no padding)")
+        else:
+            n.attr("count_include_pad")
         return getattr(bg, fn_name)(x, kernel[0], stride)
     return run
 
 
-op("MaxPool", types=F)(_pool("max_pool2d"))
+op("MaxPool", types=F | INTS)(exact_ints(_pool("max_pool2d")))
 op("AveragePool", types=F)(_pool("avg_pool2d"))
 
 
@@ -866,6 +904,8 @@ def _layer_norm(n):
 def _dropout(n):
     x = n.x(0)
     training = n.opset >= 12 and n.has(2) and bool(n.np(2).reshape(()))
+    n.attr("seed")  # it keys the random mask, which only training with a nonzero ratio draws
+    n.attr("ratio")  # Dropout-7/10's ratio attribute: inference mode, where it changes nothing
     if n.opset < 7 and not int(n.attr("is_test", 0)):
         raise Skip("Dropout-6 in training mode")
     if training:
@@ -879,28 +919,165 @@ def _dropout(n):
     return out
 
 
+def _reduction(n):
+    red = n.attr("reduction", b"mean")
+    return red.decode() if isinstance(red, bytes) else red
+
+
+def nll(x, labels, weight, ignore_index, red):
+    """ONNX's NegativeLogLikelihoodLoss: x [N, C, d..], labels [N, d..] (NumPy), weight [C] or None:
+    loss = -x[n, label, d] * weight[label], 0 where label == ignore_index; 'mean' divides by the weights' sum."""
+    C = x.shape[1]
+    ign = labels == ignore_index if ignore_index is not None else np.zeros(labels.shape, bool)
+    safe = np.where(ign, 0, labels).astype(np.int64)
+    if safe.size and (safe.min() < 0 or safe.max() >= C):
+        raise Skip("a label outside [0, C) that is not ignore_index")
+    picked = bg.reshape(bg.gather(x, 1, bg.tensor(np.expand_dims(safe, 1), dtype=bg.int64)), list(labels.shape))
+    w = bg.reshape(bg.index_select(weight, 0, bg.tensor(safe.reshape(-1), dtype=bg.int64)), list(labels.shape)) \
+        if weight is not None else bg.ones(*labels.shape, dtype=x.dtype)
+    if ign.any():  # the ignored positions weigh 0
+        w = bg.where(bg.tensor((~ign).astype(np.uint8), dtype=bg.uint8), w, bg.scalar(0.0, dtype=x.dtype))
+    loss = -(picked * w)
+    if red == "none":
+        return loss
+    if red == "sum":
+        return bg.sum(loss)
+    if red == "mean":
+        return bg.sum(loss) / bg.sum(w)
+    raise Skip("reduction %s" % red)
+
+
+@op("NegativeLogLikelihoodLoss", types=[F, IDX, F])
+def _nll(n):
+    x = n.x(0)
+    ii = n.attr("ignore_index", None)
+    return nll(x, n.np(1).astype(np.int64), n.x(2) if n.has(2) else None, ii, _reduction(n))
+
+
 @op("SoftmaxCrossEntropyLoss", types=[F, IDX, F])
 def _softmax_cross_entropy(n):
     x = n.x(0)
-    if n.has(2):
-        raise Skip("class weights")
-    if n.attr("ignore_index", None) is not None:
-        raise Skip("ignore_index")
-    red = n.attr("reduction", b"mean")
-    red = red.decode() if isinstance(red, bytes) else red
-    N, C = x.shape[0], x.shape[1]
-    extra = list(x.shape[2:])
-    d = int(np.prod(extra, dtype=np.int64))
-    # [N, C, d1..] -> [N d1.., C]: bitgrad's rows are the last axis
-    rows = bg.reshape(bg.contiguous(bg.permute(x, [0] + list(range(2, x.ndim)) + [1])), [N * d, C])
+    red = _reduction(n)
+    ii = n.attr("ignore_index", None)
     labels = n.np(1).astype(np.int64)
-    if labels.size and (labels.min() < 0 or labels.max() >= C):
-        raise Skip("a label outside [0, C)")
-    loss = bg.cross_entropy(rows, bg.tensor(labels.reshape(-1), dtype=bg.int64), red)
-    if red == "none":
-        loss = bg.reshape(loss, [N] + extra)
-    out = [loss]
-    if n.wants(1):
-        lp = bg.log_softmax(x, 1)
-        out.append(lp)
+    N, C = x.shape[0], x.shape[1]
+    lp = bg.log_softmax(x, 1) if x.ndim > 1 else None
+    if n.has(2) or ii is not None or red not in ("mean", "sum", "none"):
+        loss = nll(lp, labels, n.x(2) if n.has(2) else None, ii, red)  # the ONNX definition: NLL of log_softmax
+    else:  # bitgrad's cross_entropy: the rows [N d.., C] (its classes are the last axis)
+        extra = list(x.shape[2:])
+        d = int(np.prod(extra, dtype=np.int64))
+        rows = bg.reshape(bg.contiguous(bg.permute(x, [0] + list(range(2, x.ndim)) + [1])), [N * d, C])
+        if labels.size and (labels.min() < 0 or labels.max() >= C):
+            raise Skip("a label outside [0, C)")
+        loss = bg.cross_entropy(rows, bg.tensor(labels.reshape(-1), dtype=bg.int64), red)
+        if red == "none":
+            loss = bg.reshape(loss, [N] + extra)
+    return [loss, lp if n.wants(1) else None]
+
+
+@op("Split", types=[ANY, {TP.INT64}])
+def _split(n):
+    x = n.x(0)
+    axis = axis_of(n.attr("axis", 0), x.ndim)
+    k = len(n.n_outputs)
+    sizes = n.ints("split") if n.opset < 13 else ([int(v) for v in n.np(1)] if n.has(1) else None)
+    if sizes is None:
+        if x.shape[axis] % k:
+            raise Skip("%d not divisible into %d equal parts" % (x.shape[axis], k))
+        sizes = [x.shape[axis] // k] * k
+    out, start = [], 0
+    for size in sizes:
+        out.append(Value(bg.contiguous(bg.slice(x, axis, start, start + size)), n.ty(0)))
+        start += size
     return out
+
+
+@op("Pad", types=[ANY, {TP.INT64}, ANY, {TP.INT64}])
+def _pad(n):
+    x = n.x(0)
+    mode = n.attr("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if n.opset < 11:
+        pads, value = n.ints("pads"), float(n.attr("value", 0.0))
+    else:
+        pads = [int(v) for v in n.np(1)]
+        value = float(n.np(2).reshape(())) if n.has(2) else 0.0
+        if n.has(3):
+            raise Skip("the axes input")
+    if n.ty(0) not in F and mode == "constant" and value:
+        raise Skip("a constant pad of %s" % type_name(n.ty(0)))
+    r = x.ndim
+    if any(p < 0 for p in pads):
+        raise Skip("negative pads")
+    if mode == "constant":
+        return Value(pad_const(x, pads, value), n.ty(0))
+    for a in range(r):  # edge / reflect: the source index of every output position, gathered
+        b, e, size = pads[a], pads[a + r], x.shape[a]
+        pos = np.arange(-b, size + e)
+        if not (b or e):
+            continue
+        if mode == "edge":
+            idx = np.clip(pos, 0, size - 1)
+        elif mode == "reflect":
+            if size < 2 or b >= size or e >= size:
+                raise Skip("reflect pads of %d, %d on an axis of %d" % (b, e, size))
+            idx = np.abs(pos)
+            idx = np.where(idx > size - 1, 2 * (size - 1) - idx, idx)
+        else:
+            raise Skip("mode %s" % mode)
+        x = bg.index_select(x, a, bg.tensor(idx.astype(np.int64), dtype=bg.int64))
+    return Value(bg.contiguous(x), n.ty(0))
+
+
+def _channel(t, ndim):
+    """A per-channel [C] tensor as [1, C, 1, ...] for NCHW broadcasting."""
+    return bg.reshape(t, [1, t.shape[0]] + [1] * (ndim - 2))
+
+
+@op("BatchNormalization", types=F)
+def _batch_norm(n):
+    x = n.x(0)
+    if n.opset < 9:
+        raise Skip("BatchNormalization before opset 9 (spatial, is_test)")
+    if int(n.attr("training_mode", 0)):
+        f = getattr(bg, "batch_norm", None)
+        raise Skip("training_mode=1 (batch statistics and running averages)" if f is None else "training_mode=1")
+    eps = float(n.attr("epsilon", 1e-5))
+    n.attr("momentum")  # running averages: training only
+    scale, b, mean, var = (_channel(n.x(i), x.ndim) for i in (1, 2, 3, 4))
+    # (x - mean) / sqrt(var + eps) * scale + B, the ONNX definition in evaluation mode
+    return (x - mean) / bg.sqrt(var + eps) * scale + b
+
+
+@op("InstanceNormalization", types=F)
+def _instance_norm(n):
+    x = n.x(0)
+    eps = float(n.attr("epsilon", 1e-5))
+    N, C = x.shape[0], x.shape[1]
+    flat = bg.reshape(x, [N, C, int(np.prod(x.shape[2:], dtype=np.int64))])
+    y = bg.reshape(bg.layer_norm(flat, None, None, eps), list(x.shape))  # over the spatial axes of each (n, c)
+    return y * _channel(n.x(1), x.ndim) + _channel(n.x(2), x.ndim)
+
+
+@op("MeanVarianceNormalization", types=F)
+def _mvn(n):
+    x = n.x(0)
+    axes = sorted(axis_of(a, x.ndim) for a in (n.ints("axes") or [0, 2, 3]))
+    # ONNX's function body: (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9)
+    mean = bg.mean(x, axes, True)
+    var = bg.mean(x * x, axes, True) - mean * mean
+    return (x - mean) / (bg.sqrt(var) + 1e-9)
+
+
+@op("Range", types=F | {TP.INT64, TP.INT32, TP.INT16})
+def _range(n):
+    start, limit, delta = (n.np(i).reshape(()) for i in range(3))
+    if n.ty(0) in INTS:
+        start, limit, delta = int(start), int(limit), int(delta)
+        if max(abs(start), abs(limit)) >= EXACT:
+            raise Skip("integers beyond 2^53")
+    count = max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
+    dt = bg.float32 if n.ty(0) == TP.FLOAT else bg.float64
+    y = bg.arange(count, dtype=dt) * float(delta) + float(start)  # start + i delta
+    return Value(y.to(STORAGE[n.ty(0)]), n.ty(0))
