@@ -1081,3 +1081,140 @@ def _range(n):
     dt = bg.float32 if n.ty(0) == TP.FLOAT else bg.float64
     y = bg.arange(count, dtype=dt) * float(delta) + float(start)  # start + i delta
     return Value(y.to(STORAGE[n.ty(0)]), n.ty(0))
+
+
+@op("Compress", types=[ANY, BOOL])
+def _compress(n):
+    x = n.x(0)
+    axis = n.attr("axis", None)
+    if axis is None:  # the flattened input
+        x, axis = bg.reshape(x, [x.numel()]), 0
+    axis = axis_of(axis, x.ndim)
+    cond = n.np(1).reshape(-1)[:x.shape[axis]]
+    idx = np.nonzero(cond)[0].astype(np.int64)  # the selected positions (the condition is an index input)
+    return Value(bg.index_select(x, axis, bg.tensor(idx, dtype=bg.int64)), n.ty(0))
+
+
+@op("DequantizeLinear", types=[{TP.INT8, TP.UINT8, TP.INT32}, F, {TP.INT8, TP.UINT8, TP.INT32}])
+def _dequantize_linear(n):
+    x = n.x(0)
+    if n.ty(0) == TP.INT32 and x.numel() and np.abs(n.np(0).astype(np.float64)).max() >= 2**24:
+        raise Skip("int32 values beyond 2^24: not exact in float32")
+    scale = n.x(1)
+    axis = axis_of(n.attr("axis", 1), x.ndim) if scale.ndim else None
+
+    def per_axis(t):  # a scalar, or one value per position of axis
+        return t if t.ndim == 0 else bg.reshape(t, [t.shape[0] if i == axis else 1 for i in range(x.ndim)])
+
+    xf = x.to(scale.dtype)
+    if n.has(2):
+        xf = xf - per_axis(n.x(2).to(scale.dtype))  # integers below 2^24: exact
+    return Value(xf * per_axis(scale), n.ty(1))
+
+
+@op("LRN", types=F)
+def _lrn(n):
+    x = n.x(0)
+    size = int(n.attr("size"))
+    alpha, beta, bias = float(n.attr("alpha", 1e-4)), float(n.attr("beta", 0.75)), float(n.attr("bias", 1.0))
+    # square_sum[c] = sum of x^2 over c - floor((size-1)/2) .. c + ceil((size-1)/2), zero beyond the channels
+    sq = x * x
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    padded = pad_const(sq, [0, lo] + [0] * (x.ndim - 2) + [0, hi] + [0] * (x.ndim - 2), 0.0)
+    C = x.shape[1]
+    total = bg.slice(padded, 1, 0, C)
+    for k in range(1, size):
+        total = total + bg.slice(padded, 1, k, k + C)
+    return x / bg.pow(total * (alpha / size) + bias, beta)
+
+
+# ---- recurrent layers: ONNX's equations, one time step after the other -----------------------------
+def _recurrent(kind):
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[kind]
+    defaults = {"RNN": [b"Tanh"], "GRU": [b"Sigmoid", b"Tanh"], "LSTM": [b"Sigmoid", b"Tanh", b"Tanh"]}[kind]
+
+    def run(n):
+        if len({v.ty for i, v in enumerate(n.vals) if v is not None and i != 4}) > 1:
+            raise Skip("inputs of different float types")
+        X, W, R = n.x(0), n.x(1), n.x(2)
+        hidden = int(n.attr("hidden_size"))
+        direction = n.attr("direction", b"forward")
+        if direction not in (b"forward", "forward"):
+            raise Skip("direction %s" % (direction.decode() if isinstance(direction, bytes) else direction))
+        acts = n.attr("activations", None)
+        if acts is not None and [a if isinstance(a, bytes) else a.encode() for a in acts] != defaults:
+            raise Skip("activations %s" % acts)
+        for name in ("activation_alpha", "activation_beta", "clip"):
+            if n.attr(name) is not None:
+                raise Skip("attribute %s" % name)
+        if int(n.attr("linear_before_reset", 0)) or int(n.attr("input_forget", 0)):
+            raise Skip("linear_before_reset / input_forget")
+        layout = int(n.attr("layout", 0))
+        if layout:  # [batch, seq, input] -> [seq, batch, input]
+            X = bg.transpose(X, 0, 1)
+        T, N = X.shape[0], X.shape[1]
+        if n.has(4):
+            lens = n.np(4)
+            if (lens != T).any():
+                raise Skip("sequence_lens shorter than the sequence")
+        W0, R0 = bg.reshape(W, list(W.shape[1:])), bg.reshape(R, list(R.shape[1:]))
+        if n.has(3):
+            B = bg.reshape(n.x(3), [2 * gates * hidden])
+            bias = bg.slice(B, 0, 0, gates * hidden) + bg.slice(B, 0, gates * hidden, 2 * gates * hidden)
+            wb, rb = bg.slice(B, 0, 0, gates * hidden), bg.slice(B, 0, gates * hidden, 2 * gates * hidden)
+        else:
+            bias = wb = rb = None
+        h = bg.reshape(n.x(5), [N, hidden]) if n.has(5) else bg.zeros(N, hidden, dtype=X.dtype)
+        c = bg.reshape(n.x(6), [N, hidden]) if kind == "LSTM" and n.has(6) else bg.zeros(N, hidden, dtype=X.dtype)
+        P = bg.reshape(n.x(7), [3 * hidden]) if kind == "LSTM" and n.has(7) else None
+
+        def g(t, k):  # gate k of a [N, gates * hidden] tensor
+            return bg.slice(t, 1, k * hidden, (k + 1) * hidden)
+
+        def p(k):
+            return bg.slice(P, 0, k * hidden, (k + 1) * hidden)
+
+        ys = []
+        for t in range(T):
+            xt = bg.reshape(bg.slice(X, 0, t, t + 1), [N, X.shape[2]])
+            xw = bg.linear(xt, W0)
+            if kind == "RNN":  # Ht = tanh(Xt W^T + Ht-1 R^T + Wb + Rb)
+                a = xw + bg.linear(h, R0)
+                h = bg.tanh(a + bias if bias is not None else a)
+            elif kind == "GRU":  # gates z, r, h; linear_before_reset = 0
+                hr = bg.linear(h, bg.slice(R0, 0, 0, 2 * hidden))
+                zr = g(xw, 0), g(xw, 1)
+                z = zr[0] + g(hr, 0)
+                r = zr[1] + g(hr, 1)
+                if bias is not None:
+                    z, r = z + g(bg.reshape(bias, [1, 3 * hidden]), 0), r + g(bg.reshape(bias, [1, 3 * hidden]), 1)
+                z, r = bg.sigmoid(z), bg.sigmoid(r)
+                hh = g(xw, 2) + bg.linear(r * h, bg.slice(R0, 0, 2 * hidden, 3 * hidden))
+                if bias is not None:
+                    hh = hh + g(bg.reshape(rb, [1, 3 * hidden]), 2) + g(bg.reshape(wb, [1, 3 * hidden]), 2)
+                hh = bg.tanh(hh)
+                h = (1.0 - z) * hh + z * h
+            else:  # LSTM: gates i, o, f, c; peepholes i, o, f
+                a = xw + bg.linear(h, R0)
+                if bias is not None:
+                    a = a + bias
+                i, o, f, cc = g(a, 0), g(a, 1), g(a, 2), g(a, 3)
+                if P is not None:
+                    i, f = i + p(0) * c, f + p(2) * c
+                i, f, cc = bg.sigmoid(i), bg.sigmoid(f), bg.tanh(cc)
+                c = f * c + i * cc
+                if P is not None:
+                    o = o + p(1) * c
+                h = bg.sigmoid(o) * bg.tanh(c)
+            ys.append(h)
+        Y = bg.reshape(bg.concat(ys, 0), [T, 1, N, hidden])
+        Yh, Yc = bg.reshape(h, [1, N, hidden]), bg.reshape(c, [1, N, hidden])
+        if layout:  # Y [batch, seq, dirs, hidden], Y_h [batch, dirs, hidden]
+            Y = bg.contiguous(bg.permute(Y, [2, 0, 1, 3]))
+            Yh, Yc = bg.contiguous(bg.transpose(Yh, 0, 1)), bg.contiguous(bg.transpose(Yc, 0, 1))
+        return [Y, Yh, Yc][:len(n.n_outputs)]
+    return run
+
+
+for _kind in ("RNN", "GRU", "LSTM"):
+    op(_kind, types=[F, F, F, F, IDX, F, F, F])(_recurrent(_kind))
