@@ -177,10 +177,6 @@ def axis_of(a, ndim):
     return a + ndim if a < 0 else a
 
 
-def scalar_like(value, t):
-    return bg.scalar(float(value), dtype=t.dtype)
-
-
 def same_types(node):
     tys = {v.ty for v in node.vals if v is not None}
     if len(tys) > 1:
