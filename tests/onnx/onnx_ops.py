@@ -187,6 +187,24 @@ def same_types(node):
 EXACT = 2**53  # every integer below it in magnitude is a float64, and +, -, *, max, min of such are exact
 
 
+def to_f64(v):
+    """An integer Value's values as a float64 tensor, exactly (a Skip beyond 2^53)."""
+    a = to_numpy(v)
+    if a.size and np.abs(a.astype(np.float64)).max() >= EXACT:
+        raise Skip("%s values beyond 2^53 (integers go through float64)" % type_name(v.ty))
+    return v.t.to(bg.float64)
+
+
+def from_f64(t, ty):
+    """A float64 result of integer inputs back in ONNX type ty: integral and in range, else a Skip."""
+    r = np.array(bg.contiguous(t).numpy())
+    lo, hi = INT_RANGE[ty]
+    if r.size and not (np.isfinite(r).all() and (r == np.trunc(r)).all() and r.min() >= max(lo, -EXACT)
+                       and r.max() <= min(hi, EXACT)):
+        raise Skip("a %s result outside the type's range (bitgrad has no integer wraparound)" % type_name(ty))
+    return Value(t.to(STORAGE[ty]), ty)
+
+
 def exact_ints(fn):
     """fn over float inputs; integer inputs go through float64, exactly: every input value and every result
     below 2^53 in magnitude (checked; else a Skip), and the result back in the inputs' ONNX type."""
@@ -195,26 +213,13 @@ def exact_ints(fn):
         if ity is None:
             return fn(n)
         same_types(n)
-        vals = []
-        for v in n.vals:
-            if v is not None and v.ty in INTS:
-                a = to_numpy(v)
-                if a.size and np.abs(a.astype(np.float64)).max() >= EXACT:
-                    raise Skip("%s values beyond 2^53 (integers go through float64)" % type_name(v.ty))
-                v = Value(v.t.to(bg.float64), v.ty)
-            vals.append(v)
-        saved, n.vals = n.vals, vals  # the graph's own values stay as they are
+        saved = n.vals  # the graph's own values stay as they are
+        n.vals = [Value(to_f64(v), v.ty) if v is not None and v.ty in INTS else v for v in saved]
         try:
             out = fn(n)
         finally:
             n.vals = saved
-        t = out.t if isinstance(out, Value) else out
-        r = np.array(bg.contiguous(t).numpy())
-        lo, hi = INT_RANGE[ity]
-        if r.size and not (np.isfinite(r).all() and (r == np.trunc(r)).all() and r.min() >= max(lo, -EXACT)
-                           and r.max() <= min(hi, EXACT)):
-            raise Skip("a %s result outside the type's range (bitgrad has no integer wraparound)" % type_name(ity))
-        return Value(t.to(STORAGE[ity]), ity)
+        return from_f64(out.t if isinstance(out, Value) else out, ity)
     return run
 
 
@@ -1214,3 +1219,100 @@ def _recurrent(kind):
 
 for _kind in ("RNN", "GRU", "LSTM"):
     op(_kind, types=[F, F, F, F, IDX, F, F, F])(_recurrent(_kind))
+
+
+# ---- shape and index ops of issue 29 (bitgrad.tril, one_hot, scatter, topk, einsum ...) ----------------
+def _str(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+@op("Trilu", types=[F | INTS, {TP.INT64}])
+def _trilu(n):
+    f = bound("triu" if int(n.attr("upper", 1)) else "tril")
+    k = int(n.np(1).reshape(())) if n.has(1) else 0
+    if n.ty(0) in INTS:  # the values through float64, exactly
+        return from_f64(f(to_f64(n.vals[0]), k), n.ty(0))
+    return f(n.x(0), k)
+
+
+@op("OneHot", types=[F | IDX, F | IDX, F | INTS])
+def _one_hot(n):
+    f = bound("one_hot")
+    idx = n.np(0)
+    if n.ty(0) in F:  # ONNX casts float indices to integers (they hold integers in the test data)
+        if not (idx == np.trunc(idx)).all():
+            raise Skip("non-integral float indices")
+    depth = n.np(1).reshape(())
+    if depth != np.trunc(depth):
+        raise Skip("a non-integral depth")
+    off, on = (float(v) for v in n.np(2).reshape(2))
+    vty = n.ty(2)
+    if vty in INTS and max(abs(off), abs(on)) >= EXACT:
+        raise Skip("values beyond 2^53")
+    y = f(bg.tensor(idx.astype(np.int64), dtype=bg.int64), int(depth), axis=int(n.attr("axis", -1)), off=off, on=on,
+          dtype=STORAGE[vty] if vty in F else bg.float64)
+    return Value(y if vty in F else y.to(STORAGE[vty]), vty)
+
+
+@op("EyeLike", types=NUMERIC)
+def _eye_like(n):
+    f = bound("eye_like")
+    x = n.x(0)
+    ty = int(n.attr("dtype", n.ty(0)))
+    if ty not in STORAGE or ty in (TP.FLOAT16, TP.BFLOAT16):
+        raise Skip("dtype %s" % type_name(ty))
+    return Value(f(x, int(n.attr("k", 0)), dtype=STORAGE[ty]), ty)
+
+
+def _scatter_elements(n):
+    f = bound("scatter")
+    x = n.x(0)
+    axis = axis_of(n.attr("axis", 0), x.ndim)
+    red = _str(n.attr("reduction", "none"))
+    if red not in ("none", "add"):
+        raise Skip("reduction %s" % red)
+    idx = _indices(n, 1, x.shape[axis])
+    return f(x, axis, bg.tensor(idx, dtype=bg.int64), n.x(2), red)
+
+
+op("ScatterElements", types=[F, IDX, F])(_scatter_elements)
+op("Scatter", types=[F, IDX, F])(_scatter_elements)
+
+
+@op("ScatterND", types=[F, {TP.INT64}, F])
+def _scatter_nd(n):
+    f = bound("scatter_nd")
+    red = _str(n.attr("reduction", "none"))
+    if red not in ("none", "add"):
+        raise Skip("reduction %s" % red)
+    return f(n.x(0), n.x(1), n.x(2), red)
+
+
+@op("GatherND", types=[F | INTS, {TP.INT64}])
+def _gather_nd(n):
+    f = bound("gather_nd")
+    bd = int(n.attr("batch_dims", 0))
+    if n.ty(0) in INTS:  # the values through float64, exactly
+        return from_f64(f(to_f64(n.vals[0]), n.x(1), bd), n.ty(0))
+    return f(n.x(0), n.x(1), bd)
+
+
+@op("TopK", types=[F, {TP.INT64}])
+def _top_k(n):
+    f = bound("topk")
+    x = n.x(0)
+    k = int(n.np(1).reshape(-1)[0])
+    if n.opset < 10:
+        raise Skip("TopK-1 (k as an attribute)")
+    values, indices = f(x, k, axis_of(n.attr("axis", -1), x.ndim), bool(n.attr("largest", 1)), bool(n.attr("sorted", 1)))
+    return [values, Value(indices, TP.INT64)]
+
+
+@op("Einsum", types=F)
+def _einsum(n):
+    f = bound("einsum")
+    same_types(n)
+    eq = _str(n.attr("equation")).replace(" ", "")
+    if "..." in eq:
+        raise Skip("an ellipsis in the equation (bitgrad's einsum names every axis)")
+    return f(eq, *[n.x(i) for i in range(len(n.vals))])
