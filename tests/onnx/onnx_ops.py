@@ -465,6 +465,9 @@ def _squeeze(n):  # a reshape that drops size-1 axes
     axes = {axis_of(a, x.ndim) for a in axes}
     if any(x.shape[a] != 1 for a in axes):
         raise Skip("Squeeze of an axis whose size is not 1")
+    f = getattr(bg, "squeeze", None)
+    if f is not None and axes:
+        return Value(f(x, sorted(axes)), n.ty(0))
     return Value(bg.reshape(x, [d for i, d in enumerate(x.shape) if i not in axes]), n.ty(0))
 
 
@@ -474,6 +477,9 @@ def _unsqueeze(n):  # a reshape that inserts size-1 axes
     axes = n.ints("axes") if n.opset < 13 else [int(a) for a in n.np(1)]
     r = x.ndim + len(axes)
     axes = sorted(axis_of(a, r) for a in axes)
+    f = getattr(bg, "unsqueeze", None)
+    if f is not None:
+        return Value(f(x, axes), n.ty(0))
     shape = list(x.shape)
     for a in axes:
         shape.insert(a, 1)
@@ -507,6 +513,9 @@ def _tile(n):  # repeats[i] copies along axis i: a concat of the tensor with its
     reps = [int(r) for r in n.np(1)]
     if len(reps) != x.ndim:
         raise Skip("repeats of length %d for rank %d" % (len(reps), x.ndim))
+    f = getattr(bg, "tile", None)
+    if f is not None:
+        return Value(f(x, reps), n.ty(0))
     for axis, r in enumerate(reps):
         if r != 1:
             x = bg.slice(x, axis, 0, 0) if r == 0 else bg.concat([x] * r, axis)
@@ -987,6 +996,9 @@ def _split(n):
         if x.shape[axis] % k:
             raise Skip("%d not divisible into %d equal parts" % (x.shape[axis], k))
         sizes = [x.shape[axis] // k] * k
+    f = getattr(bg, "split", None)
+    if f is not None:
+        return [Value(t, n.ty(0)) for t in f(x, sizes, axis)]
     out, start = [], 0
     for size in sizes:
         out.append(Value(bg.contiguous(bg.slice(x, axis, start, start + size)), n.ty(0)))
@@ -1008,6 +1020,9 @@ def _pad(n):
             raise Skip("the axes input")
     if n.ty(0) not in F and mode == "constant" and value:
         raise Skip("a constant pad of %s" % type_name(n.ty(0)))
+    f = getattr(bg, "pad", None)
+    if f is not None:
+        return Value(f(x, pads, mode, value), n.ty(0))
     r = x.ndim
     if any(p < 0 for p in pads):
         raise Skip("negative pads")
@@ -1078,8 +1093,13 @@ def _range(n):
         start, limit, delta = int(start), int(limit), int(delta)
         if max(abs(start), abs(limit)) >= EXACT:
             raise Skip("integers beyond 2^53")
-    count = max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
     dt = bg.float32 if n.ty(0) == TP.FLOAT else bg.float64
+    try:  # bitgrad's arange(start, end, step): ONNX Range
+        y = bg.arange(float(start), float(limit), float(delta), dtype=dt)
+        return Value(y, n.ty(0)) if n.ty(0) in F else from_f64(y, n.ty(0))
+    except TypeError:  # a module with arange(n) only: start + i delta from it
+        pass
+    count = max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
     y = bg.arange(count, dtype=dt) * float(delta) + float(start)  # start + i delta
     return Value(y.to(STORAGE[n.ty(0)]), n.ty(0))
 
