@@ -286,10 +286,13 @@ def _hard_swish(n):  # x * HardSigmoid(x; alpha 1/6, beta 0.5)
     return x * bg.clamp(x * (1.0 / 6.0) + 0.5, 0.0, 1.0)
 
 
-def _fold(fn_name):
+def _fold(fn_name, variadic):
     def run(n):
         same_types(n)
         xs = [n.x(i) for i in range(len(n.vals))]
+        f = getattr(bg, variadic, None)
+        if f is not None:  # bitgrad's op over several tensors
+            return f(xs)
         out = xs[0]
         for x in xs[1:]:
             out = getattr(bg, fn_name)(out, x)
@@ -297,14 +300,15 @@ def _fold(fn_name):
     return run
 
 
-op("Max", types=F | INTS)(exact_ints(_fold("maximum")))
-op("Min", types=F | INTS)(exact_ints(_fold("minimum")))
-op("Sum", types=F | INTS)(exact_ints(_fold("add")))
+op("Max", types=F | INTS)(exact_ints(_fold("maximum", "max_of")))
+op("Min", types=F | INTS)(exact_ints(_fold("minimum", "min_of")))
+op("Sum", types=F | INTS)(exact_ints(_fold("add", "sum_of")))
 
 
 @op("Mean", types=F)
 def _mean(n):
-    return _fold("add")(n) / float(len(n.vals))
+    f = getattr(bg, "mean_of", None)
+    return f([n.x(i) for i in range(len(n.vals))]) if f is not None else _fold("add", "")(n) / float(len(n.vals))
 
 
 @op("Clip", types=F | INTS)
@@ -613,68 +617,51 @@ def _final_shape(x, axes, keep):
     return [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else [d for i, d in enumerate(x.shape) if i not in axes]
 
 
-def _sum_like(n, pre, post, axes_input_from=13):
-    """post(sum(pre(x), axes)) -- the reductions ONNX defines through a sum."""
-    x, axes, keep = _reduce_axes(n, n.op_type == "ReduceSum" and n.opset >= axes_input_from)
-    if axes is None:
-        return post(pre(x), True)
-    if x.ndim == 0:
-        return post(pre(x), False)
-    return post(bg.sum(pre(x), axes, keep), False)
-
-
-@op("ReduceSum", types=[F, {TP.INT64}])
-def _reduce_sum(n):
-    return _sum_like(n, lambda x: x, lambda y, noop: y)
-
-
-@op("ReduceSumSquare", types=F)
-def _reduce_sum_square(n):
-    return _sum_like(n, lambda x: x * x, lambda y, noop: y)
-
-
-@op("ReduceL2", types=F)
-def _reduce_l2(n):
-    return _sum_like(n, lambda x: x * x, lambda y, noop: bg.sqrt(y))
-
-
-@op("ReduceL1", types=F)
-def _reduce_l1(n):
-    return _sum_like(n, lambda x: bound("abs")(x), lambda y, noop: y)
-
-
-@op("ReduceLogSum", types=F)
-def _reduce_log_sum(n):
-    return _sum_like(n, lambda x: x, lambda y, noop: bg.log(y))
-
-
-@op("ReduceLogSumExp", types=F)
-def _reduce_log_sum_exp(n):  # log(sum(exp(x))), the ONNX definition (its test data overflow nowhere)
-    return _sum_like(n, bg.exp, lambda y, noop: bg.log(y))
-
-
-@op("ReduceMean", types=F)
-def _reduce_mean(n):
-    x, axes, keep = _reduce_axes(n, False)
-    if axes is None or x.ndim == 0:
-        return x
-    return bg.mean(x, axes, keep)
-
-
-def _reduce_extreme(fn_name):
+def _reduce(fn_name, compose):
+    """bitgrad.<fn_name>(x, axes, keepdim) when the module has it, else compose(x, axes, keep): the ONNX
+    definition from bitgrad's sum, mean, max, min (ReduceL2 = sqrt(sum(x * x)), ...)."""
     def run(n):
-        x, axes, keep = _reduce_axes(n, False)
-        if axes is None or x.ndim == 0:
+        x, axes, keep = _reduce_axes(n, n.op_type == "ReduceSum" and n.opset >= 13)
+        if axes is None or x.ndim == 0:  # noop_with_empty_axes, or a scalar: nothing to reduce
+            return compose(x, None, keep)
+        f = getattr(bg, fn_name, None)
+        return f(x, axes, keep) if f is not None else compose(x, axes, keep)
+    return run
+
+
+def _sum_then(pre, post):
+    return lambda x, axes, keep: post(pre(x) if axes is None else bg.sum(pre(x), axes, keep))
+
+
+def _extreme(fn_name):
+    def compose(x, axes, keep):
+        if axes is None:
             return x
         y = x
         for a in axes:  # max/min are exact: one axis after the other gives the same values
             y = getattr(bg, fn_name)(y, a, True)
         return bg.reshape(y, _final_shape(x, axes, keep))
-    return run
+    return compose
 
 
-op("ReduceMax", types=F)(_reduce_extreme("max"))
-op("ReduceMin", types=F)(_reduce_extreme("min"))
+def _unavailable(what):
+    def compose(x, axes, keep):
+        raise Skip("bitgrad has no %s op" % what)
+    return compose
+
+
+_ident = lambda x: x  # noqa: E731
+op("ReduceSum", types=[F, {TP.INT64}])(_reduce("sum", _sum_then(_ident, _ident)))
+op("ReduceSumSquare", types=F)(_reduce("sum_square", _sum_then(lambda x: x * x, _ident)))
+op("ReduceL2", types=F)(_reduce("norm_l2", _sum_then(lambda x: x * x, bg.sqrt)))
+op("ReduceL1", types=F)(_reduce("norm_l1", _sum_then(lambda x: bound("abs")(x), _ident)))
+op("ReduceLogSum", types=F)(_reduce("log_sum", _sum_then(_ident, bg.log)))
+# log(sum(exp(x))): the ONNX definition (its test data overflow nowhere)
+op("ReduceLogSumExp", types=F)(_reduce("logsumexp", _sum_then(bg.exp, bg.log)))
+op("ReduceMean", types=F)(_reduce("mean", lambda x, axes, keep: x if axes is None else bg.mean(x, axes, keep)))
+op("ReduceMax", types=F)(_reduce("amax", _extreme("max")))
+op("ReduceMin", types=F)(_reduce("amin", _extreme("min")))
+op("ReduceProd", types=F)(_reduce("prod", _unavailable("prod")))
 
 
 def _arg(fn_name):
@@ -684,6 +671,10 @@ def _arg(fn_name):
         keep = bool(n.attr("keepdims", 1))
         if not int(n.attr("select_last_index", 0)):
             return Value(getattr(bg, fn_name)(x, axis, keep), TP.INT64)
+        try:
+            return Value(getattr(bg, fn_name)(x, axis, keep, select_last_index=True), TP.INT64)
+        except TypeError:  # a module without select_last_index
+            pass
         # the last extreme: bitgrad's first one along the reversed axis, counted from the end
         size = x.shape[axis]
         rev = bg.index_select(x, axis, bg.tensor(np.arange(size - 1, -1, -1, dtype=np.int64), dtype=bg.int64))
@@ -957,9 +948,23 @@ def nll(x, labels, weight, ignore_index, red):
     raise Skip("reduction %s" % red)
 
 
+def _loss_args(n):
+    """(labels as an int64 tensor, weight or None, the keyword arguments of bitgrad's loss)."""
+    kw = {"reduction": _reduction(n)}
+    ii = n.attr("ignore_index", None)
+    if ii is not None:
+        kw["ignore_index"] = int(ii)
+    labels = n.x(1) if n.ty(1) == TP.INT64 else bg.tensor(n.np(1).astype(np.int64), dtype=bg.int64)
+    return labels, n.x(2) if n.has(2) else None, kw
+
+
 @op("NegativeLogLikelihoodLoss", types=[F, IDX, F])
 def _nll(n):
     x = n.x(0)
+    f = getattr(bg, "nll_loss", None)
+    if f is not None:
+        labels, weight, kw = _loss_args(n)
+        return f(x, labels, weight, **kw)
     ii = n.attr("ignore_index", None)
     return nll(x, n.np(1).astype(np.int64), n.x(2) if n.has(2) else None, ii, _reduction(n))
 
@@ -967,6 +972,12 @@ def _nll(n):
 @op("SoftmaxCrossEntropyLoss", types=[F, IDX, F])
 def _softmax_cross_entropy(n):
     x = n.x(0)
+    f = getattr(bg, "softmax_cross_entropy", None)
+    if f is not None:
+        labels, weight, kw = _loss_args(n)
+        if n.wants(1):
+            return list(f(x, labels, weight, return_log_prob=True, **kw))
+        return f(x, labels, weight, **kw)
     red = _reduction(n)
     ii = n.attr("ignore_index", None)
     labels = n.np(1).astype(np.int64)
@@ -1336,3 +1347,13 @@ def _einsum(n):
     if "..." in eq:
         raise Skip("an ellipsis in the equation (bitgrad's einsum names every axis)")
     return f(eq, *[n.x(i) for i in range(len(n.vals))])
+
+
+@op("CumSum", types=[F | INTS, IDX])
+def _cumsum(n):
+    f = bound("cumsum")
+    axis = axis_of(int(n.np(1).reshape(())), n.x(0).ndim)
+    kw = {"exclusive": bool(n.attr("exclusive", 0)), "reverse": bool(n.attr("reverse", 0))}
+    if n.ty(0) in INTS:  # sums of integers below 2^53 through float64, exactly
+        return from_f64(f(to_f64(n.vals[0]), axis, **kw), n.ty(0))
+    return f(n.x(0), axis, **kw)
