@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "bitgrad/autograd.hpp"
@@ -126,5 +127,139 @@ enum class Reduction { mean, sum, none };
 // logits [N, C], targets i64 [N] with values in [0, C)
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction = Reduction::mean, CallSite site = CallSite::current());
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, CallSite site = CallSite::current());
+
+// ---- shape and index, more (issue 29; orders and conventions: numerics.md §27) ----------------
+// Negative axes count from the end. Errors name the op and the shapes/values expected.
+// squeeze: removes the given axes, each of size 1 (else an error); no axes: every axis of size 1
+Tensor squeeze(const Tensor& x, const std::vector<int>& axes = {}, CallSite site = CallSite::current());
+// unsqueeze: inserts axes of size 1; the axes index the result (rank x.ndim() + axes.size())
+Tensor unsqueeze(const Tensor& x, const std::vector<int>& axes, CallSite site = CallSite::current());
+// stack: the tensors (equal shapes and dtypes) along a new axis of the result
+Tensor stack(const std::vector<Tensor>& xs, int axis = 0, CallSite site = CallSite::current());
+// split: consecutive parts of the given sizes (summing to the axis' size) along axis; views
+std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes, int axis = 0, CallSite site = CallSite::current());
+// chunk: torch.chunk, parts of ceil(size / chunks) (the last one smaller; fewer parts if they run out)
+std::vector<Tensor> chunk(const Tensor& x, std::int64_t chunks, int axis = 0, CallSite site = CallSite::current());
+// tile: numpy.tile / ONNX Tile / torch's Tensor.repeat; repeats may be longer than x's rank
+// (x gains leading axes of size 1). Backward: the copies summed by the axis rules (§6)
+Tensor tile(const Tensor& x, const std::vector<std::int64_t>& repeats, CallSite site = CallSite::current());
+// flip: reverses the order along each of the axes
+Tensor flip(const Tensor& x, const std::vector<int>& axes, CallSite site = CallSite::current());
+enum class PadMode { constant, reflect, edge };
+// pad: ONNX Pad; pads = [begin_0 .. begin_{r-1}, end_0 .. end_{r-1}]; a negative amount crops.
+// reflect mirrors without repeating the edge (numpy's; again past the far edge), edge repeats it
+Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, PadMode mode = PadMode::constant, double value = 0.0,
+           CallSite site = CallSite::current());
+// tril/triu over the last two axes (the others a batch): keeps j <= i + k (tril) or j >= i + k (triu), zeros the rest
+Tensor tril(const Tensor& x, std::int64_t k = 0, CallSite site = CallSite::current());
+Tensor triu(const Tensor& x, std::int64_t k = 0, CallSite site = CallSite::current());
+
+// ---- factories (not differentiable) ---------------------------------------------------------------
+// one_hot: ONNX OneHot; indices of any real dtype (truncated), a negative one wraps (+ depth), one out
+// of [-depth, depth) gives a row of `off`; the new axis of size depth at `axis` of the result
+Tensor one_hot(const Tensor& indices, std::int64_t depth, int axis = -1, double off = 0.0, double on = 1.0, DType dtype = DType::i64);
+// arange: ONNX Range; count = max(ceil((limit - start) / delta), 0), element i = start + i * delta
+// (f32: computed in f64, rounded once; i64: integer arithmetic, the arguments integers)
+Tensor arange(double start, double limit, double delta = 1.0, DType dtype = DType::f32);
+// eye: [n, m] (m < 0: n) with ones at j = i + k; eye_like: of x's shape (2-d) and dtype
+Tensor eye(std::int64_t n, std::int64_t m = -1, std::int64_t k = 0, DType dtype = DType::f32);
+Tensor eye_like(const Tensor& x, std::int64_t k = 0, DType dtype = DType::f32);
+// Random factories, keyed like every draw (no hidden generator): element k (row-major) is
+// stream.normal(first_index + k) (randn) or stream.uniform(first_index + k) in [0, 1) (rand), in
+// the dtype's own draw (normal_f32 / uniform_f32 for f32, the f64 ones for f64).
+Tensor randn(const Shape& shape, const rng::Stream& stream, std::uint64_t first_index = 0, DType dtype = DType::f32);
+Tensor rand(const Shape& shape, const rng::Stream& stream, std::uint64_t first_index = 0, DType dtype = DType::f32);
+Tensor randn_like(const Tensor& x, const rng::Stream& stream, std::uint64_t first_index = 0);
+Tensor rand_like(const Tensor& x, const rng::Stream& stream, std::uint64_t first_index = 0);
+
+// ---- scatter, N-d gather, sort, einsum (numerics.md §27) -------------------------------------------
+enum class ScatterReduction { none, add };
+// scatter: ONNX ScatterElements / torch.scatter(_add): y = x, then for each position p of index in
+// row-major order y[.., index[p], ..] (along axis) = src[p] (none: the last write wins) or += src[p]
+// (add: applied in index order). index and src have one shape; negative indices wrap.
+Tensor scatter(const Tensor& x, int axis, const Tensor& index, const Tensor& src, ScatterReduction reduction = ScatterReduction::none,
+               CallSite site = CallSite::current());
+// gather_nd / scatter_nd: ONNX GatherND (with batch_dims) and ScatterND; indices i64 [.., q], negative wrap
+Tensor gather_nd(const Tensor& x, const Tensor& indices, int batch_dims = 0, CallSite site = CallSite::current());
+Tensor scatter_nd(const Tensor& x, const Tensor& indices, const Tensor& updates, ScatterReduction reduction = ScatterReduction::none,
+                  CallSite site = CallSite::current());
+struct ValuesIndices {
+  Tensor values, indices;  // indices i64
+};
+// topk / sort along axis; ties go to the lower index first; NaN ranks above +inf (first when
+// largest/descending, last otherwise); -0 and +0 are equal. Gradient: to the selected elements.
+ValuesIndices topk(const Tensor& x, std::int64_t k, int axis = -1, bool largest = true, bool sorted = true,
+                   CallSite site = CallSite::current());
+ValuesIndices sort(const Tensor& x, int axis = -1, bool descending = false, CallSite site = CallSite::current());
+// einsum of one operand (a permutation) or two whose contraction is one (batched) GEMM: every
+// index appears at most once per operand, and one appearing in a single operand is in the output.
+// The operands are permuted and reshaped to [B, M, K] and [B, K, N] and multiplied by matmul
+// (its bits); anything else is refused with the reason.
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands, CallSite site = CallSite::current());
+
+// ---- reductions over axes, scans, more losses (issue 29; numerics.md §27-§29) ---------------------
+// axes: any set of axes (negative ones count from the end); an EMPTY list reduces over ALL axes
+// (ONNX's default; `sum(x, {})` above keeps its own meaning, no reduction). keepdim: ones at
+// the reduced axes. Float inputs (f32, f64) unless stated.
+Tensor prod(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+Tensor logsumexp(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+Tensor sum_square(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+Tensor norm_l1(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+Tensor norm_l2(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+Tensor log_sum(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+// variance and standard deviation: sum of squared deviations / (count - correction)
+// (correction 1: unbiased, PyTorch's default; 0: biased)
+Tensor var(const Tensor& x, const std::vector<int>& axes = {}, double correction = 1.0, bool keepdim = false,
+           CallSite site = CallSite::current());
+Tensor stddev(const Tensor& x, const std::vector<int>& axes = {}, double correction = 1.0, bool keepdim = false,
+              CallSite site = CallSite::current());
+// ONNX ReduceMax / ReduceMin over several axes; gradient to the first extremum in row-major
+// order of the reduced elements
+Tensor amax(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+Tensor amin(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+// any / all of any dtype (nonzero, NaN included, is true) -> u8 0/1; not differentiable
+Tensor any(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+Tensor all(const Tensor& x, const std::vector<int>& axes = {}, bool keepdim = false, CallSite site = CallSite::current());
+// argmax / argmin with ONNX's select_last_index: the last extremum (the last NaN) when set
+Tensor argmax(const Tensor& x, int axis, bool keepdim, bool select_last, CallSite site = CallSite::current());
+Tensor argmin(const Tensor& x, int axis, bool keepdim, bool select_last, CallSite site = CallSite::current());
+// ONNX Sum / Mean / Max / Min over several tensors (broadcasting), folded left to right:
+// ((x0 + x1) + x2) + ...; mean_of divides that by the count
+Tensor sum_of(const std::vector<Tensor>& xs, CallSite site = CallSite::current());
+Tensor mean_of(const std::vector<Tensor>& xs, CallSite site = CallSite::current());
+Tensor max_of(const std::vector<Tensor>& xs, CallSite site = CallSite::current());
+Tensor min_of(const std::vector<Tensor>& xs, CallSite site = CallSite::current());
+// ONNX CumSum along `axis`: sequential from the first element of the scan direction
+// (the last with reverse); exclusive: each output leaves out its own element
+Tensor cumsum(const Tensor& x, int axis, bool exclusive = false, bool reverse = false, CallSite site = CallSite::current());
+
+// Losses with PyTorch's options. Class-indexed losses take input [N, C] or [N, C, d1, ...]
+// (classes on axis 1, as PyTorch and ONNX) and targets i64 [N] or [N, d1, ...]; weight [C]
+// (optional) is a constant; a target equal to ignore_index adds nothing, and `mean` divides by
+// the sum of the weights of the other targets. A sample is index n of axis 0: sums go per
+// sample, then by the batch rule (contract T5).
+Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& weight = Tensor(), std::int64_t ignore_index = -100,
+                Reduction reduction = Reduction::mean, CallSite site = CallSite::current());
+// log_softmax over axis 1, then the NLL, with label smoothing eps as PyTorch's F.cross_entropy;
+// log_prob (optional) receives the log_softmax (ONNX SoftmaxCrossEntropyLoss's second output)
+Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& weight = Tensor(),
+                             std::int64_t ignore_index = -100, double label_smoothing = 0.0, Reduction reduction = Reduction::mean,
+                             Tensor* log_prob = nullptr, CallSite site = CallSite::current());
+// input probabilities in [0, 1]; logs clamped at -100 as PyTorch; weight broadcast to input
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
+                            Reduction reduction = Reduction::mean, CallSite site = CallSite::current());
+// pos_weight broadcast to the input (e.g. [C] for [N, C]); weight too
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
+                                        const Tensor& pos_weight = Tensor(), Reduction reduction = Reduction::mean,
+                                        CallSite site = CallSite::current());
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, CallSite site = CallSite::current());
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, double beta = 1.0,
+                      CallSite site = CallSite::current());
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, double delta = 1.0,
+                  CallSite site = CallSite::current());
+// input: log-probabilities; target: probabilities (log-probabilities with log_target);
+// batch_mean: the sum divided by N (PyTorch's reduction='batchmean'; reduction is then ignored)
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, bool log_target = false,
+              bool batch_mean = false, CallSite site = CallSite::current());
 
 }  // namespace bitgrad

@@ -27,6 +27,7 @@ void set_python_error(std::exception_ptr p);
 void init_tensor(py::module_& m);
 void init_interop(py::module_& m, py::class_<Tensor>& cls);  // NumPy, the buffer protocol, DLPack
 void init_ops(py::module_& m);
+void init_ops_shape(py::module_& m);  // issue 29: shape, index and factory ops (ops_shape.cpp)
 void init_nn(py::module_& m);
 void init_optim(py::module_& m);
 void init_data(py::module_& m);

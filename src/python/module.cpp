@@ -79,6 +79,7 @@ PYBIND11_MODULE(_bitgrad, m) {
   init_errors(m);
   init_tensor(m);
   init_ops(m);
+  init_ops_shape(m);
   init_nn(m);
   init_optim(m);
   init_data(m);

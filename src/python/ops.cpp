@@ -87,14 +87,15 @@ void init_ops(py::module_& m) {
     const CallSite site = py_site();
     return nogil([&] { return axis ? min(x, *axis, keepdim, site) : min(x, site); });
   }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdim") = false);
-  m.def("argmax", [](const Tensor& x, int axis, bool keepdim) {
+  m.def("argmax", [](const Tensor& x, int axis, bool keepdim, bool select_last_index) {
     const CallSite site = py_site();
-    return nogil([&] { return argmax(x, axis, keepdim, site); });
-  }, py::arg("x"), py::arg("axis"), py::arg("keepdim") = false, "int64 index of the first maximum.");
-  m.def("argmin", [](const Tensor& x, int axis, bool keepdim) {
+    return nogil([&] { return argmax(x, axis, keepdim, select_last_index, site); });
+  }, py::arg("x"), py::arg("axis"), py::arg("keepdim") = false, py::arg("select_last_index") = false,
+        "int64 index of the first maximum (the last with select_last_index).");
+  m.def("argmin", [](const Tensor& x, int axis, bool keepdim, bool select_last_index) {
     const CallSite site = py_site();
-    return nogil([&] { return argmin(x, axis, keepdim, site); });
-  }, py::arg("x"), py::arg("axis"), py::arg("keepdim") = false);
+    return nogil([&] { return argmin(x, axis, keepdim, select_last_index, site); });
+  }, py::arg("x"), py::arg("axis"), py::arg("keepdim") = false, py::arg("select_last_index") = false);
 
   // shape
   m.def("reshape", [](const Tensor& x, const std::vector<std::int64_t>& shape) {
@@ -211,6 +212,111 @@ void init_ops(py::module_& m) {
   }, py::arg("fn"), py::arg("x"), py::arg("params") = std::vector<Tensor>{},
         "fn(x) without keeping its intermediates: the backward runs fn again (contract T9). Every tensor inside fn that "
         "requires grad must be x or in params.");
+
+  // ---- reductions over axes, scans, more losses (issue 29; numerics.md §27-§29) ----
+  {
+    using RF = Tensor (*)(const Tensor&, const std::vector<int>&, bool, CallSite);
+    auto red = [&m](const char* name, RF f, const char* doc) {
+      m.def(name, [f](const Tensor& x, py::object axis, bool keepdim) {
+        const std::vector<int> axes = axes_arg(axis).value_or(std::vector<int>{});
+        const CallSite site = py_site();
+        return nogil([&] { return f(x, axes, keepdim, site); });
+      }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdim") = false, doc);
+    };
+    red("prod", &prod, "Product over axes (None or (): all): a chain in row-major order of the reduced elements.");
+    red("logsumexp", &logsumexp, "log(sum(exp(x))) over axes, shifted by the maximum (numerics.md).");
+    red("sum_square", &sum_square, "Sum of squares over axes (ONNX ReduceSumSquare).");
+    red("norm_l1", &norm_l1, "Sum of |x| over axes (ONNX ReduceL1).");
+    red("norm_l2", &norm_l2, "sqrt of the sum of squares over axes (ONNX ReduceL2).");
+    red("log_sum", &log_sum, "log(sum(x)) over axes (ONNX ReduceLogSum).");
+    red("amax", &amax, "Maximum over axes (ONNX ReduceMax); the gradient goes to the first maximum.");
+    red("amin", &amin, "Minimum over axes (ONNX ReduceMin).");
+    red("any", &any, "uint8: 1 where some element over the axes is nonzero (NaN counts).");
+    red("all", &all, "uint8: 1 where every element over the axes is nonzero.");
+    using VF = Tensor (*)(const Tensor&, const std::vector<int>&, double, bool, CallSite);
+    auto varf = [&m](const char* name, VF f, const char* doc) {
+      m.def(name, [f](const Tensor& x, py::object axis, double correction, bool keepdim) {
+        const std::vector<int> axes = axes_arg(axis).value_or(std::vector<int>{});
+        const CallSite site = py_site();
+        return nogil([&] { return f(x, axes, correction, keepdim, site); });
+      }, py::arg("x"), py::arg("axis") = py::none(), py::arg("correction") = 1.0, py::arg("keepdim") = false, doc);
+    };
+    varf("var", &var, "Variance over axes: squared deviations summed by the axis rules / (count - correction).");
+    varf("std", &stddev, "Standard deviation: sqrt(var).");
+    using LF = Tensor (*)(const std::vector<Tensor>&, CallSite);
+    auto many = [&m](const char* name, LF f, const char* doc) {
+      m.def(name, [f](const std::vector<Tensor>& xs) {
+        const CallSite site = py_site();
+        return nogil([&] { return f(xs, site); });
+      }, py::arg("xs"), doc);
+    };
+    many("sum_of", &sum_of, "ONNX Sum: the tensors added left to right (broadcasting).");
+    many("mean_of", &mean_of, "ONNX Mean: sum_of(xs) / len(xs).");
+    many("max_of", &max_of, "ONNX Max: maximum folded left to right.");
+    many("min_of", &min_of, "ONNX Min: minimum folded left to right.");
+  }
+  m.def("cumsum", [](const Tensor& x, int axis, bool exclusive, bool reverse) {
+    const CallSite site = py_site();
+    return nogil([&] { return cumsum(x, axis, exclusive, reverse, site); });
+  }, py::arg("x"), py::arg("axis"), py::arg("exclusive") = false, py::arg("reverse") = false,
+        "Cumulative sum along axis (ONNX CumSum): a sequential chain from +0 in the scan's direction.");
+  m.def("nll_loss", [](const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight, std::int64_t ignore_index,
+                       const std::string& reduction) {
+    const Reduction r = parse_reduction(reduction);
+    const CallSite site = py_site();
+    return nogil([&] { return nll_loss(input, target, opt_tensor(weight), ignore_index, r, site); });
+  }, py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("ignore_index") = -100,
+        py::arg("reduction") = "mean", "log-probabilities [N, C, d...] (classes on axis 1), int64 targets [N, d...].");
+  m.def("softmax_cross_entropy", [](const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
+                                    std::int64_t ignore_index, double label_smoothing, const std::string& reduction,
+                                    bool return_log_prob) -> py::object {
+    const Reduction r = parse_reduction(reduction);
+    const CallSite site = py_site();
+    Tensor lp;
+    Tensor loss = nogil([&] {
+      return softmax_cross_entropy(input, target, opt_tensor(weight), ignore_index, label_smoothing, r, return_log_prob ? &lp : nullptr, site);
+    });
+    if (return_log_prob) return py::make_tuple(loss, lp);
+    return py::cast(loss);
+  }, py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("ignore_index") = -100,
+        py::arg("label_smoothing") = 0.0, py::arg("reduction") = "mean", py::arg("return_log_prob") = false,
+        "PyTorch's F.cross_entropy with classes on axis 1 ([N, C, d...]), weights, ignore_index, label smoothing; "
+        "return_log_prob: (loss, log_softmax) as ONNX SoftmaxCrossEntropyLoss.");
+  m.def("binary_cross_entropy", [](const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
+                                   const std::string& reduction) {
+    const Reduction r = parse_reduction(reduction);
+    const CallSite site = py_site();
+    return nogil([&] { return binary_cross_entropy(input, target, opt_tensor(weight), r, site); });
+  }, py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("reduction") = "mean");
+  m.def("binary_cross_entropy_with_logits", [](const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
+                                               const std::optional<Tensor>& pos_weight, const std::string& reduction) {
+    const Reduction r = parse_reduction(reduction);
+    const CallSite site = py_site();
+    return nogil([&] { return binary_cross_entropy_with_logits(input, target, opt_tensor(weight), opt_tensor(pos_weight), r, site); });
+  }, py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("pos_weight") = py::none(),
+        py::arg("reduction") = "mean");
+  m.def("l1_loss", [](const Tensor& input, const Tensor& target, const std::string& reduction) {
+    const Reduction r = parse_reduction(reduction);
+    const CallSite site = py_site();
+    return nogil([&] { return l1_loss(input, target, r, site); });
+  }, py::arg("input"), py::arg("target"), py::arg("reduction") = "mean");
+  m.def("smooth_l1_loss", [](const Tensor& input, const Tensor& target, const std::string& reduction, double beta) {
+    const Reduction r = parse_reduction(reduction);
+    const CallSite site = py_site();
+    return nogil([&] { return smooth_l1_loss(input, target, r, beta, site); });
+  }, py::arg("input"), py::arg("target"), py::arg("reduction") = "mean", py::arg("beta") = 1.0);
+  m.def("huber_loss", [](const Tensor& input, const Tensor& target, const std::string& reduction, double delta) {
+    const Reduction r = parse_reduction(reduction);
+    const CallSite site = py_site();
+    return nogil([&] { return huber_loss(input, target, r, delta, site); });
+  }, py::arg("input"), py::arg("target"), py::arg("reduction") = "mean", py::arg("delta") = 1.0);
+  m.def("kl_div", [](const Tensor& input, const Tensor& target, const std::string& reduction, bool log_target) {
+    const bool batch_mean = reduction == "batchmean";
+    const Reduction r = batch_mean ? Reduction::sum : parse_reduction(reduction);
+    const CallSite site = py_site();
+    return nogil([&] { return kl_div(input, target, r, log_target, batch_mean, site); });
+  }, py::arg("input"), py::arg("target"), py::arg("reduction") = "mean", py::arg("log_target") = false,
+        "input: log-probabilities; reduction 'mean', 'sum', 'none' or 'batchmean'.");
 
   // autograd helpers
   m.def("grad", [](const Tensor& root, const std::vector<Tensor>& inputs, const std::optional<Tensor>& seed, bool retain_graph) {
