@@ -286,29 +286,17 @@ def _hard_swish(n):  # x * HardSigmoid(x; alpha 1/6, beta 0.5)
     return x * bg.clamp(x * (1.0 / 6.0) + 0.5, 0.0, 1.0)
 
 
-def _fold(fn_name, variadic):
+def _variadic(fn_name):
     def run(n):
         same_types(n)
-        xs = [n.x(i) for i in range(len(n.vals))]
-        f = getattr(bg, variadic, None)
-        if f is not None:  # bitgrad's op over several tensors
-            return f(xs)
-        out = xs[0]
-        for x in xs[1:]:
-            out = getattr(bg, fn_name)(out, x)
-        return out if len(xs) > 1 else bg.contiguous(out) * 1.0
+        return getattr(bg, fn_name)([n.x(i) for i in range(len(n.vals))])
     return run
 
 
-op("Max", types=F | INTS)(exact_ints(_fold("maximum", "max_of")))
-op("Min", types=F | INTS)(exact_ints(_fold("minimum", "min_of")))
-op("Sum", types=F | INTS)(exact_ints(_fold("add", "sum_of")))
-
-
-@op("Mean", types=F)
-def _mean(n):
-    f = getattr(bg, "mean_of", None)
-    return f([n.x(i) for i in range(len(n.vals))]) if f is not None else _fold("add", "")(n) / float(len(n.vals))
+op("Max", types=F | INTS)(exact_ints(_variadic("max_of")))
+op("Min", types=F | INTS)(exact_ints(_variadic("min_of")))
+op("Sum", types=F | INTS)(exact_ints(_variadic("sum_of")))
+op("Mean", types=F)(_variadic("mean_of"))
 
 
 @op("Clip", types=F | INTS)
@@ -461,7 +449,7 @@ def _flatten(n):
 
 
 @op("Squeeze", types=[ANY, {TP.INT64}])
-def _squeeze(n):  # a reshape that drops size-1 axes
+def _squeeze(n):
     x = n.x(0)
     axes = n.ints("axes") if n.opset < 13 else ([int(a) for a in n.np(1)] if n.has(1) else None)
     if axes is None:
@@ -469,25 +457,15 @@ def _squeeze(n):  # a reshape that drops size-1 axes
     axes = {axis_of(a, x.ndim) for a in axes}
     if any(x.shape[a] != 1 for a in axes):
         raise Skip("Squeeze of an axis whose size is not 1")
-    f = getattr(bg, "squeeze", None)
-    if f is not None and axes:
-        return Value(f(x, sorted(axes)), n.ty(0))
-    return Value(bg.reshape(x, [d for i, d in enumerate(x.shape) if i not in axes]), n.ty(0))
+    return Value(bg.squeeze(x, sorted(axes)) if axes else x, n.ty(0))
 
 
 @op("Unsqueeze", types=[ANY, {TP.INT64}])
-def _unsqueeze(n):  # a reshape that inserts size-1 axes
+def _unsqueeze(n):
     x = n.x(0)
     axes = n.ints("axes") if n.opset < 13 else [int(a) for a in n.np(1)]
     r = x.ndim + len(axes)
-    axes = sorted(axis_of(a, r) for a in axes)
-    f = getattr(bg, "unsqueeze", None)
-    if f is not None:
-        return Value(f(x, axes), n.ty(0))
-    shape = list(x.shape)
-    for a in axes:
-        shape.insert(a, 1)
-    return Value(bg.reshape(x, shape), n.ty(0))
+    return Value(bg.unsqueeze(x, sorted(axis_of(a, r) for a in axes)), n.ty(0))
 
 
 @op("Transpose", types=ANY)
@@ -512,18 +490,12 @@ def _concat(n):
 
 
 @op("Tile", types=[ANY, {TP.INT64}])
-def _tile(n):  # repeats[i] copies along axis i: a concat of the tensor with itself
+def _tile(n):
     x = n.x(0)
     reps = [int(r) for r in n.np(1)]
     if len(reps) != x.ndim:
         raise Skip("repeats of length %d for rank %d" % (len(reps), x.ndim))
-    f = getattr(bg, "tile", None)
-    if f is not None:
-        return Value(f(x, reps), n.ty(0))
-    for axis, r in enumerate(reps):
-        if r != 1:
-            x = bg.slice(x, axis, 0, 0) if r == 0 else bg.concat([x] * r, axis)
-    return Value(bg.contiguous(x), n.ty(0))
+    return Value(bg.tile(x, reps), n.ty(0))
 
 
 def _space_depth(n, to_depth):
@@ -613,55 +585,26 @@ def _reduce_axes(n, axes_input):
     return x, axes, keep
 
 
-def _final_shape(x, axes, keep):
-    return [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else [d for i, d in enumerate(x.shape) if i not in axes]
-
-
-def _reduce(fn_name, compose):
-    """bitgrad.<fn_name>(x, axes, keepdim) when the module has it, else compose(x, axes, keep): the ONNX
-    definition from bitgrad's sum, mean, max, min (ReduceL2 = sqrt(sum(x * x)), ...)."""
+def _reduce(fn_name):
+    """bitgrad.<fn_name>(x, axes, keepdim): ReduceSum -> sum, ReduceL2 -> norm_l2, ..."""
     def run(n):
         x, axes, keep = _reduce_axes(n, n.op_type == "ReduceSum" and n.opset >= 13)
-        if axes is None or x.ndim == 0:  # noop_with_empty_axes, or a scalar: nothing to reduce
-            return compose(x, None, keep)
-        f = getattr(bg, fn_name, None)
-        return f(x, axes, keep) if f is not None else compose(x, axes, keep)
+        if axes is None:  # noop_with_empty_axes
+            return x
+        return getattr(bg, fn_name)(x, axes if x.ndim else None, keep)
     return run
 
 
-def _sum_then(pre, post):
-    return lambda x, axes, keep: post(pre(x) if axes is None else bg.sum(pre(x), axes, keep))
-
-
-def _extreme(fn_name):
-    def compose(x, axes, keep):
-        if axes is None:
-            return x
-        y = x
-        for a in axes:  # max/min are exact: one axis after the other gives the same values
-            y = getattr(bg, fn_name)(y, a, True)
-        return bg.reshape(y, _final_shape(x, axes, keep))
-    return compose
-
-
-def _unavailable(what):
-    def compose(x, axes, keep):
-        raise Skip("bitgrad has no %s op" % what)
-    return compose
-
-
-_ident = lambda x: x  # noqa: E731
-op("ReduceSum", types=[F, {TP.INT64}])(_reduce("sum", _sum_then(_ident, _ident)))
-op("ReduceSumSquare", types=F)(_reduce("sum_square", _sum_then(lambda x: x * x, _ident)))
-op("ReduceL2", types=F)(_reduce("norm_l2", _sum_then(lambda x: x * x, bg.sqrt)))
-op("ReduceL1", types=F)(_reduce("norm_l1", _sum_then(lambda x: bound("abs")(x), _ident)))
-op("ReduceLogSum", types=F)(_reduce("log_sum", _sum_then(_ident, bg.log)))
-# log(sum(exp(x))): the ONNX definition (its test data overflow nowhere)
-op("ReduceLogSumExp", types=F)(_reduce("logsumexp", _sum_then(bg.exp, bg.log)))
-op("ReduceMean", types=F)(_reduce("mean", lambda x, axes, keep: x if axes is None else bg.mean(x, axes, keep)))
-op("ReduceMax", types=F)(_reduce("amax", _extreme("max")))
-op("ReduceMin", types=F)(_reduce("amin", _extreme("min")))
-op("ReduceProd", types=F)(_reduce("prod", _unavailable("prod")))
+op("ReduceSum", types=[F, {TP.INT64}])(_reduce("sum"))
+op("ReduceSumSquare", types=F)(_reduce("sum_square"))
+op("ReduceL2", types=F)(_reduce("norm_l2"))
+op("ReduceL1", types=F)(_reduce("norm_l1"))
+op("ReduceLogSum", types=F)(_reduce("log_sum"))
+op("ReduceLogSumExp", types=F)(_reduce("logsumexp"))
+op("ReduceMean", types=F)(_reduce("mean"))
+op("ReduceMax", types=F)(_reduce("amax"))
+op("ReduceMin", types=F)(_reduce("amin"))
+op("ReduceProd", types=F)(_reduce("prod"))
 
 
 def _arg(fn_name):
@@ -669,17 +612,8 @@ def _arg(fn_name):
         x = n.x(0)
         axis = axis_of(n.attr("axis", 0), x.ndim)
         keep = bool(n.attr("keepdims", 1))
-        if not int(n.attr("select_last_index", 0)):
-            return Value(getattr(bg, fn_name)(x, axis, keep), TP.INT64)
-        try:
-            return Value(getattr(bg, fn_name)(x, axis, keep, select_last_index=True), TP.INT64)
-        except TypeError:  # a module without select_last_index
-            pass
-        # the last extreme: bitgrad's first one along the reversed axis, counted from the end
-        size = x.shape[axis]
-        rev = bg.index_select(x, axis, bg.tensor(np.arange(size - 1, -1, -1, dtype=np.int64), dtype=bg.int64))
-        r = getattr(bg, fn_name)(rev, axis, keep).to(bg.float64)
-        return Value((float(size - 1) - r).to(bg.int64), TP.INT64)
+        last = bool(n.attr("select_last_index", 0))
+        return Value(getattr(bg, fn_name)(x, axis, keep, select_last_index=last), TP.INT64)
     return run
 
 
@@ -925,29 +859,6 @@ def _reduction(n):
     return red.decode() if isinstance(red, bytes) else red
 
 
-def nll(x, labels, weight, ignore_index, red):
-    """ONNX's NegativeLogLikelihoodLoss: x [N, C, d..], labels [N, d..] (NumPy), weight [C] or None:
-    loss = -x[n, label, d] * weight[label], 0 where label == ignore_index; 'mean' divides by the weights' sum."""
-    C = x.shape[1]
-    ign = labels == ignore_index if ignore_index is not None else np.zeros(labels.shape, bool)
-    safe = np.where(ign, 0, labels).astype(np.int64)
-    if safe.size and (safe.min() < 0 or safe.max() >= C):
-        raise Skip("a label outside [0, C) that is not ignore_index")
-    picked = bg.reshape(bg.gather(x, 1, bg.tensor(np.expand_dims(safe, 1), dtype=bg.int64)), list(labels.shape))
-    w = bg.reshape(bg.index_select(weight, 0, bg.tensor(safe.reshape(-1), dtype=bg.int64)), list(labels.shape)) \
-        if weight is not None else bg.ones(*labels.shape, dtype=x.dtype)
-    if ign.any():  # the ignored positions weigh 0
-        w = bg.where(bg.tensor((~ign).astype(np.uint8), dtype=bg.uint8), w, bg.scalar(0.0, dtype=x.dtype))
-    loss = -(picked * w)
-    if red == "none":
-        return loss
-    if red == "sum":
-        return bg.sum(loss)
-    if red == "mean":
-        return bg.sum(loss) / bg.sum(w)
-    raise Skip("reduction %s" % red)
-
-
 def _loss_args(n):
     """(labels as an int64 tensor, weight or None, the keyword arguments of bitgrad's loss)."""
     kw = {"reduction": _reduction(n)}
@@ -960,41 +871,16 @@ def _loss_args(n):
 
 @op("NegativeLogLikelihoodLoss", types=[F, IDX, F])
 def _nll(n):
-    x = n.x(0)
-    f = getattr(bg, "nll_loss", None)
-    if f is not None:
-        labels, weight, kw = _loss_args(n)
-        return f(x, labels, weight, **kw)
-    ii = n.attr("ignore_index", None)
-    return nll(x, n.np(1).astype(np.int64), n.x(2) if n.has(2) else None, ii, _reduction(n))
+    labels, weight, kw = _loss_args(n)
+    return bg.nll_loss(n.x(0), labels, weight, **kw)
 
 
 @op("SoftmaxCrossEntropyLoss", types=[F, IDX, F])
 def _softmax_cross_entropy(n):
-    x = n.x(0)
-    f = getattr(bg, "softmax_cross_entropy", None)
-    if f is not None:
-        labels, weight, kw = _loss_args(n)
-        if n.wants(1):
-            return list(f(x, labels, weight, return_log_prob=True, **kw))
-        return f(x, labels, weight, **kw)
-    red = _reduction(n)
-    ii = n.attr("ignore_index", None)
-    labels = n.np(1).astype(np.int64)
-    N, C = x.shape[0], x.shape[1]
-    lp = bg.log_softmax(x, 1) if x.ndim > 1 else None
-    if n.has(2) or ii is not None or red not in ("mean", "sum", "none"):
-        loss = nll(lp, labels, n.x(2) if n.has(2) else None, ii, red)  # the ONNX definition: NLL of log_softmax
-    else:  # bitgrad's cross_entropy: the rows [N d.., C] (its classes are the last axis)
-        extra = list(x.shape[2:])
-        d = int(np.prod(extra, dtype=np.int64))
-        rows = bg.reshape(bg.contiguous(bg.permute(x, [0] + list(range(2, x.ndim)) + [1])), [N * d, C])
-        if labels.size and (labels.min() < 0 or labels.max() >= C):
-            raise Skip("a label outside [0, C)")
-        loss = bg.cross_entropy(rows, bg.tensor(labels.reshape(-1), dtype=bg.int64), red)
-        if red == "none":
-            loss = bg.reshape(loss, [N] + extra)
-    return [loss, lp if n.wants(1) else None]
+    labels, weight, kw = _loss_args(n)
+    if n.wants(1):
+        return list(bg.softmax_cross_entropy(n.x(0), labels, weight, return_log_prob=True, **kw))
+    return bg.softmax_cross_entropy(n.x(0), labels, weight, **kw)
 
 
 @op("Split", types=[ANY, {TP.INT64}])
@@ -1007,14 +893,7 @@ def _split(n):
         if x.shape[axis] % k:
             raise Skip("%d not divisible into %d equal parts" % (x.shape[axis], k))
         sizes = [x.shape[axis] // k] * k
-    f = getattr(bg, "split", None)
-    if f is not None:
-        return [Value(t, n.ty(0)) for t in f(x, sizes, axis)]
-    out, start = [], 0
-    for size in sizes:
-        out.append(Value(bg.contiguous(bg.slice(x, axis, start, start + size)), n.ty(0)))
-        start += size
-    return out
+    return [Value(t, n.ty(0)) for t in bg.split(x, sizes, axis)]
 
 
 @op("Pad", types=[ANY, {TP.INT64}, ANY, {TP.INT64}])
@@ -1031,30 +910,7 @@ def _pad(n):
             raise Skip("the axes input")
     if n.ty(0) not in F and mode == "constant" and value:
         raise Skip("a constant pad of %s" % type_name(n.ty(0)))
-    f = getattr(bg, "pad", None)
-    if f is not None:
-        return Value(f(x, pads, mode, value), n.ty(0))
-    r = x.ndim
-    if any(p < 0 for p in pads):
-        raise Skip("negative pads")
-    if mode == "constant":
-        return Value(pad_const(x, pads, value), n.ty(0))
-    for a in range(r):  # edge / reflect: the source index of every output position, gathered
-        b, e, size = pads[a], pads[a + r], x.shape[a]
-        pos = np.arange(-b, size + e)
-        if not (b or e):
-            continue
-        if mode == "edge":
-            idx = np.clip(pos, 0, size - 1)
-        elif mode == "reflect":
-            if size < 2 or b >= size or e >= size:
-                raise Skip("reflect pads of %d, %d on an axis of %d" % (b, e, size))
-            idx = np.abs(pos)
-            idx = np.where(idx > size - 1, 2 * (size - 1) - idx, idx)
-        else:
-            raise Skip("mode %s" % mode)
-        x = bg.index_select(x, a, bg.tensor(idx.astype(np.int64), dtype=bg.int64))
-    return Value(bg.contiguous(x), n.ty(0))
+    return Value(bg.pad(x, pads, mode, value), n.ty(0))
 
 
 def _channel(t, ndim):
@@ -1105,14 +961,8 @@ def _range(n):
         if max(abs(start), abs(limit)) >= EXACT:
             raise Skip("integers beyond 2^53")
     dt = bg.float32 if n.ty(0) == TP.FLOAT else bg.float64
-    try:  # bitgrad's arange(start, end, step): ONNX Range
-        y = bg.arange(float(start), float(limit), float(delta), dtype=dt)
-        return Value(y, n.ty(0)) if n.ty(0) in F else from_f64(y, n.ty(0))
-    except TypeError:  # a module with arange(n) only: start + i delta from it
-        pass
-    count = max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
-    y = bg.arange(count, dtype=dt) * float(delta) + float(start)  # start + i delta
-    return Value(y.to(STORAGE[n.ty(0)]), n.ty(0))
+    y = bg.arange(float(start), float(limit), float(delta), dtype=dt)  # ONNX Range: start + i delta
+    return Value(y, n.ty(0)) if n.ty(0) in F else from_f64(y, n.ty(0))
 
 
 @op("Compress", types=[ANY, BOOL])
@@ -1344,8 +1194,10 @@ def _einsum(n):
     f = bound("einsum")
     same_types(n)
     eq = _str(n.attr("equation")).replace(" ", "")
-    if "..." in eq:
-        raise Skip("an ellipsis in the equation (bitgrad's einsum names every axis)")
+    for term in eq.split("->")[0].split(","):
+        letters = term.replace("...", "")
+        if len(set(letters)) != len(letters):
+            raise Skip("an index repeated within an operand (a diagonal): bitgrad's einsum contracts by GEMM")
     return f(eq, *[n.x(i) for i in range(len(n.vals))])
 
 
