@@ -4,9 +4,11 @@ An entry is `@op("OpType", types=...)` over a function of one `Node` (its attrib
 as bitgrad tensors, its opset) returning the outputs: a bitgrad tensor, a `Value` (a tensor and
 its ONNX element type, where that is not the first input's), or a list of them (None for an
 output the node does not ask for). Whatever the entry cannot do exactly raises `Skip` with the
-reason: an attribute combination, a dtype, a value. Nothing is approximated; where an ONNX op is
-defined as a composition (ReduceL2 = sqrt(sum(x*x)), HardSigmoid = clamp(alpha x + beta, 0, 1)),
-the entry computes that composition with bitgrad's ops. NumPy only reads shapes and index inputs
+reason: an attribute combination, a dtype, a value. Nothing is approximated: an entry calls bitgrad's
+op of the same meaning, or where bitgrad has none and ONNX defines the op as a composition
+(HardSigmoid = clamp(alpha x + beta, 0, 1), the RNN equations), computes that composition with
+bitgrad's ops. An entry for an op the module may not have yet (bound("abs")) skips until it does.
+NumPy only reads shapes and index inputs
 (attribute-like inputs: Reshape's shape, Slice's starts, Gather's indices): every number an output
 holds is computed by bitgrad.
 
@@ -920,17 +922,29 @@ def _channel(t, ndim):
 
 @op("BatchNormalization", types=F)
 def _batch_norm(n):
+    same_types(n)
     x = n.x(0)
     if n.opset < 9:
         raise Skip("BatchNormalization before opset 9 (spatial, is_test)")
-    if int(n.attr("training_mode", 0)):
-        f = getattr(bg, "batch_norm", None)
-        raise Skip("training_mode=1 (batch statistics and running averages)" if f is None else "training_mode=1")
     eps = float(n.attr("epsilon", 1e-5))
-    n.attr("momentum")  # running averages: training only
-    scale, b, mean, var = (_channel(n.x(i), x.ndim) for i in (1, 2, 3, 4))
-    # (x - mean) / sqrt(var + eps) * scale + B, the ONNX definition in evaluation mode
-    return (x - mean) / bg.sqrt(var + eps) * scale + b
+    momentum = float(n.attr("momentum", 0.9))
+    f = getattr(bg, "batch_norm", None)
+    scale, b, mean, var = (n.x(i) for i in (1, 2, 3, 4))
+    if not int(n.attr("training_mode", 0)):  # the running statistics: momentum changes nothing
+        if f is not None:
+            return f(x, mean, var, scale, b, training=False, eps=eps)
+        # (x - mean) / sqrt(var + eps) * scale + B, the ONNX definition in evaluation mode
+        c = lambda t: _channel(t, x.ndim)  # noqa: E731
+        return (x - c(mean)) / bg.sqrt(c(var) + eps) * c(scale) + c(b)
+    if f is None:
+        raise Skip("training_mode=1: bitgrad has no batch_norm op")
+    # Y from this batch's statistics; ONNX's running statistics: running * momentum + batch * (1 - momentum),
+    # the batch variance biased (PyTorch's momentum is the other way round and its running variance unbiased,
+    # so they are computed here from bitgrad's mean and var rather than by batch_norm's in-place update)
+    y = f(x, None, None, scale, b, training=True, eps=eps)
+    axes = [0] + list(range(2, x.ndim))
+    batch_mean, batch_var = bg.mean(x, axes), bg.var(x, axes, correction=0.0)
+    return [y, mean * momentum + batch_mean * (1.0 - momentum), var * momentum + batch_var * (1.0 - momentum)]
 
 
 @op("InstanceNormalization", types=F)
