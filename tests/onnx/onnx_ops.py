@@ -1223,3 +1223,17 @@ def _cumsum(n):
     if n.ty(0) in INTS:  # sums of integers below 2^53 through float64, exactly
         return from_f64(f(to_f64(n.vals[0]), axis, **kw), n.ty(0))
     return f(n.x(0), axis, **kw)
+
+
+@op("Hardmax", types=F)
+def _hardmax(n):  # 1 at the first maximum along axis, 0 elsewhere: one_hot of argmax
+    x = n.x(0)
+    if n.opset >= 13:
+        axis = axis_of(n.attr("axis", -1), x.ndim)
+        return bg.one_hot(bg.argmax(x, axis), x.shape[axis], axis=axis, dtype=x.dtype)
+    # opsets 1-12: the input coerced to 2-d at axis
+    axis = axis_of(n.attr("axis", 1), x.ndim)
+    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
+    inner = int(np.prod(x.shape[axis:], dtype=np.int64))
+    y = bg.one_hot(bg.argmax(bg.reshape(x, [outer, inner]), 1), inner, axis=1, dtype=x.dtype)
+    return bg.reshape(y, list(x.shape))
