@@ -125,8 +125,9 @@ def main():
 
 def write_markdown(path, per_op, totals, mapping, command):
     lines = [BEGIN, "",
-             "ONNX %s, %d node tests: **%d pass, %d fail, %d skipped** (`%s`)." % (
-                 onnx.__version__, totals["tests"], totals["pass"], totals["fail"], totals["skip"], command.split("  ")[0]),
+             "ONNX %s, %d node tests: **%d pass, %d fail, %d skipped** (`%s`); %d of the %d rows below have a test "
+             "that passes." % (onnx.__version__, totals["tests"], totals["pass"], totals["fail"], totals["skip"],
+                               command.split("  ")[0], sum(1 for o in per_op.values() if o["pass"]), len(per_op)),
              "",
              "| op type | pass | fail | skip | skipped because |", "|---|---:|---:|---:|---|"]
     for name, o in per_op.items():
