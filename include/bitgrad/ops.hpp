@@ -161,7 +161,7 @@ Tensor one_hot(const Tensor& indices, std::int64_t depth, int axis = -1, double 
 // arange: ONNX Range; count = max(ceil((limit - start) / delta), 0), element i = start + i * delta
 // (f32: computed in f64, rounded once; i64: integer arithmetic, the arguments integers)
 Tensor arange(double start, double limit, double delta = 1.0, DType dtype = DType::f32);
-// eye: [n, m] (m < 0: n) with ones at j = i + k; eye_like: of x's shape (2-d) and dtype
+// eye: [n, m] (m < 0: n) with ones at j = i + k; eye_like: of x's 2-d shape, in dtype (Python: x's by default)
 Tensor eye(std::int64_t n, std::int64_t m = -1, std::int64_t k = 0, DType dtype = DType::f32);
 Tensor eye_like(const Tensor& x, std::int64_t k = 0, DType dtype = DType::f32);
 // Random factories, keyed like every draw (no hidden generator): element k (row-major) is

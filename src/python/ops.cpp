@@ -312,6 +312,8 @@ void init_ops(py::module_& m) {
   }, py::arg("input"), py::arg("target"), py::arg("reduction") = "mean", py::arg("delta") = 1.0);
   m.def("kl_div", [](const Tensor& input, const Tensor& target, const std::string& reduction, bool log_target) {
     const bool batch_mean = reduction == "batchmean";
+    if (!batch_mean && reduction != "mean" && reduction != "sum" && reduction != "none")
+      detail::fail("kl_div", "reduction is '", reduction, "'; expected one of mean, sum, none, batchmean");
     const Reduction r = batch_mean ? Reduction::sum : parse_reduction(reduction);
     const CallSite site = py_site();
     return nogil([&] { return kl_div(input, target, r, log_target, batch_mean, site); });

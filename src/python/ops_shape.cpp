@@ -1,6 +1,6 @@
 // The shape, index and factory ops of issue 29 as bitgrad.<op> (bitgrad/ops.hpp, "shape and
 // index, more"), and the Tensor methods PyTorch users reach for among them (squeeze, unsqueeze,
-// repeat, flip). Each takes the Python caller's site and runs with the GIL released.
+// repeat, flip, tril, triu, split, chunk, topk, sort). Each takes the Python caller's site and runs with the GIL released.
 #include "python/bind.hpp"
 
 namespace bitgrad::python {
@@ -13,10 +13,10 @@ PadMode parse_pad_mode(const std::string& m) {
   detail::fail("pad", "mode is '", m, "'; expected one of constant, reflect, edge (or replicate)");
 }
 
-ScatterReduction parse_scatter_reduction(const std::string& r) {
+ScatterReduction parse_scatter_reduction(const std::string& r, const char* op) {
   if (r == "none") return ScatterReduction::none;
   if (r == "add" || r == "sum") return ScatterReduction::add;
-  detail::fail("scatter", "reduction is '", r, "'; expected none or add");
+  detail::fail(op, "reduction is '", r, "'; expected none or add");
 }
 
 std::vector<int> axes_or_empty(const py::object& axis) {
@@ -33,6 +33,38 @@ py::list tensor_list(const std::vector<Tensor>& ts) {
 // a Philox stream of the module's random factories: (seed, purpose).sub(stream)
 rng::Stream factory_stream(std::uint64_t seed, const char* purpose, std::uint64_t stream) {
   return rng::Stream(seed, purpose).sub(stream);
+}
+
+// torch.split: parts of one size (an int; the last smaller) or of the listed sizes
+py::list split_py(const Tensor& x, const py::object& sizes, int axis) {
+  std::vector<Tensor> parts;
+  const CallSite site = py_site();
+  if (py::isinstance<py::int_>(sizes)) {
+    const auto each = sizes.cast<std::int64_t>();
+    BITGRAD_CHECK(each >= 1, "split", "split size is ", each, "; expected >= 1");
+    BITGRAD_CHECK(x.defined(), "split", "the input is undefined");
+    const std::int64_t n = x.shape()[x.shape().normalize_axis(axis, "split")];
+    std::vector<std::int64_t> s;
+    for (std::int64_t at = 0; at < n; at += each) s.push_back(std::min(each, n - at));
+    if (s.empty()) s.push_back(0);
+    parts = nogil([&] { return split(x, s, axis, site); });
+  } else {
+    const auto s = sizes.cast<std::vector<std::int64_t>>();
+    parts = nogil([&] { return split(x, s, axis, site); });
+  }
+  return tensor_list(parts);
+}
+
+py::tuple topk_py(const Tensor& x, std::int64_t k, int axis, bool largest, bool sorted) {
+  const CallSite site = py_site();
+  const ValuesIndices r = nogil([&] { return topk(x, k, axis, largest, sorted, site); });
+  return py::make_tuple(r.values, r.indices);
+}
+
+py::tuple sort_py(const Tensor& x, int axis, bool descending) {
+  const CallSite site = py_site();
+  const ValuesIndices r = nogil([&] { return sort(x, axis, descending, site); });
+  return py::make_tuple(r.values, r.indices);
 }
 
 }  // namespace
@@ -52,24 +84,7 @@ void init_ops_shape(py::module_& m) {
     const CallSite site = py_site();
     return nogil([&] { return stack(xs, axis, site); });
   }, py::arg("tensors"), py::arg("axis") = 0, "The tensors (one shape) along a new axis.");
-  m.def("split", [](const Tensor& x, const py::object& sizes, int axis) {
-    std::vector<Tensor> parts;
-    const CallSite site = py_site();
-    if (py::isinstance<py::int_>(sizes)) {  // torch.split: parts of this size, the last smaller
-      const auto each = sizes.cast<std::int64_t>();
-      BITGRAD_CHECK(each >= 1, "split", "split size is ", each, "; expected >= 1");
-      BITGRAD_CHECK(x.defined(), "split", "the input is undefined");
-      const std::int64_t n = x.shape()[x.shape().normalize_axis(axis, "split")];
-      std::vector<std::int64_t> s;
-      for (std::int64_t at = 0; at < n; at += each) s.push_back(std::min(each, n - at));
-      if (s.empty()) s.push_back(0);
-      parts = nogil([&] { return split(x, s, axis, site); });
-    } else {
-      const auto s = sizes.cast<std::vector<std::int64_t>>();
-      parts = nogil([&] { return split(x, s, axis, site); });
-    }
-    return tensor_list(parts);
-  }, py::arg("x"), py::arg("split_size_or_sections"), py::arg("axis") = 0,
+  m.def("split", &split_py, py::arg("x"), py::arg("split_size_or_sections"), py::arg("axis") = 0,
         "torch.split: parts of one size (an int; the last smaller) or of the listed sizes; views.");
   m.def("chunk", [](const Tensor& x, std::int64_t chunks, int axis) {
     const CallSite site = py_site();
@@ -149,7 +164,7 @@ void init_ops_shape(py::module_& m) {
 
   // scatter, N-d gather, sort, einsum
   m.def("scatter", [](const Tensor& x, int axis, const Tensor& index, const Tensor& src, const std::string& reduction) {
-    const ScatterReduction r = parse_scatter_reduction(reduction);
+    const ScatterReduction r = parse_scatter_reduction(reduction, "scatter");
     const CallSite site = py_site();
     return nogil([&] { return scatter(x, axis, index, src, r, site); });
   }, py::arg("x"), py::arg("axis"), py::arg("index"), py::arg("src"), py::arg("reduction") = "none",
@@ -164,21 +179,13 @@ void init_ops_shape(py::module_& m) {
     return nogil([&] { return gather_nd(x, indices, batch_dims, site); });
   }, py::arg("x"), py::arg("indices"), py::arg("batch_dims") = 0, "ONNX GatherND.");
   m.def("scatter_nd", [](const Tensor& x, const Tensor& indices, const Tensor& updates, const std::string& reduction) {
-    const ScatterReduction r = parse_scatter_reduction(reduction);
+    const ScatterReduction r = parse_scatter_reduction(reduction, "scatter_nd");
     const CallSite site = py_site();
     return nogil([&] { return scatter_nd(x, indices, updates, r, site); });
   }, py::arg("x"), py::arg("indices"), py::arg("updates"), py::arg("reduction") = "none", "ONNX ScatterND.");
-  m.def("topk", [](const Tensor& x, std::int64_t k, int axis, bool largest, bool sorted) {
-    const CallSite site = py_site();
-    const ValuesIndices r = nogil([&] { return topk(x, k, axis, largest, sorted, site); });
-    return py::make_tuple(r.values, r.indices);
-  }, py::arg("x"), py::arg("k"), py::arg("axis") = -1, py::arg("largest") = true, py::arg("sorted") = true,
+  m.def("topk", &topk_py, py::arg("x"), py::arg("k"), py::arg("axis") = -1, py::arg("largest") = true, py::arg("sorted") = true,
         "(values, int64 indices); ties: the lower index first; NaN ranks above +inf.");
-  m.def("sort", [](const Tensor& x, int axis, bool descending) {
-    const CallSite site = py_site();
-    const ValuesIndices r = nogil([&] { return sort(x, axis, descending, site); });
-    return py::make_tuple(r.values, r.indices);
-  }, py::arg("x"), py::arg("axis") = -1, py::arg("descending") = false,
+  m.def("sort", &sort_py, py::arg("x"), py::arg("axis") = -1, py::arg("descending") = false,
         "(values, int64 indices), stable: ties keep the lower index first; NaN ranks above +inf.");
   m.def("einsum", [](const std::string& eq, const py::args& operands) {
     std::vector<Tensor> ts;
@@ -204,6 +211,21 @@ void init_ops_shape(py::module_& m) {
     const CallSite site = py_site();
     return nogil([&] { return tile(x, r, site); });
   }, "torch's Tensor.repeat: tile by the sizes.");
+  cls.def("tril", [](const Tensor& x, std::int64_t k) {
+    const CallSite site = py_site();
+    return nogil([&] { return tril(x, k, site); });
+  }, py::arg("diagonal") = 0);
+  cls.def("triu", [](const Tensor& x, std::int64_t k) {
+    const CallSite site = py_site();
+    return nogil([&] { return triu(x, k, site); });
+  }, py::arg("diagonal") = 0);
+  cls.def("split", &split_py, py::arg("split_size"), py::arg("dim") = 0);
+  cls.def("chunk", [](const Tensor& x, std::int64_t chunks, int axis) {
+    const CallSite site = py_site();
+    return tensor_list(nogil([&] { return chunk(x, chunks, axis, site); }));
+  }, py::arg("chunks"), py::arg("dim") = 0);
+  cls.def("topk", &topk_py, py::arg("k"), py::arg("dim") = -1, py::arg("largest") = true, py::arg("sorted") = true);
+  cls.def("sort", &sort_py, py::arg("dim") = -1, py::arg("descending") = false);
   cls.def("flip", [](const Tensor& x, const py::args& dims) {
     std::vector<int> axes;
     for (std::int64_t d : shape_arg(dims, "flip")) axes.push_back(static_cast<int>(d));

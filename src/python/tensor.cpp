@@ -259,6 +259,37 @@ void init_tensor(py::module_& m) {
         const CallSite site = py_site();
         return nogil([&] { return norm(t, site); });
       });
+  // more reductions and scans as methods (issue 29; axis None or (): all axes)
+  {
+    using RF = Tensor (*)(const Tensor&, const std::vector<int>&, bool, CallSite);
+    auto red = [&cls](const char* name, RF f) {
+      cls.def(name, [f](const Tensor& t, py::object axis, bool keepdim) {
+        const std::vector<int> axes = axes_arg(axis).value_or(std::vector<int>{});
+        const CallSite site = py_site();
+        return nogil([&] { return f(t, axes, keepdim, site); });
+      }, py::arg("axis") = py::none(), py::arg("keepdim") = false);
+    };
+    red("prod", &prod);
+    red("logsumexp", &logsumexp);
+    red("amax", &amax);
+    red("amin", &amin);
+    red("any", &any);
+    red("all", &all);
+    using VF = Tensor (*)(const Tensor&, const std::vector<int>&, double, bool, CallSite);
+    auto varf = [&cls](const char* name, VF f) {
+      cls.def(name, [f](const Tensor& t, py::object axis, double correction, bool keepdim) {
+        const std::vector<int> axes = axes_arg(axis).value_or(std::vector<int>{});
+        const CallSite site = py_site();
+        return nogil([&] { return f(t, axes, correction, keepdim, site); });
+      }, py::arg("axis") = py::none(), py::arg("correction") = 1.0, py::arg("keepdim") = false);
+    };
+    varf("var", &var);
+    varf("std", &stddev);
+    cls.def("cumsum", [](const Tensor& t, int axis, bool exclusive, bool reverse) {
+      const CallSite site = py_site();
+      return nogil([&] { return cumsum(t, axis, exclusive, reverse, site); });
+    }, py::arg("axis"), py::arg("exclusive") = false, py::arg("reverse") = false);
+  }
 
 #define BITGRAD_UNARY_METHOD(name)                     \
   cls.def(#name, [](const Tensor& t) {                 \

@@ -112,6 +112,13 @@ TEST(ReduceMoreOps, DeterminismSplitOverThreads) {
       {"prod(axes={1})", {{16384, 8}}, [](V x) { return prod(x[0], {1}); }, 0.5, 1.5},
       {"cumsum(axis=1)", {{4096, 64}}, [](V x) { return cumsum(x[0], 1); }},
       {"l1_loss(mean)", {{256, 256}, {256, 256}}, [](V x) { return l1_loss(x[0], x[1]); }},
+      {"binary_cross_entropy_with_logits(sum)", {{256, 256}, {256, 256}},
+       [](V x) { return binary_cross_entropy_with_logits(x[0], x[1], Tensor(), Tensor(), Reduction::sum); }, 0, 1},
+      {"softmax_cross_entropy(mean,weight,smoothing=0.1)", {{1024, 10}},
+       [](V x) {
+         return softmax_cross_entropy(x[0], x[1], like(x[0], {1, 2, 0.5, 1, 1, 3, 1, 0.25, 1, 1}, Shape{10}), 3, 0.1);
+       },
+       -3, 3, {targets_of(1024, 10, 8, Shape{1024})}},
   };
   check_split_determinism(cases);
 }

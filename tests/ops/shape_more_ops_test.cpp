@@ -54,6 +54,18 @@ TEST(ShapeMoreOps, Gradients) {
   run_all_modes(cases);
 }
 
+// The compositions that reach a threaded kernel: flip and pad's reflect/edge (index_select),
+// tile's backward (expand's sum_to), einsum (matmul). The rest copy or mask on one thread.
+TEST(ShapeMoreOps, DeterminismSplitOverThreads) {
+  std::vector<OpCase> cases = {
+      {"flip(axes={0})", {{2048, 32}}, [](V x) { return flip(x[0], {0}); }},
+      {"pad(reflect,{500,0,600,0})", {{1200, 32}}, [](V x) { return pad(x[0], {500, 0, 600, 0}, PadMode::reflect); }},
+      {"tile(repeats={256,1})", {{1, 2048}}, [](V x) { return tile(x[0], {256, 1}); }},
+      {"einsum(bij,bkj->bik)", {{2, 128, 128}, {2, 160, 128}}, [](V x) { return einsum("bij,bkj->bik", {x[0], x[1]}); }},
+  };
+  check_split_determinism(cases);
+}
+
 TEST(ShapeMoreOps, Values) {
   Tensor x = Tensor::arange(6, DType::f64);
   Tensor m = reshape(x, Shape{2, 3});

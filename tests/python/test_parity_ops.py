@@ -408,6 +408,13 @@ case("topk_smallest_axis0", dict(x=N(6, 4)), lambda x: bg.topk(x, 2, axis=0, lar
 case("sort_ascending", dict(x=N(3, 8)), lambda x: bg.sort(x)[0], lambda x: torch.sort(x).values)
 case("sort_descending_axis1", dict(x=N(2, 7, 3)), lambda x: bg.sort(x, axis=1, descending=True)[0],
      lambda x: torch.sort(x, dim=1, descending=True).values)
+case("tril_triu_methods", dict(x=N(4, 4)), lambda x: x.tril(-1) + x.triu(diagonal=1) * 2.0,
+     lambda x: x.tril(-1) + x.triu(diagonal=1) * 2.0)
+case("split_chunk_methods", dict(x=N(6, 5)),
+     lambda x: bg.cat([x.split(2)[1], x.split([1, 5])[0] * 2.0], axis=0) * x.chunk(2, dim=1)[0].sum(),
+     lambda x: torch.cat([x.split(2)[1], x.split([1, 5])[0] * 2.0], dim=0) * x.chunk(2, dim=1)[0].sum())
+case("topk_sort_methods", dict(x=N(3, 6)), lambda x: x.topk(2, dim=0)[0].sum() * x.sort(descending=True)[0],
+     lambda x: x.topk(2, dim=0)[0].sum() * x.sort(descending=True)[0])
 case("einsum_matmul", dict(a=N(3, 4), b=N(4, 5)), lambda a, b: bg.einsum("ij,jk->ik", a, b), lambda a, b: torch.einsum("ij,jk->ik", a, b))
 case("einsum_attention_scores", dict(q=N(2, 3, 5, 4), k=N(2, 3, 6, 4)),
      lambda q, k: bg.einsum("bhqd,bhkd->bhqk", q, k), lambda q, k: torch.einsum("bhqd,bhkd->bhqk", q, k))
@@ -525,6 +532,12 @@ for red in ("mean", "sum", "none", "batchmean"):
 case("kl_div_log_target", dict(x=U(5, 6, lo=-3, hi=-0.1), y=U(5, 6, lo=-3, hi=-0.1)),
      lambda x, y: bg.kl_div(x, y, reduction="sum", log_target=True),
      lambda x, y: F.kl_div(x, y, reduction="sum", log_target=True))
+case("var_method_axis0", R3, lambda x: x.var(axis=0), lambda x: x.var(dim=0))
+case("std_method_all_biased", R3, lambda x: x.std(correction=0), lambda x: x.std(unbiased=False))
+case("prod_method_axis2", R3P, lambda x: x.prod(axis=2), lambda x: x.prod(dim=2))
+case("logsumexp_method_axis0", R3, lambda x: x.logsumexp(axis=0), lambda x: x.logsumexp(dim=0))
+case("amax_method_axes_12", R3, lambda x: x.amax(axis=(1, 2)), lambda x: x.amax(dim=(1, 2)))
+case("cumsum_method_axis1", R3, lambda x: x.cumsum(1), lambda x: x.cumsum(dim=1))
 case("nll_loss_plain_mean", dict(x=U(40, 3, lo=-3, hi=0), t=INTS(40, high=3)),
      lambda x, t: bg.nll_loss(x, t), lambda x, t: F.nll_loss(x, t))
 case("softmax_cross_entropy_plain_2d", dict(x=N(7, 4), t=INTS(7, high=4)),
