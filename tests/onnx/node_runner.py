@@ -78,6 +78,9 @@ def run_node(proto, env, opset, expanded):
             raise Fail("%s gave no value for output %s" % (proto.op_type, name))
         if not isinstance(out, Value):  # a tensor: the first input's type when it has that storage
             out = Value(out, first.ty if first is not None and STORAGE[first.ty] == out.dtype else NATIVE[out.dtype])
+        if out.t.dtype != STORAGE[out.ty]:
+            raise Fail("%s output %s: a %s tensor for ONNX %s (stored as %s)"
+                       % (proto.op_type, name, out.t.dtype.name, type_name(out.ty), STORAGE[out.ty].name))
         env[name] = out
     missing = [name for name in proto.output[len(outs):] if name]
     if missing:

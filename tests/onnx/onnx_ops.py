@@ -257,7 +257,7 @@ _UNARY = {"Neg": "neg", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Tanh": "tan
           "Relu": "relu", "Softplus": "softplus", "Abs": "abs", "Erf": "erf", "Sin": "sin", "Cos": "cos",
           "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh",
           "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh", "Floor": "floor", "Ceil": "ceil", "Sign": "sign",
-          "Softsign": "softsign"}
+          "Softsign": "softsign", "Round": "round"}
 
 
 def _unary(fn_name):
@@ -1237,3 +1237,47 @@ def _hardmax(n):  # 1 at the first maximum along axis, 0 elsewhere: one_hot of a
     inner = int(np.prod(x.shape[axis:], dtype=np.int64))
     y = bg.one_hot(bg.argmax(bg.reshape(x, [outer, inner]), 1), inner, axis=1, dtype=x.dtype)
     return bg.reshape(y, list(x.shape))
+
+
+# ---- comparisons and masks (bitgrad's eq, lt, logical_and ... giving uint8 masks) -------------------------
+def first_bound(*names):
+    """The first of bitgrad.<names> the module has, or a Skip naming them."""
+    for name in names:
+        f = getattr(bg, name, None)
+        if f is not None:
+            return f
+    raise Skip("bitgrad has no %s op" % " / ".join(names))
+
+
+def _compare(*names):
+    def run(n):
+        f = first_bound(*names)
+        same_types(n)
+        xs = [to_f64(v) if v.ty in INTS else n.x(i) for i, v in enumerate(n.vals)]  # integers: exact in float64
+        return Value(f(*xs), TP.BOOL)
+    return run
+
+
+op("Equal", types=F | INTS)(_compare("eq", "equal"))
+op("Less", types=F | INTS)(_compare("lt", "less"))
+op("LessOrEqual", types=F | INTS)(_compare("le", "less_equal"))
+op("Greater", types=F | INTS)(_compare("gt", "greater"))
+op("GreaterOrEqual", types=F | INTS)(_compare("ge", "greater_equal"))
+
+
+def _logical(*names):
+    return lambda n: Value(first_bound(*names)(*[n.x(i) for i in range(len(n.vals))]), TP.BOOL)
+
+
+op("Not", types=BOOL)(_logical("logical_not"))
+op("And", types=BOOL)(_logical("logical_and"))
+op("Or", types=BOOL)(_logical("logical_or"))
+op("Xor", types=BOOL)(_logical("logical_xor"))
+op("IsNaN", types=F)(lambda n: Value(first_bound("isnan")(n.x(0)), TP.BOOL))
+
+
+@op("IsInf", types=F)
+def _isinf(n):
+    if not (int(n.attr("detect_positive", 1)) and int(n.attr("detect_negative", 1))):
+        raise Skip("detecting one sign of infinity only")
+    return Value(first_bound("isinf")(n.x(0)), TP.BOOL)
