@@ -54,6 +54,9 @@ class Module {
 
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<Tensor> parameters() const;
+  // State that is not trained (BatchNorm's running statistics), named like the parameters:
+  // saved in checkpoints, exported with the parameters, never given to an optimizer.
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
   // Numbers this module and its descendants depth-first in registration order from `next`:
   // the tensor part of the stochastic-rounding keys (numerics.md §24).
   void number_sites(std::uint64_t& next);
@@ -65,10 +68,12 @@ class Module {
 
  protected:
   Tensor& register_parameter(const std::string& name, Tensor t);
+  Tensor& register_buffer(const std::string& name, Tensor t);
   void register_module(const std::string& name, std::shared_ptr<Module> m);
 
  private:
   std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::uint64_t site_ = 0;
 };
@@ -165,6 +170,28 @@ class Embedding : public Module {  // i64 indices [..] -> [.., dim]
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
   Tensor weight;
+};
+
+// ---- batch norm (issue 29; numerics.md §31) -------------------------------------------
+// PyTorch's BatchNorm1d ([N, C] or [N, C, L]) and BatchNorm2d ([N, C, H, W]): parameters weight
+// (gamma, 1) and bias (beta, 0) when affine; buffers running_mean (0), running_var (1) and
+// num_batches_tracked (i64). Training: normalised by the batch's statistics; the running
+// statistics are updated by every training forward (momentum, the unbiased variance), except
+// the recomputation of a checkpointed segment (numerics §22), so once per step. Evaluation:
+// the running statistics.
+class BatchNorm : public Module {
+ public:
+  BatchNorm(int spatial_dims, std::int64_t features, double eps = 1e-5, double momentum = 0.1, bool affine = true);
+  void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ private:
+  int dims_;  // 1: BatchNorm1d, 2: BatchNorm2d
+  std::int64_t features_;
+  double eps_, momentum_;
 };
 
 // ---- transformers (docs/numerics.md §21) ----------------------------------------------------------

@@ -26,6 +26,9 @@ namespace bitgrad {
 // backward fails naming its shape.
 Tensor checkpoint(std::function<Tensor(const Tensor&)> fn, const Tensor& x, const std::vector<Tensor>& params,
                   CallSite site = CallSite::current());
+// True on a thread while a checkpoint's backward runs its segment again (a second forward of
+// the same step: BatchNorm does not update its running statistics then).
+bool recomputing();
 
 // ---- elementwise ------------------------------------------------------------------------
 // One per line of the lists in bitgrad/op_list.hpp (their orders: numerics.md §7, §8)
@@ -261,5 +264,14 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction
 // batch_mean: the sum divided by N (PyTorch's reduction='batchmean'; reduction is then ignored)
 Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, bool log_target = false,
               bool batch_mean = false, CallSite site = CallSite::current());
+// ---- batch norm (issue 29; numerics.md §31) -------------------------------------
+// PyTorch's F.batch_norm: x [N, C] or [N, C, *spatial]; gamma (weight), beta (bias),
+// running_mean, running_var [C], each may be undefined. training: normalised by this batch's
+// statistics per channel over N and the spatial positions (biased variance); running stats,
+// when given, updated in place (r = momentum * stat + (1 - momentum) * r, the variance's stat
+// unbiased). Evaluation: normalised by running_mean and running_var (required).
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& gamma = Tensor(),
+                  const Tensor& beta = Tensor(), bool training = true, double momentum = 0.1, double eps = 1e-5,
+                  CallSite site = CallSite::current());
 
 }  // namespace bitgrad

@@ -24,7 +24,8 @@ enum class LossKind { cross_entropy, mse };
 enum class OptimizerKind { sgd, adam, adamw };
 enum class LayerKind {
   linear, conv2d, flatten, relu, gelu, tanh, sigmoid, dropout, maxpool2d, avgpool2d, layernorm,
-  embedding, transformer_block, tied_head  // token models (text datasets)
+  embedding, transformer_block, tied_head,  // token models (text datasets)
+  batchnorm                                  // BatchNorm1d / 2d by the input's dimensions
 };
 const char* to_string(DatasetKind k);
 const char* to_string(LossKind k);
@@ -37,6 +38,7 @@ struct LayerSpec {
   std::int64_t out = 0;
   int kernel = 0, stride = 0, padding = 0;
   double p = 0.0, eps = 1e-5;
+  double momentum = 0.1;  // batchnorm (its `affine` is `bias`)
   bool bias = true;
   std::int64_t n_head = 0;  // transformer_block
   int line = 0;  // in the configuration file, for errors
@@ -210,5 +212,8 @@ bool whole_subtree(std::int64_t rows);
 // and data parallel give other bits than one batch in one process (T5 and T6 do not hold; T1-T4,
 // T7 and T8 do).
 bool has_tied_weights(const Config& c);
+// Whether the model has a batchnorm layer: its training statistics are those of the micro-batch
+// on one process, so accumulate > 1 and several ranks are refused (numerics.md §27).
+bool has_batch_norm(const Config& c);
 
 }  // namespace bitgrad::train

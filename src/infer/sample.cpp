@@ -87,7 +87,8 @@ SampleResult sample(const std::string& run_dir, const SampleOptions& o) {
   {
     NoGradGuard ng;
     auto params = model->named_parameters();
-    BITGRAD_CHECK(ck.params.size() == params.size(), "sample", run_dir, ": the checkpoint holds ", ck.params.size(), " parameters, the model ",
+    for (auto& b : model->named_buffers()) params.push_back(b);  // the checkpoint's model file: parameters, then buffers
+    BITGRAD_CHECK(ck.params.size() == params.size(), "sample", run_dir, ": the checkpoint holds ", ck.params.size(), " tensors, the model ",
                   params.size());
     for (std::size_t i = 0; i < params.size(); ++i) {
       BITGRAD_CHECK(ck.params[i].first == params[i].first && ck.params[i].second.shape() == params[i].second.shape(), "sample", run_dir,

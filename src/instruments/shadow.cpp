@@ -21,7 +21,7 @@ void ShadowRun::begin(const train::RunDir* dir, train::Session& session, std::in
   twin_.emplace(c, session.train_data_ptr(), session.test_data_ptr(), 0, std::nullopt, nullptr, DType::f64);
   train::Checkpoint ck;  // the run as it stands (step 0, or the checkpoint it resumed from)
   auto widen = [](const Tensor& t) { return is_floating(t.dtype()) ? t.cast(DType::f64) : t.contiguous_copy(); };
-  for (const auto& [n, p] : session.params()) ck.params.emplace_back(n, widen(p));
+  for (const auto& [n, p] : session.model_state()) ck.params.emplace_back(n, widen(p));  // parameters, then buffers
   for (const auto& [n, t] : session.optimizer().state()) ck.optimizer.emplace_back(n, widen(t));
   ck.info = session.checkpoint_info(start, "");
   twin_->restore(ck, "the run's state");

@@ -11,6 +11,18 @@ Tensor& Module::register_parameter(const std::string& name, Tensor t) {
   return params_.back().second;
 }
 
+Tensor& Module::register_buffer(const std::string& name, Tensor t) {
+  buffers_.emplace_back(name, std::move(t));
+  return buffers_.back().second;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out = buffers_;
+  for (const auto& [name, child] : children_)
+    for (auto& [bn, t] : child->named_buffers()) out.emplace_back(name + "." + bn, t);
+  return out;
+}
+
 void Module::register_module(const std::string& name, std::shared_ptr<Module> m) { children_.emplace_back(name, std::move(m)); }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
@@ -26,16 +38,22 @@ std::vector<Tensor> Module::parameters() const {
   return out;
 }
 
+namespace {
+void cast_in_place(Tensor& t, DType dtype) {
+  Tensor c = t.cast(dtype);
+  TensorImpl& i = t.impl();  // shared with every handle of the tensor
+  i.storage = c.impl().storage;
+  i.strides = c.impl().strides;
+  i.offset = 0;
+  i.dtype = dtype;
+}
+}  // namespace
+
 void Module::cast_parameters(DType dtype) {
-  for (auto& [name, t] : params_) {
-    if (t.dtype() == dtype) continue;
-    Tensor c = t.cast(dtype);
-    TensorImpl& i = t.impl();  // shared with every handle of the parameter
-    i.storage = c.impl().storage;
-    i.strides = c.impl().strides;
-    i.offset = 0;
-    i.dtype = dtype;
-  }
+  for (auto& [name, t] : params_)
+    if (t.dtype() != dtype) cast_in_place(t, dtype);
+  for (auto& [name, t] : buffers_)  // floating buffers follow (running statistics), counters stay i64
+    if (t.dtype() != dtype && (t.dtype() == DType::f32 || t.dtype() == DType::f64)) cast_in_place(t, dtype);
   for (const auto& [name, child] : children_) child->cast_parameters(dtype);
 }
 

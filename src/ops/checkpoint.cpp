@@ -18,6 +18,12 @@ namespace bitgrad {
 namespace {
 using autograd::Node;
 
+thread_local int recompute_depth = 0;  // checkpoint backwards running a segment on this thread
+struct RecomputeScope {
+  RecomputeScope() { ++recompute_depth; }
+  ~RecomputeScope() { --recompute_depth; }
+};
+
 struct Recompute {
   std::function<Tensor(const Tensor&)> fn;
   std::vector<Tensor> params;
@@ -31,6 +37,7 @@ void checkpoint_bw(Node& n, const Tensor& g, Tensor*) {
   Tensor y;
   {
     autograd::LabelReplace label(r.label);
+    RecomputeScope recomputing;
     const bool prev = grad_enabled();
     set_grad_enabled(true);  // the engine runs backward functions without recording
     try {
@@ -59,6 +66,8 @@ void checkpoint_bw(Node& n, const Tensor& g, Tensor*) {
     for (const Tensor& part : parts[i]) autograd::add_gradient_part(static_cast<int>(i), part);
 }
 }  // namespace
+
+bool recomputing() { return recompute_depth > 0; }
 
 Tensor checkpoint(std::function<Tensor(const Tensor&)> fn, const Tensor& x, const std::vector<Tensor>& params, CallSite site) {
   BITGRAD_CHECK(static_cast<bool>(fn), "checkpoint", "the segment function is empty");

@@ -3,6 +3,7 @@
 // The gradient of a broadcast input is summed down to its shape by the axis rules.
 #include <cmath>
 
+#include "kernels/thread_pool.hpp"
 #include "ops/op_util.hpp"
 #include "tensor/strided.hpp"
 
@@ -54,6 +55,62 @@ bool pattern(const Shape& small, const Shape& out, bool& row, std::int64_t& oute
   return false;
 }
 
+// A broadcast that no single kernel pattern covers, such as [N, C, H, W] op [1, C, 1, 1]
+// (issue 29): out's dimensions (ones dropped) collapse into runs where `small` is
+// either whole or 1. The last two runs are one row or col kernel call; it repeats over the
+// outer runs, the repeats split over the kernel threads (a call inside a chunk runs serially).
+// Each element is still one operation on the same two operands: the bits of the expanded copy.
+struct Repeated {
+  bool row = false;
+  std::int64_t outer = 0, inner = 0;   // of one kernel call
+  std::vector<std::int64_t> small_at;  // small's offset for each repeat
+};
+bool repeated_pattern(const Shape& small, const Shape& out, Repeated& r) {
+  const int n = out.ndim(), lead = n - small.ndim();
+  std::vector<std::pair<bool, std::int64_t>> runs;  // (whole in small, size)
+  for (int d = 0; d < n; ++d) {
+    if (out[d] == 1) continue;
+    const std::int64_t sd = d < lead ? 1 : small[d - lead];
+    const bool whole = sd == out[d];
+    if (!whole && sd != 1) return false;
+    if (!runs.empty() && runs.back().first == whole) runs.back().second *= out[d];
+    else runs.emplace_back(whole, out[d]);
+  }
+  if (runs.size() < 3) return false;
+  const std::size_t k = runs.size() - 2;  // runs[k], runs[k + 1]: the kernel call
+  r.row = runs[k + 1].first;             // [1, W] pattern: small repeats over the call's rows
+  r.outer = runs[k].second;
+  r.inner = runs[k + 1].second;
+  const std::int64_t call_small = r.row ? r.inner : r.outer;
+  std::int64_t reps = 1;
+  for (std::size_t j = 0; j < k; ++j) reps *= runs[j].second;
+  r.small_at.assign(static_cast<std::size_t>(reps), 0);
+  for (std::int64_t i = 0; i < reps; ++i) {  // mixed radix over the outer runs, the last fastest
+    std::int64_t rem = i, at = 0, stride = call_small;
+    for (std::size_t j = k; j-- > 0;) {
+      const std::int64_t idx = rem % runs[j].second;
+      rem /= runs[j].second;
+      if (runs[j].first) {
+        at += idx * stride;
+        stride *= runs[j].second;
+      }
+    }
+    r.small_at[static_cast<std::size_t>(i)] = at;
+  }
+  return true;
+}
+
+template <class T>
+void binary_repeated(Binary op, bool small_left, const Repeated& r, const T* big, const T* small, T* y) {
+  const kern::Table<T>& t = kern::active<T>();
+  const Bcast bc = r.row ? (small_left ? Bcast::rrow : Bcast::row) : (small_left ? Bcast::rcol : Bcast::col);
+  const std::int64_t per = r.outer * r.inner, reps = static_cast<std::int64_t>(r.small_at.size());
+  const std::int64_t grain = per >= 32768 ? 1 : 32768 / (per ? per : 1);
+  kern::parallel_for(reps, grain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) t.binary(op, bc, big + i * per, small + r.small_at[static_cast<std::size_t>(i)], y + i * per, r.outer, r.inner);
+  });
+}
+
 Tensor binary_raw(Binary op, const Tensor& a, const Tensor& b, const char* name) {
   ops::check_same_dtype(name, a, b);
   const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name);
@@ -72,6 +129,15 @@ Tensor binary_raw(Binary op, const Tensor& a, const Tensor& b, const char* name)
     small = a;
     bc = row ? Bcast::rrow : Bcast::rcol;
   } else {
+    Repeated rep;
+    const bool b_small = a.shape() == out_shape && repeated_pattern(b.shape(), out_shape, rep);
+    if (b_small || (b.shape() == out_shape && repeated_pattern(a.shape(), out_shape, rep))) {
+      Tensor bg = kern::contiguous(b_small ? a : b), sm = kern::contiguous(b_small ? b : a);
+      BITGRAD_DISPATCH_FLOAT(a.dtype(), name, T, [&] {
+        binary_repeated<T>(op, !b_small, rep, bg.data<T>(), sm.data<T>(), kern::out_ptr<T>(y));
+      });
+      return y;
+    }
     big = expand(a, out_shape).contiguous_copy();
     small = expand(b, out_shape).contiguous_copy();
   }

@@ -23,14 +23,20 @@ Tensor call(Module& m, const Tensor& x, const std::optional<nn::Context>& ctx) {
   return nogil([&] { return m.forward(x, c); });
 }
 
+std::vector<std::pair<std::string, Tensor>> parameters_and_buffers(const Module& m) {
+  auto all = m.named_parameters();
+  for (auto& b : m.named_buffers()) all.push_back(b);
+  return all;
+}
+
 py::dict state_dict(const Module& m) {
   py::dict d;
-  for (const auto& [name, t] : m.named_parameters()) d[py::str(name)] = t;
+  for (const auto& [name, t] : parameters_and_buffers(m)) d[py::str(name)] = t;
   return d;
 }
 
 void load_state_dict(Module& m, const py::dict& d, bool strict) {
-  const auto params = m.named_parameters();
+  const auto params = parameters_and_buffers(m);
   std::vector<std::string> names;
   for (const auto& [name, t] : params) {
     names.push_back(name);
@@ -93,7 +99,8 @@ void init_nn(py::module_& top) {
       }, py::arg("input_shape"), "The output shape for an input shape (batch dimension included); an error when they do not chain.")
       .def("parameters", &Module::parameters)
       .def("named_parameters", &Module::named_parameters)
-      .def("state_dict", &state_dict, "Parameters by name (the tensors themselves, not copies), in order.")
+      .def("named_buffers", &Module::named_buffers, "State that is not trained (BatchNorm's running statistics), by name.")
+      .def("state_dict", &state_dict, "Parameters, then buffers, by name (the tensors themselves, not copies), in order.")
       .def("load_state_dict", &load_state_dict, py::arg("state"), py::arg("strict") = true,
            "Copies values into the parameters in place (same shapes and dtypes).")
       .def("children", [](const Module& mod) {
@@ -150,6 +157,19 @@ void init_nn(py::module_& top) {
            py::arg("features"), py::arg("eps") = 1e-5, py::arg("bias") = true)
       .def_readonly("weight", &nn::LayerNorm::gamma)
       .def_property_readonly("bias", [](const nn::LayerNorm& l) { return tensor_or_none(l.beta); });
+  // batch norm (issue 29): BatchNorm1d(...) and BatchNorm2d(...) are factories of one class
+  py::class_<nn::BatchNorm, Module, std::shared_ptr<nn::BatchNorm>>(m, "_BatchNorm",
+                                                                     "Batch normalisation over channels (numerics.md §27): the batch's "
+                                                                     "statistics in training, the running ones in evaluation.")
+      .def_property_readonly("weight", [](const nn::BatchNorm& l) { return tensor_or_none(l.weight); })
+      .def_property_readonly("bias", [](const nn::BatchNorm& l) { return tensor_or_none(l.bias); })
+      .def_readonly("running_mean", &nn::BatchNorm::running_mean)
+      .def_readonly("running_var", &nn::BatchNorm::running_var)
+      .def_readonly("num_batches_tracked", &nn::BatchNorm::num_batches_tracked);
+  m.def("BatchNorm1d", [](std::int64_t f, double eps, double momentum, bool affine) { return std::make_shared<nn::BatchNorm>(1, f, eps, momentum, affine); },
+        py::arg("num_features"), py::arg("eps") = 1e-5, py::arg("momentum") = 0.1, py::arg("affine") = true, "Over [N, C] or [N, C, L].");
+  m.def("BatchNorm2d", [](std::int64_t f, double eps, double momentum, bool affine) { return std::make_shared<nn::BatchNorm>(2, f, eps, momentum, affine); },
+        py::arg("num_features"), py::arg("eps") = 1e-5, py::arg("momentum") = 0.1, py::arg("affine") = true, "Over [N, C, H, W].");
   py::class_<nn::Embedding, Module, std::shared_ptr<nn::Embedding>>(m, "Embedding", "int64 indices [..] -> [.., dim].")
       .def(py::init([](std::int64_t num, std::int64_t dim, std::uint64_t seed) { return initialised(std::make_shared<nn::Embedding>(num, dim), seed, "kaiming_uniform"); }),
            py::arg("num_embeddings"), py::arg("embedding_dim"), py::kw_only(), py::arg("seed") = 0)

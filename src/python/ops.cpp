@@ -167,6 +167,15 @@ void init_ops(py::module_& m) {
     return nogil([&] { return layer_norm(x, opt_tensor(g), opt_tensor(b), eps, site); });
   }, py::arg("x"), py::arg("weight") = py::none(), py::arg("bias") = py::none(), py::arg("eps") = 1e-5,
         "Normalises over the last dimension.");
+  // batch norm (issue 29)
+  m.def("batch_norm", [](const Tensor& x, const std::optional<Tensor>& rm, const std::optional<Tensor>& rv, const std::optional<Tensor>& w,
+                         const std::optional<Tensor>& b, bool training, double momentum, double eps) {
+    const CallSite site = py_site();
+    return nogil([&] { return batch_norm(x, opt_tensor(rm), opt_tensor(rv), opt_tensor(w), opt_tensor(b), training, momentum, eps, site); });
+  }, py::arg("x"), py::arg("running_mean") = py::none(), py::arg("running_var") = py::none(), py::arg("weight") = py::none(),
+        py::arg("bias") = py::none(), py::arg("training") = false, py::arg("momentum") = 0.1, py::arg("eps") = 1e-5,
+        "torch.nn.functional.batch_norm: x [N, C, *]; per channel over N and the spatial positions (numerics.md §27). "
+        "training: this batch's statistics, the running ones (if given) updated in place; else the running statistics.");
   m.def("dropout", [](const Tensor& x, double p, std::uint64_t seed, std::uint64_t stream, std::uint64_t first_index) {
     const CallSite site = py_site();
     const rng::Stream s = rng::Stream(seed, "dropout").sub(stream);

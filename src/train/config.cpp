@@ -46,7 +46,7 @@ constexpr EnumName<LayerKind> kLayers[] = {{LayerKind::linear, "linear"},       
                                            {LayerKind::sigmoid, "sigmoid"},     {LayerKind::dropout, "dropout"},     {LayerKind::maxpool2d, "maxpool2d"},
                                            {LayerKind::avgpool2d, "avgpool2d"}, {LayerKind::layernorm, "layernorm"},
                                            {LayerKind::embedding, "embedding"}, {LayerKind::transformer_block, "transformer_block"},
-                                           {LayerKind::tied_head, "tied_head"}};
+                                           {LayerKind::tied_head, "tied_head"}, {LayerKind::batchnorm, "batchnorm"}};
 constexpr EnumName<nn::Init> kInits[] = {{nn::Init::kaiming_uniform, "kaiming_uniform"},
                                          {nn::Init::kaiming_normal, "kaiming_normal"},
                                          {nn::Init::xavier_uniform, "xavier_uniform"},
@@ -271,6 +271,11 @@ void layer_schema(V& v, L& l) {
     case LayerKind::layernorm:
       v.number("eps", l.eps, 1e-5, 0, 1);
       v.boolean("bias", l.bias, true);
+      break;
+    case LayerKind::batchnorm:
+      v.number("eps", l.eps, 1e-5, 0, 1);
+      v.number("momentum", l.momentum, 0.1, 0, 1);
+      v.boolean("affine", l.bias, true);
       break;
     case LayerKind::embedding:
       v.require("dim", kind + "'dim'");

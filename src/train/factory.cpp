@@ -74,6 +74,7 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
         count = static_cast<double>(shape[1]) * static_cast<double>(l.out) * static_cast<double>(l.kernel) * static_cast<double>(l.kernel) +
                 (l.bias ? static_cast<double>(l.out) : 0.0);
       if (l.type == LayerKind::layernorm) count = 2 * last;
+      if (l.type == LayerKind::batchnorm) count = 2 * static_cast<double>(shape[1]);
       if (l.type == LayerKind::embedding) count = static_cast<double>(ds.num_classes() + shape[1]) * static_cast<double>(l.out);
       if (l.type == LayerKind::transformer_block) count = 12 * last * last + 13 * last;
       if (l.type == LayerKind::linear && l.out == 0) count = last * static_cast<double>(ds.num_classes());
@@ -105,6 +106,12 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
         case LayerKind::maxpool2d:
         case LayerKind::avgpool2d: m = std::make_shared<nn::Pool2d>(l.type == LayerKind::maxpool2d, l.kernel, l.stride); break;
         case LayerKind::layernorm: m = std::make_shared<nn::LayerNorm>(shape[shape.ndim() - 1], l.eps, l.bias); break;
+        case LayerKind::batchnorm:
+          if (shape.ndim() < 2 || shape.ndim() > 4)
+            fail_at(c.file, l.line, where + " expects [N, C], [N, C, L] (BatchNorm1d) or images [N, C, H, W] (BatchNorm2d), the layer before gives " +
+                                        shape.str());
+          m = std::make_shared<nn::BatchNorm>(shape.ndim() == 4 ? 2 : 1, shape[1], l.eps, l.momentum, l.bias);
+          break;
         case LayerKind::embedding: {
           if (shape.ndim() != 2 || ds.num_classes() <= 0 || ds.target_shape().ndim() != 1)
             fail_at(c.file, l.line, where + " expects token windows [N, T] of a text dataset, the layer before gives " + shape.str());

@@ -67,6 +67,12 @@ bool has_tied_weights(const Config& c) {
   return false;
 }
 
+bool has_batch_norm(const Config& c) {
+  for (const LayerSpec& l : c.model.layers)
+    if (l.type == LayerKind::batchnorm) return true;
+  return false;
+}
+
 namespace {
 
 // What a run holds at its peak, roughly, refused up front when the machine lacks it: an
@@ -113,6 +119,16 @@ Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared
   if (world() > 1 && has_tied_weights(cfg_))
     throw dist::CollectiveError("train: cannot train on " + std::to_string(world()) + " ranks: the model ties weights (tie_weights = true), "
                                 "whose gradients on several ranks would not be those of one process (contract T6); untie them or use one process");
+  // batchnorm normalises by the statistics of the batch it sees: a micro-batch or a rank's shard
+  // would give other statistics than the whole batch, so other bits (T5, T6); refused, never silent
+  if (has_batch_norm(cfg_) && cfg_.train.accumulate > 1)
+    throw Error("train: accumulate = " + std::to_string(cfg_.train.accumulate) +
+                " with a batchnorm layer is not supported: its statistics would be those of each micro-batch, not of the optimizer "
+                "batch (contract T5); use accumulate = 1");
+  if (has_batch_norm(cfg_) && world() > 1)
+    throw dist::CollectiveError("train: cannot train on " + std::to_string(world()) +
+                                " ranks: the model has a batchnorm layer, whose statistics would be those of each rank's shard, not of "
+                                "the whole batch (contract T6; SyncBatchNorm is not implemented yet); use one process");
   model_ = build_model(cfg_, *train_ds_);
   if (param_dtype_ != DType::f32) model_->cast_parameters(param_dtype_);
   params_ = model_->named_parameters();
@@ -355,15 +371,23 @@ Eval Session::evaluate() const {
   return e;
 }
 
+optim::NamedTensors Session::model_state() const {
+  optim::NamedTensors all = params_;
+  for (auto& b : model_->named_buffers()) all.push_back(b);
+  return all;
+}
+
 void Session::restore(const Checkpoint& ck, const std::string& where) {
-  BITGRAD_CHECK(ck.params.size() == params_.size(), "resume", where, " holds ", ck.params.size(), " parameters, the model has ",
-                params_.size());
+  const optim::NamedTensors state = model_state();
+  BITGRAD_CHECK(ck.params.size() == state.size(), "resume", where, " holds ", ck.params.size(), " tensors, the model has ",
+                state.size(), " (", params_.size(), " parameters and ", state.size() - params_.size(), " buffers)");
   NoGradGuard ng;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    BITGRAD_CHECK(ck.params[i].first == params_[i].first && ck.params[i].second.shape() == params_[i].second.shape(), "resume",
-                  "checkpoint parameter '", ck.params[i].first, "' ", ck.params[i].second.shape().str(), " does not match model parameter '",
-                  params_[i].first, "' ", params_[i].second.shape().str());
-    Tensor p = params_[i].second;
+  for (std::size_t i = 0; i < state.size(); ++i) {
+    BITGRAD_CHECK(ck.params[i].first == state[i].first && ck.params[i].second.shape() == state[i].second.shape() &&
+                      ck.params[i].second.dtype() == state[i].second.dtype(),
+                  "resume", "checkpoint parameter '", ck.params[i].first, "' ", ck.params[i].second.shape().str(), " does not match model parameter '",
+                  state[i].first, "' ", state[i].second.shape().str());
+    Tensor p = state[i].second;
     p.copy_from(ck.params[i].second);
   }
   opt_->load_state(ck.optimizer, ck.info.opt_steps);
@@ -384,6 +408,7 @@ Digest128 Session::fingerprint() const {
     const std::int64_t ls[2] = {scale_log2_, scale_good_};
     fp.add_bytes(ls, sizeof ls);
   }
+  for (const auto& [name, b] : model_->named_buffers()) fp.add(b);  // running statistics (none: as before)
   return fp.digest();
 }
 

@@ -61,6 +61,9 @@ class Session {
   const nn::Sequential& model() const { return *model_; }
   std::shared_ptr<nn::Sequential> model_ptr() const { return model_; }
   const optim::NamedTensors& params() const { return params_; }
+  // What a checkpoint's model file holds: the parameters, then the model's buffers (BatchNorm's
+  // running statistics; none for most models, whose files stay as they were)
+  optim::NamedTensors model_state() const;
   const optim::Optimizer& optimizer() const { return *opt_; }
   const optim::Schedule& schedule() const { return sched_; }
   const data::DataLoader& loader() const { return *loader_; }

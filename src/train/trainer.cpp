@@ -313,7 +313,7 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
   if (root) {
     RunDir& dir = *dir_slot;
     for (RunObserver* o : observers) o->begin(&dir, session, start);
-    if (fresh) dir.save_checkpoint(session.params(), session.optimizer().state(), info_at(0));  // diff replays from here
+    if (fresh) dir.save_checkpoint(session.model_state(), session.optimizer().state(), info_at(0));  // diff replays from here
     metrics.emplace(dir.metrics());
   } else {
     for (RunObserver* o : observers) o->begin(nullptr, session, start);
@@ -329,7 +329,7 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
     dir.sync_records();
     CheckpointInfo info = info_at(step);
     info.records = dir.record_sizes();
-    dir.save_checkpoint(session.params(), session.optimizer().state(), info);
+    dir.save_checkpoint(session.model_state(), session.optimizer().state(), info);
   };
   auto replicas = [&](std::int64_t step) {
     if (comm) check_replicas(*comm, session, step, hosts);

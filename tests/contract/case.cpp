@@ -36,7 +36,7 @@ std::vector<std::int64_t> after(const Layer& l, std::vector<std::int64_t> in) {
     if (in[1] + 2 * pad < l.kernel || in[2] + 2 * pad < l.kernel || h < 1 || w < 1) return {};
     return {t == "conv2d" ? l.out : in[0], h, w};
   }
-  return in;  // activations, dropout, layer norm
+  return in;  // activations, dropout, layer norm, batch norm
 }
 
 std::string num(double v) {
@@ -150,6 +150,11 @@ Case generate(std::uint64_t seed, std::uint64_t index) {
     if (rng::Stream(seed, "contract-diverge").u64(index) % 12 == 0) {
       c.optimizer = "sgd", c.lr = 1e6, c.clip = 0, c.schedule = "constant", c.warmup = 0, c.steps = 7;
     }
+    // one case in four gets a batchnorm after its first layer (its own stream: every other case
+    // stays what it was); its matrix then leaves out accumulate > 1 and ranks, which `bitgrad
+    // train` refuses for it (numerics.md §27). Helper D, issue 29.
+    if (c.layers.size() >= 2 && rng::Stream(seed, "contract-batchnorm").u64(index) % 4 == 0)
+      c.layers.insert(c.layers.begin() + 1, Layer{"batchnorm"});
     // one case in two in mixed precision (its own stream too): bf16 to nearest, bf16
     // stochastic, fp16 with dynamic loss scaling
     if (const std::uint64_t m = rng::Stream(seed, "contract-precision").u64(index) % 6; m < 3) {

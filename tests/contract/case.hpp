@@ -12,7 +12,7 @@
 namespace bitgrad::contract {
 
 struct Layer {
-  std::string type;  // linear conv2d flatten relu gelu tanh sigmoid dropout maxpool2d avgpool2d layernorm
+  std::string type;  // linear conv2d flatten relu gelu tanh sigmoid dropout maxpool2d avgpool2d layernorm batchnorm
   std::int64_t out = 0;
   int kernel = 0, stride = 1, padding = 0;
   double p = 0.0;

@@ -150,6 +150,20 @@ TEST_F(DistTrain, AGptOnRanksGivesTheBitsOfOneProcess) {
   EXPECT_NE(r.err.find("the model ties weights"), std::string::npos) << r.err;
 }
 
+// batchnorm (issue 29): the statistics would be each rank's shard's, so several ranks
+// are refused with an error naming the layer (numerics §27); one rank under mpirun trains.
+TEST_F(DistTrain, ABatchNormModelIsRefusedOnSeveralRanks) {
+  const std::string w = dir_for("bn");
+  std::string cfg = kSynth;
+  cfg.replace(cfg.find("{ type = \"tanh\" }"), 17, "{ type = \"batchnorm\" }, { type = \"tanh\" }");
+  io::write_file_atomic(w + "/b.toml", cfg);
+  const Result one = sh(mpirun(1, "b.toml --out b1 --no-progress --threads 1 --steps 2"), w);
+  EXPECT_EQ(one.code, 0) << one.out << one.err;
+  const Result r = sh(mpirun(2, "b.toml --out b2 --no-progress --threads 1 --steps 2"), w);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("the model has a batchnorm layer"), std::string::npos) << r.err;
+}
+
 // Mixed precision on ranks (T6): the stochastic-rounding keys name no rank, and fp16's skipped
 // steps are decided on the combined gradients every rank holds.
 TEST_F(DistTrain, MixedPrecisionOnRanksGivesTheBitsOfOneProcess) {

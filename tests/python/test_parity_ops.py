@@ -323,6 +323,40 @@ for red in ("mean", "sum", "none"):
          lambda x, t, red=red: bg.cross_entropy(x, t, reduction=red),
          lambda x, t, red=red: F.cross_entropy(x, t, reduction=red), tol32=F32_RED)
 
+# ---- batch norm (issue 29): per channel over N and the spatial positions -------------------
+_RM, _RV = [0.3, -0.2, 0.1], [0.5, 2.0, 1.5]
+case("batch_norm_train_2d_affine", dict(x=N(37, 3, 5, 4, scale=2.0), g=N(3), b=N(3)),
+     lambda x, g, b: bg.batch_norm(x, None, None, g, b, training=True),
+     lambda x, g, b: F.batch_norm(x, None, None, g, b, training=True), tol32=F32_RED)
+case("batch_norm_train_1d_plain", dict(x=lambda rng: rng.standard_normal((70, 5)) * 3.0 + 2.0),
+     lambda x: bg.batch_norm(x, training=True, eps=1e-3), lambda x: F.batch_norm(x, None, None, training=True, eps=1e-3), tol32=F32_RED)
+case("batch_norm_train_3d_weight_only", dict(x=N(4, 3, 6), g=N(3)),
+     lambda x, g: bg.batch_norm(x, weight=g, training=True), lambda x, g: F.batch_norm(x, None, None, g, None, training=True), tol32=F32_RED)
+case("batch_norm_eval", dict(x=N(6, 3, 2, 2), g=N(3), b=N(3)),
+     lambda x, g, b: bg.batch_norm(x, bg.tensor(np.array(_RM), dtype=x.dtype), bg.tensor(np.array(_RV), dtype=x.dtype), g, b),
+     lambda x, g, b: F.batch_norm(x, torch.tensor(_RM, dtype=x.dtype), torch.tensor(_RV, dtype=x.dtype), g, b), tol32=F32_RED)
+
+
+def test_batch_norm_running_statistics_and_layers():
+    """Running statistics after training forwards, then evaluation, against torch's BatchNorm2d/1d."""
+    rng = np.random.RandomState(29)
+    for shape, tmod, bmod in [((8, 3, 5, 5), torch.nn.BatchNorm2d(3, momentum=0.2), bg.nn.BatchNorm2d(3, momentum=0.2)),
+                              ((40, 6), torch.nn.BatchNorm1d(6), bg.nn.BatchNorm1d(6))]:
+        for step in range(3):
+            x = (rng.standard_normal(shape) * (step + 1) + step).astype(np.float32)
+            yt = tmod(torch.from_numpy(x.copy()))
+            yb = bmod(bg.from_numpy(x.copy()), bg.nn.Context(training=True))
+            _check("BatchNorm train y step %d" % step, yb.detach().numpy(), yt.detach().numpy(), *F32_RED)
+        _check("running_mean", bmod.running_mean.numpy(), tmod.running_mean.numpy(), *F32_RED)
+        _check("running_var", bmod.running_var.numpy(), tmod.running_var.numpy(), *F32_RED)
+        assert int(bmod.num_batches_tracked.numpy()) == int(tmod.num_batches_tracked) == 3
+        tmod.eval()
+        x = rng.standard_normal(shape).astype(np.float32)
+        _check("BatchNorm eval", bmod(bg.from_numpy(x.copy())).detach().numpy(), tmod(torch.from_numpy(x.copy())).detach().numpy(), *F32_RED)
+        sd = bmod.state_dict()
+        assert list(sd) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
+        assert list(sd) == list(tmod.state_dict())
+
 
 def _torch_seq_xent(x, t, red):
     per = F.cross_entropy(x.permute(0, 2, 1), t, reduction="none").mean(dim=1)  # [N]: a sample's mean over T
