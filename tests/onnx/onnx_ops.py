@@ -928,20 +928,13 @@ def _batch_norm(n):
         raise Skip("BatchNormalization before opset 9 (spatial, is_test)")
     eps = float(n.attr("epsilon", 1e-5))
     momentum = float(n.attr("momentum", 0.9))
-    f = getattr(bg, "batch_norm", None)
     scale, b, mean, var = (n.x(i) for i in (1, 2, 3, 4))
     if not int(n.attr("training_mode", 0)):  # the running statistics: momentum changes nothing
-        if f is not None:
-            return f(x, mean, var, scale, b, training=False, eps=eps)
-        # (x - mean) / sqrt(var + eps) * scale + B, the ONNX definition in evaluation mode
-        c = lambda t: _channel(t, x.ndim)  # noqa: E731
-        return (x - c(mean)) / bg.sqrt(c(var) + eps) * c(scale) + c(b)
-    if f is None:
-        raise Skip("training_mode=1: bitgrad has no batch_norm op")
+        return bg.batch_norm(x, mean, var, scale, b, training=False, eps=eps)
     # Y from this batch's statistics; ONNX's running statistics: running * momentum + batch * (1 - momentum),
     # the batch variance biased (PyTorch's momentum is the other way round and its running variance unbiased,
     # so they are computed here from bitgrad's mean and var rather than by batch_norm's in-place update)
-    y = f(x, None, None, scale, b, training=True, eps=eps)
+    y = bg.batch_norm(x, None, None, scale, b, training=True, eps=eps)
     axes = [0] + list(range(2, x.ndim))
     batch_mean, batch_var = bg.mean(x, axes), bg.var(x, axes, correction=0.0)
     return [y, mean * momentum + batch_mean * (1.0 - momentum), var * momentum + batch_var * (1.0 - momentum)]
