@@ -279,12 +279,16 @@ def _reciprocal(n):
 @op("HardSigmoid", types=F)
 def _hard_sigmoid(n):  # max(0, min(1, alpha x + beta)), the ONNX definition
     x = n.x(0)
+    if getattr(bg, "hardsigmoid", None) is not None:
+        return bg.hardsigmoid(x, float(n.attr("alpha", 0.2)), float(n.attr("beta", 0.5)))
     return bg.clamp(x * float(n.attr("alpha", 0.2)) + float(n.attr("beta", 0.5)), 0.0, 1.0)
 
 
 @op("HardSwish", types=F)
 def _hard_swish(n):  # x * HardSigmoid(x; alpha 1/6, beta 0.5)
     x = n.x(0)
+    if getattr(bg, "hardswish", None) is not None:
+        return bg.hardswish(x)
     return x * bg.clamp(x * (1.0 / 6.0) + 0.5, 0.0, 1.0)
 
 
@@ -1271,6 +1275,34 @@ op("IsNaN", types=F)(lambda n: Value(first_bound("isnan")(n.x(0)), TP.BOOL))
 
 @op("IsInf", types=F)
 def _isinf(n):
-    if not (int(n.attr("detect_positive", 1)) and int(n.attr("detect_negative", 1))):
-        raise Skip("detecting one sign of infinity only")
-    return Value(first_bound("isinf")(n.x(0)), TP.BOOL)
+    pos, neg = bool(n.attr("detect_positive", 1)), bool(n.attr("detect_negative", 1))
+    return Value(first_bound("isinf")(n.x(0), detect_positive=pos, detect_negative=neg), TP.BOOL)
+
+
+# ---- activations with parameters (ONNX's attributes are bitgrad's arguments, with the same defaults) ------
+def _activation(fn_name, **defaults):
+    def run(n):
+        f = bound(fn_name)
+        return f(n.x(0), **{k: float(n.attr(k, v)) for k, v in defaults.items()})
+    return run
+
+
+op("LeakyRelu", types=F)(_activation("leaky_relu", alpha=0.01))
+op("Elu", types=F)(_activation("elu", alpha=1.0))
+op("Selu", types=F)(_activation("selu", alpha=1.67326319217681884765625, gamma=1.05070102214813232421875))
+op("Celu", types=F)(_activation("celu", alpha=1.0))
+op("ThresholdedRelu", types=F)(_activation("thresholded_relu", alpha=1.0))
+
+
+@op("PRelu", types=F)
+def _prelu(n):
+    same_types(n)
+    return bound("prelu")(n.x(0), n.x(1))
+
+
+@op("Shrink", types=F)
+def _shrink(n):  # x - bias above lambd, x + bias below -lambd, 0 between: ONNX's definition
+    x = n.x(0)
+    lambd, bias = float(n.attr("lambd", 0.5)), float(n.attr("bias", 0.0))
+    zero = bg.scalar(0.0, dtype=x.dtype)
+    return bg.where(bound("gt")(x, lambd), x - bias, bg.where(bound("lt")(x, -lambd), x + bias, zero))
