@@ -1,13 +1,13 @@
 # The README's two commands:
 #   make demo   install dependencies, build the CLI, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
-# Other targets: build, package, package-check, bench, bench-dist, bench-gpt, bench-precision, bench-python, contract, crosscheck,
+# Other targets: build, package, package-check, bench, bench-dist, bench-gpt, bench-precision, bench-python, contract, crosscheck, onnx-table,
 # sanitize, tsan, fuzz, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test package package-check crosscheck sanitize tsan fuzz bench bench-dist bench-gpt bench-precision bench-python contract accuracy clean
+.PHONY: deps configure build demo test package package-check crosscheck sanitize tsan fuzz bench bench-dist bench-gpt bench-precision bench-python contract onnx-table accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -77,6 +77,12 @@ fuzz: deps
 
 bench: build
 	@bash bench/run.sh $(BUILD)
+
+# ONNX's backend node tests through the Python module (tests/onnx): the table of docs/onnx.md
+# regenerated, the results in $(BUILD)/onnx-node-tests.json (the ctest entry Onnx.NodeTests checks them)
+onnx-table: configure
+	@ninja -C $(BUILD) -j $(JOBS) bitgrad_python
+	@PYTHONPATH=$(BUILD)/python /usr/bin/python3 tests/onnx/run_node_tests.py --markdown docs/onnx.md --json $(BUILD)/onnx-node-tests.json
 
 # The Python module's per-call overhead of small ops against PyTorch's (docs/benchmarks.md).
 bench-python: build
