@@ -142,6 +142,16 @@ class Node:
 # ---- the table ---------------------------------------------------------------------------------
 OPS = {}
 
+# Why the node in hand was computed by a composition the runner writes rather than by a bitgrad op
+# of the op's meaning (node_runner clears it per test; a pass with a route counts as "composed",
+# not as a pass: docs/onnx.md). Data movement (reshapes, transposes, padding written out with
+# concat) and argument translation do not count; arithmetic the runner spells out does.
+ROUTE = []
+
+
+def composed(why):
+    ROUTE.append(why)
+
 
 def op(*names, types=NUMERIC):
     """Registers fn for the ONNX op types `names`. `types`: the ONNX element types every present input may
@@ -214,6 +224,7 @@ def exact_ints(fn):
         ity = next((v.ty for v in n.vals if v is not None and v.ty in INTS), None)
         if ity is None:
             return fn(n)
+        composed("integers computed in float64 (bitgrad's arithmetic is float-only)")
         same_types(n)
         saved = n.vals  # the graph's own values stay as they are
         n.vals = [Value(to_f64(v), v.ty) if v is not None and v.ty in INTS else v for v in saved]
@@ -273,6 +284,8 @@ op("Abs", types=F | INTS)(exact_ints(_unary("abs")))
 @op("Reciprocal", types=F)
 def _reciprocal(n):
     f = getattr(bg, "reciprocal", None)
+    if f is None:
+        composed("1 / x (no reciprocal op)")
     return f(n.x(0)) if f else 1.0 / n.x(0)  # one IEEE division either way
 
 
@@ -281,6 +294,7 @@ def _hard_sigmoid(n):  # max(0, min(1, alpha x + beta)), the ONNX definition
     x = n.x(0)
     if getattr(bg, "hardsigmoid", None) is not None:
         return bg.hardsigmoid(x, float(n.attr("alpha", 0.2)), float(n.attr("beta", 0.5)))
+    composed("clamp(alpha x + beta, 0, 1) (no hardsigmoid op)")
     return bg.clamp(x * float(n.attr("alpha", 0.2)) + float(n.attr("beta", 0.5)), 0.0, 1.0)
 
 
@@ -289,6 +303,7 @@ def _hard_swish(n):  # x * HardSigmoid(x; alpha 1/6, beta 0.5)
     x = n.x(0)
     if getattr(bg, "hardswish", None) is not None:
         return bg.hardswish(x)
+    composed("x clamp(x / 6 + 1/2, 0, 1) (no hardswish op)")
     return x * bg.clamp(x * (1.0 / 6.0) + 0.5, 0.0, 1.0)
 
 
@@ -833,6 +848,7 @@ def _layer_norm(n):
     y = bg.reshape(bg.layer_norm(x2, flat(1), flat(2), eps), list(x.shape))
     outs = [y]
     if n.wants(1) or n.wants(2):  # Mean and InvStdDev = 1 / sqrt(mean((x - mean)^2) + eps), keepdims shape
+        composed("LayerNormalization's Mean and InvStdDev outputs from mean and sqrt")
         kshape = outer + [1] * len(norm_shape)
         mean = bg.mean(x2, [x2.ndim - 1], True)
         c = x2 - mean
@@ -939,6 +955,7 @@ def _batch_norm(n):
     # the batch variance biased (PyTorch's momentum is the other way round and its running variance unbiased,
     # so they are computed here from bitgrad's mean and var rather than by batch_norm's in-place update)
     y = bg.batch_norm(x, None, None, scale, b, training=True, eps=eps)
+    composed("training mode's running statistics (ONNX's momentum convention) from mean and var")
     axes = [0] + list(range(2, x.ndim))
     batch_mean, batch_var = bg.mean(x, axes), bg.var(x, axes, correction=0.0)
     return [y, mean * momentum + batch_mean * (1.0 - momentum), var * momentum + batch_var * (1.0 - momentum)]
@@ -946,12 +963,8 @@ def _batch_norm(n):
 
 @op("InstanceNormalization", types=F)
 def _instance_norm(n):
-    x = n.x(0)
-    eps = float(n.attr("epsilon", 1e-5))
-    N, C = x.shape[0], x.shape[1]
-    flat = bg.reshape(x, [N, C, int(np.prod(x.shape[2:], dtype=np.int64))])
-    y = bg.reshape(bg.layer_norm(flat, None, None, eps), list(x.shape))  # over the spatial axes of each (n, c)
-    return y * _channel(n.x(1), x.ndim) + _channel(n.x(2), x.ndim)
+    same_types(n)
+    return bound("instance_norm")(n.x(0), n.x(1), n.x(2), float(n.attr("epsilon", 1e-5)))
 
 
 @op("MeanVarianceNormalization", types=F)
@@ -959,6 +972,7 @@ def _mvn(n):
     x = n.x(0)
     axes = sorted(axis_of(a, x.ndim) for a in (n.ints("axes") or [0, 2, 3]))
     # ONNX's function body: (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9)
+    composed("MVN's function body (no op)")
     mean = bg.mean(x, axes, True)
     var = bg.mean(x * x, axes, True) - mean * mean
     return (x - mean) / (bg.sqrt(var) + 1e-9)
@@ -999,6 +1013,7 @@ def _dequantize_linear(n):
     def per_axis(t):  # a scalar, or one value per position of axis
         return t if t.ndim == 0 else bg.reshape(t, [t.shape[0] if i == axis else 1 for i in range(x.ndim)])
 
+    composed("(x - zero point) * scale (no quantized dtypes)")
     xf = x.to(scale.dtype)
     if n.has(2):
         xf = xf - per_axis(n.x(2).to(scale.dtype))  # integers below 2^24: exact
@@ -1010,6 +1025,7 @@ def _lrn(n):
     x = n.x(0)
     size = int(n.attr("size"))
     alpha, beta, bias = float(n.attr("alpha", 1e-4)), float(n.attr("beta", 0.75)), float(n.attr("bias", 1.0))
+    composed("LRN's window sums and power (no op)")
     # square_sum[c] = sum of x^2 over c - floor((size-1)/2) .. c + ceil((size-1)/2), zero beyond the channels
     sq = x * x
     lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
@@ -1030,6 +1046,7 @@ def _recurrent(kind):
         if len({v.ty for i, v in enumerate(n.vals) if v is not None and i != 4}) > 1:
             raise Skip("inputs of different float types")
         X, W, R = n.x(0), n.x(1), n.x(2)
+        composed("ONNX's %s equations step by step (bitgrad's cells take PyTorch's gate order)" % kind)
         hidden = int(n.attr("hidden_size"))
         direction = n.attr("direction", b"forward")
         if direction not in (b"forward", "forward"):
@@ -1225,6 +1242,7 @@ def _cumsum(n):
 @op("Hardmax", types=F)
 def _hardmax(n):  # 1 at the first maximum along axis, 0 elsewhere: one_hot of argmax
     x = n.x(0)
+    composed("one_hot of argmax (no hardmax op)")
     if n.opset >= 13:
         axis = axis_of(n.attr("axis", -1), x.ndim)
         return bg.one_hot(bg.argmax(x, axis), x.shape[axis], axis=axis, dtype=x.dtype)
@@ -1304,5 +1322,6 @@ def _prelu(n):
 def _shrink(n):  # x - bias above lambd, x + bias below -lambd, 0 between: ONNX's definition
     x = n.x(0)
     lambd, bias = float(n.attr("lambd", 0.5)), float(n.attr("bias", 0.0))
+    composed("where / comparisons (no shrink op)")
     zero = bg.scalar(0.0, dtype=x.dtype)
     return bg.where(bound("gt")(x, lambd), x - bias, bg.where(bound("lt")(x, -lambd), x + bias, zero))
