@@ -1,6 +1,8 @@
 #include "bitgrad/tensor.hpp"
 
 #include <cstring>
+#include <string>
+#include <type_traits>
 
 #include "bitgrad/half.hpp"
 #include "tensor/strided.hpp"
@@ -44,7 +46,17 @@ D convert(S v) {
     if constexpr (std::is_same_v<S, float>) return bf16_t{half::bf16_bits_f32(v)};
     else return bf16_t{half::bf16_bits(to_double(v))};
   } else if constexpr (std::is_same_v<D, f16_t>) return f16_t{half::f16_bits(to_double(v))};
-  else return static_cast<D>(to_double(v));
+  else if constexpr (std::is_integral_v<D> && std::is_integral_v<S>) return static_cast<D>(v);  // i64 -> u8: the low 8 bits
+  else if constexpr (std::is_integral_v<D>) {
+    // a float to an integer truncates toward zero; NaN, infinities and values out of the target's
+    // range have no integer (C++ leaves them undefined): refused, as the cast op refuses them
+    const double d = to_double(v);
+    constexpr bool byte = std::is_same_v<D, std::uint8_t>;  // u8: (-1, 256); i64: [-2^63, 2^63)
+    if (!(byte ? (d > -1.0 && d < 256.0) : (d >= -0x1p63 && d < 0x1p63)))
+      throw Error(std::string("cast: the value ") + std::to_string(d) + " has no " + dtype_name(dtype_of<D>()) +
+                  " (NaN, infinities and values out of range cannot be cast to an integer)");
+    return static_cast<D>(d);
+  } else return static_cast<D>(to_double(v));
 }
 }  // namespace
 

@@ -1,4 +1,7 @@
 // Tensor, Shape and Storage.
+#include <cmath>
+#include <cstdint>
+
 #include "support/op_harness.hpp"
 
 namespace bitgrad::test {
@@ -38,6 +41,17 @@ TEST(Tensor, CastCopyFill) {
   Tensor x = Tensor::from<double>(std::vector<double>{1.5, -2.25, 3}, Shape{3});
   EXPECT_EQ(x.cast(DType::f32).to_vector<float>(), (std::vector<float>{1.5f, -2.25f, 3.0f}));
   EXPECT_EQ(x.cast(DType::i64).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, -2, 3}));
+  // a float with no integer (NaN, infinities, out of range) is refused, never undefined behaviour
+  for (double bad : {std::nan(""), 1.0 / 0.0, 0x1p63, -0x1p64})
+    EXPECT_THROW(Tensor::from<double>(std::vector<double>{0.0, bad}, Shape{2}).cast(DType::i64), Error) << bad;
+  for (double bad : {256.0, -1.0, std::nan("")})
+    EXPECT_THROW(Tensor::from<double>(std::vector<double>{bad}, Shape{1}).cast(DType::u8), Error) << bad;
+  EXPECT_EQ(Tensor::from<double>(std::vector<double>{-0x1p63, 255.9, -0.9}, Shape{3}).cast(DType::i64).to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{INT64_MIN, 255, 0}));
+  EXPECT_EQ(Tensor::from<double>(std::vector<double>{255.9, -0.9}, Shape{2}).cast(DType::u8).to_vector<std::uint8_t>(),
+            (std::vector<std::uint8_t>{255, 0}));
+  EXPECT_EQ(Tensor::from<std::int64_t>(std::vector<std::int64_t>{300, -1}, Shape{2}).cast(DType::u8).to_vector<std::uint8_t>(),
+            (std::vector<std::uint8_t>{44, 255}));  // integers: the low 8 bits
   Tensor y = Tensor::zeros({3}, DType::f64);
   y.copy_from(x);
   EXPECT_EQ(y.to_vector<double>(), x.to_vector<double>());
