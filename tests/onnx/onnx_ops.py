@@ -681,6 +681,8 @@ def _gemm(n):
     if n.opset < 7 and int(n.attr("broadcast", 0)) == 0 and n.has(2):
         raise Skip("Gemm-6 without broadcast")
     y = bg.matmul(a, b)
+    if alpha != 1.0 or (beta != 1.0 and n.has(2)):
+        composed("alpha A B + beta C with scalar products (bitgrad's linear has no alpha, beta)")
     if alpha != 1.0:
         y = y * alpha
     if n.has(2):
