@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -107,6 +108,9 @@ struct LoaderOptions {
   // [rank n / world, (rank + 1) n / world) (dist/plan.hpp).
   int world = 1, rank = 0;
   std::int64_t leaf_rows = 32;
+  // When set: this rank's rows [first, last) of a batch of `rows` samples, instead of the even
+  // split above (a batch-norm model's layout, one node of the tree per rank: dist::Sharding).
+  std::function<std::pair<std::int64_t, std::int64_t>(std::int64_t rows)> shard_of;
 };
 
 struct Batch {

@@ -230,8 +230,11 @@ bool whole_subtree(std::int64_t rows);
 // and data parallel give other bits than one batch in one process (T5 and T6 do not hold; T1-T4,
 // T7 and T8 do).
 bool has_tied_weights(const Config& c);
-// Whether the model has a batchnorm layer: its training statistics are those of the micro-batch
-// on one process, so accumulate > 1 and several ranks are refused (numerics.md §31).
+// Whether the model has a batchnorm layer (at the top level of the configuration's list).
 bool has_batch_norm(const Config& c);
+// Whether `model` holds an nn::BatchNorm anywhere (nested blocks too): its training statistics
+// are the whole batch's, so accumulate > 1 is refused and on several ranks each rank holds one
+// node of the batch's tree with the statistics exchanged (numerics.md §20, §31).
+bool has_batch_norm(const nn::Module& model);
 
 }  // namespace bitgrad::train

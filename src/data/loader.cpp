@@ -61,7 +61,7 @@ Batch make_batch(const Dataset& ds, const LoaderOptions& o, const std::vector<st
   BITGRAD_CHECK(rows > 0, "data loader", "batch ", index, " of epoch ", epoch, " is past the end of the data");
   BITGRAD_CHECK(o.world >= 1 && o.rank >= 0 && o.rank < o.world && o.leaf_rows > 0, "data loader", "rank ", o.rank, " of ", o.world,
                 " with leaves of ", o.leaf_rows, " samples");
-  const auto [first, last] = shard_rows(rows, o.leaf_rows, o.world, o.rank);
+  const auto [first, last] = o.shard_of ? o.shard_of(rows) : shard_rows(rows, o.leaf_rows, o.world, o.rank);
   const std::int64_t start = index * o.batch_size + first;  // the shard's first sample in the epoch order
   const std::int64_t B = last - first;
   const Shape ss = ds.sample_shape();

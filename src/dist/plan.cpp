@@ -31,6 +31,22 @@ Range shard(std::int64_t n, int world, int rank) {
   return {k * n / w, (k + 1) * n / w};
 }
 
+std::vector<Range> whole_node_shards(std::int64_t n, int world) {
+  std::vector<Range> parts{{0, n}};
+  while (static_cast<int>(parts.size()) < world) {
+    std::size_t big = parts.size();
+    for (std::size_t i = 0; i < parts.size(); ++i)
+      if (parts[i].size() >= 2 && (big == parts.size() || parts[i].size() > parts[big].size())) big = i;
+    if (big == parts.size()) break;
+    const Range p = parts[big];
+    const std::int64_t mid = split(p.begin, p.end);
+    parts[big] = {p.begin, mid};
+    parts.insert(parts.begin() + static_cast<std::ptrdiff_t>(big) + 1, Range{mid, p.end});
+  }
+  while (static_cast<int>(parts.size()) < world) parts.push_back({n, n});
+  return parts;
+}
+
 std::vector<Range> StepLayout::all_nodes() const {
   std::vector<Range> all;
   for (const auto& rank_nodes : nodes) all.insert(all.end(), rank_nodes.begin(), rank_nodes.end());
@@ -38,7 +54,7 @@ std::vector<Range> StepLayout::all_nodes() const {
 }
 
 Range StepLayout::rows_of(int rank) const {
-  const Range s = shard(leaves, world, rank);
+  const Range s = shards[static_cast<std::size_t>(rank)];
   return {row_of(s.begin), row_of(s.end)};
 }
 
@@ -50,7 +66,7 @@ bool complete_subtree(std::int64_t rows) {
 }
 }  // namespace
 
-StepLayout step_layout(std::int64_t rows, std::int64_t batch_size, std::int64_t accumulate, int world) {
+StepLayout step_layout(std::int64_t rows, std::int64_t batch_size, std::int64_t accumulate, int world, Sharding sharding) {
   BITGRAD_CHECK(rows > 0 && batch_size > 0 && accumulate > 0 && batch_size % accumulate == 0 && world > 0, "data parallel",
                 "no layout for a batch of ", rows, " (batch size ", batch_size, ", accumulate ", accumulate, ") over ", world, " ranks");
   StepLayout l;
@@ -59,7 +75,12 @@ StepLayout step_layout(std::int64_t rows, std::int64_t batch_size, std::int64_t 
   l.piece_rows = batch_size / accumulate;
   l.leaf_rows = accumulate == 1 || complete_subtree(l.piece_rows) ? kBlockRows : l.piece_rows;
   l.leaves = (rows + l.leaf_rows - 1) / l.leaf_rows;
-  for (int r = 0; r < world; ++r) l.nodes.push_back(cover(l.leaves, shard(l.leaves, world, r)));
+  if (sharding == Sharding::whole_nodes) {
+    l.shards = whole_node_shards(l.leaves, world);
+  } else {
+    for (int r = 0; r < world; ++r) l.shards.push_back(shard(l.leaves, world, r));
+  }
+  for (int r = 0; r < world; ++r) l.nodes.push_back(cover(l.leaves, l.shards[static_cast<std::size_t>(r)]));
   return l;
 }
 

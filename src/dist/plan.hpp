@@ -29,6 +29,16 @@ std::vector<Range> cover(std::int64_t n, Range r);
 // Rank `rank` of `world` holds leaves [rank n / world, (rank + 1) n / world).
 Range shard(std::int64_t n, int world, int rank);
 
+// How a batch's leaves are split over ranks. `even`: shard() above, each rank covering its
+// shard with the fewest nodes. `whole_nodes` (a model with batch norm, numerics.md §20, §31):
+// each rank holds at most one node of the tree — start from the root and split the largest
+// part (the first of equal ones) at the tree's own split until there are `world` parts or no
+// part has two leaves; parts go to ranks 0, 1, ... in order, the rest hold none. Batch norm's
+// statistics need every sample of the batch before any is normalised, so a rank computes its
+// samples in one forward and one backward, and a node is what one piece may hold.
+enum class Sharding { even, whole_nodes };
+std::vector<Range> whole_node_shards(std::int64_t n, int world);
+
 // The tree over [0, n) given the values of nodes that tile it (in order): evaluated from the
 // root down, so each addition is one of the tree's own. add(left, right) returns left + right.
 template <class T, class Add>
@@ -50,6 +60,7 @@ T evaluate_tree(std::int64_t n, const std::vector<Range>& nodes, std::vector<T>&
 struct StepLayout {
   std::int64_t rows = 0, leaf_rows = 0, piece_rows = 0, leaves = 0;
   int world = 1;
+  std::vector<Range> shards;              // per rank: its leaves
   std::vector<std::vector<Range>> nodes;  // per rank, in order
   // All nodes of all ranks in order.
   std::vector<Range> all_nodes() const;
@@ -63,7 +74,8 @@ struct StepLayout {
 // micro-batch is a complete subtree (accumulate 1, or a power-of-two number of blocks; then
 // any split of the blocks gives the bits of one process); otherwise the micro-batches
 // themselves, combined by the tree over micro-batches as one process does.
-StepLayout step_layout(std::int64_t rows, std::int64_t batch_size, std::int64_t accumulate, int world);
+StepLayout step_layout(std::int64_t rows, std::int64_t batch_size, std::int64_t accumulate, int world,
+                       Sharding sharding = Sharding::even);
 
 // Leaves of one sample block per tree leaf (the batch rule's block, numerics.md §3).
 inline constexpr std::int64_t kBlockRows = 32;

@@ -15,11 +15,17 @@
 //   The sums run on the kernel table (sum_rows, sumsq_rows, sum_cols: scalar reference and fast
 //   paths, tested ==); the rest is one fixed formula per element or per channel, parallel over
 //   the (sample, channel) planes, so no thread count or code path can move a bit.
+//   Part of a batch (training, a BatchStatsExchange installed: data parallel, ops/batch_stats.hpp):
+//   x holds this rank's n of the batch's N samples, one node of its tree. The per-sample first
+//   stages of all ranks are gathered in sample order and the batch rule runs here over all N,
+//   so s1, s2, sg, sgx have the one-process bits and M = N * S counts the whole batch; dgamma,
+//   dbeta are this node's own batch-rule sums, which the gradient combine adds by the tree.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "kernels/thread_pool.hpp"
+#include "ops/batch_stats.hpp"
 #include "ops/op_util.hpp"
 
 namespace bitgrad {
@@ -36,7 +42,30 @@ struct BnGeom {
 struct BatchNormSaved {
   BnGeom g;
   bool training;
+  std::int64_t total;  // samples of the whole batch (g.N without an exchange)
+  bool exchanged;      // the batch's sums came through the exchange (a part of the batch)
 };
+
+// The exchange batch_norm uses for a part of the batch (null: x is the whole batch), checked
+// against x's samples.
+BatchStatsExchange* exchange_for(const Tensor& x, std::int64_t N) {
+  BatchStatsExchange* ex = batch_stats_exchange();
+  if (!ex) return nullptr;
+  BITGRAD_CHECK(ex->rows() == N, "batch_norm", "this process holds ", ex->rows(), " samples of a batch of ", ex->total(),
+                " (data parallel), but the input ", x.shape().str(), " has ", N,
+                ": batch statistics over ranks need the samples as the input's first dimension");
+  return ex;
+}
+
+// out[c] = the batch rule over the samples of the per-sample values v [n, C] (this process's
+// rows): over the whole batch when `ex` is given (gathered in sample order), else over v alone.
+template <class T>
+void batch_sums(BatchStatsExchange* ex, const T* v, std::int64_t n, std::int64_t C, T* out, const char* what) {
+  if (!ex) return kern::active<T>().sum_cols(v, n, C, out);
+  std::vector<T> all(static_cast<std::size_t>(ex->total() * C));
+  ex->gather(v, C * static_cast<std::int64_t>(sizeof(T)), all.data(), what);
+  kern::active<T>().sum_cols(all.data(), ex->total(), C, out);
+}
 
 // per channel: out[c] = batch rule over n of (row rule over x[n, c, :])
 // With S = 1 the row stage is the identity up to the sign of a zero (+0 + x), which the batch
@@ -95,17 +124,58 @@ void batch_norm_bw(Node& n, const Tensor& g, Tensor* gi) {
       pp[i] = kern::canon(pg[i] * ph[i]);
     });
     std::vector<T> part(static_cast<std::size_t>(G.planes())), sg(static_cast<std::size_t>(C)), sgx(static_cast<std::size_t>(C));
-    two_stages(pg, G, part.data(), sg.data());
-    two_stages(pp, G, part.data(), sgx.data());
+    // sg, sgx: this process's rows (dbeta, dgamma; the whole batch's without an exchange);
+    // wg, wgx: the whole batch's (dx), from the exchange when x was a part of the batch
+    std::vector<T> wg, wgx;
+    if (!s.exchanged) {
+      two_stages(pg, G, part.data(), sg.data());
+      two_stages(pp, G, part.data(), sgx.data());
+    } else {
+      BatchStatsExchange* ex = batch_stats_exchange();
+      BITGRAD_CHECK(ex && ex->total() == s.total && ex->rows() == G.N, "batch_norm",
+                    "the forward normalised ", G.N, " samples with the statistics of a batch of ", s.total,
+                    " over ranks; its backward must run in the same step, with the same batch-statistics exchange");
+      // per sample and channel: [sum of g | sum of g * xhat] (S = 1: the values themselves), one gather
+      const std::int64_t P = G.planes();
+      std::vector<T> mine(static_cast<std::size_t>(2 * P)), all(static_cast<std::size_t>(2 * s.total * C));
+      std::vector<T> part2(static_cast<std::size_t>(P));
+      const T *qg = pg, *qp = pp;
+      if (S != 1) {
+        kern::active<T>().sum_rows(pg, P, S, part.data());
+        kern::active<T>().sum_rows(pp, P, S, part2.data());
+        qg = part.data();
+        qp = part2.data();
+      }
+      for (std::int64_t r = 0; r < G.N; ++r)
+        for (std::int64_t c = 0; c < C; ++c) {
+          mine[static_cast<std::size_t>(r * 2 * C + c)] = qg[r * C + c];
+          mine[static_cast<std::size_t>(r * 2 * C + C + c)] = qp[r * C + c];
+        }
+      ex->gather(mine.data(), 2 * C * static_cast<std::int64_t>(sizeof(T)), all.data(), "batch_norm's gradient sums");
+      std::vector<T> ag(static_cast<std::size_t>(s.total * C)), agx(static_cast<std::size_t>(s.total * C));
+      for (std::int64_t r = 0; r < s.total; ++r)
+        for (std::int64_t c = 0; c < C; ++c) {
+          ag[static_cast<std::size_t>(r * C + c)] = all[static_cast<std::size_t>(r * 2 * C + c)];
+          agx[static_cast<std::size_t>(r * C + c)] = all[static_cast<std::size_t>(r * 2 * C + C + c)];
+        }
+      wg.resize(static_cast<std::size_t>(C));
+      wgx.resize(static_cast<std::size_t>(C));
+      kern::active<T>().sum_cols(ag.data(), s.total, C, wg.data());
+      kern::active<T>().sum_cols(agx.data(), s.total, C, wgx.data());
+      kern::active<T>().sum_cols(qg, G.N, C, sg.data());  // this node's own sums: the combine adds the nodes
+      kern::active<T>().sum_cols(qp, G.N, C, sgx.data());
+    }
+    const T* psg = s.exchanged ? wg.data() : sg.data();
+    const T* psgx = s.exchanged ? wgx.data() : sgx.data();
     if (n.in[0].needs_grad()) {
       Tensor dx = Tensor::empty(n.in_shape[0], dt);
       T* pd = kern::out_ptr<T>(dx);
       std::vector<T> k(static_cast<std::size_t>(C)), a(static_cast<std::size_t>(C)), b(static_cast<std::size_t>(C));
-      const T Mt = static_cast<T>(G.M());
+      const T Mt = static_cast<T>(s.total * S);
       for (std::int64_t c = 0; c < C; ++c) {
         k[c] = kern::canon(pga ? pga[c] * pr[c] : pr[c]);
-        a[c] = kern::canon(sg[c] / Mt);
-        b[c] = kern::canon(sgx[c] / Mt);
+        a[c] = kern::canon(psg[c] / Mt);
+        b[c] = kern::canon(psgx[c] / Mt);
       }
       if (s.training) {
         const T *pk = k.data(), *pa = a.data(), *pb = b.data();
@@ -146,8 +216,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   BITGRAD_CHECK(eps >= 0, "batch_norm", "eps must be >= 0, got ", eps);
   BITGRAD_CHECK(momentum >= 0 && momentum <= 1, "batch_norm", "momentum must be in [0, 1], got ", momentum);
   const BnGeom G{N, C, x.numel() / (N * C > 0 ? N * C : 1)};
-  BITGRAD_CHECK(!training || G.M() > 1, "batch_norm", "training needs more than one value per channel, got input ",
-                x.shape().str());
+  BatchStatsExchange* ex = training ? exchange_for(x, N) : nullptr;
+  const std::int64_t total = ex ? ex->total() : N;  // samples of the whole batch
+  BITGRAD_CHECK(!training || total * G.S > 1, "batch_norm", "training needs more than one value per channel, got input ",
+                x.shape().str(), ex ? " (" + std::to_string(total) + " samples over ranks)" : std::string());
   Tensor xc = kern::contiguous(x);
   Tensor gc = gamma.defined() ? kern::contiguous(gamma) : Tensor();
   Tensor y = Tensor::empty(x.shape(), x.dtype());
@@ -159,8 +231,13 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     const std::int64_t S = G.S;
     if (training) {
       std::vector<T> part(static_cast<std::size_t>(G.planes())), s1(static_cast<std::size_t>(C)), s2(static_cast<std::size_t>(C));
-      two_stages(px, G, part.data(), s1.data());
-      const T Mt = static_cast<T>(G.M());
+      if (!ex) {
+        two_stages(px, G, part.data(), s1.data());
+      } else {  // the first stage here, the batch rule over every rank's samples
+        if (S != 1) kern::active<T>().sum_rows(px, G.planes(), S, part.data());
+        batch_sums(ex, S == 1 ? px : part.data(), N, C, s1.data(), "batch_norm's sums of x");
+      }
+      const T Mt = static_cast<T>(total * S);
       for (std::int64_t c = 0; c < C; ++c) pm[c] = kern::canon(s1[c] / Mt);
       // d = x - mean into y's memory; the sum of squares reads it, the output overwrites it
       for_elements(G, [&](std::int64_t c, std::int64_t i) { py[i] = kern::canon(px[i] - pm[c]); });
@@ -169,10 +246,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       } else {
         kern::active<T>().sumsq_rows(py, nullptr, G.planes(), S, part.data());
       }
-      kern::active<T>().sum_cols(part.data(), N, C, s2.data());
+      batch_sums(ex, part.data(), N, C, s2.data(), "batch_norm's sums of squares");
       for (std::int64_t c = 0; c < C; ++c) pr[c] = kern::canon(T(1) / std::sqrt(s2[c] / Mt + teps));
       if (running_mean.defined()) {  // no graph: buffers, updated in place
-        const T mo = static_cast<T>(momentum), keep = static_cast<T>(1.0 - momentum), M1 = static_cast<T>(G.M() - 1);
+        const T mo = static_cast<T>(momentum), keep = static_cast<T>(1.0 - momentum), M1 = static_cast<T>(total * S - 1);
         Tensor rm = running_mean, rv = running_var;
         T *qm = rm.mutable_data<T>(), *qv = rv.mutable_data<T>();
         for (std::int64_t c = 0; c < C; ++c) {
@@ -205,7 +282,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     if (gc.defined()) n->save(1, gc);
     n->save(2, mean);
     n->save(3, rstd);
-    n->set_payload(BatchNormSaved{G, training});
+    n->set_payload(BatchNormSaved{G, training, total, ex != nullptr});
   }
   return y;
 }

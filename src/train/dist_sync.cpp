@@ -128,6 +128,7 @@ void check_replicas(dist::Comm& comm, const Session& session, std::int64_t step,
   };
   for (const auto& [n, p] : session.params()) add("parameter '" + n + "'", fingerprint(p));
   for (const auto& [n, s] : session.optimizer().state()) add("optimizer buffer '" + n + "'", fingerprint(s));
+  for (const auto& [n, b] : session.model().named_buffers()) add("model buffer '" + n + "'", fingerprint(b));
   const std::int64_t pos[3] = {session.optimizer().steps(), session.loader().epoch(), session.loader().index()};
   Fingerprint f;
   f.add_bytes(pos, sizeof pos);
@@ -146,6 +147,34 @@ void check_replicas(dist::Comm& comm, const Session& session, std::int64_t step,
                                 " differs from rank 0 (" + hosts[0] + ") in " + what +
                                 ": the ranks no longer hold the same model (a fault in memory, a modified binary or a bug); stopped every rank");
   }
+}
+
+void share_buffers_with_idle_ranks(dist::Comm& comm, const dist::StepLayout& layout, nn::Module& model) {
+  std::vector<int> idle;
+  for (int r = 0; r < comm.size(); ++r)
+    if (layout.rows_of(r).size() == 0) idle.push_back(r);
+  if (idle.empty()) return;
+  BITGRAD_CHECK(layout.rows_of(0).size() > 0, "data parallel", "rank 0 holds no samples of a batch of ", layout.rows);
+  const bool sender = comm.rank() == 0;
+  const bool receiver = layout.rows_of(comm.rank()).size() == 0;
+  if (!sender && !receiver) return;
+  std::vector<dist::Comm::Message> sends, recvs;
+  for (auto& [name, b] : model.named_buffers()) {
+    BITGRAD_CHECK(b.is_contiguous(), "data parallel", "model buffer '", name, "' is not contiguous");
+    char* at = nullptr;
+    switch (b.dtype()) {
+      case DType::f32: at = reinterpret_cast<char*>(b.mutable_data<float>()); break;
+      case DType::f64: at = reinterpret_cast<char*>(b.mutable_data<double>()); break;
+      case DType::i64: at = reinterpret_cast<char*>(b.mutable_data<std::int64_t>()); break;
+      default: throw Error("data parallel: cannot share model buffer '" + name + "' of dtype " + dtype_name(b.dtype()));
+    }
+    const std::int64_t bytes = b.numel() * static_cast<std::int64_t>(dtype_size(b.dtype()));
+    if (sender)
+      for (int r : idle) sends.push_back({r, at, bytes});
+    else
+      recvs.push_back({0, at, bytes});
+  }
+  comm.exchange(sends, recvs, "the running statistics for the ranks without samples");
 }
 
 void fail_start(const std::string& error) {

@@ -10,6 +10,7 @@
 
 #include "bitgrad/session.hpp"
 #include "dist/comm.hpp"
+#include "dist/plan.hpp"
 #include "train/checkpoint.hpp"
 
 namespace bitgrad::train {
@@ -34,5 +35,10 @@ std::int64_t share_start_state(dist::Comm& comm, Session& session, const Checkpo
 // buffer, the optimizer's step count and the loader's position on every rank against rank
 // 0's; a difference throws dist::CollectiveError naming the step, the ranks and the tensor.
 void check_replicas(dist::Comm& comm, const Session& session, std::int64_t step, const std::vector<std::string>& hosts);
+
+// After a step with batch norm over ranks (numerics.md §20): the ranks that held no samples of
+// the batch (a short last batch) ran no forward, so rank 0, which always holds some, sends them
+// the model's buffers (the running statistics, which every rank with samples updated alike).
+void share_buffers_with_idle_ranks(dist::Comm& comm, const dist::StepLayout& layout, nn::Module& model);
 
 }  // namespace bitgrad::train

@@ -26,6 +26,13 @@ bool has_batch_norm(const Config& c) {
   return false;
 }
 
+bool has_batch_norm(const nn::Module& model) {
+  if (dynamic_cast<const nn::BatchNorm*>(&model)) return true;
+  for (const auto& [name, child] : model.children())
+    if (child && has_batch_norm(*child)) return true;
+  return false;
+}
+
 Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared_ptr<data::Dataset> te, int workers,
                  std::optional<std::uint64_t> perturb, dist::Comm* comm, DType param_dtype)
     : p_(std::make_unique<Parts>(c, std::move(tr), std::move(te), perturb, comm && comm->size() > 1 ? comm : nullptr, param_dtype)) {
@@ -38,17 +45,20 @@ Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared
   if (world() > 1 && has_tied_weights(cfg))
     throw dist::CollectiveError("train: cannot train on " + std::to_string(world()) + " ranks: the model ties weights (tie_weights = true), "
                                 "whose gradients on several ranks would not be those of one process (contract T6); untie them or use one process");
-  // batchnorm normalises by the statistics of the batch it sees: a micro-batch or a rank's shard
-  // would give other statistics than the whole batch, so other bits (T5, T6); refused, never silent
-  if (has_batch_norm(cfg) && cfg.train.accumulate > 1)
-    throw Error("train: accumulate = " + std::to_string(cfg.train.accumulate) +
-                " with a batchnorm layer is not supported: its statistics would be those of each micro-batch, not of the optimizer "
-                "batch (contract T5); use accumulate = 1");
-  if (has_batch_norm(cfg) && world() > 1)
-    throw dist::CollectiveError("train: cannot train on " + std::to_string(world()) +
-                                " ranks: the model has a batchnorm layer, whose statistics would be those of each rank's shard, not of "
-                                "the whole batch (contract T6; SyncBatchNorm is not implemented yet); use one process");
   p.state.build_model(cfg, *p.train_ds, p.param_dtype);
+  // batchnorm normalises every sample by the statistics of the whole optimizer batch (numerics
+  // §31): a micro-batch's forward would need them before the later micro-batches have run, and
+  // its backward the whole batch's gradient sums likewise; refused, never silent (T5). Ranks
+  // exchange the statistics, each holding one node of the batch's tree (§20), so T6 holds.
+  const bool bn = has_batch_norm(*p.state.model);
+  if (bn && cfg.train.accumulate > 1)
+    throw Error("train: accumulate = " + std::to_string(cfg.train.accumulate) +
+                " with a batchnorm layer is not supported: batch norm normalises every sample by the statistics of the whole "
+                "optimizer batch of " + std::to_string(cfg.train.batch_size) + ", which a micro-batch's forward would need before the "
+                "later micro-batches have run (and its backward the whole batch's gradient sums likewise), so each micro-batch would "
+                "get its own statistics and other bits (contract T5, numerics.md §31); use accumulate = 1, on several ranks "
+                "(mpirun) if one process lacks the memory: the ranks exchange the statistics and give the bits of one process");
+  p.sharding = bn && world() > 1 ? dist::Sharding::whole_nodes : dist::Sharding::even;
   check_run_memory(cfg, *p.train_ds, p.test_ds.get(), *p.state.model, workers);  // before the loader takes any
   data::LoaderOptions lo;
   lo.batch_size = cfg.train.batch_size;
@@ -61,6 +71,15 @@ Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared
   lo.world = world();
   lo.rank = rank();
   lo.leaf_rows = dist::step_layout(cfg.train.batch_size, cfg.train.batch_size, cfg.train.accumulate, 1).leaf_rows;
+  if (p.sharding != dist::Sharding::even) {
+    const std::int64_t batch = cfg.train.batch_size, acc = cfg.train.accumulate;
+    const int w = world(), r = rank();
+    const dist::Sharding sh = p.sharding;
+    lo.shard_of = [batch, acc, w, r, sh](std::int64_t rows) {
+      const dist::Range mine = dist::step_layout(rows, batch, acc, w, sh).rows_of(r);
+      return std::pair<std::int64_t, std::int64_t>{mine.begin, mine.end};
+    };
+  }
   p.loader = std::make_unique<data::DataLoader>(p.train_ds, lo);
   p.batches_per_epoch = p.loader->batches_per_epoch();
   p.planned = cfg.train.steps > 0 ? cfg.train.steps : cfg.train.epochs * p.batches_per_epoch;

@@ -17,6 +17,7 @@
 
 #include "bitgrad/session.hpp"
 #include "dist/comm.hpp"
+#include "dist/plan.hpp"
 #include "kernels/kernels.hpp"
 #include "train/checkpoint.hpp"
 #include "train/grad_reducer.hpp"
@@ -50,6 +51,9 @@ struct Session::Parts {
 
   // the ranks (data parallel): null comm for one process
   dist::Comm* comm = nullptr;
+  // how a batch is split over the ranks: one node per rank for batch norm (its statistics are
+  // exchanged over the ranks in the step, dist/batch_stats_gather.hpp)
+  dist::Sharding sharding = dist::Sharding::even;
   std::vector<std::string> hosts;
   std::unique_ptr<GradReducer> reducer;
 };

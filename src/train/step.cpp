@@ -9,8 +9,11 @@
 // batch's canonical tree, so accumulate = k gives the bits of accumulate = 1 (contract T5).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
+#include "dist/batch_stats_gather.hpp"
 #include "train/batch_gather.hpp"
+#include "train/dist_sync.hpp"
 #include "train/session_parts.hpp"
 
 namespace bitgrad::train {
@@ -28,11 +31,21 @@ Session::StepOut Session::step(std::int64_t s) {
   // this rank's nodes of the batch tree, each in pieces of at most the micro-batch size (the
   // short last batch of an epoch gets fewer, its last one shorter): each whole piece stays an
   // aligned subtree of the batch rule
-  const dist::StepLayout layout = dist::step_layout(B, cfg.train.batch_size, cfg.train.accumulate, world());
+  const dist::StepLayout layout = dist::step_layout(B, cfg.train.batch_size, cfg.train.accumulate, world(), p.sharding);
   const dist::Range mine = layout.rows_of(rank());
   BITGRAD_CHECK(mine.begin == r.batch.first && mine.size() == bx.shape()[0], "train", "the loader's shard [", r.batch.first, ", ",
                 r.batch.first + bx.shape()[0], ") is not the layout's [", mine.begin, ", ", mine.end, ")");
   if (p.comm) gather_batch_on_root(*p.comm, layout, r.batch);  // rank 0's step record names the whole batch
+  // batch norm over ranks: its statistics are the whole batch's, gathered from every rank that
+  // holds samples (each holds one node: one forward and one backward); a nested step (the f64
+  // shadow's) installs its own, none
+  std::optional<dist::RankBatchStats> stats;
+  if (p.comm && p.sharding == dist::Sharding::whole_nodes) {
+    std::vector<dist::Range> rows;
+    for (int q = 0; q < world(); ++q) rows.push_back(layout.rows_of(q));
+    stats.emplace(*p.comm, std::move(rows));
+  }
+  BatchStatsScope stats_scope(stats ? &*stats : nullptr);
   const bool xent = cfg.train.loss == LossKind::cross_entropy;
   const optim::NamedTensors& params = p.state.params;
   p.reducer->begin(params, layout, rank());
@@ -58,6 +71,9 @@ Session::StepOut Session::step(std::int64_t s) {
     }
   }
   r.loss = p.reducer->finish(params) / static_cast<float>(B * p.divisor);
+  // a rank that held no samples (a short last batch) ran no forward: it takes rank 0's running
+  // statistics, which every rank that did computed alike
+  if (stats) share_buffers_with_idle_ranks(*p.comm, layout, *p.state.model);
   r.stop_signal = p.reducer->stop_signal();
   r.loss_scale = p.scaler.scale();
   if (!p.scaler.unscale(params, s)) {  // every rank holds the same gradients, so every rank skips

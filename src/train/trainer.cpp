@@ -87,15 +87,18 @@ void print_header(const Session& session, const RunOptions& opt, const std::stri
   if (cfg.train.accumulate > 1) out << ", " << cfg.train.accumulate << " micro-batches of " << micro;
   out << "; threads " << num_threads() << ", loader workers " << cfg.run.workers << ", " << isa_name(active_isa()) << "\n";
   if (session.world() > 1) {
-    const dist::StepLayout l = dist::step_layout(cfg.train.batch_size, cfg.train.batch_size, cfg.train.accumulate, session.world());
+    const bool bn = has_batch_norm(session.model());  // one node of the batch's tree per rank (numerics §20)
+    const dist::StepLayout l = dist::step_layout(cfg.train.batch_size, cfg.train.batch_size, cfg.train.accumulate, session.world(),
+                                                 bn ? dist::Sharding::whole_nodes : dist::Sharding::even);
     std::int64_t lo = l.leaves, hi = 0;
-    for (int r = 0; r < l.world; ++r) lo = std::min(lo, dist::shard(l.leaves, l.world, r).size()), hi = std::max(hi, dist::shard(l.leaves, l.world, r).size());
+    for (const dist::Range& s : l.shards) lo = std::min(lo, s.size()), hi = std::max(hi, s.size());
     std::string on;
     for (std::size_t r = 0; r < hosts.size() && r < 8; ++r) on += (r ? ", " : "") + hosts[r];
     if (hosts.size() > 8) on += ", ...";
     out << "ranks     " << session.world() << " (MPI, on " << on << "); a batch is " << l.leaves << " "
         << (l.leaf_rows == dist::kBlockRows ? "blocks of 32 samples" : "micro-batches of " + std::to_string(l.leaf_rows) + " samples") << ", "
-        << (lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi)) << " per rank; rank 0 writes the run\n";
+        << (lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi)) << " per rank"
+        << (bn ? " (one node of the batch's tree each: batch norm's statistics are exchanged)" : "") << "; rank 0 writes the run\n";
   }
   out << "run       " << dir << (start > 0 ? " (resumed at step " + std::to_string(start) + ")" : std::string());
   for (const RunObserver* o : observers) out << o->describe();

@@ -128,5 +128,40 @@ TEST(DistPlan, LeavesAreBlocksOrWholeMicroBatches) {
       }
 }
 
+// The batch-norm layout (numerics §20): each rank holds at most one node of the tree, the parts
+// tile the batch in rank order, as many ranks hold samples as the leaves allow, and a
+// power-of-two world over a power-of-two number of blocks is the even split.
+TEST(DistPlan, WholeNodeShardsGiveEachRankOneNode) {
+  for (std::int64_t n = 1; n <= 70; ++n)
+    for (int P = 1; P <= 9; ++P) {
+      const std::vector<Range> parts = dist::whole_node_shards(n, P);
+      ASSERT_EQ(static_cast<int>(parts.size()), P);
+      std::int64_t at = 0, holding = 0;
+      for (const Range& p : parts) {
+        EXPECT_EQ(p.begin, at) << "n " << n << " P " << P;
+        at = p.end;
+        if (p.size() == 0) continue;
+        ++holding;
+        EXPECT_TRUE(is_node(n, p)) << "n " << n << " P " << P << ": [" << p.begin << ", " << p.end << ")";
+      }
+      EXPECT_EQ(at, n);
+      EXPECT_EQ(holding, std::min<std::int64_t>(n, P)) << "n " << n << " P " << P;
+      const dist::StepLayout l = dist::step_layout(n * 32 - 5, 70 * 32, 1, P, dist::Sharding::whole_nodes);
+      for (int r = 0; r < P; ++r) {
+        EXPECT_LE(l.nodes[static_cast<std::size_t>(r)].size(), 1u);
+        EXPECT_EQ(l.shards[static_cast<std::size_t>(r)], parts[static_cast<std::size_t>(r)]);
+      }
+    }
+  for (std::int64_t n : {1, 2, 4, 8, 16, 64})
+    for (int P : {1, 2, 4, 8})
+      if (P <= n)
+        for (int r = 0; r < P; ++r) EXPECT_EQ(dist::whole_node_shards(n, P)[static_cast<std::size_t>(r)], dist::shard(n, P, r));
+  // 3 ranks over 8 blocks: 2, 2 and 4 (the even split, 2, 3, 3, would give two ranks two nodes)
+  EXPECT_EQ(dist::whole_node_shards(8, 3), (std::vector<Range>{{0, 2}, {2, 4}, {4, 8}}));
+  // a short batch of 5 blocks on 2 ranks: 4 and 1; of 2 blocks on 4 ranks: two hold none
+  EXPECT_EQ(dist::whole_node_shards(5, 2), (std::vector<Range>{{0, 4}, {4, 5}}));
+  EXPECT_EQ(dist::whole_node_shards(2, 4), (std::vector<Range>{{0, 1}, {1, 2}, {2, 2}, {2, 2}}));
+}
+
 }  // namespace
 }  // namespace bitgrad::test
