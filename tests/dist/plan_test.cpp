@@ -153,9 +153,12 @@ TEST(DistPlan, WholeNodeShardsGiveEachRankOneNode) {
       }
     }
   for (std::int64_t n : {1, 2, 4, 8, 16, 64})
-    for (int P : {1, 2, 4, 8})
-      if (P <= n)
-        for (int r = 0; r < P; ++r) EXPECT_EQ(dist::whole_node_shards(n, P)[static_cast<std::size_t>(r)], dist::shard(n, P, r));
+    for (int P : {1, 2, 4, 8}) {
+      if (P > n) continue;
+      for (int r = 0; r < P; ++r) {
+        EXPECT_EQ(dist::whole_node_shards(n, P)[static_cast<std::size_t>(r)], dist::shard(n, P, r));
+      }
+    }
   // 3 ranks over 8 blocks: 2, 2 and 4 (the even split, 2, 3, 3, would give two ranks two nodes)
   EXPECT_EQ(dist::whole_node_shards(8, 3), (std::vector<Range>{{0, 2}, {2, 4}, {4, 8}}));
   // a short batch of 5 blocks on 2 ranks: 4 and 1; of 2 blocks on 4 ranks: two hold none

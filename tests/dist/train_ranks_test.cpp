@@ -201,7 +201,8 @@ TEST_F(DistTrain, ABatchNormModelOnRanksGivesTheBitsOfOneProcess) {
                                          {4, "b.toml", "--threads 1 --replica-check 1"},
                                          {2, "r.toml", "--threads 2"},
                                          {3, "r.toml", "--threads 1"}}) {
-    const std::string out = "b" + std::to_string(c.P) + c.file.substr(0, 1) + std::to_string(c.flags.size());
+    std::string out = c.file.substr(0, 1);
+    out += std::to_string(c.P) + "_" + std::to_string(c.flags.size());
     const Result r = sh(mpirun(c.P, c.file + " --out " + out + " --no-progress " + c.flags), w);
     ASSERT_EQ(r.code, 0) << c.P << " ranks " << c.file << " " << c.flags << "\n" << r.out << r.err;
     EXPECT_EQ(fingerprint_of(r), fingerprint_of(one)) << c.P << " ranks " << c.file << " " << c.flags;
