@@ -16,6 +16,7 @@ from the thread that called init, the main one); an MPI that mpi4py started firs
 import atexit as _atexit
 import json as _json
 import os as _os
+import sys as _sys
 
 import numpy as _np
 
@@ -25,7 +26,6 @@ from ._accumulate import _param_list, _per_sample, _split
 _d = _b.distributed
 globals().update({k: v for k, v in vars(_d).items() if not k.startswith("_")})
 
-_exit_registered = False
 
 
 def _finalize_at_exit():
@@ -33,19 +33,42 @@ def _finalize_at_exit():
         _d.finalize()
 
 
+# MPI is left at exit (mpirun counts a rank that exits without MPI_Finalize as failed), whoever
+# started it: init below, or bitgrad.train under mpirun
+_atexit.register(_finalize_at_exit)
+_previous_excepthook = None
+
+
+def _excepthook(kind, value, tb):
+    """Under mpirun: an error every rank raises alike (ReplicaError) is printed by rank 0 and the
+    ranks end normally; any other uncaught error is printed by its rank, naming it, and ends the
+    whole job (MPI_Abort), so that the other ranks do not wait for it in vain."""
+    collective = isinstance(value, ReplicaError)
+    if not collective or _d.rank() == 0:
+        if not collective:
+            _sys.stderr.write("bitgrad.distributed: rank %d (%s): uncaught %s; ending the job\n"
+                              % (_d.rank(), _d.host_name(), kind.__name__))
+        (_previous_excepthook or _sys.__excepthook__)(kind, value, tb)
+    if not collective and _d.initialized() and _d.world_size() > 1:
+        _sys.stderr.flush()
+        _sys.stdout.flush()
+        _d.abort(1)
+
+
 def init(timeout=None):
     """Starts MPI when launched by mpirun (idempotent) and returns the world size (1 otherwise).
 
     timeout: seconds a rank waits for the others before an error names the wait (default 300,
-    BITGRAD_DIST_TIMEOUT). MPI is left at exit (MPI_Finalize), as mpirun expects.
+    BITGRAD_DIST_TIMEOUT). MPI is left at exit (MPI_Finalize), as mpirun expects; an uncaught
+    exception on one rank ends the job (MPI_Abort) instead of leaving the others waiting.
     """
-    global _exit_registered
+    global _previous_excepthook
     n = _d.init()
     if timeout is not None:
         _d.set_timeout(float(timeout))
-    if _d.initialized() and not _exit_registered:
-        _atexit.register(_finalize_at_exit)
-        _exit_registered = True
+    if n > 1 and _previous_excepthook is None:
+        _previous_excepthook = _sys.excepthook
+        _sys.excepthook = _excepthook
     return n
 
 
