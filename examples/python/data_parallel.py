@@ -93,7 +93,7 @@ def main():
         opt.step()
         if (step + 1) % args.replica_check == 0 or step + 1 == args.steps:
             dp.check_replicas(opt, loader, step=step + 1)
-        if dist.is_root() and ((step + 1) % 10 == 0 or step + 1 == args.steps):
+        if dist.is_root() and ((step + 1) % max(1, args.total_steps // 5) == 0 or step + 1 == args.steps):
             print(f"  step {step + 1:4d}  loss {loss.item():.6f}")
 
     if args.save:
