@@ -37,7 +37,7 @@ def ctx(row):
 
 
 def grads(model):
-    return [bg.fingerprint(p.grad) for p in model.parameters()]
+    return [None if p.grad is None else bg.fingerprint(p.grad) for p in model.parameters()]
 
 
 def whole_batch(model, X, Y):
@@ -171,3 +171,17 @@ def test_parameters_as_pairs_or_tensors_and_bad_arguments():
         bg.accumulate(model, [], xent_sum(model))
     with pytest.raises(bg.InputError, match="divisor"):
         bg.Accumulator(model, 0)
+
+
+def test_batch_norm_is_refused_and_frozen_parameters_take_no_part():
+    X, Y = batch([12], 64)
+    bn = nn.Sequential(nn.Linear(12, 8), nn.BatchNorm1d(8), nn.Linear(8, 5), seed=1)
+    with pytest.raises(bg.InputError, match="batch-norm layer is not supported"):
+        bg.accumulate(bn, split(X, Y, [32, 32]), xent_sum(bn))
+    model = mlp()
+    frozen = model.parameters()[0]
+    frozen.requires_grad = False
+    _, want = whole_batch(model, X, Y)
+    model.zero_grad()
+    bg.accumulate(model, split(X, Y, [32, 32]), xent_sum(model))
+    assert frozen.grad is None and grads(model) == want

@@ -17,11 +17,12 @@ Tensor = _b.Tensor
 
 
 def _param_list(params, what):
-    """The tensors of a module (its named_parameters), of (name, tensor) pairs or of tensors."""
+    """The tensors of a module (its named_parameters), of (name, tensor) pairs or of tensors that
+    require grad (a frozen parameter takes no part, as in the optimizer)."""
     if isinstance(params, Tensor):
-        return [params]
+        return [params] if params.requires_grad else []
     if hasattr(params, "named_parameters"):
-        return [t for _, t in params.named_parameters()]
+        return [t for _, t in params.named_parameters() if t.requires_grad]
     out = []
     for p in params:
         if isinstance(p, Tensor):
@@ -31,7 +32,31 @@ def _param_list(params, what):
         else:
             raise TypeError("%s: expected a module, (name, tensor) pairs or tensors, got an element of type %s"
                             % (what, type(p).__name__))
+    return [t for t in out if t.requires_grad]
+
+
+def _modules(model):
+    """The module and every module under it."""
+    if hasattr(model, "modules"):
+        return list(model.modules())
+    out, todo = [], [model]
+    while todo:
+        m = todo.pop()
+        out.append(m)
+        children = m.children() if hasattr(m, "children") else []
+        todo.extend(c[1] if isinstance(c, tuple) else c for c in children)
     return out
+
+
+def _refuse_batch_norm(model, why):
+    """Batch norm normalises by the statistics of the rows it sees: a micro-batch's or a rank's
+    are not the batch's, so the bits could not be the whole batch's (as `bitgrad train` refuses)."""
+    if isinstance(model, Tensor) or not hasattr(model, "parameters"):
+        return
+    bn = getattr(_b.nn, "_BatchNorm", None)
+    if bn is not None and any(isinstance(m, bn) for m in _modules(model)):
+        raise _b.InputError("%s with a batch-norm layer is not supported: its statistics would be those of each part, "
+                            "not of the whole batch (contracts T5, T6); use one piece" % why)
 
 
 def _split(mb, what):
@@ -135,6 +160,8 @@ def accumulate(params, micro_batches, loss_fn, *, divisor=None, strict=False):
     mbs = [_split(mb, "accumulate") for mb in micro_batches]
     if not mbs:
         raise _b.InputError("accumulate: no micro-batches")
+    if len(mbs) > 1:
+        _refuse_batch_norm(params, "accumulate: %d micro-batches" % len(mbs))
     rows = [x.shape[0] if x.ndim > 0 else 0 for x, _ in mbs]
     if divisor is None:
         divisor = sum(rows) * _per_sample(mbs[0][1])

@@ -21,7 +21,7 @@ import sys as _sys
 import numpy as _np
 
 from . import _bitgrad as _b
-from ._accumulate import _param_list, _per_sample, _split
+from ._accumulate import _param_list, _per_sample, _refuse_batch_norm, _split
 
 _d = _b.distributed
 globals().update({k: v for k, v in vars(_d).items() if not k.startswith("_")})
@@ -191,6 +191,8 @@ class DataParallel:
         why = _d.plan_problem(self.batch_size, self.accumulate, self.world)
         if why:
             raise _b.InputError("DataParallel: cannot train on %d ranks: %s" % (self.world, why))
+        if self.world > 1 or self.accumulate > 1:
+            _refuse_batch_norm(model, "DataParallel on %d rank(s) in %d micro-batch(es)" % (self.world, self.accumulate))
         self.params = _param_list(model, "DataParallel")
         self._comb = _d.GradientCombiner(self.params)
         if self.world > 1 and hasattr(model, "state_dict"):
