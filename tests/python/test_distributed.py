@@ -139,3 +139,27 @@ def test_the_replica_check_and_a_failing_rank_stop_every_rank(tmp_path):
     code, out, err = run([str(script), "error"], 2, limit=120)
     assert code != 0 and "not reached" not in out, out + err
     assert "rank 1" in err and "only rank 1 fails" in err, err
+
+
+EXTERNAL = """
+import ctypes, ctypes.util
+mpi = ctypes.CDLL(ctypes.util.find_library("mpi") or "libmpi.so.40", mode=ctypes.RTLD_GLOBAL)
+assert mpi.MPI_Init(None, None) == 0          # another library (mpi4py) starts MPI first
+from bitgrad import distributed as dist
+print("rank", dist.rank(), "of", dist.init(), dist.allgather_bytes(bytes([dist.rank()])) == [b"\\x00", b"\\x01"])
+dist.finalize()                               # left to its owner
+done = ctypes.c_int(1)
+mpi.MPI_Finalized(ctypes.byref(done))
+print("finalized by bitgrad:", bool(done.value))
+mpi.MPI_Finalize()
+"""
+
+
+@needs_mpi
+def test_an_mpi_started_by_another_library_is_used_as_it_is(tmp_path):
+    script = tmp_path / "external.py"
+    script.write_text(EXTERNAL)
+    code, out, err = run([str(script)], 2, limit=120)
+    assert code == 0, out + err
+    assert sorted(line for line in out.splitlines() if line.startswith("rank")) == ["rank 0 of 2 True", "rank 1 of 2 True"], out
+    assert out.count("finalized by bitgrad: False") == 2, out
