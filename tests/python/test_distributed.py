@@ -135,6 +135,11 @@ def test_the_replica_check_and_a_failing_rank_stop_every_rank(tmp_path):
     assert code != 0 and "not reached" not in out, out + err
     assert "replica check after step 0: rank 1" in err and "differs from rank 0" in err and "parameter '0.weight'" in err, err
     assert err.count("bitgrad.distributed.ReplicaError: ") == 1, err  # printed once, by rank 0
+    # a world larger than the batch's blocks: refused alike on every rank, printed once
+    code, out, err = run([str(script), "too-many"], 3, limit=120)
+    assert code != 0 and "not reached" not in out, out + err
+    assert err.count("bitgrad.distributed.RefusedError: DataParallel: cannot train on 3 ranks: a batch of 64 samples has 2 "
+                     "blocks of 32 samples, fewer than the 3 ranks") == 1, err
     # an error of one rank alone ends the job at once (the other would wait in DataParallel's check)
     code, out, err = run([str(script), "error"], 2, limit=120)
     assert code != 0 and "not reached" not in out, out + err

@@ -40,10 +40,10 @@ _previous_excepthook = None
 
 
 def _excepthook(kind, value, tb):
-    """Under mpirun: an error every rank raises alike (ReplicaError) is printed by rank 0 and the
+    """Under mpirun: an error every rank raises alike (CollectiveError) is printed by rank 0 and the
     ranks end normally; any other uncaught error is printed by its rank, naming it, and ends the
     whole job (MPI_Abort), so that the other ranks do not wait for it in vain."""
-    collective = isinstance(value, ReplicaError)
+    collective = isinstance(value, CollectiveError)
     if not collective or _d.rank() == 0:
         if not collective:
             _sys.stderr.write("bitgrad.distributed: rank %d (%s): uncaught %s; ending the job\n"
@@ -77,8 +77,18 @@ def is_root():
     return _d.rank() == 0
 
 
-class ReplicaError(_b.Error):
+class CollectiveError(_b.Error):
+    """An error every rank raises alike (under mpirun: printed once, by rank 0; the ranks end
+    normally)."""
+
+
+class ReplicaError(CollectiveError):
     """The ranks no longer hold the same state (raised alike on every rank)."""
+
+
+class RefusedError(CollectiveError, _b.InputError):
+    """A data-parallel set-up refused alike on every rank (a world larger than the batch's
+    blocks, batch norm over several parts)."""
 
 
 def _state_entries(model, optimizer=None, loader=None):
@@ -190,9 +200,12 @@ class DataParallel:
         self.rank = _d.rank()
         why = _d.plan_problem(self.batch_size, self.accumulate, self.world)
         if why:
-            raise _b.InputError("DataParallel: cannot train on %d ranks: %s" % (self.world, why))
+            raise RefusedError("DataParallel: cannot train on %d ranks: %s" % (self.world, why))
         if self.world > 1 or self.accumulate > 1:
-            _refuse_batch_norm(model, "DataParallel on %d rank(s) in %d micro-batch(es)" % (self.world, self.accumulate))
+            try:
+                _refuse_batch_norm(model, "DataParallel on %d rank(s) in %d micro-batch(es)" % (self.world, self.accumulate))
+            except _b.InputError as e:
+                raise RefusedError(str(e)) from None
         self.params = _param_list(model, "DataParallel")
         self._comb = _d.GradientCombiner(self.params)
         if self.world > 1 and hasattr(model, "state_dict"):
@@ -258,7 +271,7 @@ def save(path, model, optimizer=None, loader=None, step=0, metadata=None):
     nothing (every rank holds the same state). Call it on every rank."""
     if _d.rank() != 0:
         return
-    tensors = [("model." + k, v) for k, v in model.state_dict().items()]
+    tensors = [("model." + k, v) for k, v in model.state_dict().items() if isinstance(v, _b.Tensor)]
     meta = {"kind": _KIND, "step": str(int(step)), "world_size": str(_d.world_size())}
     if optimizer is not None:
         st = optimizer.state_dict()
