@@ -1,7 +1,8 @@
 """Data parallel from Python (issue 30, contract T6; numerics.md §20): `mpirun -n P python3
 examples/python/data_parallel.py` gives a Python-defined MLP and CNN the fingerprint of one process
-for P = 1, 2, 3, 4 (threads, loader workers and accumulate varied); a run checkpointed on 4 ranks
-continues on 2 and then 1 to the bits of an uninterrupted run (elastic resume); the replica check
+for P = 1, 2, 3, 4, at threads 1, 2, 3 and loader workers 0, 2 (accumulate varied too); a run
+checkpointed on 4 ranks continues on 2 and then 1 to the bits of an uninterrupted run (elastic
+resume); an MPI started by another library is used as it is; the replica check
 stops every rank when one was initialised differently; one rank's error ends the job. Without
 mpirun the module imports and trains without starting MPI, and the step's plan is the CLI's.
 
@@ -86,13 +87,13 @@ def test_any_number_of_ranks_gives_the_fingerprint_of_one_process(model):
     code, out, err = run(base + ["--threads", "2"])
     assert code == 0, out + err
     want = fingerprint(out)
-    cases = [(1, ["--threads", "1"]), (2, ["--threads", "1", "--workers", "2"]), (3, ["--threads", "1", "--accumulate", "2"]),
-             (4, ["--threads", "1"])]
-    for P, flags in cases:
+    cases = [(None, ["--threads", "3", "--workers", "2"]), (1, ["--threads", "1"]), (2, ["--threads", "1", "--workers", "2"]),
+             (3, ["--threads", "1", "--accumulate", "2"]), (4, ["--threads", "1"])]
+    for P, flags in cases:  # None: one process without mpirun
         code, out, err = run(base + flags, P)
         assert code == 0, (P, flags, out + err)
         assert fingerprint(out) == want, (P, flags)
-        if P > 1:
+        if P:
             assert "%d rank(s)" % P in out
 
 
