@@ -28,6 +28,8 @@ std::string hostname() {
   return buf;
 }
 
+bool g_mpi_started = false;  // set once, by the thread that starts MPI
+
 }  // namespace
 
 bool have_mpi() {
@@ -37,6 +39,8 @@ bool have_mpi() {
   return false;
 #endif
 }
+
+bool Comm::mpi_started() { return g_mpi_started; }
 
 bool Comm::launched_by_mpirun() { return env_int("OMPI_COMM_WORLD_SIZE", env_int("PMI_SIZE", 1)) > 1; }
 
@@ -55,13 +59,17 @@ Comm::Comm() : host_(hostname()) {
   }
   if (!launched_by_mpirun()) return;
 #ifdef BITGRAD_HAVE_MPI
-  int provided = 0;
-  // Only the training thread calls MPI (kernel and loader threads never do).
-  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) throw Error("data parallel: MPI_Init failed");
+  int provided = 0, already = 0;
+  // Only the training thread calls MPI (kernel and loader threads never do). An MPI another
+  // library started first (mpi4py in a Python program) is used as it is, and left for it to end.
+  MPI_Initialized(&already);
+  if (already) owned_ = false;
+  else if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) throw Error("data parallel: MPI_Init failed");
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   mpi_ = true;
+  g_mpi_started = true;
 #else
   throw Error("data parallel: started by mpirun with " + std::to_string(env_int("OMPI_COMM_WORLD_SIZE", env_int("PMI_SIZE", 1))) +
               " ranks, but this bitgrad was built without MPI (install libopenmpi-dev and rebuild)");
@@ -85,7 +93,7 @@ void Comm::finalize() {
 #ifdef BITGRAD_HAVE_MPI
   if (mpi_ && !finalized_) {
     finalized_ = true;
-    MPI_Finalize();
+    if (owned_) MPI_Finalize();
   }
 #endif
 }

@@ -18,6 +18,8 @@ class Comm {
   static Comm& world();
   // Whether this process was started by mpirun with more than one rank (environment only).
   static bool launched_by_mpirun();
+  // Whether world() has started MPI (or found it started).
+  static bool mpi_started();
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -59,6 +61,7 @@ class Comm {
   void wait(void* requests, int n, const std::string& what);
   int rank_ = 0, size_ = 1;
   bool mpi_ = false, finalized_ = false, started_ = false;
+  bool owned_ = true;  // MPI was started here, so it is finalized here
   double timeout_ = 300;
   std::string host_;
 };

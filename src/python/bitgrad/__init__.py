@@ -13,6 +13,10 @@ from ._bitgrad import Tensor, dtype, float32, float64, int64, uint8, bfloat16, f
 # the Python modules bitgrad.nn, ... (not the extension's submodules of those names)
 del nn, optim, data, io, instruments  # noqa: F821
 from . import nn, optim, data, io, instruments  # noqa: F401,E402
+# issue 30: gradient accumulation on the canonical tree; data parallel from Python
+from ._accumulate import accumulate, Accumulator  # noqa: F401,E402
+del distributed  # noqa: F821  (the extension's submodule; the Python module below)
+from . import distributed  # noqa: F401,E402
 
 __version__ = _bitgrad.__version__
 numerics_version = _bitgrad.numerics_version
