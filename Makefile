@@ -62,7 +62,7 @@ tsan: deps
 	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITGRAD_SANITIZE=thread \
 	  -DBITGRAD_BUILD_BENCH=OFF -DBITGRAD_BUILD_TOOLS=OFF >/dev/null
 	@ninja -C build-tsan -j $(JOBS)
-	@cd build-tsan && ctest --output-on-failure -j $(JOBS) -R '^(ThreadPool|ExecContext|ConcurrentSessions|Gemm|Reduce|GoldenFingerprint|BatchInvariance|Loader|Train|TrainInstruments|Diff|StepTracer|GroupHasher|DistPlan)\.'
+	@cd build-tsan && ctest --output-on-failure -j $(JOBS) -R '^(ThreadPool|ExecContext|ConcurrentSessions|Gemm|Reduce|GoldenFingerprint|BatchInvariance|Loader|Train|TrainInstruments|Diff|StepTracer|GroupHasher|DistPlan|Serve|ServeCli|ServeRequest)\.'
 
 # libFuzzer on the readers (tests/fuzz, docs/fuzzing.md): FUZZ_RUNS executions per target, or
 # FUZZ_SECONDS each when set (CI: 20), FUZZ_TARGETS="idx config" for some; inputs that crash
@@ -72,7 +72,7 @@ FUZZ_SECONDS ?= 0
 fuzz: deps
 	@cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DBITGRAD_FUZZ=ON \
 	  -DBITGRAD_BUILD_TESTS=OFF -DBITGRAD_BUILD_BENCH=OFF -DBITGRAD_BUILD_TOOLS=OFF >/dev/null
-	@ninja -C build-fuzz -j $(JOBS) fuzz_safetensors fuzz_idx fuzz_config fuzz_csv fuzz_records
+	@ninja -C build-fuzz -j $(JOBS) fuzz_safetensors fuzz_idx fuzz_config fuzz_csv fuzz_records fuzz_serve_request
 	@bash scripts/fuzz.sh build-fuzz $(FUZZ_RUNS) $(FUZZ_SECONDS)
 
 bench: build
