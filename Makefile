@@ -1,13 +1,13 @@
 # The README's two commands:
 #   make demo   install dependencies, build the CLI, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
-# Other targets: build, package, package-check, bench, bench-dist, bench-gpt, bench-precision, bench-python, contract, crosscheck, onnx-table,
+# Other targets: build, package, package-check, bench, bench-dist, bench-gpt, bench-precision, bench-python, bench-serve, contract, crosscheck, onnx-table,
 # sanitize, tsan, fuzz, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test package package-check crosscheck sanitize tsan fuzz bench bench-dist bench-gpt bench-precision bench-python contract onnx-table accuracy clean
+.PHONY: deps configure build demo test package package-check crosscheck sanitize tsan fuzz bench bench-dist bench-gpt bench-precision bench-python bench-serve contract onnx-table accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -87,6 +87,12 @@ onnx-table: configure
 # The Python module's per-call overhead of small ops against PyTorch's (docs/benchmarks.md).
 bench-python: build
 	@PYTHONPATH=$(BUILD)/python /usr/bin/python3 bench/python_overhead.py
+
+# Serving (docs/benchmarks.md, docs/serving.md): 64 clients, 2000 requests against `bitgrad serve`
+# and a PyTorch eager server of the same weights; SERVE_RUN=RUN serves a trained run (default:
+# train examples/fortunes_gpt.toml for SERVE_STEPS=300 steps first).
+bench-serve: build
+	@bash bench/serve_bench.sh $(BUILD) $(BUILD)/bench-serve
 
 # Data parallel (docs/distributed_bench.md): tree_allreduce against MPI_Allreduce, and the MLP's
 # training step under mpirun against one process; DIST_RANKS="2 4", DIST_ONLY=combine|train.

@@ -121,9 +121,14 @@ bool Engine::submit(const std::shared_ptr<PredictJob>& j) {
 
 std::vector<std::string> Engine::wait(const std::shared_ptr<CompletionJob>& j, std::size_t from, bool& done) {
   std::unique_lock<std::mutex> l(mu_);
-  progress_.wait(l, [&] { return j->done || j->pieces.size() > from; });
+  j->progress.wait(l, [&] { return j->done || j->pieces.size() > from; });
   done = j->done;
   return std::vector<std::string>(j->pieces.begin() + static_cast<std::ptrdiff_t>(std::min(from, j->pieces.size())), j->pieces.end());
+}
+
+void Engine::wait_done(const std::shared_ptr<CompletionJob>& j) {
+  std::unique_lock<std::mutex> l(mu_);
+  j->progress.wait(l, [&] { return j->done; });
 }
 
 void Engine::wait(const std::shared_ptr<PredictJob>& j) {
@@ -147,6 +152,7 @@ void Engine::finish(CompletionJob& j, const std::string& reason) {
   j.released = j.text.size();
   j.done = true;
   j.finish_reason = reason;
+  j.progress.notify_all();
 }
 
 void Engine::loop() {
@@ -177,16 +183,13 @@ void Engine::loop() {
         predicts_.pop_front();
       }
       if (active_.empty() && preds.empty()) {
-        progress_.notify_all();
         if (stopping_ && waiting_.empty() && predicts_.empty()) return;
         continue;
       }
       batch = active_;
     }
-    progress_.notify_all();
     if (!preds.empty()) predict(preds);
     if (!batch.empty()) step(batch);
-    progress_.notify_all();
   }
 }
 
@@ -238,6 +241,7 @@ void Engine::step(std::vector<std::shared_ptr<CompletionJob>>& batch) {
       } else {
         j.pieces.emplace_back();  // one piece per token step, empty or not
       }
+      j.progress.notify_all();  // only this request's waiter wakes
     }
   }
   metrics_.tokens(0, static_cast<std::int64_t>(batch.size()));
@@ -280,6 +284,7 @@ void Engine::predict(std::vector<std::shared_ptr<PredictJob>>& batch) {
     row += j->req.samples;
     j->done = true;
   }
+  progress_.notify_all();
 }
 
 }  // namespace bitgrad::serve

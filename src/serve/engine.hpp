@@ -31,6 +31,7 @@ struct CompletionJob {
   rng::Stream stream;  // (seed, "sample"): token i of the text drawn with uniform_f64(i)
   std::vector<std::int64_t> generated;
   std::atomic<bool> cancelled{false};  // the client went away
+  std::condition_variable progress;    // with the engine's lock: new pieces, or done
   // guarded by the engine's lock
   std::string text;                 // the completion so far (cut at a stop string at the end)
   std::vector<std::string> pieces;  // the text released per token step (streaming: one event each)
@@ -76,6 +77,7 @@ class Engine {
   // Waits until j has pieces from `from` on, or is done; returns those pieces.
   std::vector<std::string> wait(const std::shared_ptr<CompletionJob>& j, std::size_t from, bool& done);
   void wait(const std::shared_ptr<PredictJob>& j);
+  void wait_done(const std::shared_ptr<CompletionJob>& j);
   // Wakes the scheduler so that it sees a cancelled job now.
   void poke();
   std::int64_t waiting() const;
@@ -91,7 +93,7 @@ class Engine {
   Metrics& metrics_;
   std::unique_ptr<infer::Decoder> decoder_;
   mutable std::mutex mu_;
-  std::condition_variable work_, progress_;
+  std::condition_variable work_, progress_;  // progress_: predictions
   std::deque<std::shared_ptr<CompletionJob>> waiting_;
   std::deque<std::shared_ptr<PredictJob>> predicts_;
   std::vector<std::shared_ptr<CompletionJob>> active_;

@@ -117,8 +117,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     return json{{"id", id}, {"object", "text_completion"}, {"model", name}, {"choices", json::array({json{{"index", 0}, {"text", text}, {"finish_reason", reason}}})}};
   };
   if (!stream) {
-    bool done = false;
-    while (!done) engine->wait(job, 0, done);
+    engine->wait_done(job);
     if (job->finish_reason == "error") throw std::runtime_error(job->error);
     json body = chunk(job->text, job->finish_reason);
     body["usage"] = {{"prompt_tokens", job->prompt_tokens},
@@ -204,7 +203,7 @@ Server::Server(const std::string& run_dir, const ServeOptions& o) : impl_(std::m
   s.engine = std::make_unique<Engine>(s.model, o, s.metrics);
   const int workers = o.http_threads > 0 ? o.http_threads : o.max_batch + o.max_queue + 4;
   s.http.new_task_queue = [workers] { return new httplib::ThreadPool(static_cast<std::size_t>(workers)); };
-  s.http.set_keep_alive_timeout(1);  // so that a stop waits at most a second for idle connections
+  s.http.set_keep_alive_max_count(1000);
   s.http.set_payload_max_length(std::size_t{256} << 20);
   s.routes();
   if (o.port == 0) {
