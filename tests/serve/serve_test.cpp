@@ -336,7 +336,7 @@ TEST(ServeCli, SigtermAnswersTheRequestsInFlightAndExitsZero) {
     ::dup2(out[1], 1);
     ::close(out[0]);
     const std::string bin = std::string(BITGRAD_BINARY_DIR) + "/bin/bitgrad";
-    ::execl(bin.c_str(), bin.c_str(), "serve", dir.c_str(), "--port", "0", "--max-tokens", "5000", static_cast<char*>(nullptr));
+    ::execl(bin.c_str(), bin.c_str(), "serve", dir.c_str(), "--port", "0", "--max-tokens", "4000", static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(out[1]);
@@ -353,18 +353,20 @@ TEST(ServeCli, SigtermAnswersTheRequestsInFlightAndExitsZero) {
     clients.emplace_back([&, i] {
       httplib::Client cl("127.0.0.1", port);
       cl.set_read_timeout(120);
-      auto res = cl.Post("/v1/completions", completion("A", 1500, 1, 0, static_cast<std::uint64_t>(i)), "application/json");
+      auto res = cl.Post("/v1/completions", completion("A", 4000, 1, 0, static_cast<std::uint64_t>(i)), "application/json");
       status[static_cast<std::size_t>(i)] = res ? res->status : -1;
       if (res) bodies[static_cast<std::size_t>(i)] = res->body;
     });
   // wait until all four are being computed
-  for (int i = 0; i < 200; ++i) {
+  bool running = false;
+  for (int i = 0; i < 500 && !running; ++i) {
     httplib::Client cl("127.0.0.1", port);
     auto m = cl.Get("/metrics");
-    if (m && m->body.find("bitgrad_active_requests 4") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    running = m && m->body.find("bitgrad_active_requests 4") != std::string::npos;
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ::kill(pid, SIGTERM);
+  EXPECT_TRUE(running) << "the four requests were in flight when the signal came";
   for (auto& t : clients) t.join();
   int ws = 0;
   ASSERT_EQ(::waitpid(pid, &ws, 0), pid);
@@ -377,7 +379,7 @@ TEST(ServeCli, SigtermAnswersTheRequestsInFlightAndExitsZero) {
     EXPECT_EQ(status[static_cast<std::size_t>(i)], 200) << "request " << i;
     if (status[static_cast<std::size_t>(i)] == 200) {
       const json j = json::parse(bodies[static_cast<std::size_t>(i)]);
-      EXPECT_EQ(j["usage"]["completion_tokens"], 1500) << "answered whole";
+      EXPECT_EQ(j["usage"]["completion_tokens"], 4000) << "answered whole";
     }
   }
   EXPECT_LT(connect_to(port), 0) << "no new connections";
