@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -206,12 +207,12 @@ TEST(Serve, AFullQueueIsAnswered503WithRetryAfter) {
   serve::ServeOptions o;
   o.max_batch = 1;
   o.max_queue = 1;
-  o.max_tokens = 400;
+  o.max_tokens = 2000;
   Running r(gpt_run(), o);
   std::vector<Reply> got(6);
   std::vector<std::thread> clients;
   for (std::size_t i = 0; i < got.size(); ++i)
-    clients.emplace_back([&, i] { got[i] = post(r, "/v1/completions", completion("A", 400, 1, 0, i)); });
+    clients.emplace_back([&, i] { got[i] = post(r, "/v1/completions", completion("A", 2000, 1, 0, i)); });
   for (auto& t : clients) t.join();
   int ok = 0, busy = 0;
   for (const Reply& g : got) {
@@ -383,6 +384,39 @@ TEST(ServeCli, SigtermAnswersTheRequestsInFlightAndExitsZero) {
     }
   }
   EXPECT_LT(connect_to(port), 0) << "no new connections";
+}
+
+// The decoder alone: sequences stepped together get, bit for bit, the logits each gets stepped
+// alone (prompts shorter and longer than the window, a new one joining mid-way).
+TEST(ServeDecoder, SequencesSteppedTogetherGetTheLogitsOfEachAlone) {
+  const infer::RunModel m = infer::load_run_model(gpt_run(), "serve", false);
+  const std::vector<std::string> prompts = {"A", "Do not read", "Keep it simple, make it work", "e", "He who laughs last"};
+  auto run = [&](bool together) {
+    infer::Decoder d(m);
+    std::vector<infer::Decoder::Sequence> seqs(prompts.size());
+    for (std::size_t i = 0; i < prompts.size(); ++i) seqs[i].tokens = m.corpus->encode(prompts[i], "prompt");
+    std::vector<std::vector<float>> trace;
+    for (int step = 0; step < 12; ++step) {
+      std::vector<infer::Decoder::Sequence*> ptrs;
+      for (std::size_t i = 0; i < seqs.size(); ++i)
+        if (i != 2 || step >= 5) ptrs.push_back(&seqs[i]);  // the third joins at step 5
+      std::vector<std::vector<float>> logits;
+      if (together) {
+        logits = d.next_logits(ptrs);
+      } else {
+        for (auto* p : ptrs) logits.push_back(d.next_logits({p})[0]);
+      }
+      for (std::size_t k = 0; k < ptrs.size(); ++k) {
+        ptrs[k]->tokens.push_back(infer::draw_token(logits[k].data(), m.classes, 0.0, 0, 0.0));
+        trace.push_back(logits[k]);
+      }
+    }
+    return trace;
+  };
+  const auto together = run(true), alone = run(false);
+  ASSERT_EQ(together.size(), alone.size());
+  for (std::size_t i = 0; i < together.size(); ++i)
+    ASSERT_EQ(std::memcmp(together[i].data(), alone[i].data(), together[i].size() * sizeof(float)), 0) << "row " << i;
 }
 
 TEST(ServeRequest, ParsesTheOpenAISubset) {
