@@ -207,12 +207,12 @@ TEST(Serve, AFullQueueIsAnswered503WithRetryAfter) {
   serve::ServeOptions o;
   o.max_batch = 1;
   o.max_queue = 1;
-  o.max_tokens = 2000;
+  o.max_tokens = 1000;
   Running r(gpt_run(), o);
   std::vector<Reply> got(6);
   std::vector<std::thread> clients;
   for (std::size_t i = 0; i < got.size(); ++i)
-    clients.emplace_back([&, i] { got[i] = post(r, "/v1/completions", completion("A", 2000, 1, 0, i)); });
+    clients.emplace_back([&, i] { got[i] = post(r, "/v1/completions", completion("A", 1000, 1, 0, i)); });
   for (auto& t : clients) t.join();
   int ok = 0, busy = 0;
   for (const Reply& g : got) {
@@ -337,7 +337,7 @@ TEST(ServeCli, SigtermAnswersTheRequestsInFlightAndExitsZero) {
     ::dup2(out[1], 1);
     ::close(out[0]);
     const std::string bin = std::string(BITGRAD_BINARY_DIR) + "/bin/bitgrad";
-    ::execl(bin.c_str(), bin.c_str(), "serve", dir.c_str(), "--port", "0", "--max-tokens", "4000", static_cast<char*>(nullptr));
+    ::execl(bin.c_str(), bin.c_str(), "serve", dir.c_str(), "--port", "0", "--max-tokens", "2000", static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(out[1]);
@@ -354,7 +354,7 @@ TEST(ServeCli, SigtermAnswersTheRequestsInFlightAndExitsZero) {
     clients.emplace_back([&, i] {
       httplib::Client cl("127.0.0.1", port);
       cl.set_read_timeout(120);
-      auto res = cl.Post("/v1/completions", completion("A", 4000, 1, 0, static_cast<std::uint64_t>(i)), "application/json");
+      auto res = cl.Post("/v1/completions", completion("A", 2000, 1, 0, static_cast<std::uint64_t>(i)), "application/json");
       status[static_cast<std::size_t>(i)] = res ? res->status : -1;
       if (res) bodies[static_cast<std::size_t>(i)] = res->body;
     });
@@ -380,7 +380,7 @@ TEST(ServeCli, SigtermAnswersTheRequestsInFlightAndExitsZero) {
     EXPECT_EQ(status[static_cast<std::size_t>(i)], 200) << "request " << i;
     if (status[static_cast<std::size_t>(i)] == 200) {
       const json j = json::parse(bodies[static_cast<std::size_t>(i)]);
-      EXPECT_EQ(j["usage"]["completion_tokens"], 4000) << "answered whole";
+      EXPECT_EQ(j["usage"]["completion_tokens"], 2000) << "answered whole";
     }
   }
   EXPECT_LT(connect_to(port), 0) << "no new connections";
