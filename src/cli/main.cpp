@@ -16,7 +16,7 @@
 
 #include "bitgrad/bitgrad.hpp"
 #include "bitgrad/instruments.hpp"
-#include "bitgrad/serve.hpp"
+#include "serve/serve.hpp"
 
 namespace {
 

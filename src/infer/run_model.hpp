@@ -1,6 +1,6 @@
 // A run directory's model loaded for inference (`bitgrad sample`, `bitgrad serve`), the draw of
 // a token from logits, and the decoder that advances many texts at once with a KV cache each.
-// Internal to infer and serve: the public face is bitgrad/infer.hpp and bitgrad/serve.hpp.
+// Internal to infer and serve: the public face is bitgrad/infer.hpp and the command `bitgrad serve`.
 #pragma once
 
 #include <cstdint>

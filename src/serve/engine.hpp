@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bitgrad/rng.hpp"
-#include "bitgrad/serve.hpp"
+#include "serve/serve.hpp"
 #include "infer/run_model.hpp"
 #include "serve/request.hpp"
 

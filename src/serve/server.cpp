@@ -1,4 +1,4 @@
-// The HTTP face of `bitgrad serve` (bitgrad/serve.hpp, docs/serving.md): cpp-httplib (Debian's
+// The HTTP face of `bitgrad serve` (serve/serve.hpp, docs/serving.md): cpp-httplib (Debian's
 // libcpp-httplib-dev) for HTTP/1.1, nlohmann for JSON. The handlers parse and check a request
 // (request.cpp), hand it to the engine, and write what it computed; nothing here touches the
 // numbers. Response bodies carry no clock and no counter, so their bytes are the request's.
@@ -7,7 +7,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "bitgrad/serve.hpp"
+#include "serve/serve.hpp"
 #include "infer/run_model.hpp"
 #include "serve/engine.hpp"
 #include "serve/request.hpp"

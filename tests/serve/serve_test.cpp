@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "bitgrad/infer.hpp"
-#include "bitgrad/serve.hpp"
+#include "serve/serve.hpp"
 #include "infer/run_model.hpp"
 #include "serve/request.hpp"
 #include "support/runs.hpp"

@@ -3,7 +3,8 @@
 // generation continuously, a KV cache per request), and each request's rows are computed as
 // they would be alone — the kernels are batch-invariant (contract T4) and the batch runs in an
 // execution context of its own. A completion equals `bitgrad sample` for the same prompt, seed,
-// temperature and top k. It sits above infer and train, below the CLI (library bitgrad_serve).
+// temperature and top k. It sits above infer and train, below the CLI (library bitgrad_serve, not
+// installed: its API is the command, `bitgrad serve`; this header is the CLI's and the tests').
 #pragma once
 
 #include <cstdint>
