@@ -1,13 +1,13 @@
 # The README's two commands:
 #   make demo   install dependencies, build the CLI, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
-# Other targets: build, package, package-check, bench, bench-dist, bench-gpt, bench-precision, bench-python, contract, crosscheck, onnx-table,
+# Other targets: build, package, package-check, bench, bench-dist, bench-gpt, bench-precision, bench-python, bench-serve, contract, crosscheck, onnx-table,
 # sanitize, tsan, fuzz, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test package package-check crosscheck sanitize tsan fuzz bench bench-dist bench-gpt bench-precision bench-python contract onnx-table accuracy clean
+.PHONY: deps configure build demo test package package-check crosscheck sanitize tsan fuzz bench bench-dist bench-gpt bench-precision bench-python bench-serve contract onnx-table accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -62,7 +62,7 @@ tsan: deps
 	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITGRAD_SANITIZE=thread \
 	  -DBITGRAD_BUILD_BENCH=OFF -DBITGRAD_BUILD_TOOLS=OFF >/dev/null
 	@ninja -C build-tsan -j $(JOBS)
-	@cd build-tsan && ctest --output-on-failure -j $(JOBS) -R '^(ThreadPool|ExecContext|ConcurrentSessions|Gemm|Reduce|GoldenFingerprint|BatchInvariance|Loader|Train|TrainInstruments|Diff|StepTracer|GroupHasher|DistPlan)\.'
+	@cd build-tsan && TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp$${TSAN_OPTIONS:+ $$TSAN_OPTIONS}" ctest --output-on-failure -j $(JOBS) -R '^(ThreadPool|ExecContext|ConcurrentSessions|Gemm|Reduce|GoldenFingerprint|BatchInvariance|Loader|Train|TrainInstruments|Diff|StepTracer|GroupHasher|DistPlan|Serve|ServeCli|ServeDecoder|ServeRequest)\.'
 
 # libFuzzer on the readers (tests/fuzz, docs/fuzzing.md): FUZZ_RUNS executions per target, or
 # FUZZ_SECONDS each when set (CI: 20), FUZZ_TARGETS="idx config" for some; inputs that crash
@@ -72,7 +72,7 @@ FUZZ_SECONDS ?= 0
 fuzz: deps
 	@cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DBITGRAD_FUZZ=ON \
 	  -DBITGRAD_BUILD_TESTS=OFF -DBITGRAD_BUILD_BENCH=OFF -DBITGRAD_BUILD_TOOLS=OFF >/dev/null
-	@ninja -C build-fuzz -j $(JOBS) fuzz_safetensors fuzz_idx fuzz_config fuzz_csv fuzz_records
+	@ninja -C build-fuzz -j $(JOBS) fuzz_safetensors fuzz_idx fuzz_config fuzz_csv fuzz_records fuzz_serve_request
 	@bash scripts/fuzz.sh build-fuzz $(FUZZ_RUNS) $(FUZZ_SECONDS)
 
 bench: build
@@ -87,6 +87,12 @@ onnx-table: configure
 # The Python module's per-call overhead of small ops against PyTorch's (docs/benchmarks.md).
 bench-python: build
 	@PYTHONPATH=$(BUILD)/python /usr/bin/python3 bench/python_overhead.py
+
+# Serving (docs/benchmarks.md, docs/serving.md): 64 clients, 2000 requests against `bitgrad serve`
+# and a PyTorch eager server of the same weights; SERVE_RUN=RUN serves a trained run (default:
+# train examples/fortunes_gpt.toml for SERVE_STEPS=300 steps first).
+bench-serve: build
+	@bash bench/serve_bench.sh $(BUILD) $(BUILD)/bench-serve
 
 # Data parallel (docs/distributed_bench.md): tree_allreduce against MPI_Allreduce, and the MLP's
 # training step under mpirun against one process; DIST_RANKS="2 4", DIST_ONLY=combine|train.

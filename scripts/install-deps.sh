@@ -24,6 +24,8 @@ PKGS=(
   libonnx-testdata python3-onnx
   # the Python module (src/python) and its tests
   python3-dev pybind11-dev libdlpack-dev python3-pytest
+  # bitgrad serve: HTTP/1.1 (docs/serving.md; the compiled library and its pkg-config file)
+  libcpp-httplib-dev
   # packaging: man pages from the CLI's help, the Debian package's dependencies (dpkg-shlibdeps,
   # file), `man` to check the pages
   help2man dpkg-dev file man-db

@@ -12,9 +12,11 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "bitgrad/bitgrad.hpp"
 #include "bitgrad/instruments.hpp"
+#include "serve/serve.hpp"
 
 namespace {
 
@@ -130,6 +132,31 @@ int checked_stdout(int rc) {
   return rc;
 }
 
+// `bitgrad serve`: SIGTERM or SIGINT stops accepting connections; the requests in flight are
+// answered, then the command exits 0. The signals are taken by a thread of their own (sigwait),
+// so every thread of the server runs with them blocked.
+int cmd_serve(const std::string& run_dir, const bitgrad::serve::ServeOptions& o) {
+  std::signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not the end
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  bitgrad::serve::Server server(run_dir, o);
+  std::cout << "bitgrad serve: " << server.describe() << " on http://" << o.host << ":" << server.port() << std::endl;
+  std::thread waiter([&] {
+    int sig = 0;
+    ::sigwait(&stop, &sig);
+    std::fprintf(stderr, "bitgrad serve: signal %d: no new connections; answering the requests in flight\n", sig);
+    server.stop();
+  });
+  server.run();
+  ::kill(::getpid(), SIGTERM);  // blocked: ends the waiter's sigwait if no signal came
+  waiter.join();
+  std::cout << "bitgrad serve: stopped" << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int run_command(int argc, char** argv);
@@ -238,6 +265,18 @@ int run_command(int argc, char** argv) {
   samplec->add_option("--seed", sample_seed, "seed of the draws (default 0)");
   samplec->add_option("--threads", smp.threads, "kernel threads")->check(CLI::Range(1, 4096));
 
+  std::string serve_dir;
+  bitgrad::serve::ServeOptions srv;
+  CLI::App* servec = app.add_subcommand("serve", "Answer HTTP requests with a trained run: completions (text) or predictions (docs/serving.md)");
+  servec->add_option("run_dir", serve_dir, "run directory (its latest checkpoint)")->required()->check(CLI::ExistingDirectory);
+  servec->add_option("--host", srv.host, "address to listen on (default 127.0.0.1)");
+  servec->add_option("--port", srv.port, "port (default 8000; 0: a free port, printed)")->check(CLI::Range(0, 65535));
+  servec->add_option("--threads", srv.threads, "kernel threads of the batches (default 1)")->check(CLI::Range(1, 4096));
+  servec->add_option("--max-batch", srv.max_batch, "requests computed together (default 16)")->check(CLI::Range(1, 4096));
+  servec->add_option("--max-queue", srv.max_queue, "requests waiting beyond those; more are answered 503 (default 64)")->check(CLI::Range(0, 1 << 20));
+  servec->add_option("--max-tokens", srv.max_tokens, "largest max_tokens of a completion (default 1024)")->check(CLI::Range(0L, 1L << 24));
+  servec->add_option("--max-prompt", srv.max_prompt, "largest prompt in bytes (default 65536)")->check(CLI::Range(1L, 1L << 30));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -280,6 +319,7 @@ int run_command(int argc, char** argv) {
       std::cout << bitgrad::infer::sample(sample_dir, smp).text << "\n";
       return 0;
     }
+    if (servec->parsed()) return cmd_serve(serve_dir, srv);
     if (env->parsed()) {
       std::cout << bitgrad::instruments::machine_manifest_json();
       return 0;

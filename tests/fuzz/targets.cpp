@@ -11,6 +11,7 @@
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/io.hpp"
 #include "bitgrad/train.hpp"
+#include "serve/request.hpp"
 #include "train/run_dir.hpp"
 
 namespace bitgrad::fuzz {
@@ -128,9 +129,19 @@ void records(const std::uint8_t* data, std::size_t size) {
   expect_errors_only([&] { run.truncate_after(1, {{"metrics.jsonl", static_cast<std::int64_t>(data[0] >> 2) * 8}}); });
 }
 
+// a request body of `bitgrad serve`: as a completion, and as a prediction of samples [3] and [2, 2]
+void serve_request(const std::uint8_t* data, std::size_t size) {
+  const std::string b = bytes(data, size);
+  serve::Limits limits;
+  limits.max_tokens = 100, limits.max_prompt = 256, limits.max_samples = 16;
+  expect_errors_only([&] { serve::parse_completion(b, limits); });
+  expect_errors_only([&] { serve::parse_predict(b, Shape{3}, limits); });
+  expect_errors_only([&] { serve::parse_predict(b, Shape{2, 2}, limits); });
+}
+
 const std::vector<Target>& targets() {
   static const std::vector<Target> t = {
-      {"safetensors", &safetensors}, {"idx", &idx}, {"config", &config}, {"csv", &csv}, {"records", &records}};
+      {"safetensors", &safetensors}, {"idx", &idx}, {"config", &config}, {"csv", &csv}, {"records", &records}, {"serve_request", &serve_request}};
   return t;
 }
 

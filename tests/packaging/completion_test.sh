@@ -33,7 +33,7 @@ expect() {  # WANT (space-separated) WORDS...
   fi
 }
 expect "train" bitgrad tr
-expect "sample selftest sensitivity" bitgrad s
+expect "sample selftest sensitivity serve" bitgrad s
 expect "--help --version" bitgrad --
 expect "--checkpoint-every" bitgrad train a.toml --ch
 expect "--no-epoch-checkpoints --no-progress" bitgrad train --no

@@ -1,0 +1,228 @@
+// Loading a run for inference, the draw of a token, and the cached decoder (run_model.hpp).
+#include "infer/run_model.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "bitgrad/autograd.hpp"
+#include "bitgrad/io.hpp"
+#include "bitgrad/math.hpp"
+#include "bitgrad/ops.hpp"
+#include "train/checkpoint.hpp"
+#include "train/run_dir.hpp"
+
+namespace bitgrad::infer {
+namespace {
+
+// What build_model reads of a text dataset (windows of `block` tokens, a label per position,
+// the vocabulary's size), without the windows themselves.
+class TextShape : public data::Dataset {
+ public:
+  TextShape(std::int64_t block, std::int64_t vocab) : block_(block), vocab_(vocab) {}
+  std::int64_t size() const override { return 0; }
+  Shape sample_shape() const override { return Shape{block_}; }
+  std::int64_t num_classes() const override { return vocab_; }
+  Shape target_shape() const override { return Shape{block_}; }
+  void get(std::int64_t, float*, std::int64_t*, float*) const override { throw Error("infer: the model's shape holds no samples"); }
+  std::string describe() const override { return "text shape"; }
+
+ private:
+  std::int64_t block_, vocab_;
+};
+
+}  // namespace
+
+RunModel load_run_model(const std::string& run_dir, const std::string& what, bool need_text) {
+  const train::RunDir dir = train::RunDir::open(run_dir, what);
+  RunModel r;
+  r.dir = run_dir;
+  r.cfg = train::load_config(dir.config_path());
+  std::shared_ptr<data::Dataset> shape_of;
+  if (r.cfg.data.dataset == train::DatasetKind::text) {
+    const std::string vocab_file = dir.vocabulary_path();
+    if (!dir.has("vocabulary.json"))
+      throw NotFoundError(what + ": " + vocab_file +
+                          " does not exist: the run was trained before runs kept their vocabulary; resume its training (bitgrad train --resume " +
+                          run_dir + " --steps MORE) to write it, or train it again");
+    r.corpus = data::vocabulary_from_json(io::read_file(vocab_file), vocab_file);
+    shape_of = std::make_shared<TextShape>(r.cfg.data.block_size, r.corpus->vocab_size());
+  } else {
+    if (need_text)
+      throw Error(what + ": " + run_dir + " trained on " + train::to_string(r.cfg.data.dataset) + " data; sampling needs a text model");
+    shape_of = train::train_dataset(r.cfg);
+  }
+  r.sample_shape = shape_of->sample_shape();
+  r.classes = shape_of->num_classes();
+  r.model = train::build_model(r.cfg, *shape_of);
+  const train::Checkpoint ck = dir.latest_checkpoint();
+  NoGradGuard ng;
+  auto params = r.model->named_parameters();
+  for (auto& b : r.model->named_buffers()) params.push_back(b);  // the checkpoint's model file: parameters, then buffers
+  BITGRAD_CHECK(ck.params.size() == params.size(), what.c_str(), run_dir, ": the checkpoint holds ", ck.params.size(), " tensors, the model ",
+                params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    BITGRAD_CHECK(ck.params[i].first == params[i].first && ck.params[i].second.shape() == params[i].second.shape(), what.c_str(), run_dir,
+                  ": checkpoint parameter '", ck.params[i].first, "' does not match the model's '", params[i].first, "'");
+    params[i].second.copy_from(ck.params[i].second);
+  }
+  r.step = ck.info.step;
+  return r;
+}
+
+std::int64_t draw_token(const float* logits, std::int64_t V, double temperature, std::int64_t top_k, double u) {
+  std::int64_t best = 0;
+  for (std::int64_t i = 1; i < V; ++i)
+    if (logits[i] > logits[best]) best = i;  // the first maximum
+  if (temperature == 0) return best;
+  const auto at = [](std::int64_t i) { return static_cast<std::size_t>(i); };
+  std::vector<double> l(at(V));
+  for (std::int64_t i = 0; i < V; ++i) l[at(i)] = static_cast<double>(logits[i]) / temperature;
+  std::vector<bool> keep(at(V), true);
+  if (top_k > 0 && top_k < V) {
+    std::vector<std::int64_t> ids(at(V));
+    for (std::int64_t i = 0; i < V; ++i) ids[at(i)] = i;
+    // a total order: larger logit first, then the lower id
+    std::stable_sort(ids.begin(), ids.end(), [&](std::int64_t a, std::int64_t b) { return l[at(a)] > l[at(b)]; });
+    std::fill(keep.begin(), keep.end(), false);
+    for (std::int64_t r = 0; r < top_k; ++r) keep[at(ids[at(r)])] = true;
+  }
+  const double m = l[at(best)];
+  std::vector<double> p(at(V), 0.0);
+  double total = 0;
+  for (std::int64_t i = 0; i < V; ++i)
+    if (keep[at(i)]) total += p[at(i)] = math::exp(l[at(i)] - m);
+  const double target = u * total;
+  double run = 0;
+  std::int64_t last = best;
+  for (std::int64_t i = 0; i < V; ++i) {
+    if (!keep[at(i)]) continue;
+    run += p[at(i)];
+    last = i;
+    if (run > target) return i;
+  }
+  return last;  // u * total rounded up to the sum itself
+}
+
+// ---- the decoder ------------------------------------------------------------------------------
+Decoder::Decoder(const RunModel& m) : m_(m), block_size_(m.cfg.data.block_size) {
+  BITGRAD_CHECK(m.text(), "serve", m.dir, " is not a text model");
+  const auto& ch = m.model->children();
+  const auto& specs = m.cfg.model.layers;
+  if (ch.empty() || specs.size() != ch.size()) return;
+  embed_ = dynamic_cast<nn::TokenEmbedding*>(ch[0].second.get());
+  if (!embed_) return;
+  dim_ = embed_->wte.shape()[1];
+  std::size_t i = 1;
+  for (; i < ch.size(); ++i) {
+    if (!dynamic_cast<nn::TransformerBlock*>(ch[i].second.get()) || specs[i].type != train::LayerKind::transformer_block) break;
+    Block b;
+    b.heads = specs[i].n_head;
+    for (const auto& [name, sub] : ch[i].second->children()) {
+      if (name == "ln1") b.ln1 = dynamic_cast<nn::LayerNorm*>(sub.get());
+      if (name == "ln2") b.ln2 = dynamic_cast<nn::LayerNorm*>(sub.get());
+      if (name == "attn_qkv") b.qkv = dynamic_cast<nn::Linear*>(sub.get());
+      if (name == "attn_proj") b.proj = dynamic_cast<nn::Linear*>(sub.get());
+      if (name == "mlp_fc") b.fc = dynamic_cast<nn::Linear*>(sub.get());
+      if (name == "mlp_proj") b.out = dynamic_cast<nn::Linear*>(sub.get());
+    }
+    if (!b.ln1 || !b.ln2 || !b.qkv || !b.proj || !b.fc || !b.out || b.heads <= 0 || dim_ % b.heads != 0) return;
+    blocks_.push_back(b);
+  }
+  for (; i < ch.size(); ++i) {
+    nn::Module* l = ch[i].second.get();
+    // row-wise in evaluation: each row of the output is a function of the same row alone
+    if (!dynamic_cast<nn::LayerNorm*>(l) && !dynamic_cast<nn::Linear*>(l) && !dynamic_cast<nn::TiedHead*>(l) &&
+        !dynamic_cast<nn::ActivationLayer*>(l) && !dynamic_cast<nn::Dropout*>(l))
+      return;
+    tail_.push_back(l);
+  }
+  cached_ = true;
+}
+
+std::vector<std::vector<float>> Decoder::next_logits(const std::vector<Sequence*>& seqs) {
+  NoGradGuard ng;
+  const nn::Context ctx{};  // evaluation, f32: what `bitgrad sample` runs
+  const std::int64_t V = m_.classes;
+  std::vector<std::vector<float>> out(seqs.size());
+  auto logits_row = [&](const Tensor& t, std::int64_t row) {
+    const float* p = t.data<float>() + row * V;
+    return std::vector<float>(p, p + V);
+  };
+  if (!cached_) {  // the plain forward of each window, as `bitgrad sample`
+    for (std::size_t s = 0; s < seqs.size(); ++s) {
+      const auto& text = seqs[s]->tokens;
+      const std::int64_t len = std::min<std::int64_t>(block_size_, static_cast<std::int64_t>(text.size()));
+      std::vector<float> w(static_cast<std::size_t>(len));
+      for (std::int64_t i = 0; i < len; ++i) w[static_cast<std::size_t>(i)] = static_cast<float>(text[text.size() - static_cast<std::size_t>(len - i)]);
+      Tensor logits = contiguous(m_.model->forward(Tensor::from(w, Shape{1, len}), ctx));
+      out[s] = logits_row(logits, len - 1);
+    }
+    return out;
+  }
+  // the new rows of every sequence, one after another: token id and position in its window
+  std::vector<std::int64_t> ids, pos, first(seqs.size()), count(seqs.size()), last(seqs.size());
+  for (std::size_t s = 0; s < seqs.size(); ++s) {
+    Sequence& q = *seqs[s];
+    const auto n = static_cast<std::int64_t>(q.tokens.size());
+    BITGRAD_CHECK(n > 0, "serve", "a sequence without tokens");
+    const std::int64_t start = std::max<std::int64_t>(0, n - block_size_);
+    if (start != q.start || q.k.size() != blocks_.size()) {  // the window slid: recompute it whole
+      q.start = start;
+      q.cached = 0;
+      q.k.assign(blocks_.size(), Tensor());
+      q.v.assign(blocks_.size(), Tensor());
+    }
+    first[s] = static_cast<std::int64_t>(ids.size());
+    for (std::int64_t p = q.cached; p < n - start; ++p) {
+      ids.push_back(q.tokens[static_cast<std::size_t>(start + p)]);
+      pos.push_back(p);
+    }
+    count[s] = static_cast<std::int64_t>(ids.size()) - first[s];
+    BITGRAD_CHECK(count[s] > 0, "serve", "a sequence with no new token");
+    last[s] = static_cast<std::int64_t>(ids.size()) - 1;
+  }
+  const auto R = static_cast<std::int64_t>(ids.size());
+  const std::int64_t D = dim_;
+  // h = wte[id] + wpe[position]: one addition per element, as TokenEmbedding's
+  Tensor x = add(embedding(embed_->wte, Tensor::from(ids, Shape{R})), index_select(embed_->wpe, 0, Tensor::from(pos, Shape{R})));  // [R, D]
+  const double lowest = static_cast<double>(std::numeric_limits<float>::lowest());
+  for (std::size_t b = 0; b < blocks_.size(); ++b) {
+    const Block& blk = blocks_[b];
+    const std::int64_t H = blk.heads, E = D / H;
+    Tensor qkv = blk.qkv->forward(blk.ln1->forward(x, ctx), ctx);  // [R, 3D]
+    std::vector<Tensor> ys;
+    for (std::size_t s = 0; s < seqs.size(); ++s) {
+      Sequence& q = *seqs[s];
+      const std::int64_t n = count[s], p0 = q.cached;
+      Tensor rows = slice(qkv, 0, first[s], first[s] + n);
+      Tensor kn = contiguous(slice(rows, 1, D, 2 * D)), vn = contiguous(slice(rows, 1, 2 * D, 3 * D));
+      q.k[b] = p0 == 0 ? kn : concat({q.k[b], kn}, 0);
+      q.v[b] = p0 == 0 ? vn : concat({q.v[b], vn}, 0);
+      const std::int64_t L = p0 + n;
+      Tensor qh = permute(reshape(contiguous(slice(rows, 1, 0, D)), Shape{n, H, E}), {1, 0, 2});  // [H, n, E]
+      Tensor kh = permute(reshape(q.k[b], Shape{L, H, E}), {1, 2, 0});                          // [H, E, L]
+      Tensor vh = permute(reshape(q.v[b], Shape{L, H, E}), {1, 0, 2});                          // [H, L, E]
+      // the window's attention rows p0 .. p0+n-1: the same products, scale, mask and softmax
+      Tensor att = mul(matmul(qh, kh), 1.0 / math::sqrt(static_cast<double>(E)));  // [H, n, L]
+      Tensor mask = Tensor::zeros(Shape{n, L}, DType::u8);
+      std::uint8_t* mp = mask.mutable_data<std::uint8_t>();
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = 0; j <= p0 + i; ++j) mp[i * L + j] = 1;
+      att = softmax(where(mask, att, Tensor::scalar(lowest, att.dtype())), -1);
+      Tensor y = matmul(att, vh);                                          // [H, n, E]
+      ys.push_back(reshape(contiguous(permute(y, {1, 0, 2})), Shape{n, D}));  // heads side by side
+    }
+    x = add(x, blk.proj->forward(concat(ys, 0), ctx));
+    x = add(x, blk.out->forward(gelu(blk.fc->forward(blk.ln2->forward(x, ctx), ctx)), ctx));
+  }
+  for (std::size_t s = 0; s < seqs.size(); ++s) seqs[s]->cached += count[s];
+  // the row-wise layers on each sequence's last row only
+  Tensor t = index_select(x, 0, Tensor::from(last, Shape{static_cast<std::int64_t>(last.size())}));
+  for (nn::Module* l : tail_) t = l->forward(t, ctx);
+  t = contiguous(t);
+  BITGRAD_CHECK(t.ndim() == 2 && t.shape()[1] == V, "serve", "the model's output is ", t.shape().str(), ", expected [", seqs.size(), ", ", V, "]");
+  for (std::size_t s = 0; s < seqs.size(); ++s) out[s] = logits_row(t, static_cast<std::int64_t>(s));
+  return out;
+}
+
+}  // namespace bitgrad::infer

@@ -1,0 +1,73 @@
+// A run directory's model loaded for inference (`bitgrad sample`, `bitgrad serve`), the draw of
+// a token from logits, and the decoder that advances many texts at once with a KV cache each.
+// Internal to infer and serve: the public face is bitgrad/infer.hpp and the command `bitgrad serve`.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bitgrad/data.hpp"
+#include "bitgrad/nn.hpp"
+#include "bitgrad/train.hpp"
+
+namespace bitgrad::infer {
+
+// The configuration, the model with its latest checkpoint's parameters (and buffers), and for
+// a text run the vocabulary (vocabulary.json; the corpus is never read). A classifier run's
+// sample shape comes from its dataset (the data are read once, for the shape).
+struct RunModel {
+  std::string dir;
+  train::Config cfg;
+  std::shared_ptr<nn::Sequential> model;
+  std::shared_ptr<const data::TextCorpus> corpus;  // text runs only
+  Shape sample_shape;                              // one sample's input
+  std::int64_t classes = 0;                        // the vocabulary of a text run
+  std::int64_t step = 0;                           // of the checkpoint
+  bool text() const { return corpus != nullptr; }
+};
+// `what` prefixes the errors ("sample", "serve"); need_text refuses a run of other data.
+RunModel load_run_model(const std::string& run_dir, const std::string& what, bool need_text);
+
+// The token drawn from the logits of one position (infer::SampleOptions' rule, numerics §21).
+std::int64_t draw_token(const float* logits, std::int64_t V, double temperature, std::int64_t top_k, double u);
+
+// Continuous decoding: each call computes the next-token logits of every sequence given, the
+// new rows of all of them in one batch through the row-wise layers (embedding, layer norms,
+// linears, GELU: each row by itself, numerics §5, §15) and each sequence's attention over its own
+// cache. A row's numbers are those of `bitgrad sample`'s forward of the sequence's window alone:
+// the same ops on the same rows, and an attention row over a longer (cached) key list differs
+// from the window's only by masked keys, whose weight is +0 (numerics §21, serving.md). A window
+// that slides (the text is longer than block_size) is recomputed whole, as sample does. A model
+// whose layers are not embedding, transformer blocks, then row-wise layers runs the plain
+// forward of each window instead (no cache).
+class Decoder {
+ public:
+  explicit Decoder(const RunModel& m);
+  bool cached() const { return cached_; }
+
+  struct Sequence {
+    std::vector<std::int64_t> tokens;  // the text so far (prompt included)
+    std::int64_t start = 0;            // the window's first token
+    std::int64_t cached = 0;           // window positions [0, cached) are in k, v
+    std::vector<Tensor> k, v;          // per block: [cached, D]
+  };
+  // logits[s] ([V]) of the token after seqs[s]->tokens; updates their caches.
+  std::vector<std::vector<float>> next_logits(const std::vector<Sequence*>& seqs);
+
+ private:
+  struct Block {
+    nn::LayerNorm *ln1 = nullptr, *ln2 = nullptr;
+    nn::Linear *qkv = nullptr, *proj = nullptr, *fc = nullptr, *out = nullptr;
+    std::int64_t heads = 0;
+  };
+  const RunModel& m_;
+  bool cached_ = false;
+  nn::TokenEmbedding* embed_ = nullptr;
+  std::vector<Block> blocks_;
+  std::vector<nn::Module*> tail_;  // row-wise layers after the blocks
+  std::int64_t block_size_ = 0, dim_ = 0;
+};
+
+}  // namespace bitgrad::infer

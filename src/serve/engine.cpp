@@ -1,0 +1,290 @@
+// The scheduler and the counters of `bitgrad serve` (engine.hpp).
+#include "serve/engine.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "bitgrad/autograd.hpp"
+#include "bitgrad/ops.hpp"
+#include "bitgrad/runtime.hpp"
+
+namespace bitgrad::serve {
+namespace {
+constexpr double kLatencyBounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+constexpr std::int64_t kBatchBounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+
+std::string num(double x) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.17g", x);
+  return b;
+}
+}  // namespace
+
+CompletionJob::CompletionJob(CompletionRequest r, std::vector<std::int64_t> prompt)
+    : req(std::move(r)), prompt_tokens(static_cast<std::int64_t>(prompt.size())), stream(req.seed, "sample") {
+  seq.tokens = std::move(prompt);
+}
+
+// ---- metrics ------------------------------------------------------------------------------------
+void Metrics::request(const std::string& endpoint, int status, double seconds) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++requests_[{endpoint, status}];
+  std::size_t b = 0;
+  while (b < std::size(kLatencyBounds) && seconds > kLatencyBounds[b]) ++b;
+  ++latency_[b];
+  latency_sum_ += seconds;
+  ++latency_count_;
+}
+void Metrics::batch(std::int64_t size) {
+  std::lock_guard<std::mutex> l(mu_);
+  std::size_t b = 0;
+  while (b < std::size(kBatchBounds) && size > kBatchBounds[b]) ++b;
+  ++batch_[b];
+  batch_sum_ += size;
+  ++batch_count_;
+}
+void Metrics::tokens(std::int64_t prompt, std::int64_t generated) {
+  std::lock_guard<std::mutex> l(mu_);
+  prompt_tokens_ += prompt;
+  generated_tokens_ += generated;
+}
+std::string Metrics::text(std::int64_t waiting, std::int64_t active) const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string s;
+  s += "# HELP bitgrad_requests_total Requests answered, by endpoint and HTTP status.\n# TYPE bitgrad_requests_total counter\n";
+  for (const auto& [k, n] : requests_)
+    s += "bitgrad_requests_total{endpoint=\"" + k.first + "\",code=\"" + std::to_string(k.second) + "\"} " + std::to_string(n) + "\n";
+  s += "# HELP bitgrad_prompt_tokens_total Prompt tokens of the completions admitted.\n# TYPE bitgrad_prompt_tokens_total counter\n";
+  s += "bitgrad_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
+  s += "# HELP bitgrad_generated_tokens_total Tokens generated.\n# TYPE bitgrad_generated_tokens_total counter\n";
+  s += "bitgrad_generated_tokens_total " + std::to_string(generated_tokens_) + "\n";
+  s += "# HELP bitgrad_queue_depth Requests waiting to be admitted.\n# TYPE bitgrad_queue_depth gauge\nbitgrad_queue_depth " +
+       std::to_string(waiting) + "\n";
+  s += "# HELP bitgrad_active_requests Requests being computed.\n# TYPE bitgrad_active_requests gauge\nbitgrad_active_requests " +
+       std::to_string(active) + "\n";
+  s += "# HELP bitgrad_batch_size Requests per batch (a decoding step or a prediction batch).\n# TYPE bitgrad_batch_size histogram\n";
+  std::int64_t c = 0;
+  for (std::size_t b = 0; b < std::size(kBatchBounds); ++b)
+    s += "bitgrad_batch_size_bucket{le=\"" + std::to_string(kBatchBounds[b]) + "\"} " + std::to_string(c += batch_[b]) + "\n";
+  s += "bitgrad_batch_size_bucket{le=\"+Inf\"} " + std::to_string(batch_count_) + "\n";
+  s += "bitgrad_batch_size_sum " + std::to_string(batch_sum_) + "\nbitgrad_batch_size_count " + std::to_string(batch_count_) + "\n";
+  s += "# HELP bitgrad_request_latency_seconds Time from a request's arrival to its last byte.\n# TYPE bitgrad_request_latency_seconds histogram\n";
+  c = 0;
+  for (std::size_t b = 0; b < std::size(kLatencyBounds); ++b)
+    s += "bitgrad_request_latency_seconds_bucket{le=\"" + num(kLatencyBounds[b]) + "\"} " + std::to_string(c += latency_[b]) + "\n";
+  s += "bitgrad_request_latency_seconds_bucket{le=\"+Inf\"} " + std::to_string(latency_count_) + "\n";
+  s += "bitgrad_request_latency_seconds_sum " + num(latency_sum_) + "\nbitgrad_request_latency_seconds_count " + std::to_string(latency_count_) + "\n";
+  return s;
+}
+
+// ---- the engine ----------------------------------------------------------------------------------
+Engine::Engine(const infer::RunModel& m, const ServeOptions& o, Metrics& metrics) : m_(m), o_(o), metrics_(metrics) {
+  if (m.text()) decoder_ = std::make_unique<infer::Decoder>(m);
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stopping_ = true;
+  }
+  work_.notify_all();
+  thread_.join();
+}
+
+bool Engine::submit(const std::shared_ptr<CompletionJob>& j) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    const auto inside = static_cast<std::int64_t>(waiting_.size() + predicts_.size() + active_.size());
+    if (stopping_ || inside >= static_cast<std::int64_t>(o_.max_batch) + o_.max_queue) return false;
+    metrics_.tokens(j->prompt_tokens, 0);
+    if (j->req.max_tokens == 0) {  // nothing to compute
+      finish(*j, "length");
+      return true;
+    }
+    waiting_.push_back(j);
+  }
+  work_.notify_all();
+  return true;
+}
+
+bool Engine::submit(const std::shared_ptr<PredictJob>& j) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    const auto inside = static_cast<std::int64_t>(waiting_.size() + predicts_.size() + active_.size());
+    if (stopping_ || inside >= static_cast<std::int64_t>(o_.max_batch) + o_.max_queue) return false;
+    predicts_.push_back(j);
+  }
+  work_.notify_all();
+  return true;
+}
+
+std::vector<std::string> Engine::wait(const std::shared_ptr<CompletionJob>& j, std::size_t from, bool& done) {
+  std::unique_lock<std::mutex> l(mu_);
+  j->progress.wait(l, [&] { return j->done || j->pieces.size() > from; });
+  done = j->done;
+  return std::vector<std::string>(j->pieces.begin() + static_cast<std::ptrdiff_t>(std::min(from, j->pieces.size())), j->pieces.end());
+}
+
+void Engine::wait_done(const std::shared_ptr<CompletionJob>& j) {
+  std::unique_lock<std::mutex> l(mu_);
+  j->progress.wait(l, [&] { return j->done; });
+}
+
+void Engine::wait(const std::shared_ptr<PredictJob>& j) {
+  std::unique_lock<std::mutex> l(mu_);
+  progress_.wait(l, [&] { return j->done; });
+}
+
+void Engine::poke() { work_.notify_all(); }
+
+std::int64_t Engine::waiting() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return static_cast<std::int64_t>(waiting_.size() + predicts_.size());
+}
+std::int64_t Engine::active() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return static_cast<std::int64_t>(active_.size());
+}
+
+void Engine::finish(CompletionJob& j, const std::string& reason) {
+  if (j.released < j.text.size()) j.pieces.push_back(j.text.substr(j.released));
+  j.released = j.text.size();
+  j.done = true;
+  j.finish_reason = reason;
+  j.progress.notify_all();
+}
+
+void Engine::loop() {
+  // the batch's execution context: its own pool of kernel threads, nothing process-wide
+  ExecContext ctx(o_.threads);
+  ExecScope scope(ctx);
+  for (;;) {
+    std::vector<std::shared_ptr<CompletionJob>> batch;
+    std::vector<std::shared_ptr<PredictJob>> preds;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      work_.wait(l, [&] { return stopping_ || !waiting_.empty() || !predicts_.empty() || !active_.empty(); });
+      // the cancelled leave first: their slots are free for the waiting
+      for (auto& j : active_)
+        if (j->cancelled.load()) finish(*j, "cancelled");
+      std::erase_if(active_, [](const auto& j) { return j->done; });
+      while (!waiting_.empty() && static_cast<int>(active_.size()) < o_.max_batch) {
+        auto j = waiting_.front();
+        waiting_.pop_front();
+        if (j->cancelled.load()) {
+          finish(*j, "cancelled");
+          continue;
+        }
+        active_.push_back(j);
+      }
+      while (!predicts_.empty() && static_cast<int>(preds.size()) < o_.max_batch) {
+        preds.push_back(predicts_.front());
+        predicts_.pop_front();
+      }
+      if (active_.empty() && preds.empty()) {
+        if (stopping_ && waiting_.empty() && predicts_.empty()) return;
+        continue;
+      }
+      batch = active_;
+    }
+    if (!preds.empty()) predict(preds);
+    if (!batch.empty()) step(batch);
+  }
+}
+
+void Engine::step(std::vector<std::shared_ptr<CompletionJob>>& batch) {
+  std::vector<infer::Decoder::Sequence*> seqs;
+  for (auto& j : batch) seqs.push_back(&j->seq);
+  std::vector<std::vector<float>> logits;
+  std::string error;
+  try {
+    logits = decoder_->next_logits(seqs);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  metrics_.batch(static_cast<std::int64_t>(batch.size()));
+  const std::int64_t V = m_.classes;
+  std::lock_guard<std::mutex> l(mu_);
+  if (!error.empty()) {
+    for (auto& j : batch) {
+      j->error = error;
+      finish(*j, "error");
+    }
+    std::erase_if(active_, [](const auto& j) { return j->done; });
+    return;
+  }
+  for (std::size_t s = 0; s < batch.size(); ++s) {
+    CompletionJob& j = *batch[s];
+    const auto pos = static_cast<std::uint64_t>(j.seq.tokens.size());  // the position of the token drawn
+    const std::int64_t t = infer::draw_token(logits[s].data(), V, j.req.temperature, j.req.top_k, j.stream.uniform_f64(pos));
+    j.seq.tokens.push_back(t);
+    j.generated.push_back(t);
+    j.text = m_.corpus->decode(j.generated);
+    std::size_t cut = std::string::npos, hold = 0;
+    for (const std::string& st : j.req.stop) {
+      cut = std::min(cut, j.text.find(st));
+      hold = std::max(hold, st.size() - 1);
+    }
+    if (cut != std::string::npos) {
+      j.text.resize(cut);
+      finish(j, "stop");
+    } else if (static_cast<std::int64_t>(j.generated.size()) >= j.req.max_tokens) {
+      finish(j, "length");
+    } else {
+      // release what no stop string can still claim, at a character's start
+      std::size_t r = j.text.size() > hold ? j.text.size() - hold : 0;
+      while (r > j.released && r < j.text.size() && (static_cast<unsigned char>(j.text[r]) & 0xC0) == 0x80) --r;
+      if (r > j.released) {
+        j.pieces.push_back(j.text.substr(j.released, r - j.released));
+        j.released = r;
+      } else {
+        j.pieces.emplace_back();  // one piece per token step, empty or not
+      }
+      j.progress.notify_all();  // only this request's waiter wakes
+    }
+  }
+  metrics_.tokens(0, static_cast<std::int64_t>(batch.size()));
+  std::erase_if(active_, [](const auto& j) { return j->done; });
+}
+
+void Engine::predict(std::vector<std::shared_ptr<PredictJob>>& batch) {
+  std::int64_t total = 0;
+  for (auto& j : batch) total += j->req.samples;
+  std::vector<float> in;
+  in.reserve(static_cast<std::size_t>(total * m_.sample_shape.numel()));
+  for (auto& j : batch) in.insert(in.end(), j->req.inputs.begin(), j->req.inputs.end());
+  std::vector<std::int64_t> dims{total};
+  for (std::int64_t d : m_.sample_shape) dims.push_back(d);
+  std::string error;
+  Tensor logits, probs;
+  try {
+    NoGradGuard ng;
+    logits = contiguous(m_.model->forward(Tensor::from(in, Shape(dims)), nn::Context{}));
+    if (m_.classes > 0 && logits.ndim() == 2) probs = contiguous(softmax(logits, -1));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  metrics_.batch(static_cast<std::int64_t>(batch.size()));
+  std::lock_guard<std::mutex> l(mu_);
+  std::int64_t row = 0;
+  for (auto& j : batch) {
+    if (!error.empty()) {
+      j->error = error;
+    } else {
+      const std::int64_t per = logits.numel() / total;
+      j->per = per;
+      const float* lp = logits.data<float>() + row * per;
+      j->logits.assign(lp, lp + j->req.samples * per);
+      if (probs.defined()) {
+        const float* pp = probs.data<float>() + row * per;
+        j->probabilities.assign(pp, pp + j->req.samples * per);
+      }
+    }
+    row += j->req.samples;
+    j->done = true;
+  }
+  progress_.notify_all();
+}
+
+}  // namespace bitgrad::serve

@@ -1,0 +1,443 @@
+// `bitgrad serve` on a free loopback port (docs/serving.md): a completion is `bitgrad sample`'s
+// text; 16 concurrent clients get the bytes they get one at a time, at 1 and 2 threads; bad
+// requests are 4xx naming the field; a full queue is 503 with Retry-After; a client that goes
+// away frees its slot; SIGTERM answers the requests in flight and exits 0. A tiny GPT (and a
+// tiny classifier) are trained in the test.
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "bitgrad/infer.hpp"
+#include "serve/serve.hpp"
+#include "infer/run_model.hpp"
+#include "serve/request.hpp"
+#include "support/runs.hpp"
+#include "support/test_util.hpp"
+#include "support/text_corpus.hpp"
+
+namespace bitgrad::test {
+namespace {
+using json = nlohmann::json;
+
+// A tiny GPT without dropout, trained once per process (block_size 8: texts longer than it slide).
+const std::string& gpt_run() {
+  static const std::string dir = [] {
+    std::string cfg = tiny_gpt();
+    cfg.replace(cfg.find("dropout = 0.1"), 13, "dropout = 0.0");
+    return train_into(cfg, "serve_gpt", options(6, 1, 0));
+  }();
+  return dir;
+}
+
+// The server on a free port, serving on a thread of its own until the end of the scope.
+struct Running {
+  explicit Running(const std::string& dir, serve::ServeOptions o = {}) {
+    o.port = 0;
+    server = std::make_unique<serve::Server>(dir, o);
+    thread = std::thread([this] { server->run(); });
+  }
+  ~Running() {
+    server->stop();
+    thread.join();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", server->port());
+    c.set_read_timeout(60);
+    return c;
+  }
+  std::unique_ptr<serve::Server> server;
+  std::thread thread;
+};
+
+struct Reply {
+  int status = 0;
+  std::string body, retry_after;
+};
+Reply post(const Running& r, const std::string& path, const std::string& body) {
+  auto c = r.client();
+  auto res = c.Post(path.c_str(), body, "application/json");
+  if (!res) return Reply{-1, "no response: " + httplib::to_string(res.error()), ""};
+  return Reply{res->status, res->body, res->get_header_value("Retry-After")};
+}
+
+std::string completion(const std::string& prompt, std::int64_t tokens, double temperature, std::int64_t top_k, std::uint64_t seed,
+                       bool stream = false) {
+  return json{{"prompt", prompt}, {"max_tokens", tokens}, {"temperature", temperature}, {"top_k", top_k}, {"seed", seed}, {"stream", stream}}.dump();
+}
+
+// The text of a completion's body, or of a stream's events.
+std::string text_of(const std::string& body) {
+  if (body.rfind("data: ", 0) != 0) return json::parse(body)["choices"][0]["text"].get<std::string>();
+  std::string t;
+  for (std::size_t at = 0; (at = body.find("data: ", at)) != std::string::npos;) {
+    const std::size_t end = body.find("\n\n", at);
+    const std::string ev = body.substr(at + 6, end - at - 6);
+    at = end;
+    if (ev != "[DONE]") t += json::parse(ev)["choices"][0]["text"].get<std::string>();
+  }
+  return t;
+}
+
+// 16 requests of different prompts, lengths, temperatures, k and seeds; some streamed
+std::vector<std::string> sixteen() {
+  const char* prompts[] = {"A", "Do not ", "Keep it simple", "He who laughs last thinks slowest.\n", "e"};
+  std::vector<std::string> v;
+  for (int i = 0; i < 16; ++i)
+    v.push_back(completion(prompts[i % 5], 3 + (i * 7) % 23, i % 4 == 0 ? 0.0 : 0.5 + 0.25 * (i % 3), i % 3 == 0 ? 5 : 0,
+                           static_cast<std::uint64_t>(1000 + i), i % 5 == 2));
+  return v;
+}
+
+TEST(Serve, CompletionEqualsSample) {
+  const std::string dir = gpt_run();
+  const infer::RunModel m = infer::load_run_model(dir, "serve", false);
+  EXPECT_TRUE(infer::Decoder(m).cached()) << "a gpt is decoded with a KV cache";
+  Running r(dir);
+  struct Case {
+    std::string prompt;
+    std::int64_t tokens;
+    double temperature;
+    std::int64_t top_k;
+    std::uint64_t seed;
+  };
+  for (const Case& c : {Case{"A", 20, 1.0, 0, 3}, Case{"Good news ", 12, 0.0, 0, 0}, Case{"It is a poor judge", 15, 0.7, 5, 99},
+                        Case{"\n", 30, 1.5, 0, 18446744073709551615ull}}) {
+    infer::SampleOptions s;
+    s.prompt = c.prompt;
+    s.tokens = c.tokens;
+    s.temperature = c.temperature;
+    s.top_k = c.top_k;
+    s.seed = c.seed;
+    s.threads = 1;
+    const std::string want = infer::sample(dir, s).text;
+    for (bool stream : {false, true}) {
+      const Reply got = post(r, "/v1/completions", completion(c.prompt, c.tokens, c.temperature, c.top_k, c.seed, stream));
+      ASSERT_EQ(got.status, 200) << got.body;
+      EXPECT_EQ(c.prompt + text_of(got.body), want) << "prompt '" << c.prompt << "' seed " << c.seed << (stream ? " streamed" : "");
+    }
+  }
+  // a stop string cuts the text before it
+  infer::SampleOptions s;
+  s.prompt = "A";
+  s.tokens = 40;
+  s.seed = 3;
+  const std::string full = infer::sample(dir, s).text.substr(1);
+  const std::string stop = full.substr(10, 2);
+  const Reply got = post(r, "/v1/completions", json{{"prompt", "A"}, {"max_tokens", 40}, {"seed", 3}, {"stop", stop}}.dump());
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(json::parse(got.body)["choices"][0]["text"], full.substr(0, full.find(stop)));
+  EXPECT_EQ(json::parse(got.body)["choices"][0]["finish_reason"], "stop");
+}
+
+TEST(Serve, ConcurrentClientsGetTheBytesOfOneAtATime) {
+  const std::vector<std::string> reqs = sixteen();
+  std::vector<std::string> first;
+  for (int threads : {1, 2}) {
+    serve::ServeOptions o;
+    o.threads = threads;
+    o.max_batch = 16;
+    Running r(gpt_run(), o);
+    std::vector<std::string> alone;
+    for (const std::string& q : reqs) {
+      const Reply a = post(r, "/v1/completions", q);
+      ASSERT_EQ(a.status, 200) << a.body;
+      alone.push_back(a.body);
+    }
+    std::vector<Reply> together(reqs.size());
+    std::vector<std::thread> clients;
+    for (std::size_t i = 0; i < reqs.size(); ++i) clients.emplace_back([&, i] { together[i] = post(r, "/v1/completions", reqs[i]); });
+    for (auto& t : clients) t.join();
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      EXPECT_EQ(together[i].status, 200);
+      EXPECT_EQ(together[i].body, alone[i]) << "request " << i << " at " << threads << " threads";
+    }
+    if (first.empty()) first = alone;
+    EXPECT_EQ(alone, first) << "threads " << threads;
+    const std::string metrics = r.client().Get("/metrics")->body;
+    EXPECT_NE(metrics.find("bitgrad_requests_total{endpoint=\"/v1/completions\",code=\"200\"} 32"), std::string::npos) << metrics;
+  }
+}
+
+TEST(Serve, BadRequestsAreRefusedNamingTheField) {
+  serve::ServeOptions o;
+  o.max_tokens = 100;
+  o.max_prompt = 64;
+  Running r(gpt_run(), o);
+  struct Case {
+    std::string body;
+    int status;
+    json param;
+  };
+  for (const Case& c : std::vector<Case>{{"{", 400, nullptr},
+                                         {"[1]", 400, nullptr},
+                                         {R"({"max_tokens": 3})", 400, "prompt"},
+                                         {R"({"prompt": 5})", 400, "prompt"},
+                                         {R"({"prompt": ""})", 400, "prompt"},
+                                         {R"({"prompt": "A", "n": 2})", 400, "n"},
+                                         {R"({"prompt": "A", "max_tokens": "many"})", 400, "max_tokens"},
+                                         {R"({"prompt": "A", "max_tokens": 101})", 400, "max_tokens"},
+                                         {R"({"prompt": "A", "max_tokens": -1})", 400, "max_tokens"},
+                                         {R"({"prompt": "A", "temperature": -0.5})", 400, "temperature"},
+                                         {R"({"prompt": "A", "seed": 1.5})", 400, "seed"},
+                                         {R"({"prompt": "A", "stop": [1]})", 400, "stop[0]"},
+                                         {R"({"prompt": "A", "stream": "yes"})", 400, "stream"},
+                                         {R"({"prompt": "Zebra"})", 400, "prompt"},
+                                         {json{{"prompt", std::string(65, 'A')}}.dump(), 413, "prompt"},
+                                         {R"({"prompt": "A", "model": "another"})", 404, "model"}}) {
+    const Reply got = post(r, "/v1/completions", c.body);
+    EXPECT_EQ(got.status, c.status) << c.body << " -> " << got.body;
+    const json e = json::parse(got.body, nullptr, false);
+    ASSERT_TRUE(e.contains("error")) << got.body;
+    EXPECT_EQ(e["error"]["param"], c.param) << c.body << " -> " << got.body;
+  }
+  EXPECT_EQ(post(r, "/v1/predict", R"({"inputs": [1]})").status, 404) << "a text model has no predictions";
+  EXPECT_EQ(post(r, "/v1/completions", completion("A", 2, 1, 0, 1)).status, 200) << "still serving";
+}
+
+TEST(Serve, AFullQueueIsAnswered503WithRetryAfter) {
+  serve::ServeOptions o;
+  o.max_batch = 1;
+  o.max_queue = 1;
+  o.max_tokens = 1000;
+  Running r(gpt_run(), o);
+  std::vector<Reply> got(6);
+  std::vector<std::thread> clients;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    clients.emplace_back([&, i] { got[i] = post(r, "/v1/completions", completion("A", 1000, 1, 0, i)); });
+  for (auto& t : clients) t.join();
+  int ok = 0, busy = 0;
+  for (const Reply& g : got) {
+    if (g.status == 200) ++ok;
+    if (g.status == 503) {
+      ++busy;
+      EXPECT_EQ(g.retry_after, "1");
+      EXPECT_EQ(json::parse(g.body)["error"]["type"], "overloaded") << g.body;
+    }
+  }
+  EXPECT_EQ(ok + busy, 6);
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(busy, 1) << "one running and one waiting: the rest are turned away";
+}
+
+// a raw connection, so that the test can walk away mid-stream
+int connect_to(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(Serve, AClientThatGoesAwayFreesItsSlot) {
+  serve::ServeOptions o;
+  o.max_batch = 1;
+  o.max_queue = 0;
+  o.max_tokens = 100000;
+  Running r(gpt_run(), o);
+  const int fd = connect_to(r.server->port());
+  ASSERT_GE(fd, 0);
+  const std::string body = completion("A", 100000, 1, 0, 7, true);
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  char buf[512];
+  ASSERT_GT(::read(fd, buf, sizeof buf), 0) << "the stream started";
+  EXPECT_EQ(post(r, "/v1/completions", completion("A", 1, 1, 0, 1)).status, 503) << "the one slot is taken";
+  ::close(fd);
+  Reply after;
+  for (int i = 0; i < 100; ++i) {  // the slot is freed at the stream's next write
+    after = post(r, "/v1/completions", completion("A", 1, 1, 0, 1));
+    if (after.status == 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(after.status, 200) << after.body;
+  const std::string metrics = r.client().Get("/metrics")->body;
+  EXPECT_NE(metrics.find("code=\"499\"} 1"), std::string::npos) << metrics;
+}
+
+TEST(Serve, PredictionsOfAClassifierDoNotDependOnTheirBatch) {
+  const std::string cfg = R"(seed = 17
+[data]
+dataset = "synthetic"
+shape = [6]
+classes = 3
+samples = 256
+[model]
+layers = [ { type = "linear", out = 16 }, { type = "tanh" }, { type = "linear", out = 3 } ]
+[train]
+batch_size = 64
+epochs = 1
+[optimizer]
+type = "adam"
+lr = 0.01
+)";
+  instruments::TrainOptions t = options(2, 1, 0);
+  const std::string dir = train_into(cfg, "serve_classifier", t);
+  Running r(dir);
+  std::vector<std::vector<float>> xs;
+  for (int i = 0; i < 5; ++i) {
+    std::vector<float> x;
+    for (int k = 0; k < 6; ++k) x.push_back(static_cast<float>(0.37 * i - 0.11 * k * k + 0.5));
+    xs.push_back(x);
+  }
+  const Reply all = post(r, "/v1/predict", json{{"inputs", xs}}.dump());
+  ASSERT_EQ(all.status, 200) << all.body;
+  const json a = json::parse(all.body);
+  ASSERT_EQ(a["logits"].size(), 5u);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const json one = json::parse(post(r, "/v1/predict", json{{"inputs", xs[i]}}.dump()).body);  // one sample, unbatched
+    EXPECT_EQ(one["logits"][0], a["logits"][i]) << "sample " << i;
+    EXPECT_EQ(one["probabilities"][0], a["probabilities"][i]);
+    EXPECT_EQ(one["argmax"][0], a["argmax"][i]);
+  }
+  // the same samples as base64 little-endian f32
+  std::string bytes;
+  for (const auto& x : xs)
+    for (float f : x) bytes.append(reinterpret_cast<const char*>(&f), 4);
+  static const char* abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string b64;
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    std::uint32_t w = static_cast<std::uint8_t>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) w |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(bytes[i + 1])) << 8;
+    if (i + 2 < bytes.size()) w |= static_cast<std::uint8_t>(bytes[i + 2]);
+    b64 += abc[(w >> 18) & 63];
+    b64 += abc[(w >> 12) & 63];
+    b64 += i + 1 < bytes.size() ? abc[(w >> 6) & 63] : '=';
+    b64 += i + 2 < bytes.size() ? abc[w & 63] : '=';
+  }
+  EXPECT_EQ(post(r, "/v1/predict", json{{"inputs_base64", b64}}.dump()).body, all.body);
+  const Reply wrong = post(r, "/v1/predict", R"({"inputs": [[1, 2, 3]]})");
+  EXPECT_EQ(wrong.status, 422) << wrong.body;
+  EXPECT_EQ(json::parse(wrong.body)["error"]["param"], "inputs[0]");
+  EXPECT_EQ(post(r, "/v1/completions", R"({"prompt": "A"})").status, 404);
+}
+
+// The command: SIGTERM while requests are in flight; they are answered whole, then exit 0.
+TEST(ServeCli, SigtermAnswersTheRequestsInFlightAndExitsZero) {
+  const std::string dir = gpt_run();
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    ::close(out[0]);
+    const std::string bin = std::string(BITGRAD_BINARY_DIR) + "/bin/bitgrad";
+    ::execl(bin.c_str(), bin.c_str(), "serve", dir.c_str(), "--port", "0", "--max-tokens", "2000", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string line;
+  char c;
+  while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
+  const auto colon = line.rfind(':');
+  ASSERT_NE(colon, std::string::npos) << line;
+  const int port = std::stoi(line.substr(colon + 1));
+  std::vector<int> status(4, 0);
+  std::vector<std::string> bodies(4);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 4; ++i)
+    clients.emplace_back([&, i] {
+      httplib::Client cl("127.0.0.1", port);
+      cl.set_read_timeout(120);
+      auto res = cl.Post("/v1/completions", completion("A", 2000, 1, 0, static_cast<std::uint64_t>(i)), "application/json");
+      status[static_cast<std::size_t>(i)] = res ? res->status : -1;
+      if (res) bodies[static_cast<std::size_t>(i)] = res->body;
+    });
+  // wait until all four are being computed
+  bool running = false;
+  for (int i = 0; i < 500 && !running; ++i) {
+    httplib::Client cl("127.0.0.1", port);
+    auto m = cl.Get("/metrics");
+    running = m && m->body.find("bitgrad_active_requests 4") != std::string::npos;
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pid, SIGTERM);
+  EXPECT_TRUE(running) << "the four requests were in flight when the signal came";
+  for (auto& t : clients) t.join();
+  int ws = 0;
+  ASSERT_EQ(::waitpid(pid, &ws, 0), pid);
+  EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) << "status " << ws;
+  std::string rest;
+  while (::read(out[0], &c, 1) == 1) rest += c;
+  ::close(out[0]);
+  EXPECT_NE(rest.find("bitgrad serve: stopped"), std::string::npos) << rest;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(status[static_cast<std::size_t>(i)], 200) << "request " << i;
+    if (status[static_cast<std::size_t>(i)] == 200) {
+      const json j = json::parse(bodies[static_cast<std::size_t>(i)]);
+      EXPECT_EQ(j["usage"]["completion_tokens"], 2000) << "answered whole";
+    }
+  }
+  EXPECT_LT(connect_to(port), 0) << "no new connections";
+}
+
+// The decoder alone: sequences stepped together get, bit for bit, the logits each gets stepped
+// alone (prompts shorter and longer than the window, a new one joining mid-way).
+TEST(ServeDecoder, SequencesSteppedTogetherGetTheLogitsOfEachAlone) {
+  const infer::RunModel m = infer::load_run_model(gpt_run(), "serve", false);
+  const std::vector<std::string> prompts = {"A", "Do not read", "Keep it simple, make it work", "e", "He who laughs last"};
+  auto run = [&](bool together) {
+    infer::Decoder d(m);
+    std::vector<infer::Decoder::Sequence> seqs(prompts.size());
+    for (std::size_t i = 0; i < prompts.size(); ++i) seqs[i].tokens = m.corpus->encode(prompts[i], "prompt");
+    std::vector<std::vector<float>> trace;
+    for (int step = 0; step < 12; ++step) {
+      std::vector<infer::Decoder::Sequence*> ptrs;
+      for (std::size_t i = 0; i < seqs.size(); ++i)
+        if (i != 2 || step >= 5) ptrs.push_back(&seqs[i]);  // the third joins at step 5
+      std::vector<std::vector<float>> logits;
+      if (together) {
+        logits = d.next_logits(ptrs);
+      } else {
+        for (auto* p : ptrs) logits.push_back(d.next_logits({p})[0]);
+      }
+      for (std::size_t k = 0; k < ptrs.size(); ++k) {
+        ptrs[k]->tokens.push_back(infer::draw_token(logits[k].data(), m.classes, 0.0, 0, 0.0));
+        trace.push_back(logits[k]);
+      }
+    }
+    return trace;
+  };
+  const auto together = run(true), alone = run(false);
+  ASSERT_EQ(together.size(), alone.size());
+  for (std::size_t i = 0; i < together.size(); ++i)
+    ASSERT_EQ(std::memcmp(together[i].data(), alone[i].data(), together[i].size() * sizeof(float)), 0) << "row " << i;
+}
+
+TEST(ServeRequest, ParsesTheOpenAISubset) {
+  serve::Limits l;
+  const serve::CompletionRequest r =
+      serve::parse_completion(R"({"prompt":"hi","max_tokens":7,"temperature":0,"top_k":3,"seed":18446744073709551615,"stop":["a","b"],"stream":true})", l);
+  EXPECT_EQ(r.prompt, "hi");
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_EQ(r.temperature, 0.0);
+  EXPECT_EQ(r.top_k, 3);
+  EXPECT_EQ(r.seed, 18446744073709551615ull);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(r.stream);
+  const serve::PredictRequest p = serve::parse_predict(R"({"inputs":[[1,2],[3,4.5]]})", Shape{2}, l);
+  EXPECT_EQ(p.samples, 2);
+  EXPECT_EQ(p.inputs, (std::vector<float>{1, 2, 3, 4.5f}));
+  const serve::PredictRequest b = serve::parse_predict(R"({"inputs_base64":"AACAPwAAAEA="})", Shape{2}, l);  // 1.0f, 2.0f
+  EXPECT_EQ(b.samples, 1);
+  EXPECT_EQ(b.inputs, (std::vector<float>{1, 2}));
+  EXPECT_THROW_MSG(serve::parse_predict(R"({"inputs_base64":"AACAPw=A"})", Shape{2}, l), "'inputs_base64' is not base64");
+}
+
+}  // namespace
+}  // namespace bitgrad::test
