@@ -91,6 +91,7 @@ PYBIND11_MODULE(_bitgrad, m) {
   init_data(m);
   init_train(m);
   init_instruments(m);
+  init_onnx(m);
 
   m.def("set_num_threads", &set_num_threads, py::arg("n"),
         "Kernel threads (n >= 1). Cannot change a result: the canonical orders depend on shapes only.");

@@ -10,6 +10,7 @@
 #include "bitgrad/data.hpp"
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/io.hpp"
+#include "bitgrad/onnx.hpp"
 #include "bitgrad/train.hpp"
 #include "train/run_dir.hpp"
 
@@ -128,9 +129,14 @@ void records(const std::uint8_t* data, std::size_t size) {
   expect_errors_only([&] { run.truncate_after(1, {{"metrics.jsonl", static_cast<std::int64_t>(data[0] >> 2) * 8}}); });
 }
 
+void onnx(const std::uint8_t* data, std::size_t size) {
+  const std::string b = bytes(data, size);
+  expect_errors_only([&] { bitgrad::onnx::check_bytes(b, "fuzz.onnx"); });
+}
+
 const std::vector<Target>& targets() {
   static const std::vector<Target> t = {
-      {"safetensors", &safetensors}, {"idx", &idx}, {"config", &config}, {"csv", &csv}, {"records", &records}};
+      {"safetensors", &safetensors}, {"idx", &idx}, {"config", &config}, {"csv", &csv}, {"records", &records}, {"onnx", &onnx}};
   return t;
 }
 

@@ -16,6 +16,7 @@ void idx(const std::uint8_t* data, std::size_t size);          // a gzipped IDX 
 void config(const std::uint8_t* data, std::size_t size);       // a TOML configuration
 void csv(const std::uint8_t* data, std::size_t size);          // a CSV dataset
 void records(const std::uint8_t* data, std::size_t size);      // metrics/trace .jsonl, manifest.json
+void onnx(const std::uint8_t* data, std::size_t size);         // an ONNX model (issue 31): the protobuf reader and the importer
 
 struct Target {
   const char* name;

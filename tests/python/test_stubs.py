@@ -26,6 +26,7 @@ STUBS = {
     "bitgrad.data": "data.pyi",
     "bitgrad.io": "io.pyi",
     "bitgrad.instruments": "instruments.pyi",
+    "bitgrad.onnx": "onnx.pyi",
 }
 
 

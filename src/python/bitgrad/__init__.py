@@ -13,6 +13,8 @@ from ._bitgrad import Tensor, dtype, float32, float64, int64, uint8, bfloat16, f
 # the Python modules bitgrad.nn, ... (not the extension's submodules of those names)
 del nn, optim, data, io, instruments  # noqa: F821
 from . import nn, optim, data, io, instruments  # noqa: F401,E402
+del onnx  # noqa: F821  (issue 31)
+from . import onnx  # noqa: F401,E402
 
 __version__ = _bitgrad.__version__
 numerics_version = _bitgrad.numerics_version
