@@ -46,8 +46,9 @@ def resnet18():
     return torchvision.models.resnet18(num_classes=10)
 
 
-def make(kind, seed=0, batch=8):
-    """(torch module in training mode, an example input, batches(n) -> [(x, y)] as numpy)"""
+def make(kind, seed=0, batch=8, double=False):
+    """(torch module in training mode, an example input, batches(n) -> [(x, y)] as numpy); double: the
+    module and its float inputs in float64"""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     if kind == "resnet18":
@@ -67,6 +68,13 @@ def make(kind, seed=0, batch=8):
                 out.append((s[:, :-1], s[:, 1:]))
             return out
     m.train()
+    if double:
+        m = m.double()
+        example = example.double() if example.is_floating_point() else example
+        make_f32 = batches
+
+        def batches(n):
+            return [(x.astype(np.float64) if x.dtype == np.float32 else x, y) for x, y in make_f32(n)]
     return m, example, batches
 
 
@@ -85,7 +93,7 @@ def torch_loss(out, y):
 
 
 def bg_input(x):
-    return bg.tensor(np.ascontiguousarray(x), dtype=bg.int64 if x.dtype.kind == "i" else bg.float32)
+    return bg.tensor(np.ascontiguousarray(x), dtype=bg.int64 if x.dtype.kind == "i" else bg.float64 if x.dtype == np.float64 else bg.float32)
 
 
 def bg_loss(out, y):

@@ -5,7 +5,7 @@ opset 17, training mode), imported with bitgrad.onnx.load, checked against PyTor
 * the forward: bitgrad's outputs agree with torch's on the same weights and inputs (relative
   1e-5 of the largest output), in evaluation and in training mode (BatchNorm's batch statistics);
 * training: SGD with momentum from the same weights on the same batches, the losses tracked step by
-  step (relative 1e-4);
+  step (relative 1e-4); the language models in float32, ResNet-18 in float64 (below);
 * back to PyTorch: the trained weights (BatchNorm's running statistics included) load into the
   torch module with strict=True and give bitgrad's outputs (relative 1e-5).
 
@@ -50,29 +50,42 @@ def _torch_threads():
     torch.set_num_threads(n)
 
 
-@pytest.mark.parametrize("kind", ["resnet18", "transformer", "lstm"])
-def test_round_trip(kind, tmp_path):
-    m, example, batches = make(kind)
-    path = str(tmp_path / (kind + ".onnx"))
+def load_pair(kind, tmp_path, double=False):
+    """(bitgrad module, torch module with the file's weights, the torch module as exported, batches)"""
+    m, example, batches = make(kind, double=double)
+    path = str(tmp_path / ("%s%s.onnx" % (kind, "64" if double else "")))
     export(m, example, path)
     g = bg.onnx.load(path)
     assert [n for n, _ in g.named_parameters()] == [n for n, _ in m.named_parameters()]  # PyTorch's names, its order
-
     # the same starting weights on both sides: the file's (the export's forward moved BatchNorm's statistics)
     tm = copy.deepcopy(m)
     tm.load_state_dict(state_for_torch(g), strict=True)
+    return g, tm, m, batches, path
 
-    # forward, evaluation mode and training mode
-    x, y = batches(1)[0]
+
+@pytest.mark.parametrize("kind", ["resnet18", "transformer", "lstm"])
+def test_forward_agrees(kind, tmp_path):
+    g, tm, _, batches, path = load_pair(kind, tmp_path)
+    x, _ = batches(1)[0]
     te = copy.deepcopy(tm).eval()
     assert rel(g(bg_input(x)).detach().numpy(), te(torch.as_tensor(x)).detach().numpy()) <= FORWARD_RTOL
-    g_probe, t_probe = bg.onnx.load(path), copy.deepcopy(tm)
-    out = g_probe(bg_input(x), bg.nn.Context(training=True)).detach().numpy()
-    assert rel(out, t_probe(torch.as_tensor(x)).detach().numpy()) <= FORWARD_RTOL
+    out = g(bg_input(x), bg.nn.Context(training=True)).detach().numpy()  # BatchNorm's batch statistics
+    assert rel(out, tm(torch.as_tensor(x)).detach().numpy()) <= FORWARD_RTOL
+    for name, b in g.named_buffers():  # the running statistics after one training forward
+        if not name.endswith("num_batches_tracked"):
+            assert rel(b.numpy(), tm.state_dict()[name].numpy()) <= FORWARD_RTOL, name
 
-    # training: SGD with momentum, the same batches
-    opt = bg.optim.SGD(g.parameters(), LR, momentum=MOMENTUM)
-    topt = torch.optim.SGD(tm.parameters(), lr=LR, momentum=MOMENTUM)
+
+@pytest.mark.parametrize("kind", ["resnet18", "transformer", "lstm"])
+def test_training_tracks_torch_and_goes_back(kind, tmp_path):
+    # ResNet-18 trains in float64: its float32 gradients are ill-conditioned on these batches (torch's own
+    # float32 and float64 gradients differ by up to 1e-1 of the largest, bitgrad's float32 likewise:
+    # docs/onnx.md), so no two float32 implementations can track each other for 50 steps
+    double = kind == "resnet18"
+    g, tm, m, batches, _ = load_pair(kind, tmp_path, double=double)
+    lr = 0.001 if kind == "resnet18" else LR
+    opt = bg.optim.SGD(g.parameters(), lr, momentum=MOMENTUM)
+    topt = torch.optim.SGD(tm.parameters(), lr=lr, momentum=MOMENTUM)
     worst = 0.0
     for step, (x, y) in enumerate(batches(steps_for(kind))):
         opt.zero_grad()
