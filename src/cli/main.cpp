@@ -238,6 +238,14 @@ int run_command(int argc, char** argv) {
   samplec->add_option("--seed", sample_seed, "seed of the draws (default 0)");
   samplec->add_option("--threads", smp.threads, "kernel threads")->check(CLI::Range(1, 4096));
 
+  // issue 31: a run's weights for other tools
+  std::string export_dir;
+  bitgrad::infer::ExportOptions exo;
+  CLI::App* exportc = app.add_subcommand("export", "A run's latest weights as safetensors (PyTorch's names for an ONNX model) or as ONNX");
+  exportc->add_option("run_dir", export_dir, "run directory")->required()->check(CLI::ExistingDirectory);
+  exportc->add_option("--safetensors", exo.safetensors, "write the parameters and buffers here (load_state_dict(..., strict=True) takes them)");
+  exportc->add_option("--onnx", exo.onnx, "write the run's ONNX model with the trained initializers here ([model] onnx runs)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -273,6 +281,12 @@ int run_command(int argc, char** argv) {
     if (reportc->parsed()) {
       const bitgrad::instruments::ReportSummary r = bitgrad::instruments::write_report(report_runs, report_out, report_force);
       std::cout << "report of " << r.runs << " run" << (r.runs == 1 ? "" : "s") << " with " << r.plots << " plots written to " << report_out << "\n";
+      return 0;
+    }
+    if (exportc->parsed()) {
+      const bitgrad::infer::ExportResult r = bitgrad::infer::export_run(export_dir, exo);
+      if (!exo.safetensors.empty()) std::cout << "wrote " << r.tensors << " tensors of step " << r.step << " to " << exo.safetensors << "\n";
+      if (!exo.onnx.empty()) std::cout << "wrote the ONNX model of step " << r.step << " to " << exo.onnx << "\n";
       return 0;
     }
     if (samplec->parsed()) {

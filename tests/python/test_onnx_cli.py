@@ -1,0 +1,72 @@
+"""An imported model through the CLI (issue 31): torchvision's ResNet-18 exported by torch 1.13 and
+trained with `[model] onnx = "resnet18.onnx"` has the same fingerprint at threads 1/2/3 and
+loader workers 0/2 (contract T1, T2); `bitgrad export RUN --safetensors` gives PyTorch's names, so
+load_state_dict(..., strict=True) takes the trained weights and BatchNorm's buffers, and
+`--onnx` writes a model onnx.checker accepts and bitgrad imports again with the same bits."""
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("torchvision")
+
+import bitgrad as bg  # noqa: E402
+from onnx_models import bg_input, export, make, rel  # noqa: E402
+from test_parity_training import read_safetensors  # noqa: E402
+
+STEPS = 2
+CONFIG = """seed = 1
+[data]
+dataset = "synthetic"
+samples = 64
+shape = [3, 32, 32]
+classes = 10
+[model]
+onnx = "resnet18.onnx"
+[train]
+batch_size = 8
+[optimizer]
+type = "sgd"
+lr = 0.01
+momentum = 0.9
+"""
+
+
+def train(cli, config, out, threads, workers):
+    r = subprocess.run([cli, "train", str(config), "--steps", str(STEPS), "--out", str(out), "--threads", str(threads),
+                        "--workers", str(workers)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"^fingerprint ([0-9a-f]{32})$", r.stdout, re.M)
+    assert m, r.stdout
+    return m.group(1)
+
+
+def test_resnet18_from_onnx_trains_reproducibly_and_goes_back_to_torch(cli, tmp_path):
+    m, example, _ = make("resnet18")
+    export(m, example, str(tmp_path / "resnet18.onnx"))
+    config = tmp_path / "resnet18.toml"
+    config.write_text(CONFIG)
+    prints = {(t, w): train(cli, config, tmp_path / ("run-%d-%d" % (t, w)), t, w) for t, w in [(1, 0), (2, 2), (3, 0)]}
+    assert len(set(prints.values())) == 1, prints
+
+    run = tmp_path / "run-1-0"
+    st, onnx_out = tmp_path / "trained.safetensors", tmp_path / "trained.onnx"
+    r = subprocess.run([cli, "export", str(run), "--safetensors", str(st), "--onnx", str(onnx_out)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    tensors, _ = read_safetensors(str(st))
+    back = make("resnet18")[0]
+    assert sorted(tensors) == sorted(back.state_dict())
+    back.load_state_dict({k: torch.tensor(v) for k, v in tensors.items()}, strict=True)
+    assert int(back.state_dict()["bn1.num_batches_tracked"]) == STEPS
+
+    onnx.checker.check_model(onnx.load(str(onnx_out)))
+    g = bg.onnx.load(str(onnx_out))
+    for name, t in list(g.named_parameters()) + list(g.named_buffers()):
+        if not name.endswith("num_batches_tracked"):
+            assert np.array_equal(t.detach().numpy(), tensors[name]), name  # the same bits
+    x = np.random.default_rng(3).standard_normal((8, 3, 32, 32)).astype(np.float32)
+    back.eval()
+    assert rel(g(bg_input(x)).detach().numpy(), back(torch.as_tensor(x)).detach().numpy()) <= 1e-5
