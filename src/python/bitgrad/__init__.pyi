@@ -28,6 +28,7 @@ from . import data as data
 from . import instruments as instruments
 from . import io as io
 from . import nn as nn
+from . import onnx as onnx
 from . import optim as optim
 
 __version__: str
