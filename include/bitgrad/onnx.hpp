@@ -59,6 +59,9 @@ class GraphModule : public nn::Module {
 
 std::shared_ptr<GraphModule> load(const std::string& path, const LoadOptions& options = LoadOptions());
 std::shared_ptr<GraphModule> load_bytes(const std::string& bytes, const std::string& name, const LoadOptions& options = LoadOptions());
+// Whether the file's graph has a node of this op type (the session refuses BatchNormalization's
+// batch statistics with micro-batches or ranks, as for a batchnorm layer).
+bool uses_op(const std::string& path, const std::string& op_type);
 // The ONNX op types the importer runs (sorted).
 std::vector<std::string> op_types();
 // Parses a file's bytes only (the fuzz target): the protobuf reader and the importer's checks,

@@ -471,4 +471,9 @@ std::shared_ptr<GraphModule> load(const std::string& path, const LoadOptions& op
 
 void check_bytes(const std::string& bytes, const std::string& name) { compile(bytes, name, LoadOptions()); }
 
+bool uses_op(const std::string& path, const std::string& op_type) {
+  const ModelProto m = parse_model(io::read_file(path, Limits().max_file_bytes), path);
+  return std::any_of(m.graph.node.begin(), m.graph.node.end(), [&](const NodeProto& n) { return n.op_type == op_type; });
+}
+
 }  // namespace bitgrad::onnx

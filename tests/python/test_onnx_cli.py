@@ -70,3 +70,15 @@ def test_resnet18_from_onnx_trains_reproducibly_and_goes_back_to_torch(cli, tmp_
     x = np.random.default_rng(3).standard_normal((8, 3, 32, 32)).astype(np.float32)
     back.eval()
     assert rel(g(bg_input(x)).detach().numpy(), back(torch.as_tensor(x)).detach().numpy()) <= 1e-5
+
+
+def test_batch_norm_of_an_imported_graph_refuses_micro_batches(cli, tmp_path):
+    # its statistics would be those of each micro-batch (contract T5): refused as a batchnorm layer is
+    m, example, _ = make("resnet18")
+    export(m, example, str(tmp_path / "resnet18.onnx"))
+    config = tmp_path / "resnet18.toml"
+    config.write_text(CONFIG)
+    r = subprocess.run([cli, "train", str(config), "--steps", "1", "--out", str(tmp_path / "run"), "--accumulate", "2"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0
+    assert "accumulate = 2 with a batchnorm layer is not supported" in r.stderr, r.stderr
