@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <new>
 #include <queue>
 #include <set>
 
@@ -329,6 +330,8 @@ std::shared_ptr<GraphInfo> compile(const std::string& bytes, const std::string& 
       const std::string what = e.what();
       if (what.rfind("onnx: ", 0) == 0) throw;
       throw Error(where + ": " + n.label() + ": " + what);
+    } catch (const std::bad_alloc&) {  // a constant the graph's numbers ask for that memory cannot hold
+      throw Error(where + ": " + n.label() + ": out of memory computing a constant at load");
     }
     for (std::size_t o = 0; o < n.out.size() && o < c.out.size(); ++o) {
       if (n.out[o] < 0) continue;

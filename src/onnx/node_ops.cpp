@@ -37,6 +37,13 @@ void check_made(const Call& c, const Shape& s) {
 Value ints_value(const Ints& v, const Shape& shape) { return Value{Tensor::from<std::int64_t>(v, shape), kInt64}; }
 Value ints_value(const Ints& v) { return ints_value(v, Shape{static_cast<std::int64_t>(v.size())}); }
 
+// a scalar (or one-element) integer input
+std::int64_t scalar_int(const Call& c, std::size_t i) {
+  const Ints v = c.int_values(i);
+  if (v.size() != 1) c.fail("input " + std::to_string(i) + " must hold one integer, got " + std::to_string(v.size()));
+  return v[0];
+}
+
 Ints host_ints(const Value& v) {
   if (v.t.dtype() == DType::i64) return v.t.contiguous_copy().to_vector<std::int64_t>();
   const auto u = v.t.contiguous_copy().to_vector<std::uint8_t>();
@@ -417,7 +424,7 @@ void split_op(Call& c) {
 void range_op(Call& c) {
   same_type(c);
   if (is_int(c.v(0).ty)) {
-    const std::int64_t s = c.int_values(0).at(0), l = c.int_values(1).at(0), d = c.int_values(2).at(0);
+    const std::int64_t s = scalar_int(c, 0), l = scalar_int(c, 1), d = scalar_int(c, 2);
     if (d == 0) c.fail("delta 0");
     const long double n = std::ceil((static_cast<long double>(l) - s) / d);  // ONNX: max(ceil((limit - start) / delta), 0)
     if (n >= static_cast<long double>(kMaxMade)) c.fail("a range of more than 2^28 values");
@@ -434,7 +441,7 @@ void range_op(Call& c) {
 
 void trilu_op(Call& c) {
   need_float(c, 0);
-  const std::int64_t k = c.has(1) ? c.int_values(1).at(0) : 0;
+  const std::int64_t k = c.has(1) ? scalar_int(c, 1) : 0;
   c.out.push_back(fval(c.i("upper", 1) ? triu(c.x(0), k) : tril(c.x(0), k), c.v(0).ty));
 }
 
@@ -525,6 +532,15 @@ std::string check_auto_pad(const Node& n) {
 
 std::string check_spatial(const Node& n, const GraphInfo&) {
   if (std::string e = check_auto_pad(n); !e.empty()) return e;
+  for (const char* name : {"kernel_shape", "pads", "strides", "dilations"}) {  // sizes a model can have (and ints fit)
+    auto a = n.attrs.find(name);
+    if (a == n.attrs.end()) continue;
+    const std::int64_t lo = std::string(name) == "pads" ? 0 : 1;
+    for (const std::int64_t v : a->second->ints)
+      if (v < lo || v > 65536) return std::string(name) + " value " + std::to_string(v) + " outside [" + std::to_string(lo) + ", 65536]";
+  }
+  auto grp = n.attrs.find("group");
+  if (grp != n.attrs.end() && (grp->second->i < 1 || grp->second->i > 65536)) return "group " + std::to_string(grp->second->i);
   auto k = n.attrs.find("kernel_shape");
   if (k != n.attrs.end() && (k->second->ints.empty() || k->second->ints.size() > 2))
     return "kernel_shape of " + std::to_string(k->second->ints.size()) + " axes (bitgrad's convolutions and pools are 1-d and 2-d)";
