@@ -288,7 +288,9 @@ void reshape_op(Call& c) {
 
 void flatten_op(Call& c) {
   const Tensor& x = c.x(0);
-  const int axis = axis_of(c, c.i("axis", 1), x.ndim() + 1);
+  const std::int64_t a = c.i("axis", 1);  // in [-r, r]; negative counts from the end
+  if (a < -x.ndim() || a > x.ndim()) c.fail("axis " + std::to_string(a) + " out of range for rank " + std::to_string(x.ndim()));
+  const int axis = static_cast<int>(a < 0 ? a + x.ndim() : a);
   std::int64_t outer = 1, inner = 1;
   for (int k = 0; k < x.ndim(); ++k) (k < axis ? outer : inner) *= x.shape()[k];
   c.out.push_back(Value{reshape(x, Shape{outer, inner}), c.v(0).ty});
