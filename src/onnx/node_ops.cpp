@@ -683,7 +683,7 @@ void dropout_op(Call& c) {
   c.out.push_back(fval(dropout(x.t, ratio, s, static_cast<std::uint64_t>(c.ctx.row_offset * row_size), c.ctx.f32_masks), x.ty));
 }
 
-template <int Op>  // 0 mean, 1 sum, 2 max
+template <int Op>  // 0 mean, 1 sum, 2 max, 3 min, 4 l1, 5 l2, 6 logsumexp, 7 prod, 8 sum of squares, 9 log of the sum
 void reduce_op(Call& c) {
   need_float(c, 0);
   const Tensor& x = c.x(0);
@@ -699,7 +699,73 @@ void reduce_op(Call& c) {
     for (int k = 0; k < x.ndim(); ++k) a.push_back(k);
   std::sort(a.begin(), a.end());
   a.erase(std::unique(a.begin(), a.end()), a.end());
-  c.out.push_back(fval(Op == 0 ? mean(x, a, keep) : Op == 1 ? sum(x, a, keep) : amax(x, a, keep), c.v(0).ty));
+  Tensor y;
+  switch (Op) {
+    case 0: y = mean(x, a, keep); break;
+    case 1: y = sum(x, a, keep); break;
+    case 2: y = amax(x, a, keep); break;
+    case 3: y = amin(x, a, keep); break;
+    case 4: y = norm_l1(x, a, keep); break;
+    case 5: y = norm_l2(x, a, keep); break;
+    case 6: y = logsumexp(x, a, keep); break;
+    case 7: y = prod(x, a, keep); break;
+    case 8: y = sum_square(x, a, keep); break;
+    default: y = log_sum(x, a, keep); break;
+  }
+  c.out.push_back(fval(y, c.v(0).ty));
+}
+
+template <bool Max>
+void arg_op(Call& c) {
+  need_float(c, 0);
+  const Tensor& x = c.x(0);
+  const int axis = axis_of(c, c.i("axis", 0), x.ndim());
+  const bool keep = c.i("keepdims", 1) != 0, last = c.i("select_last_index", 0) != 0;
+  NoGradGuard g;
+  c.out.push_back(Value{Max ? argmax(x, axis, keep, last) : argmin(x, axis, keep, last), kInt64});
+}
+
+template <int Op>  // 0 max, 1 min, 2 sum, 3 mean
+void variadic(Call& c) {
+  same_type(c);
+  need_float(c, 0);
+  std::vector<Tensor> xs;
+  for (std::size_t k = 0; k < c.ins.size(); ++k) xs.push_back(c.x(k));
+  c.out.push_back(fval(Op == 0 ? max_of(xs) : Op == 1 ? min_of(xs) : Op == 2 ? sum_of(xs) : mean_of(xs), c.v(0).ty));
+}
+
+void gather_elements_op(Call& c) {
+  need_float(c, 0);
+  const Tensor& x = c.x(0);
+  const int axis = axis_of(c, c.i("axis", 0), x.ndim());
+  Ints idx = c.int_values(1);
+  const std::int64_t n = x.shape()[axis];
+  for (std::int64_t& i : idx) {
+    if (i < -n || i >= n) c.fail("index " + std::to_string(i) + " out of range for an axis of " + std::to_string(n));
+    if (i < 0) i += n;
+  }
+  c.out.push_back(fval(gather(x, axis, Tensor::from<std::int64_t>(idx, c.x(1).shape())), c.v(0).ty));
+}
+
+void cumsum_op(Call& c) {
+  need_float(c, 0);
+  const int axis = axis_of(c, scalar_int(c, 1), c.x(0).ndim());
+  c.out.push_back(fval(cumsum(c.x(0), axis, c.i("exclusive", 0) != 0, c.i("reverse", 0) != 0), c.v(0).ty));
+}
+
+template <int Op>  // 0 elu, 1 selu, 2 celu, 3 hardsigmoid, 4 thresholded_relu
+void param_act(Call& c) {
+  need_float(c, 0);
+  const Tensor& x = c.x(0);
+  Tensor y;
+  switch (Op) {
+    case 0: y = elu(x, c.f("alpha", 1.0)); break;
+    case 1: y = selu(x, c.f("alpha", 1.67326319217681884765625), c.f("gamma", 1.05070102214813232421875)); break;
+    case 2: y = celu(x, c.f("alpha", 1.0)); break;
+    case 3: y = hardsigmoid(x, c.f("alpha", 0.2), c.f("beta", 0.5)); break;
+    default: y = thresholded_relu(x, c.f("alpha", 1.0)); break;
+  }
+  c.out.push_back(fval(y, c.v(0).ty));
 }
 
 // ---- recurrent layers: ONNX's weights in PyTorch's gate order, then bitgrad's rnn ---------------
@@ -769,6 +835,33 @@ constexpr int kMany = 1 << 20;
 const std::vector<OpDef>& table() {
   static const std::vector<OpDef> t = {
       {"Abs", {}, 1, 1, nullptr, unary<bitgrad::abs>, true},
+      {"ArgMax", {"axis", "keepdims", "select_last_index"}, 1, 1, nullptr, arg_op<true>, true},
+      {"ArgMin", {"axis", "keepdims", "select_last_index"}, 1, 1, nullptr, arg_op<false>, true},
+      {"Celu", {"alpha"}, 1, 1, nullptr, param_act<2>, true},
+      {"Cos", {}, 1, 1, nullptr, unary<bitgrad::cos>, true},
+      {"CumSum", {"exclusive", "reverse"}, 2, 2, nullptr, cumsum_op, true},
+      {"Elu", {"alpha"}, 1, 1, nullptr, param_act<0>, true},
+      {"GatherElements", {"axis"}, 2, 2, nullptr, gather_elements_op, true},
+      {"HardSigmoid", {"alpha", "beta"}, 1, 1, nullptr, param_act<3>, true},
+      {"HardSwish", {}, 1, 1, nullptr, unary<bitgrad::hardswish>, true},
+      {"Max", {}, 1, kMany, nullptr, variadic<0>, true},
+      {"Mean", {}, 1, kMany, nullptr, variadic<3>, true},
+      {"Min", {}, 1, kMany, nullptr, variadic<1>, true},
+      {"ReduceL1", {"axes", "keepdims"}, 1, 1, nullptr, reduce_op<4>, true},
+      {"ReduceL2", {"axes", "keepdims"}, 1, 1, nullptr, reduce_op<5>, true},
+      {"ReduceLogSum", {"axes", "keepdims"}, 1, 1, nullptr, reduce_op<9>, true},
+      {"ReduceLogSumExp", {"axes", "keepdims"}, 1, 1, nullptr, reduce_op<6>, true},
+      {"ReduceMin", {"axes", "keepdims"}, 1, 1, nullptr, reduce_op<3>, true},
+      {"ReduceProd", {"axes", "keepdims"}, 1, 1, nullptr, reduce_op<7>, true},
+      {"ReduceSumSquare", {"axes", "keepdims"}, 1, 1, nullptr, reduce_op<8>, true},
+      {"Round", {}, 1, 1, nullptr, unary<bitgrad::round>, true},
+      {"Selu", {"alpha", "gamma"}, 1, 1, nullptr, param_act<1>, true},
+      {"Sign", {}, 1, 1, nullptr, unary<bitgrad::sign>, true},
+      {"Sin", {}, 1, 1, nullptr, unary<bitgrad::sin>, true},
+      {"Softsign", {}, 1, 1, nullptr, unary<bitgrad::softsign>, true},
+      {"Sum", {}, 1, kMany, nullptr, variadic<2>, true},
+      {"Tan", {}, 1, 1, nullptr, unary<bitgrad::tan>, true},
+      {"ThresholdedRelu", {"alpha"}, 1, 1, nullptr, param_act<4>, true},
       {"Add", {}, 2, 2, nullptr, arith<0>, true},
       {"And", {}, 2, 2, nullptr, logical<1>, true},
       {"AveragePool", {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}, 1, 1, check_spatial, pool_op<false>, true},
