@@ -82,3 +82,49 @@ def test_batch_norm_of_an_imported_graph_refuses_micro_batches(cli, tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode != 0
     assert "accumulate = 2 with a batchnorm layer is not supported" in r.stderr, r.stderr
+
+
+MLP_CONFIG = """seed = 3
+[data]
+dataset = "synthetic"
+samples = 256
+shape = [8]
+classes = 10
+[model]
+onnx = "mlp.onnx"
+[train]
+batch_size = 128
+[optimizer]
+type = "sgd"
+lr = 0.05
+momentum = 0.9
+"""
+
+
+def test_an_imported_graph_with_dropout_keeps_the_contract_over_threads_workers_micro_batches_and_ranks(cli, tmp_path):
+    # a torch MLP with Dropout (training mode, a free batch dimension): contract T1, T2, T5 and, with
+    # MPI, T6 hold for the imported graph as for a layer list
+    import shutil
+    import warnings
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Dropout(0.2), torch.nn.Linear(16, 10))
+    m.train()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(m, torch.randn(4, 8), str(tmp_path / "mlp.onnx"), opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, input_names=["input"], output_names=["output"], dynamic_axes={"input": {0: "batch"}})
+    config = tmp_path / "mlp.toml"
+    config.write_text(MLP_CONFIG)
+
+    def fingerprint(out, *extra, launcher=()):
+        r = subprocess.run([*launcher, cli, "train", str(config), "--steps", "6", "--out", str(tmp_path / out), *extra],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        return re.search(r"^fingerprint ([0-9a-f]{32})$", r.stdout, re.M).group(1)
+
+    want = fingerprint("one")
+    assert fingerprint("threads", "--threads", "3", "--workers", "2") == want
+    assert fingerprint("micro", "--accumulate", "4") == want
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec:
+        assert fingerprint("ranks", launcher=(mpiexec, "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "-n", "2")) == want
