@@ -3,6 +3,7 @@ trained with `[model] onnx = "resnet18.onnx"` has the same fingerprint at thread
 loader workers 0/2 (contract T1, T2); `bitgrad export RUN --safetensors` gives PyTorch's names, so
 load_state_dict(..., strict=True) takes the trained weights and BatchNorm's buffers, and
 `--onnx` writes a model onnx.checker accepts and bitgrad imports again with the same bits."""
+import os
 import re
 import subprocess
 
@@ -101,9 +102,10 @@ momentum = 0.9
 """
 
 
-def test_an_imported_graph_with_dropout_keeps_the_contract_over_threads_workers_micro_batches_and_ranks(cli, tmp_path):
-    # a torch MLP with Dropout (training mode, a free batch dimension): contract T1, T2, T5 and, with
-    # MPI, T6 hold for the imported graph as for a layer list
+def test_an_imported_graph_with_dropout_keeps_the_contract(cli, tmp_path):
+    # a torch MLP with Dropout (training mode, a free batch dimension): threads and workers (T1, T2),
+    # micro-batches (T5), resume (T7), the scalar code path (T8) and, with MPI, 2 ranks (T6) give the
+    # imported graph one fingerprint, as for a layer list
     import shutil
     import warnings
     torch.manual_seed(0)
@@ -116,13 +118,17 @@ def test_an_imported_graph_with_dropout_keeps_the_contract_over_threads_workers_
     config = tmp_path / "mlp.toml"
     config.write_text(MLP_CONFIG)
 
-    def fingerprint(out, *extra, launcher=()):
-        r = subprocess.run([*launcher, cli, "train", str(config), "--steps", "6", "--out", str(tmp_path / out), *extra],
-                           capture_output=True, text=True, timeout=600)
+    def fingerprint(out, *extra, launcher=(), env=None, steps="6", resume=False):
+        where = ["--resume", str(tmp_path / out)] if resume else ["--out", str(tmp_path / out)]
+        r = subprocess.run([*launcher, cli, "train", str(config), "--steps", steps, *where, *extra],
+                           capture_output=True, text=True, timeout=600, env=env)
         assert r.returncode == 0, r.stderr
         return re.search(r"^fingerprint ([0-9a-f]{32})$", r.stdout, re.M).group(1)
 
     want = fingerprint("one")
+    fingerprint("resumed", "--checkpoint-every", "3", steps="3")
+    assert fingerprint("resumed", steps="6", resume=True) == want  # T7
+    assert fingerprint("scalar", env=dict(os.environ, BITGRAD_ISA="scalar")) == want  # T8: another code path
     assert fingerprint("threads", "--threads", "3", "--workers", "2") == want
     assert fingerprint("micro", "--accumulate", "4") == want
     mpiexec = shutil.which("mpiexec")
