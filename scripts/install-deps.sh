@@ -22,6 +22,8 @@ PKGS=(
   libopenblas-dev libblis-openmp-dev libblis-dev libmpfr-dev libgmp-dev python3-numpy python3-torch
   # ONNX conformance: the backend node tests and the reader of their protobufs
   libonnx-testdata python3-onnx
+  # ONNX import round trips (issue 31): torchvision's model definitions (ResNet-18) exported by PyTorch
+  python3-torchvision
   # the Python module (src/python) and its tests
   python3-dev pybind11-dev libdlpack-dev python3-pytest
   # bitgrad serve: HTTP/1.1 (docs/serving.md; the compiled library and its pkg-config file)

@@ -34,3 +34,18 @@ SampleResult sample(const std::string& run_dir, const SampleOptions& o);
 // file; resuming its training writes one.
 
 }  // namespace bitgrad::infer
+
+// ---- bitgrad export (issue 31): a run's latest checkpoint as files other tools read ----------
+namespace bitgrad::infer {
+
+struct ExportOptions {
+  std::string safetensors;  // non-empty: the parameters and buffers, by name (an ONNX model's: its initializer names)
+  std::string onnx;         // non-empty: an ONNX model's graph with the trained initializers ([model] onnx runs only)
+};
+struct ExportResult {
+  std::int64_t step = 0;        // of the checkpoint exported
+  std::size_t tensors = 0;      // written to the safetensors file
+};
+ExportResult export_run(const std::string& run_dir, const ExportOptions& o);
+
+}  // namespace bitgrad::infer

@@ -83,6 +83,9 @@ struct ModelConfig {  // [model]
   std::vector<LayerSpec> layers;  // for type = "gpt", the layers it stands for
   nn::Init init = nn::Init::kaiming_uniform;
   nn::Recompute recompute = nn::Recompute::none;  // activation checkpointing (T9: not in the hash)
+  // issue 31: an ONNX file as the model (onnx = "..."; a relative path is resolved against the
+  // configuration file's directory when it is read); empty: the layers
+  std::string onnx;
   struct Gpt {
     bool on = false;
     std::int64_t n_layer = 4, n_head = 4, n_embd = 128;

@@ -276,6 +276,13 @@ int run_command(int argc, char** argv) {
   servec->add_option("--max-queue", srv.max_queue, "requests waiting beyond those; more are answered 503 (default 64)")->check(CLI::Range(0, 1 << 20));
   servec->add_option("--max-tokens", srv.max_tokens, "largest max_tokens of a completion (default 1024)")->check(CLI::Range(0L, 1L << 24));
   servec->add_option("--max-prompt", srv.max_prompt, "largest prompt in bytes (default 65536)")->check(CLI::Range(1L, 1L << 30));
+  // issue 31: a run's weights for other tools
+  std::string export_dir;
+  bitgrad::infer::ExportOptions exo;
+  CLI::App* exportc = app.add_subcommand("export", "A run's latest weights as safetensors (PyTorch's names for an ONNX model) or as ONNX");
+  exportc->add_option("run_dir", export_dir, "run directory")->required()->check(CLI::ExistingDirectory);
+  exportc->add_option("--safetensors", exo.safetensors, "write the parameters and buffers here (load_state_dict(..., strict=True) takes them)");
+  exportc->add_option("--onnx", exo.onnx, "write the run's ONNX model with the trained initializers here ([model] onnx runs)");
 
   try {
     app.parse(argc, argv);
@@ -312,6 +319,12 @@ int run_command(int argc, char** argv) {
     if (reportc->parsed()) {
       const bitgrad::instruments::ReportSummary r = bitgrad::instruments::write_report(report_runs, report_out, report_force);
       std::cout << "report of " << r.runs << " run" << (r.runs == 1 ? "" : "s") << " with " << r.plots << " plots written to " << report_out << "\n";
+      return 0;
+    }
+    if (exportc->parsed()) {
+      const bitgrad::infer::ExportResult r = bitgrad::infer::export_run(export_dir, exo);
+      if (!exo.safetensors.empty()) std::cout << "wrote " << r.tensors << " tensors of step " << r.step << " to " << exo.safetensors << "\n";
+      if (!exo.onnx.empty()) std::cout << "wrote the ONNX model of step " << r.step << " to " << exo.onnx << "\n";
       return 0;
     }
     if (samplec->parsed()) {

@@ -37,6 +37,7 @@ void init_data(py::module_& m);
 void init_train(py::module_& m);
 void init_instruments(py::module_& m);
 void init_distributed(py::module_& m);  // issue 30: bitgrad.distributed, the accumulation helper's combine (distributed.cpp)
+void init_onnx(py::module_& m);  // issue 31: bitgrad.onnx (onnx.cpp)
 
 // Where the Python code that called an op is (file and line), for op traces and anomaly
 // reports; looked up only while an op hook is installed. Call with the GIL held.

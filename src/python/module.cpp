@@ -92,6 +92,7 @@ PYBIND11_MODULE(_bitgrad, m) {
   init_train(m);
   init_instruments(m);
   init_distributed(m);  // issue 30: data parallel and accumulation from Python (distributed.cpp)
+  init_onnx(m);
 
   m.def("set_num_threads", &set_num_threads, py::arg("n"),
         "Kernel threads (n >= 1). Cannot change a result: the canonical orders depend on shapes only.");

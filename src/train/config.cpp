@@ -401,6 +401,13 @@ void schema(V& v, C& c) {
   v.choice("init", c.model.init, c.model.gpt.on ? nn::Init::gpt2 : nn::Init::kaiming_uniform, kInits);
   v.choice("recompute", c.model.recompute, nn::Recompute::none, kRecomputes, kUnhashed);  // T9: the same bits
   v.choice("type", c.model.gpt.on, false, kModelTypes, kEarly | (c.model.gpt.on ? 0u : kReadOnly));
+  // issue 31: an ONNX file as the model; written (and hashed) only when set, so no other hash changes
+  if (v.has("onnx") || !c.model.onnx.empty()) {
+    v.string("onnx", c.model.onnx, "", kEarly);
+    v.check(!c.model.onnx.empty(), "onnx", "[model] onnx is empty; give an ONNX file");
+    v.check(!c.model.gpt.on, "onnx", "[model] onnx is the model; remove type = \"gpt\"");
+    v.check(!v.has("layers"), "layers", "[model] onnx = \"...\" is the model; remove 'layers'");
+  }
   if (c.model.gpt.on) {
     v.check(c.data.dataset == DatasetKind::text, nullptr, "[model] type = \"gpt\" needs token data: [data] dataset = \"text\"");
     v.check(!v.has("layers"), "layers", "[model] type = \"gpt\" builds its own layers; remove 'layers'");
@@ -415,7 +422,7 @@ void schema(V& v, C& c) {
             "[model] n_embd " + std::to_string(c.model.gpt.n_embd) + " is not divisible by n_head " + std::to_string(c.model.gpt.n_head));
     v.derive(c.model.layers, [&c](int line) { return gpt_layers(c, line); });
   }
-  v.layers("layers", c.model.layers, c.model.gpt.on);
+  v.layers("layers", c.model.layers, c.model.gpt.on || !c.model.onnx.empty());
 
   v.section("train");
   v.integer("batch_size", c.train.batch_size, 128, 1, 1 << 24);
@@ -732,6 +739,11 @@ Config parse_config(const std::string& text, const std::string& name) {
     r.pass(early);
     schema(r, c);
     r.end();
+  }
+  // [model] onnx relative to the configuration file (a run's resolved configuration keeps the result)
+  if (!c.model.onnx.empty() && c.model.onnx[0] != '/') {
+    const std::size_t slash = name.rfind('/');
+    if (slash != std::string::npos) c.model.onnx = name.substr(0, slash + 1) + c.model.onnx;
   }
   return c;
 }

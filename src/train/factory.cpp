@@ -1,5 +1,6 @@
 // The datasets and the model a configuration describes.
 #include "bitgrad/nn_spatial.hpp"
+#include "bitgrad/onnx.hpp"
 #include "bitgrad/train.hpp"
 #include "io/format.hpp"
 #include "train/memory.hpp"
@@ -56,7 +57,44 @@ std::shared_ptr<data::Dataset> test_dataset(const Config& c) {
   return c.data.test_samples > 0 ? data::adder_dataset(c.data.test_samples, c.data.features, c.seed, c.data.samples) : nullptr;
 }
 
+// issue 31: [model] onnx = "...": the graph as the one layer of a Sequential (its parameters are
+// "0." + the ONNX initializer names; bitgrad export writes them without the "0."), checked
+// against the dataset as a layer list is
+std::shared_ptr<nn::Sequential> build_onnx_model(const Config& c, const data::Dataset& ds) {
+  auto model = std::make_shared<nn::Sequential>();
+  const std::string where = c.file + ": [model] onnx = " + c.model.onnx;
+  std::shared_ptr<onnx::GraphModule> g;
+  Shape shape{1};
+  for (std::int64_t d : ds.sample_shape()) shape.push_back(d);
+  try {
+    g = onnx::load(c.model.onnx);
+    shape = g->output_shape(shape);
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
+  model->add(g);
+  const std::int64_t outputs = shape.ndim() >= 2 ? shape.numel() / shape[0] : 0;
+  if (ds.num_classes() > 0 && ds.target_shape().ndim() == 1) {
+    const std::int64_t T = ds.target_shape()[0];
+    if (c.train.loss != LossKind::cross_entropy || shape.ndim() != 3 || shape[1] != T || shape[2] != ds.num_classes())
+      throw Error(where + ": the model gives " + shape.str() + " per batch; the dataset's windows of " + std::to_string(T) +
+                  " tokens need [N, " + std::to_string(T) + ", " + std::to_string(ds.num_classes()) + "] and loss = \"cross_entropy\"");
+  } else if (ds.num_classes() > 0) {
+    if (c.train.loss != LossKind::cross_entropy || shape.ndim() != 2 || outputs != ds.num_classes())
+      throw Error(where + ": the model gives " + shape.str() + " per batch; the dataset's " + std::to_string(ds.num_classes()) +
+                  " classes need [N, " + std::to_string(ds.num_classes()) + "] and loss = \"cross_entropy\"");
+  } else if (c.train.loss != LossKind::mse || outputs != ds.target_shape().numel()) {
+    throw Error(where + ": the model gives " + shape.str() + " per batch; the dataset's targets need " +
+                std::to_string(ds.target_shape().numel()) + " values per sample and loss = \"mse\"");
+  }
+  model->set_recompute(c.model.recompute);
+  std::uint64_t site = 0;
+  model->number_sites(site);
+  return model;
+}
+
 std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset& ds) {
+  if (!c.model.onnx.empty()) return build_onnx_model(c, ds);
   auto model = std::make_shared<nn::Sequential>();
   Shape shape{1};
   for (std::int64_t d : ds.sample_shape()) shape.push_back(d);

@@ -50,6 +50,8 @@ std::string num(double v) {
 
 }  // namespace
 
+std::vector<std::int64_t> shape_after(const Layer& l, const std::vector<std::int64_t>& in) { return after(l, in); }
+
 bool Case::valid() const {
   std::vector<std::int64_t> s = shape;
   for (const Layer& l : layers) {
@@ -66,8 +68,10 @@ std::string Case::toml() const {
   for (std::size_t i = 0; i < shape.size(); ++i) o << (i ? ", " : "") << shape[i];
   o << "]\nclasses = " << classes << "\n";
   if (classes == 0) o << "targets = " << targets << "\n";
-  o << "\n[model]\nlayers = [\n";
-  for (const Layer& l : layers) {
+  o << "\n[model]\n";
+  if (onnx) o << "onnx = \"" << onnx_path << "\"\n";  // issue 31: the layers as an ONNX graph
+  else o << "layers = [\n";
+  for (const Layer& l : onnx ? std::vector<Layer>{} : layers) {
     o << "  { type = \"" << l.type << "\"";
     if (l.type == "linear") o << ", out = " << l.out << (l.bias ? "" : ", bias = false");
     if (l.type == "conv2d")
@@ -77,7 +81,7 @@ std::string Case::toml() const {
     if (l.type == "dropout") o << ", p = " << num(l.p);
     o << " },\n";
   }
-  o << "]\n\n[train]\nbatch_size = " << batch << "\nsteps = " << steps << "\ndrop_last = " << (drop_last ? "true" : "false")
+  o << (onnx ? "" : "]\n") << "\n[train]\nbatch_size = " << batch << "\nsteps = " << steps << "\ndrop_last = " << (drop_last ? "true" : "false")
     << "\nshuffle = " << (shuffle ? "true" : "false") << "\nloss = \"" << (classes > 0 ? "cross_entropy" : "mse") << "\"\n";
   if (clip > 0) o << "clip_grad_norm = " << num(clip) << "\n";
   if (precision != "fp32") o << "precision = \"" << precision << "\"\n" << (stochastic ? "rounding = \"stochastic\"\n" : "");
@@ -161,6 +165,8 @@ Case generate(std::uint64_t seed, std::uint64_t index) {
       c.precision = m == 2 ? "fp16" : "bf16";
       c.stochastic = m == 1;
     }
+    // issue 31: one case in four trains its layers as an ONNX graph (its own stream)
+    c.onnx = rng::Stream(seed, "contract-onnx-case").u64(index) % 4 == 0;
     return c;
   }
 }

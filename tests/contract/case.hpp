@@ -36,11 +36,22 @@ struct Case {
   std::string precision = "fp32";  // [train] precision (mixed precision: bf16, fp16)
   bool stochastic = false;         // [train] rounding = "stochastic"
   std::int64_t steps = 4;
+  // issue 31: the layers written as an ONNX graph (onnx_model_bytes) and trained as [model] onnx =
+  // onnx_path (set by the driver where it wrote the file)
+  bool onnx = false;
+  std::string onnx_path;
 
   std::string toml() const;
   // The shape after each layer is valid (the generator and the shrinker keep only such cases).
   bool valid() const;
 };
+
+// The case's layers as an ONNX model (opset 17; onnx_case.cpp): Gemm, Conv, pools, activations
+// (GELU as its erf formula), Dropout in training mode, LayerNormalization, BatchNormalization in
+// training mode, initial weights drawn from (seed, "contract-onnx").
+std::string onnx_model_bytes(const Case& c);
+// The shape after a layer (empty when the layer cannot take `in`).
+std::vector<std::int64_t> shape_after(const Layer& l, const std::vector<std::int64_t>& in);
 
 // Case number `index` of the stream `seed`: a pure function of both.
 Case generate(std::uint64_t seed, std::uint64_t index);

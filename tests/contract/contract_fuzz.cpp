@@ -92,13 +92,27 @@ void run_ranks(const Case& c, const Setting& s, const std::string& dir, Outcome&
 #endif
 }
 
-Outcome run_case(const Case& c, const Setting& s) {
+// A case as written to FILE for a person: an ONNX case's graph beside it (FILE.onnx, named relative
+// to the TOML, which resolves it against its own directory)
+Case written(Case c, const std::string& file) {
+  if (!c.onnx) return c;
+  io::write_file_atomic(file + ".onnx", onnx_model_bytes(c));
+  c.onnx_path = file.substr(file.rfind('/') + 1) + ".onnx";
+  return c;
+}
+
+Outcome run_case(const Case& case_in, const Setting& s) {
   Outcome o;
   const std::string dir = g_root + "/run" + std::to_string(g_runs++);
+  Case c = case_in;  // issue 31: an ONNX case's graph written beside the run
+  if (c.onnx) {
+    c.onnx_path = dir + ".onnx";
+    io::write_file_atomic(c.onnx_path, onnx_model_bytes(c));
+  }
   if (s.ranks > 1) {
     ++g_rank_runs;
     run_ranks(c, s, dir, o);
-    if (std::system(("rm -rf '" + dir + "'").c_str()) != 0) std::fprintf(stderr, "contract_fuzz: cannot remove %s\n", dir.c_str());
+    if (std::system(("rm -rf '" + dir + "' '" + dir + ".onnx'").c_str()) != 0) std::fprintf(stderr, "contract_fuzz: cannot remove %s\n", dir.c_str());
     return o;
   }
   try {
@@ -126,7 +140,7 @@ Outcome run_case(const Case& c, const Setting& s) {
   } catch (const std::exception& e) {
     o.error = e.what();
   }
-  if (std::system(("rm -rf '" + dir + "'").c_str()) != 0) std::fprintf(stderr, "contract_fuzz: cannot remove %s\n", dir.c_str());
+  if (std::system(("rm -rf '" + dir + "' '" + dir + ".onnx'").c_str()) != 0) std::fprintf(stderr, "contract_fuzz: cannot remove %s\n", dir.c_str());
   return o;
 }
 
@@ -251,7 +265,7 @@ int main(int argc, char** argv) {
     bitgrad::io::make_dirs(out);
     for (std::int64_t i = first; i < first + cases; ++i) {
       const std::string file = out + "/case-" + std::to_string(seed) + "-" + std::to_string(i) + ".toml";
-      bitgrad::io::write_file_atomic(file, generate(seed, static_cast<std::uint64_t>(i)).toml());
+      bitgrad::io::write_file_atomic(file, written(generate(seed, static_cast<std::uint64_t>(i)), file).toml());
       std::cout << file << "\n";
     }
     return 0;
@@ -274,8 +288,8 @@ int main(int argc, char** argv) {
       const Case small = shrink(c, p, why);
       bitgrad::io::make_dirs(out);
       const std::string file = out + "/case-" + std::to_string(seed) + "-" + std::to_string(i) + ".toml";
-      bitgrad::io::write_file_atomic(file, small.toml());
-      std::cout << "FAIL case " << i << " (seed " << seed << "): " << why << "\n  shrunk case: " << file << "\n" << small.toml()
+      bitgrad::io::write_file_atomic(file, written(small, file).toml());
+      std::cout << "FAIL case " << i << " (seed " << seed << "): " << why << "\n  shrunk case: " << file << "\n" << written(small, file).toml()
                 << "  these two must give the same fingerprint and trace:\n    " << p.a.command(file) << "\n    " << p.b.command(file) << "\n"
                 << std::flush;
       break;

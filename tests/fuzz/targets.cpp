@@ -10,6 +10,7 @@
 #include "bitgrad/data.hpp"
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/io.hpp"
+#include "bitgrad/onnx.hpp"
 #include "bitgrad/train.hpp"
 #include "serve/request.hpp"
 #include "train/run_dir.hpp"
@@ -139,9 +140,15 @@ void serve_request(const std::uint8_t* data, std::size_t size) {
   expect_errors_only([&] { serve::parse_predict(b, Shape{2, 2}, limits); });
 }
 
+void onnx(const std::uint8_t* data, std::size_t size) {
+  const std::string b = bytes(data, size);
+  expect_errors_only([&] { bitgrad::onnx::check_bytes(b, "fuzz.onnx"); });
+}
+
 const std::vector<Target>& targets() {
   static const std::vector<Target> t = {
-      {"safetensors", &safetensors}, {"idx", &idx}, {"config", &config}, {"csv", &csv}, {"records", &records}, {"serve_request", &serve_request}};
+      {"safetensors", &safetensors}, {"idx", &idx}, {"config", &config}, {"csv", &csv}, {"records", &records}, {"serve_request", &serve_request},
+      {"onnx", &onnx}};
   return t;
 }
 

@@ -27,6 +27,7 @@ STUBS = {
     "bitgrad.io": "io.pyi",
     "bitgrad.instruments": "instruments.pyi",
     "bitgrad.distributed": "distributed.pyi",  # issue 30
+    "bitgrad.onnx": "onnx.pyi",
 }
 
 

@@ -17,6 +17,8 @@ from . import nn, optim, data, io, instruments  # noqa: F401,E402
 from ._accumulate import accumulate, Accumulator  # noqa: F401,E402
 del distributed  # noqa: F821  (the extension's submodule; the Python module below)
 from . import distributed  # noqa: F401,E402
+del onnx  # noqa: F821  (issue 31)
+from . import onnx  # noqa: F401,E402
 
 __version__ = _bitgrad.__version__
 numerics_version = _bitgrad.numerics_version

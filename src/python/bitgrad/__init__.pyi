@@ -29,6 +29,7 @@ from . import distributed as distributed
 from . import instruments as instruments
 from . import io as io
 from . import nn as nn
+from . import onnx as onnx
 from . import optim as optim
 
 __version__: str

@@ -1,0 +1,45 @@
+// bitgrad.onnx (issue 31; docs/onnx.md "Bring your PyTorch model"): ONNX models as bitgrad
+// modules. load() gives an onnx::GraphModule, an nn.Module whose parameters are the graph's float
+// initializers under their names.
+#include "bitgrad/io.hpp"
+#include "bitgrad/onnx.hpp"
+#include "python/bind.hpp"
+
+namespace bitgrad::python {
+
+void init_onnx(py::module_& top) {
+  py::module_ m = top.def_submodule("onnx", "ONNX models as bitgrad modules: load, run, train, write back (docs/onnx.md).");
+  py::class_<onnx::GraphModule, nn::Module, std::shared_ptr<onnx::GraphModule>>(
+      m, "GraphModule",
+      "An ONNX graph run with bitgrad's ops: parameters are its float initializers by name (PyTorch's state_dict keys), "
+      "buffers BatchNormalization's running statistics.")
+      .def("run", [](onnx::GraphModule& g, const std::vector<Tensor>& inputs, const std::optional<nn::Context>& ctx) {
+             const nn::Context c = ctx ? *ctx : nn::Context{};
+             return nogil([&] { return g.run(inputs, c); });
+           }, py::arg("inputs"), py::arg("ctx") = py::none(), "Every input in the graph's order -> every output.")
+      .def_property_readonly("input_names", &onnx::GraphModule::input_names)
+      .def_property_readonly("output_names", &onnx::GraphModule::output_names)
+      .def_property_readonly("node_count", &onnx::GraphModule::node_count, "Nodes run per forward.")
+      .def_property_readonly("folded_count", &onnx::GraphModule::folded_count, "Nodes folded to constants at load.")
+      .def_property_readonly("opset", &onnx::GraphModule::opset)
+      .def("input_shape", [](const onnx::GraphModule& g, std::size_t i) {
+        py::list l;
+        for (const std::int64_t d : g.input_dims(i)) l.append(d < 0 ? py::object(py::none()) : py::object(py::int_(d)));
+        return py::tuple(l);
+      }, py::arg("i") = 0, "The declared shape of input i (None where symbolic).")
+      .def("input_type", &onnx::GraphModule::input_type, py::arg("i") = 0, "The ONNX element type of input i ('float', 'int64').")
+      .def("save", [](const onnx::GraphModule& g, const std::string& path) {
+        const std::string bytes = nogil([&] { return g.to_onnx_bytes(); });
+        io::write_file_atomic(path, bytes);
+      }, py::arg("path"), "Writes the model as ONNX with the current parameters and buffers as its initializers.");
+  m.def("load", [](const std::string& path, bool training) {
+    onnx::LoadOptions o;
+    o.training = training;
+    return nogil([&] { return onnx::load(path, o); });
+  }, py::arg("path"), py::arg("training") = true,
+        "An ONNX file (opsets 13-17) as a module. training=True: Dropout and BatchNormalization follow ctx.training; False: always "
+        "evaluation semantics. Anything bitgrad lacks is one error naming the op type, the node and what is missing.");
+  m.def("op_types", &onnx::op_types, "The ONNX op types the importer runs.");
+}
+
+}  // namespace bitgrad::python
