@@ -52,7 +52,7 @@ def main():
     with bg.no_grad():
         for _ in range(40):
             x = bg.tensor(np.array([[chars.index(c) for c in out[-block:]]], dtype=np.int64))
-            out += chars[int(model(x)[0, -1].argmax().item())]
+            out += chars[int(model(x)[0, -1].argmax(0).item())]
     print("sample:", repr(out))
     print("fingerprint", bg.fingerprint(model))
 

@@ -44,7 +44,7 @@ py::object load_state_dict(Module& m, const py::dict& d, bool strict) {
   }
   const Module::LoadResult r = nogil([&] { return m.load_state_dict(state, strict); });
   // PyTorch's answer: a named tuple (missing_keys, unexpected_keys)
-  py::object keys = py::module_::import("collections").attr("namedtuple")("IncompatibleKeys", "missing_keys unexpected_keys");
+  py::object keys = py::module_::import("bitgrad.nn").attr("IncompatibleKeys");
   return keys(py::cast(r.missing), py::cast(r.unexpected));
 }
 

@@ -68,7 +68,7 @@ def _explain(name, fn, args, kwargs, sig_name=None):
     return msg
 
 
-def _wrap(fn, name, has_axis, sig_name=None, skip_self=False):
+def _wrap(fn, name, has_axis, sig_name=None, skip_self=False, method=False):
     def wrapper(*args, **kwargs):
         if has_axis and "dim" in kwargs:
             if "axis" in kwargs:
@@ -84,7 +84,8 @@ def _wrap(fn, name, has_axis, sig_name=None, skip_self=False):
         except TypeError as e:
             if "incompatible function arguments" not in str(e) and "incompatible constructor arguments" not in str(e):
                 raise
-            raise TypeError(_explain(name, fn, args[1:] if skip_self else args, kwargs, sig_name)) from None
+            shown = args[1:] if skip_self or method else args
+            raise TypeError(_explain(name if not method else "Tensor." + name, fn, shown, kwargs, sig_name or (name if method else None))) from None
 
     functools.update_wrapper(wrapper, fn)
     return wrapper
@@ -117,7 +118,7 @@ def install(namespace, tensor_cls):
         fn = getattr(tensor_cls, name)
         if type(fn).__name__ != "instancemethod":
             continue
-        setattr(tensor_cls, name, _wrap(fn, name, _takes_axis(fn, name)))
+        setattr(tensor_cls, name, _wrap(fn, name, _takes_axis(fn, name), method=True))
     tensor_cls.T = property(lambda t: t.permute(*range(t.ndim - 1, -1, -1)) if t.ndim >= 2 else t,
                             doc="The axes reversed (NumPy's .T): the transpose of a matrix, a vector itself.")
     tensor_cls.mT = property(lambda t: _mT(t), doc="The last two axes swapped (a batch of matrices transposed).")

@@ -1,6 +1,7 @@
 """bitgrad.nn: modules (Linear, Conv2d, pools, LayerNorm, Embedding, Dropout, activations,
 Sequential, the transformer blocks) and nn.Context, the training/evaluation switch that keys
 dropout. Subclass nn.Module in Python as torch.nn.Module (issue 30). See docs/python.md."""
+import collections as _collections
 import contextlib as _contextlib
 
 from . import _bitgrad as _b
@@ -278,11 +279,15 @@ Module.__repr__ = _repr
 Module.forward = _forward
 Module._forward_in_context = _forward_in_context
 Module._output_shape_of = _output_shape_of
+Module.register_module = add_module
 for _f in (register_parameter, register_buffer, add_module, buffers, named_modules, modules, train, eval, requires_grad_, apply,
            to, float, double):
     setattr(Module, _f.__name__, _f)
-Module.register_module = add_module
+    del globals()[_f.__name__]  # methods, not functions of bitgrad.nn
 del _f
+
+IncompatibleKeys = _collections.namedtuple("IncompatibleKeys", "missing_keys unexpected_keys")
+IncompatibleKeys.__doc__ = "What load_state_dict returns: the keys the state lacked and the keys the module lacks."
 
 
 class ModuleList(Module):
@@ -314,7 +319,7 @@ class ModuleList(Module):
     def __iter__(self):
         return iter(self.children())
 
-    def forward(self, *args):
+    def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleList has no forward: call its modules")
 
 
@@ -364,7 +369,7 @@ class ModuleDict(Module):
     def items(self):
         return self.named_children()
 
-    def forward(self, *args):
+    def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleDict has no forward: call its modules")
 
 
