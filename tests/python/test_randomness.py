@@ -131,3 +131,55 @@ def test_training_forward_steps_are_part_of_the_state():
     assert first != second
     bg.set_rng_state(state)
     assert fp(net(x)) == second
+
+
+def test_a_python_loop_resumed_from_a_checkpoint_gives_the_uninterrupted_bits(tmp_path):
+    """T7 for a Python loop: the checkpoint holds the model's state_dict, the optimizer's state and
+    the generator's state (automatic steps and functional draws continue where they were)."""
+    import json
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(6, 16)
+            self.drop = nn.Dropout(0.3)
+            self.fc2 = nn.Linear(16, 2)
+
+        def forward(self, x):
+            h = self.drop(bg.relu(self.fc1(x)))
+            return self.fc2(bg.dropout(h, 0.2))          # a functional draw too
+
+    def steps(model, opt, first, last):
+        for s in range(first, last):
+            x, y = bg.randn(8, 6, seed=1, stream=s), bg.randn(8, 2, seed=2, stream=s)
+            opt.zero_grad()
+            bg.mse_loss(model(x), y).backward()
+            opt.step()
+
+    def fresh():
+        bg.manual_seed(21)
+        model = Net()
+        return model, bg.optim.Adam(model, lr=0.01)
+
+    model, opt = fresh()
+    steps(model, opt, 0, 6)
+    want = fp(model)
+
+    model, opt = fresh()
+    steps(model, opt, 0, 3)
+    path = str(tmp_path / "ckpt.safetensors")
+    tensors = {"model." + k: v for k, v in model.state_dict().items()}
+    tensors.update({"optim." + k: v for k, v in opt.state_dict().items() if isinstance(v, bg.Tensor)})
+    bg.io.save_safetensors(path, tensors, {"rng": json.dumps(bg.get_rng_state()), "steps": str(opt.steps)})
+
+    model, opt = fresh()                                   # a new process would start here
+    bg.manual_seed(0)                                      # whatever ran before
+    bg.dropout(bg.ones(4), 0.5)
+    loaded, meta = bg.io.load_safetensors(path, require_checksum=True)
+    model.load_state_dict({k[6:]: v for k, v in loaded.items() if k.startswith("model.")})
+    state = {k[6:]: v for k, v in loaded.items() if k.startswith("optim.")}
+    state["steps"] = int(meta["steps"])
+    opt.load_state_dict(state)
+    bg.set_rng_state(json.loads(meta["rng"]))
+    steps(model, opt, 3, 6)
+    assert fp(model) == want
