@@ -85,7 +85,8 @@ def _wrap(fn, name, has_axis, sig_name=None, skip_self=False, method=False):
             if "incompatible function arguments" not in str(e) and "incompatible constructor arguments" not in str(e):
                 raise
             shown = args[1:] if skip_self or method else args
-            raise TypeError(_explain(name if not method else "Tensor." + name, fn, shown, kwargs, sig_name or (name if method else None))) from None
+            owner = type(args[0]).__name__ if method and args else ""
+            raise TypeError(_explain(owner + "." + name if method else name, fn, shown, kwargs, sig_name or (name if method else None))) from None
 
     functools.update_wrapper(wrapper, fn)
     return wrapper
@@ -100,6 +101,10 @@ def install_nn(namespace):
             namespace[name] = _wrap(obj, name, False)
         elif isinstance(obj, type) and "__init__" in vars(obj) and type(vars(obj)["__init__"]).__name__ == "instancemethod":
             obj.__init__ = _wrap(vars(obj)["__init__"], name, False, "__init__", True)
+    module = namespace["Module"]  # its C++ methods (load_state_dict, init, ...)
+    for name, fn in list(vars(module).items()):
+        if not name.startswith("_") and type(fn).__name__ == "instancemethod":
+            setattr(module, name, _wrap(fn, name, False, method=True))
 
 
 def _takes_axis(fn, name):
