@@ -345,3 +345,29 @@ def test_output_shape_of_python_module():
             return (s[0], 3)
 
     assert nn.Sequential(Sized(), nn.Linear(3, 2)).output_shape([5, 6]) == (5, 2)
+
+
+def test_a_cpp_callers_context_reaches_the_modules_inside_a_python_forward():
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.drop = nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.drop(x)
+
+    bg.manual_seed(6)
+    block = Block()
+    seq = nn.Sequential(block)
+    x = bg.ones(3, 8)
+    by_cpp = seq(x, nn.Context(training=True, seed=1, step=2))       # a C++ Sequential runs the Python block
+    with nn.context(seed=1, step=2):
+        by_python = block(x)                                          # the block in its own (training) mode
+    assert fp(by_cpp) == fp(by_python) != fp(x)
+    assert fp(seq(x, nn.Context(training=False))) == fp(x)           # the caller's evaluation wins
+    block.eval()
+    assert fp(seq(x, nn.Context(training=True, seed=1, step=2))) == fp(by_cpp)
+
+
+def fp(x):
+    return bg.fingerprint(x)
