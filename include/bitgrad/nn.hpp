@@ -66,16 +66,51 @@ class Module {
   std::uint64_t site() const { return site_; }
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
 
+  // ---- PyTorch's module features (issue 30) --------------------------------------------------
+  // This module ("") and every descendant depth-first in registration order, named by path.
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  // The state under PyTorch's keys and in its order: each module's parameters, then its
+  // persistent buffers, then its children's, named by path with the last part through state_key
+  // (LayerNorm's gamma and beta are weight and bias there). named_parameters() keeps bitgrad's
+  // own names (optimizer state, checkpoints).
+  std::vector<std::pair<std::string, Tensor>> state_dict() const;
+  // Copies each entry into the tensor of that key in place (shapes and dtypes must agree).
+  // strict: every key of the module present and no other; else the missing and unexpected
+  // keys are returned (sorted as the module's, then the state's order).
+  struct LoadResult {
+    std::vector<std::string> missing, unexpected;
+  };
+  LoadResult load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state, bool strict = true);
+  // The key of own parameter or buffer `name` in state_dict (PyTorch's name where it differs).
+  virtual std::string state_key(const std::string& name) const { return name; }
+  // Training or evaluation, as PyTorch's module.train() / eval(): this module and every
+  // descendant. A forward still takes its mode from its Context; a caller that builds the
+  // Context (the Python module) reads it here. Off by default (a bare C++ forward is evaluation
+  // unless its Context says otherwise).
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool training() const { return training_; }
+  // Registration from outside a constructor (the Python module's attribute assignment): a name
+  // registered again is replaced in place (PyTorch keeps its position); unregister removes it
+  // from whichever list holds it (false when none does).
+  Tensor& set_parameter(const std::string& name, Tensor t) { return register_parameter(name, std::move(t)); }
+  Tensor& set_buffer(const std::string& name, Tensor t, bool persistent = true) { return register_buffer(name, std::move(t), persistent); }
+  void set_module(const std::string& name, std::shared_ptr<Module> m) { register_module(name, std::move(m)); }
+  bool unregister(const std::string& name);
+  bool buffer_persistent(const std::string& name) const;
+
  protected:
   Tensor& register_parameter(const std::string& name, Tensor t);
-  Tensor& register_buffer(const std::string& name, Tensor t);
+  Tensor& register_buffer(const std::string& name, Tensor t, bool persistent = true);
   void register_module(const std::string& name, std::shared_ptr<Module> m);
 
  private:
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::string> non_persistent_;  // buffers left out of state_dict
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::uint64_t site_ = 0;
+  bool training_ = false;
 };
 
 // ---- layers --------------------------------------------------------------------------------
@@ -152,6 +187,7 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(std::int64_t features, double eps = 1e-5, bool bias = true);
   void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
+  std::string state_key(const std::string& name) const override;  // gamma, beta: weight, bias
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
@@ -284,6 +320,7 @@ class RMSNorm : public Module {
  public:
   explicit RMSNorm(std::vector<std::int64_t> shape, double eps = 1e-5, bool affine = true);
   void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
+  std::string state_key(const std::string& name) const override;  // gamma: weight
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
@@ -300,6 +337,7 @@ class GroupNorm : public Module {
  public:
   GroupNorm(std::int64_t groups, std::int64_t channels, double eps = 1e-5, bool affine = true, bool instance = false);
   void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
+  std::string state_key(const std::string& name) const override;  // gamma, beta: weight, bias
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;

@@ -128,6 +128,7 @@ LayerNorm::LayerNorm(std::int64_t features, double eps, bool bias) : features_(f
   gamma = register_parameter("gamma", Tensor::ones(Shape{features}));
   if (bias) beta = register_parameter("beta", Tensor::zeros(Shape{features}));
 }
+std::string LayerNorm::state_key(const std::string& name) const { return name == "gamma" ? "weight" : name == "beta" ? "bias" : name; }
 void LayerNorm::init(Init, std::uint64_t, std::uint64_t& index) {
   NoGradGuard ng;
   gamma.fill_(1.0);

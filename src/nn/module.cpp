@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 
 #include "bitgrad/math.hpp"
@@ -5,13 +6,29 @@
 
 namespace bitgrad::nn {
 
+namespace {
+// the entry of `name` in a registration list, or null
+template <class V>
+auto* find_entry(V& v, const std::string& name) {
+  for (auto& e : v)
+    if (e.first == name) return &e;
+  return static_cast<decltype(&v.front())>(nullptr);
+}
+}  // namespace
+
+// A name registered again keeps its place (PyTorch's dict assignment): attribute assignment in
+// Python replaces a layer or a tensor without reordering the state.
 Tensor& Module::register_parameter(const std::string& name, Tensor t) {
   t.set_requires_grad(true);
+  if (auto* e = find_entry(params_, name)) return e->second = std::move(t);
   params_.emplace_back(name, std::move(t));
   return params_.back().second;
 }
 
-Tensor& Module::register_buffer(const std::string& name, Tensor t) {
+Tensor& Module::register_buffer(const std::string& name, Tensor t, bool persistent) {
+  std::erase(non_persistent_, name);
+  if (!persistent) non_persistent_.push_back(name);
+  if (auto* e = find_entry(buffers_, name)) return e->second = std::move(t);
   buffers_.emplace_back(name, std::move(t));
   return buffers_.back().second;
 }
@@ -23,7 +40,82 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
   return out;
 }
 
-void Module::register_module(const std::string& name, std::shared_ptr<Module> m) { children_.emplace_back(name, std::move(m)); }
+void Module::register_module(const std::string& name, std::shared_ptr<Module> m) {
+  if (auto* e = find_entry(children_, name)) {
+    e->second = std::move(m);
+    return;
+  }
+  children_.emplace_back(name, std::move(m));
+}
+
+// ---- PyTorch's module features (issue 30) ----------------------------------------------------
+bool Module::unregister(const std::string& name) {
+  auto drop = [&](auto& v) {
+    const auto n = v.size();
+    std::erase_if(v, [&](const auto& e) { return e.first == name; });
+    return v.size() != n;
+  };
+  std::erase(non_persistent_, name);
+  return drop(params_) || drop(buffers_) || drop(children_);
+}
+
+bool Module::buffer_persistent(const std::string& name) const {
+  return std::find(non_persistent_.begin(), non_persistent_.end(), name) == non_persistent_.end();
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out{{"", this}};
+  for (const auto& [name, child] : children_)
+    for (auto& [sub, m] : child->named_modules()) out.emplace_back(sub.empty() ? name : name + "." + sub, m);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::state_dict() const {
+  // PyTorch's order: each module's parameters, then its persistent buffers, then its children's
+  std::vector<std::pair<std::string, Tensor>> out;
+  auto walk = [&](auto& self, const Module& m, const std::string& prefix) -> void {
+    for (const auto& [n, t] : m.params_) out.emplace_back(prefix + m.state_key(n), t);
+    for (const auto& [n, t] : m.buffers_)
+      if (m.buffer_persistent(n)) out.emplace_back(prefix + m.state_key(n), t);
+    for (const auto& [n, c] : m.children_) self(self, *c, prefix + n + ".");
+  };
+  walk(walk, *this, "");
+  return out;
+}
+
+Module::LoadResult Module::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state, bool strict) {
+  LoadResult r;
+  const auto mine = state_dict();
+  std::vector<std::pair<Tensor, Tensor>> copies;  // checked first: a failed load changes nothing
+  for (const auto& [key, t] : mine) {
+    const auto it = std::find_if(state.begin(), state.end(), [&](const auto& e) { return e.first == key; });
+    if (it == state.end()) {
+      r.missing.push_back(key);
+      continue;
+    }
+    const Tensor& src = it->second;
+    BITGRAD_CHECK(src.defined() && src.shape() == t.shape() && src.dtype() == t.dtype(), "load_state_dict", "'", key, "' is ",
+                  src.defined() ? dtype_name(src.dtype()) : "undefined", " ", src.defined() ? src.shape().str() : "", "; the module's is ",
+                  dtype_name(t.dtype()), " ", t.shape().str());
+    copies.emplace_back(t, src);
+  }
+  for (const auto& [key, t] : state)
+    if (std::find_if(mine.begin(), mine.end(), [&](const auto& e) { return e.first == key; }) == mine.end()) r.unexpected.push_back(key);
+  if (strict && (!r.missing.empty() || !r.unexpected.empty())) {
+    std::string what;
+    for (const auto& k : r.missing) what += (what.empty() ? "" : ", ") + std::string("missing '") + k + "'";
+    for (const auto& k : r.unexpected) what += (what.empty() ? "" : ", ") + std::string("unexpected '") + k + "'";
+    detail::fail("load_state_dict", "the state's keys differ from the module's (strict=True): ", what);
+  }
+  NoGradGuard ng;
+  for (auto& [dst, src] : copies) dst.copy_from(src);
+  return r;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (const auto& [name, child] : children_) child->train(on);
+}
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out = params_;

@@ -26,6 +26,7 @@ void RMSNorm::init(Init, std::uint64_t, std::uint64_t& index) {
   gamma.fill_(1.0);
   ++index;
 }
+std::string RMSNorm::state_key(const std::string& name) const { return name == "gamma" ? "weight" : name; }
 Tensor RMSNorm::forward(const Tensor& x, const Context&) { return rms_norm(x, gamma, eps_, -static_cast<int>(shape_.size())); }
 Shape RMSNorm::output_shape(const Shape& in) const {
   const auto k = shape_.size();
@@ -55,6 +56,7 @@ void GroupNorm::init(Init, std::uint64_t, std::uint64_t& index) {
   beta.fill_(0.0);
   index += 2;
 }
+std::string GroupNorm::state_key(const std::string& name) const { return name == "gamma" ? "weight" : name == "beta" ? "bias" : name; }
 Tensor GroupNorm::forward(const Tensor& x, const Context&) { return group_norm(x, groups_, gamma, beta, eps_); }
 Shape GroupNorm::output_shape(const Shape& in) const {
   BITGRAD_CHECK(in.ndim() >= (instance_ ? 3 : 2) && in[1] == channels_, describe().c_str(), "expects inputs [N, ", channels_,

@@ -1,6 +1,7 @@
 // The extension module bitgrad._bitgrad: the C++ library itself, bound with pybind11. The
 // package bitgrad (bitgrad/__init__.py) re-exports it with a few pure-Python conveniences.
 #include "python/bind.hpp"
+#include "python/pymodule.hpp"
 
 #include <mutex>
 #include <set>
@@ -93,6 +94,7 @@ PYBIND11_MODULE(_bitgrad, m) {
   init_instruments(m);
   init_distributed(m);  // issue 30: data parallel and accumulation from Python (distributed.cpp)
   init_onnx(m);
+  init_random(m);  // issue 30: manual_seed and the generator's state
 
   m.def("set_num_threads", &set_num_threads, py::arg("n"),
         "Kernel threads (n >= 1). Cannot change a result: the canonical orders depend on shapes only.");

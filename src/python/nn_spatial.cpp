@@ -7,6 +7,7 @@
 
 #include "bitgrad/nn_spatial.hpp"
 #include "python/bind.hpp"
+#include "python/pymodule.hpp"
 
 namespace bitgrad::python {
 namespace {
@@ -21,7 +22,7 @@ std::vector<int> ints(const py::object& o, std::size_t n, const char* op, const 
 
 std::shared_ptr<nn::Conv> make_conv(const char* op, std::size_t sp, bool transpose, std::int64_t in, std::int64_t out, const py::object& k,
                                     const py::object& stride, const py::object& padding, const py::object& output_padding,
-                                    const py::object& dilation, int groups, bool bias, std::uint64_t seed, const std::string& w) {
+                                    const py::object& dilation, int groups, bool bias, std::optional<std::uint64_t> seed, const std::string& w) {
   ConvOptions o;
   o.stride = ints(stride, sp, op, "stride");
   o.pads = ints(padding, sp, op, "padding", 2 * sp);
@@ -30,7 +31,7 @@ std::shared_ptr<nn::Conv> make_conv(const char* op, std::size_t sp, bool transpo
   o.groups = groups;
   if (transpose) o.output_padding = ints(output_padding, sp, op, "output_padding");
   auto m = std::make_shared<nn::Conv>(in, out, ints(k, sp, op, "kernel_size"), o, bias, transpose);
-  nn::initialize(*m, nn::parse_init(w), seed);
+  nn::initialize(*m, nn::parse_init(w), module_seed(seed));  // issue 30: without seed, the generator's
   return m;
 }
 
@@ -42,29 +43,29 @@ void init_nn_spatial(py::module_& m) {
       .def_readonly("weight", &nn::Conv::weight)
       .def_property_readonly("bias", [](const nn::Conv& l) { return tensor_or_none(l.bias); });
   m.def("Conv1d", [](std::int64_t in, std::int64_t out, const py::object& k, const py::object& s, const py::object& p, const py::object& d,
-                     int groups, bool bias, std::uint64_t seed, const std::string& w) {
+                     int groups, bool bias, std::optional<std::uint64_t> seed, const std::string& w) {
     return make_conv("Conv1d", 1, false, in, out, k, s, p, py::int_(0), d, groups, bias, seed, w);
   }, py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1, py::arg("padding") = 0,
-        py::arg("dilation") = 1, py::arg("groups") = 1, py::arg("bias") = true, py::kw_only(), py::arg("seed") = 0,
+        py::arg("dilation") = 1, py::arg("groups") = 1, py::arg("bias") = true, py::kw_only(), py::arg("seed") = py::none(),
         py::arg("weights") = "kaiming_uniform", seed_doc);
   m.def("ConvNd2d", [](std::int64_t in, std::int64_t out, const py::object& k, const py::object& s, const py::object& p, const py::object& d,
-                       int groups, bool bias, std::uint64_t seed, const std::string& w) {
+                       int groups, bool bias, std::optional<std::uint64_t> seed, const std::string& w) {
     return make_conv("ConvNd2d", 2, false, in, out, k, s, p, py::int_(0), d, groups, bias, seed, w);
   }, py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1, py::arg("padding") = 0,
-        py::arg("dilation") = 1, py::arg("groups") = 1, py::arg("bias") = true, py::kw_only(), py::arg("seed") = 0,
+        py::arg("dilation") = 1, py::arg("groups") = 1, py::arg("bias") = true, py::kw_only(), py::arg("seed") = py::none(),
         py::arg("weights") = "kaiming_uniform", "Conv2d with per-axis kernel, stride, padding (or ONNX's four pads), dilation and groups.");
   m.def("ConvTranspose1d", [](std::int64_t in, std::int64_t out, const py::object& k, const py::object& s, const py::object& p,
-                              const py::object& op, int groups, bool bias, const py::object& d, std::uint64_t seed, const std::string& w) {
+                              const py::object& op, int groups, bool bias, const py::object& d, std::optional<std::uint64_t> seed, const std::string& w) {
     return make_conv("ConvTranspose1d", 1, true, in, out, k, s, p, op, d, groups, bias, seed, w);
   }, py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1, py::arg("padding") = 0,
         py::arg("output_padding") = 0, py::arg("groups") = 1, py::arg("bias") = true, py::arg("dilation") = 1, py::kw_only(),
-        py::arg("seed") = 0, py::arg("weights") = "kaiming_uniform", seed_doc);
+        py::arg("seed") = py::none(), py::arg("weights") = "kaiming_uniform", seed_doc);
   m.def("ConvTranspose2d", [](std::int64_t in, std::int64_t out, const py::object& k, const py::object& s, const py::object& p,
-                              const py::object& op, int groups, bool bias, const py::object& d, std::uint64_t seed, const std::string& w) {
+                              const py::object& op, int groups, bool bias, const py::object& d, std::optional<std::uint64_t> seed, const std::string& w) {
     return make_conv("ConvTranspose2d", 2, true, in, out, k, s, p, op, d, groups, bias, seed, w);
   }, py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1, py::arg("padding") = 0,
         py::arg("output_padding") = 0, py::arg("groups") = 1, py::arg("bias") = true, py::arg("dilation") = 1, py::kw_only(),
-        py::arg("seed") = 0, py::arg("weights") = "kaiming_uniform", seed_doc);
+        py::arg("seed") = py::none(), py::arg("weights") = "kaiming_uniform", seed_doc);
   py::class_<nn::AdaptivePool2d, nn::Module, std::shared_ptr<nn::AdaptivePool2d>>(m, "_AdaptivePool2d");
   auto pair = [](const py::object& o, const char* op) {
     const std::vector<int> v = ints(o, 2, op, "output_size");

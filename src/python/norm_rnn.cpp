@@ -2,6 +2,7 @@
 // their modules in bitgrad.nn (RMSNorm, GroupNorm, InstanceNorm, RNN, LSTM, GRU with PyTorch's
 // arguments and parameter names). Each op takes the Python caller's site and runs without the GIL.
 #include "python/bind.hpp"
+#include "python/pymodule.hpp"
 
 namespace bitgrad::python {
 namespace {
@@ -20,9 +21,9 @@ bool relu_of(const std::string& nonlinearity) {
 
 using RecurrentPtr = std::shared_ptr<nn::Recurrent>;
 RecurrentPtr make_recurrent(RnnMode mode, std::int64_t in, std::int64_t hidden, std::int64_t layers, bool bias, bool batch_first,
-                            bool last_only, std::uint64_t seed) {
+                            bool last_only, std::optional<std::uint64_t> seed) {
   auto r = std::make_shared<nn::Recurrent>(mode, in, hidden, layers, bias, batch_first, last_only);
-  nn::initialize(*r, nn::Init::kaiming_uniform, seed);  // the module's own initialisation (PyTorch's)
+  nn::initialize(*r, nn::Init::kaiming_uniform, module_seed(seed));  // issue 30: without seed, the generator's  // the module's own initialisation (PyTorch's)
   return r;
 }
 
@@ -119,16 +120,16 @@ void init_norm_rnn(py::module_& top) {
                         "uniform(±1/sqrt(hidden_size)) from (seed, 'init') streams). Calling it returns the output only ([N, H] of the "
                         "last step with last_only); run() returns the states too.";
   m.def("RNN", [](std::int64_t in, std::int64_t hidden, std::int64_t layers, const std::string& nonlinearity, bool bias, bool batch_first,
-                  bool last_only, std::uint64_t seed) {
+                  bool last_only, std::optional<std::uint64_t> seed) {
     return make_recurrent(relu_of(nonlinearity) ? RnnMode::rnn_relu : RnnMode::rnn_tanh, in, hidden, layers, bias, batch_first, last_only, seed);
   }, py::arg("input_size"), py::arg("hidden_size"), py::arg("num_layers") = 1, py::arg("nonlinearity") = "tanh", py::arg("bias") = true,
-        py::arg("batch_first") = false, py::kw_only(), py::arg("last_only") = false, py::arg("seed") = 0, rnn_doc);
+        py::arg("batch_first") = false, py::kw_only(), py::arg("last_only") = false, py::arg("seed") = py::none(), rnn_doc);
   for (const auto& [name, mode] : {std::pair{"LSTM", RnnMode::lstm}, std::pair{"GRU", RnnMode::gru}}) {
     const RnnMode md = mode;
-    m.def(name, [md](std::int64_t in, std::int64_t hidden, std::int64_t layers, bool bias, bool batch_first, bool last_only, std::uint64_t seed) {
+    m.def(name, [md](std::int64_t in, std::int64_t hidden, std::int64_t layers, bool bias, bool batch_first, bool last_only, std::optional<std::uint64_t> seed) {
       return make_recurrent(md, in, hidden, layers, bias, batch_first, last_only, seed);
     }, py::arg("input_size"), py::arg("hidden_size"), py::arg("num_layers") = 1, py::arg("bias") = true, py::arg("batch_first") = false,
-          py::kw_only(), py::arg("last_only") = false, py::arg("seed") = 0, rnn_doc);
+          py::kw_only(), py::arg("last_only") = false, py::arg("seed") = py::none(), rnn_doc);
   }
 }
 

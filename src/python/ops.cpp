@@ -3,6 +3,7 @@
 #include <pybind11/functional.h>
 
 #include "python/bind.hpp"
+#include "python/pymodule.hpp"
 
 namespace bitgrad::python {
 namespace {
@@ -226,13 +227,25 @@ void init_ops(py::module_& m) {
         py::arg("bias") = py::none(), py::arg("training") = false, py::arg("momentum") = 0.1, py::arg("eps") = 1e-5,
         "torch.nn.functional.batch_norm: x [N, C, *]; per channel over N and the spatial positions (numerics.md §31). "
         "training: this batch's statistics, the running ones (if given) updated in place; else the running statistics.");
-  m.def("dropout", [](const Tensor& x, double p, std::uint64_t seed, std::uint64_t stream, std::uint64_t first_index) {
+  // issue 30: without seed, the program's generator draws a new mask each call (pymodule.hpp)
+  m.def("dropout", [](const Tensor& x, double p, bool training, std::optional<std::uint64_t> seed, std::optional<std::uint64_t> stream,
+                      std::uint64_t first_index) {
+    if (!training) return x;
     const CallSite site = py_site();
-    const rng::Stream s = rng::Stream(seed, "dropout").sub(stream);
+    if (!seed) {
+      BITGRAD_CHECK(!stream, "dropout", "stream= keys a mask with seed=; without seed the generator draws a new mask each call");
+      const rng::Stream s = draw_stream();
+      return nogil([&] { return dropout(x, p, s, first_index, false, site); });
+    }
+    if (!stream && first_index == 0) check_fixed_dropout_seed(*seed);
+    const rng::Stream s = rng::Stream(*seed, "dropout").sub(stream.value_or(0));
     return nogil([&] { return dropout(x, p, s, first_index, false, site); });
-  }, py::arg("x"), py::arg("p"), py::kw_only(), py::arg("seed"), py::arg("stream") = 0, py::arg("first_index") = 0,
+  }, py::arg("x"), py::arg("p") = 0.5, py::arg("training") = true, py::kw_only(), py::arg("seed") = py::none(), py::arg("stream") = py::none(),
+        py::arg("first_index") = 0,
         "Inverted dropout: element k is kept (scaled by 1/(1-p)) when uniform(first_index + k) of the Philox stream "
-        "(seed, 'dropout').sub(stream) is >= p. A pure function of its arguments.");
+        "(seed, 'dropout').sub(stream) is >= p, a pure function of its arguments; without seed, of the generator's next "
+        "stream (seed, 'draw').sub(n) (bitgrad.manual_seed). seed alone (no stream, first_index) twice is an error: the "
+        "same mask again. training=False: x itself.");
   m.def("round_to", [](const Tensor& x, const std::string& precision, std::optional<std::uint64_t> seed, std::uint64_t first_index) {
     const Precision p = parse_precision(precision);
     const CallSite site = py_site();

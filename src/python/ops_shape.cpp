@@ -2,6 +2,7 @@
 // index, more"), and the Tensor methods PyTorch users reach for among them (squeeze, unsqueeze,
 // repeat, flip, tril, triu, split, chunk, topk, sort). Each takes the Python caller's site and runs with the GIL released.
 #include "python/bind.hpp"
+#include "python/pymodule.hpp"
 
 namespace bitgrad::python {
 namespace {
@@ -33,6 +34,14 @@ py::list tensor_list(const std::vector<Tensor>& ts) {
 // a Philox stream of the module's random factories: (seed, purpose).sub(stream)
 rng::Stream factory_stream(std::uint64_t seed, const char* purpose, std::uint64_t stream) {
   return rng::Stream(seed, purpose).sub(stream);
+}
+// issue 30: seed=None draws from the program's generator (a new stream each call)
+rng::Stream factory_stream(std::optional<std::uint64_t> seed, const char* purpose, std::uint64_t stream) {
+  if (!seed) {
+    BITGRAD_CHECK(stream == 0, purpose, "stream= keys values with seed=; without seed the generator draws new values each call");
+    return draw_stream();
+  }
+  return factory_stream(*seed, purpose, stream);
 }
 
 // torch.split: parts of one size (an int; the last smaller) or of the listed sizes
@@ -135,7 +144,7 @@ void init_ops_shape(py::module_& m) {
   }, py::arg("x"), py::arg("k") = 0, py::kw_only(), py::arg("dtype") = py::none(), "ONNX EyeLike: x's 2-d shape (and dtype).");
   const char* keyed =
       " Element k (row-major) is draw first_index + k of the Philox stream (seed, '%s').sub(stream): a pure function of its "
-      "arguments (numerics.md §27).";
+      "arguments (numerics.md §27). Without seed: the generator's next stream (seed, 'draw').sub(n) (bitgrad.manual_seed).";
   auto doc = [keyed](const char* head, const char* purpose) {
     static std::vector<std::string> keep;  // pybind11 keeps the pointer
     char buf[512];
@@ -143,23 +152,23 @@ void init_ops_shape(py::module_& m) {
     keep.push_back(std::string(head) + buf);
     return keep.back().c_str();
   };
-  m.def("randn", [](const py::args& shape, std::uint64_t seed, std::uint64_t stream, std::uint64_t first, DType dtype) {
+  m.def("randn", [](const py::args& shape, std::optional<std::uint64_t> seed, std::uint64_t stream, std::uint64_t first, DType dtype) {
     const Shape s = to_shape(shape_arg(shape, "randn"), "randn");
     return nogil([&] { return randn(s, factory_stream(seed, "randn", stream), first, dtype); });
-  }, py::kw_only(), py::arg("seed"), py::arg("stream") = 0, py::arg("first_index") = 0, py::arg("dtype") = DType::f32,
+  }, py::kw_only(), py::arg("seed") = py::none(), py::arg("stream") = 0, py::arg("first_index") = 0, py::arg("dtype") = DType::f32,
         doc("randn(*shape, seed, stream=0, first_index=0, dtype=float32): standard normal values.", "randn"));
-  m.def("rand", [](const py::args& shape, std::uint64_t seed, std::uint64_t stream, std::uint64_t first, DType dtype) {
+  m.def("rand", [](const py::args& shape, std::optional<std::uint64_t> seed, std::uint64_t stream, std::uint64_t first, DType dtype) {
     const Shape s = to_shape(shape_arg(shape, "rand"), "rand");
     return nogil([&] { return rand(s, factory_stream(seed, "rand", stream), first, dtype); });
-  }, py::kw_only(), py::arg("seed"), py::arg("stream") = 0, py::arg("first_index") = 0, py::arg("dtype") = DType::f32,
+  }, py::kw_only(), py::arg("seed") = py::none(), py::arg("stream") = 0, py::arg("first_index") = 0, py::arg("dtype") = DType::f32,
         doc("rand(*shape, seed, stream=0, first_index=0, dtype=float32): uniform values in [0, 1).", "rand"));
-  m.def("randn_like", [](const Tensor& x, std::uint64_t seed, std::uint64_t stream, std::uint64_t first) {
+  m.def("randn_like", [](const Tensor& x, std::optional<std::uint64_t> seed, std::uint64_t stream, std::uint64_t first) {
     return nogil([&] { return randn_like(x, factory_stream(seed, "randn", stream), first); });
-  }, py::arg("x"), py::kw_only(), py::arg("seed"), py::arg("stream") = 0, py::arg("first_index") = 0,
+  }, py::arg("x"), py::kw_only(), py::arg("seed") = py::none(), py::arg("stream") = 0, py::arg("first_index") = 0,
         doc("randn of x's shape and dtype.", "randn"));
-  m.def("rand_like", [](const Tensor& x, std::uint64_t seed, std::uint64_t stream, std::uint64_t first) {
+  m.def("rand_like", [](const Tensor& x, std::optional<std::uint64_t> seed, std::uint64_t stream, std::uint64_t first) {
     return nogil([&] { return rand_like(x, factory_stream(seed, "rand", stream), first); });
-  }, py::arg("x"), py::kw_only(), py::arg("seed"), py::arg("stream") = 0, py::arg("first_index") = 0,
+  }, py::arg("x"), py::kw_only(), py::arg("seed") = py::none(), py::arg("stream") = 0, py::arg("first_index") = 0,
         doc("rand of x's shape and dtype.", "rand"));
 
   // scatter, N-d gather, sort, einsum

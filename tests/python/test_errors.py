@@ -42,7 +42,7 @@ def test_the_exception_hierarchy():
     (lambda: bg.ones(2).to(bg.bfloat16) + 1, "bf16|bfloat16"),
     (lambda: bg.data.DataLoader(bg.data.synthetic(10, [2]), 0), "batch"),
     (lambda: bg.tensor([[1, 2], [3]]), "not a rectangular array"),
-    (lambda: bg.nn.Sequential(bg.nn.Dropout(0.1), bg.nn.Linear(2, 2), bg.nn.Dropout(0.2)), "two Dropout layers have layer_id 0"),
+    (lambda: bg.nn.Sequential(bg.nn.Dropout(0.1, 0), bg.nn.Linear(2, 2), bg.nn.Dropout(0.2, 0)), "two Dropout layers have layer_id 0"),
 ])
 def test_bad_input_is_a_value_error_naming_what_was_expected(call, message):
     with pytest.raises(bg.InputError, match=message):

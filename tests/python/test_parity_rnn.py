@@ -118,8 +118,8 @@ def test_recurrent_last_only_and_initialisation():
 
 
 def _copy_into_torch_named(m_bg, m_th):
-    names = {"gamma": "weight", "beta": "bias"}
-    state = {names[k]: torch.from_numpy(v.detach().numpy().copy()) for k, v in m_bg.state_dict().items()}
+    # state_dict has PyTorch's keys (issue 30): the norms' gamma and beta are weight and bias there
+    state = {k: torch.from_numpy(v.detach().numpy().copy()) for k, v in m_bg.state_dict().items()}
     m_th.load_state_dict(state, strict=True)
 
 
@@ -132,7 +132,7 @@ def test_norm_modules_match_torch(kind):
     else:
         m_bg, m_th = bg.nn.InstanceNorm(6, affine=True), torch.nn.InstanceNorm2d(6, affine=True)
     g = [bg.from_numpy(rng.standard_normal(6).astype(np.float32)), bg.from_numpy(rng.standard_normal(6).astype(np.float32))]
-    m_bg.load_state_dict({"gamma": g[0], "beta": g[1]})
+    m_bg.load_state_dict({"weight": g[0], "bias": g[1]})
     _copy_into_torch_named(m_bg, m_th)
     xb, xt = bg.from_numpy(x), torch.from_numpy(x).requires_grad_(True)
     xb.requires_grad = True

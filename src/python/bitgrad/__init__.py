@@ -85,3 +85,43 @@ def _no_grad_call(self, fn):
 
 
 no_grad.__call__ = _no_grad_call
+
+
+# ---- issue 30: randomness without traps, recomputation of Python forwards, PyTorch's habits ----
+_checkpoint = _bitgrad.checkpoint
+
+
+def checkpoint(fn, x, params=[]):  # noqa: B006 (never mutated)
+    """fn(x) without keeping its intermediates: the backward runs fn again (contract T9).
+
+    Every tensor inside fn that requires grad must be x or in params (a module: its parameters).
+    The recomputation sees what the first run saw: the same nn.Context of the forward in progress
+    and the same state of the generator (so dropout without a key draws the same masks).
+    """
+    if hasattr(params, "parameters") and not isinstance(params, (list, tuple)):
+        params = params.parameters()
+    contexts = _bitgrad.nn._contexts()
+    state = get_rng_state()
+    first = [True]
+
+    def run(y):
+        if first[0]:
+            first[0] = False
+            return fn(y)
+        now_contexts, now_state = _bitgrad.nn._contexts(), get_rng_state()
+        _bitgrad.nn._set_contexts(contexts)
+        set_rng_state(state)
+        try:
+            return fn(y)
+        finally:
+            _bitgrad.nn._set_contexts(now_contexts)
+            set_rng_state(now_state)
+
+    return _checkpoint(run, x, list(params))
+
+
+from . import _pytorch_habits  # noqa: E402
+
+_pytorch_habits.install(globals(), Tensor)
+checkpoint.__module__ = __name__
+from ._pytorch_habits import where, zeros_like, ones_like, full_like, empty_like  # noqa: E402,F401
