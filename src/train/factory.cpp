@@ -56,6 +56,16 @@ std::shared_ptr<data::Dataset> test_dataset(const Config& c) {
   return c.data.test_samples > 0 ? data::adder_dataset(c.data.test_samples, c.data.features, c.seed, c.data.samples) : nullptr;
 }
 
+namespace {
+// [train] class_weights: one per class of the dataset
+void check_class_weights(const Config& c, std::int64_t classes) {
+  const auto n = static_cast<std::int64_t>(c.train.class_weights.size());
+  if (n > 0 && n != classes)
+    fail_at(c.file, c.train.class_weights_line,
+            "[train] class_weights has " + std::to_string(n) + " values but the dataset has " + std::to_string(classes) + " classes: give one per class");
+}
+}  // namespace
+
 std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset& ds) {
   auto model = std::make_shared<nn::Sequential>();
   Shape shape{1};
@@ -198,6 +208,7 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
     const std::int64_t T = ds.target_shape()[0];
     if (c.train.loss != LossKind::cross_entropy)
       fail_at(c.file, c.model.layers.back().line, "the dataset has token labels; use loss = \"cross_entropy\" in [train]");
+    check_class_weights(c, ds.num_classes());
     if (shape.ndim() != 3 || shape[1] != T || shape[2] != ds.num_classes())
       fail_at(c.file, c.model.layers.back().line, "the model gives " + shape.str() + " per batch but the dataset has windows of " + std::to_string(T) +
                                                 " tokens of a vocabulary of " + std::to_string(ds.num_classes()) + ": the last layer must give [N, " +
@@ -205,12 +216,15 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
   } else if (ds.num_classes() > 0) {
     if (c.train.loss != LossKind::cross_entropy)
       fail_at(c.file, c.model.layers.back().line, "the dataset has class labels; use loss = \"cross_entropy\" in [train]");
+    check_class_weights(c, ds.num_classes());
     if (shape.ndim() != 2 || outputs != ds.num_classes())
       fail_at(c.file, c.model.layers.back().line, "the model gives " + shape.str() + " per batch but the dataset has " +
                                                 std::to_string(ds.num_classes()) + " classes: the last layer must give [N, " +
                                                 std::to_string(ds.num_classes()) + "]");
   } else {
-    if (c.train.loss != LossKind::mse) fail_at(c.file, c.model.layers.back().line, "the dataset has real-valued targets; use loss = \"mse\" in [train]");
+    if (c.train.loss == LossKind::cross_entropy)
+      fail_at(c.file, c.model.layers.back().line,
+              "the dataset has real-valued targets; use loss = \"mse\", \"l1\", \"smooth_l1\", \"huber\" or \"bce_with_logits\" in [train]");
     if (outputs != ds.target_shape().numel())
       fail_at(c.file, c.model.layers.back().line, "the model gives " + std::to_string(outputs) + " values per sample but the targets have " +
                                                 std::to_string(ds.target_shape().numel()));
