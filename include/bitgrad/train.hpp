@@ -55,6 +55,10 @@ struct LayerSpec {
   std::int64_t size = 0;
   double scale = 0.0;
   bool bilinear = false, align_corners = false;
+  // issue 29: conv's pads in ONNX's order [begin..., end...] (asymmetric; empty: `padding` on
+  // every side); maxpool2d / avgpool2d with `padding`, `dilation` (max), ceil_mode, count_include_pad (avg)
+  std::vector<int> pads;
+  bool ceil_mode = false, count_include_pad = true;
   int line = 0;  // in the configuration file, for errors
 };
 

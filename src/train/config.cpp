@@ -278,6 +278,13 @@ void layer_schema(V& v, L& l) {
       v.require("kernel", kind + "'kernel'");
       v.integer("kernel", l.kernel, 0, 1, 64);
       v.integer("stride", l.stride, l.kernel, 1, 64);
+      // issue 29 (numerics.md §35): PyTorch's options, each written only where not the default
+      v.integer("padding", l.padding, 0, 0, 32, l.padding == 0 ? kReadOnly : 0u);
+      if (l.type == LayerKind::maxpool2d) v.integer("dilation", l.dilation, 1, 1, 64, l.dilation == 1 ? kReadOnly : 0u);
+      v.boolean("ceil_mode", l.ceil_mode, false, l.ceil_mode ? 0u : kReadOnly);
+      if (l.type == LayerKind::avgpool2d) v.boolean("count_include_pad", l.count_include_pad, true, l.count_include_pad ? kReadOnly : 0u);
+      v.check(2 * l.padding <= l.kernel, "padding",
+              std::string("(") + to_string(l.type) + ") padding " + std::to_string(l.padding) + " must be at most half the kernel " + std::to_string(l.kernel));
       break;
     case LayerKind::layernorm:
       v.number("eps", l.eps, 1e-5, 0, 1);
@@ -330,6 +337,9 @@ void layer_schema(V& v, L& l) {
       v.integer("kernel", l.kernel, 0, 1, 64);
       v.integer("stride", l.stride, 1, 1, 64);
       v.integer("padding", l.padding, 0, 0, 64);
+      // asymmetric padding: ONNX's [begin..., end...] (2 or 4 entries by the input's rank)
+      v.ints("pads", l.pads, 0, 64, l.pads.empty() ? kReadOnly : 0u);
+      v.check(l.pads.empty() || !v.has("padding"), "pads", std::string("(") + to_string(l.type) + ") give 'padding' or 'pads', not both");
       v.integer("dilation", l.dilation, 1, 1, 64);
       v.integer("groups", l.groups, 1, 1, 1 << 16);
       if (l.type == LayerKind::conv_transpose2d) v.integer("output_padding", l.output_padding, 0, 0, 63);
@@ -526,6 +536,20 @@ class Reader {
   void dims(const char* key, std::vector<std::int64_t>& f, std::vector<std::int64_t> def, unsigned flags = 0) {
     if (!skip(flags)) f = s().dims(key, std::move(def));
   }
+  // A non-empty array of integers in [lo, hi] (at most 8).
+  void ints(const char* key, std::vector<int>& f, int lo, int hi, unsigned flags = 0) {
+    if (skip(flags)) return;
+    f.clear();
+    const toml::node* n = s().node(key);
+    if (!n) return;
+    const std::string what = s().where() + " " + key + " must be a non-empty array of at most 8 integers in [" + std::to_string(lo) + ", " +
+                             std::to_string(hi) + "]";
+    if (!n->is_array() || n->as_array()->empty() || n->as_array()->size() > 8) fail_at(file_, line_of(n), what);
+    for (const toml::node& e : *n->as_array()) {
+      if (!e.is_integer() || e.as_integer()->get() < lo || e.as_integer()->get() > hi) fail_at(file_, line_of(n), what);
+      f.push_back(static_cast<int>(e.as_integer()->get()));
+    }
+  }
   // A non-empty array of finite numbers >= 0 (class weights); `line` gets the key's line.
   void numbers(const char* key, std::vector<double>& f, int& line, unsigned flags = 0) {
     if (skip(flags)) return;
@@ -639,6 +663,11 @@ class Writer {
     put(key, s + "]", flags);
   }
   void scale(const char* key, double f, double, unsigned flags = 0) { put(key, f == 0 ? std::string("\"dynamic\"") : toml_float(f), flags); }
+  void ints(const char* key, const std::vector<int>& f, int, int, unsigned flags = 0) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < f.size(); ++i) s += (i ? ", " : "") + std::to_string(f[i]);
+    put(key, s + "]", flags);
+  }
   void numbers(const char* key, const std::vector<double>& f, int, unsigned flags = 0) {
     std::string s = "[";
     for (std::size_t i = 0; i < f.size(); ++i) s += (i ? ", " : "") + toml_float(f[i]);

@@ -121,7 +121,21 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
         case LayerKind::sigmoid: m = std::make_shared<nn::ActivationLayer>(nn::Activation::sigmoid); break;
         case LayerKind::dropout: m = std::make_shared<nn::Dropout>(l.p, dropout_id++); break;
         case LayerKind::maxpool2d:
-        case LayerKind::avgpool2d: m = std::make_shared<nn::Pool2d>(l.type == LayerKind::maxpool2d, l.kernel, l.stride); break;
+        case LayerKind::avgpool2d:
+          if (l.padding > 0 || l.dilation != 1 || l.ceil_mode || !l.count_include_pad) {  // issue 29: PyTorch's options (numerics.md §35)
+            if (shape.ndim() != 4) fail_at(c.file, l.line, where + " expects images [N, C, H, W], the layer before gives " + shape.str());
+            PoolOptions o;
+            o.kernel.assign(2, l.kernel);
+            o.stride.assign(2, l.stride);
+            o.pads.assign(4, l.padding);
+            o.dilation.assign(2, l.dilation);
+            o.ceil_mode = l.ceil_mode;
+            o.count_include_pad = l.count_include_pad;
+            m = std::make_shared<nn::Pool>(l.type == LayerKind::maxpool2d, o);
+            break;
+          }
+          m = std::make_shared<nn::Pool2d>(l.type == LayerKind::maxpool2d, l.kernel, l.stride);
+          break;
         case LayerKind::layernorm: m = std::make_shared<nn::LayerNorm>(shape[shape.ndim() - 1], l.eps, l.bias); break;
         case LayerKind::batchnorm:
           if (shape.ndim() < 2 || shape.ndim() > 4)
@@ -157,6 +171,12 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
           ConvOptions o;
           o.stride.assign(sp, l.stride);
           o.pads.assign(2 * sp, l.padding);
+          if (!l.pads.empty()) {  // asymmetric: ONNX's [begin..., end...]
+            if (l.pads.size() != 2 * sp)
+              fail_at(c.file, l.line, where + ": pads needs " + std::to_string(2 * sp) + " entries ([begin..., end...]) for inputs " + shape.str() + ", got " +
+                                          std::to_string(l.pads.size()));
+            o.pads = l.pads;
+          }
           o.dilation.assign(sp, l.dilation);
           o.groups = l.groups;
           if (l.type == LayerKind::conv_transpose2d) o.output_padding.assign(sp, l.output_padding);

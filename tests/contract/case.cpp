@@ -34,9 +34,21 @@ std::vector<std::int64_t> after(const Layer& l, std::vector<std::int64_t> in) {
     for (auto d : in) n *= d;
     return {n};
   }
-  if (t == "conv2d" || t == "maxpool2d" || t == "avgpool2d") {
+  if (t == "maxpool2d" || t == "avgpool2d") {  // PyTorch's sizes, with issue 29's options (numerics.md §35)
+    if (in.size() != 3 || 2 * l.padding > l.kernel || (t == "avgpool2d" && l.dilation != 1)) return {};
+    std::vector<std::int64_t> o{in[0]};
+    for (std::size_t a = 1; a < 3; ++a) {
+      const std::int64_t room = in[a] + 2 * l.padding - (static_cast<std::int64_t>(l.dilation) * (l.kernel - 1) + 1);
+      if (room < 0) return {};
+      std::int64_t n = (l.ceil_mode ? (room + l.stride - 1) / l.stride : room / l.stride) + 1;
+      if (l.ceil_mode && (n - 1) * l.stride >= in[a] + l.padding) --n;
+      o.push_back(n);
+    }
+    return o;
+  }
+  if (t == "conv2d") {
     if (in.size() != 3) return {};
-    const int pad = t == "conv2d" ? l.padding : 0;
+    const int pad = l.padding;
     const std::int64_t h = (in[1] + 2 * pad - l.kernel) / l.stride + 1, w = (in[2] + 2 * pad - l.kernel) / l.stride + 1;
     if (in[1] + 2 * pad < l.kernel || in[2] + 2 * pad < l.kernel || h < 1 || w < 1) return {};
     return {t == "conv2d" ? l.out : in[0], h, w};
@@ -46,16 +58,18 @@ std::vector<std::int64_t> after(const Layer& l, std::vector<std::int64_t> in) {
     const std::size_t rank = t == "conv1d" ? 2 : t == "conv_transpose2d" ? 3 : in.size();
     if (in.size() != rank || (rank != 2 && rank != 3)) return {};
     if (l.groups < 1 || in[0] % l.groups || l.out % l.groups) return {};
-    const std::int64_t span = static_cast<std::int64_t>(l.dilation) * (l.kernel - 1) + 1;
+    const std::int64_t span = static_cast<std::int64_t>(l.dilation) * (l.kernel - 1) + 1, sp = static_cast<std::int64_t>(rank) - 1;
+    if (!l.pads.empty() && static_cast<std::int64_t>(l.pads.size()) != 2 * sp) return {};
     std::vector<std::int64_t> o{l.out};
     for (std::size_t a = 1; a < rank; ++a) {
+      const std::int64_t pads = l.pads.empty() ? 2 * l.padding : l.pads[a - 1] + l.pads[a - 1 + static_cast<std::size_t>(sp)];
       std::int64_t n;
       if (t == "conv_transpose2d") {
         if (l.output_padding >= std::max(l.stride, l.dilation)) return {};
-        n = (in[a] - 1) * l.stride - 2 * l.padding + span + l.output_padding;
+        n = (in[a] - 1) * l.stride - pads + span + l.output_padding;
       } else {
-        if (in[a] + 2 * l.padding < span) return {};
-        n = (in[a] + 2 * l.padding - span) / l.stride + 1;
+        if (in[a] + pads < span) return {};
+        n = (in[a] + pads - span) / l.stride + 1;
       }
       if (n < 1) return {};
       o.push_back(n);
@@ -140,6 +154,8 @@ void issue29_layers(Case& c, Draw& d) {
       l.padding = static_cast<int>(d.range(0, type == "conv_transpose2d" ? 1 : 2));
       if (type == "conv_transpose2d") l.output_padding = static_cast<int>(d.range(0, std::max(l.stride, l.dilation) - 1));
       l.bias = d.coin(80);
+      if (d.coin(30))  // asymmetric padding, one entry per side
+        for (std::size_t k = 0; k < 2 * (s.size() - 1); ++k) l.pads.push_back(static_cast<int>(d.range(0, type == "conv_transpose2d" ? 1 : 2)));
       add(l);
     };
     const std::int64_t family = d.below(3);
@@ -162,7 +178,14 @@ void issue29_layers(Case& c, Draw& d) {
           }
           case 4: {
             const int k2 = static_cast<int>(d.range(1, 3));
-            add(Layer{d.coin() ? "maxpool2d" : "avgpool2d", 0, k2, static_cast<int>(d.range(1, k2))});
+            Layer p{d.coin() ? "maxpool2d" : "avgpool2d", 0, k2, static_cast<int>(d.range(1, k2))};
+            if (d.coin(60)) {  // PyTorch's options: padding up to half the kernel, dilation (max), ceil_mode, count_include_pad (avg)
+              p.padding = static_cast<int>(d.range(0, k2 / 2));
+              if (p.type == "maxpool2d") p.dilation = static_cast<int>(d.range(1, 2));
+              p.ceil_mode = d.coin();
+              if (p.type == "avgpool2d") p.count_include_pad = d.coin();
+            }
+            add(p);
             break;
           }
           default: {
@@ -265,6 +288,13 @@ std::vector<std::string> features(const Case& c) {
       if (l.stride > 1) f.push_back(l.type + "+stride");
       if (l.dilation > 1) f.push_back(l.type + "+dilation");
       if (l.groups > 1) f.push_back(l.type + "+groups");
+      if (!l.pads.empty()) f.push_back(l.type + "+pads");
+    }
+    if (l.type == "maxpool2d" || l.type == "avgpool2d") {
+      if (l.padding > 0) f.push_back(l.type + "+padding");
+      if (l.dilation > 1) f.push_back(l.type + "+dilation");
+      if (l.ceil_mode) f.push_back(l.type + "+ceil_mode");
+      if (!l.count_include_pad) f.push_back(l.type + "+count_include_pad=false");
     }
     if (l.type == "conv" && c.shape.size() == 2 && &l == &c.layers.front()) f.push_back("conv(1d)");
     if (l.type == "upsample") f.push_back(l.bilinear ? (l.align_corners ? "upsample+bilinear+align_corners" : "upsample+bilinear") : "upsample+nearest");
@@ -294,11 +324,23 @@ std::string Case::toml() const {
     if (l.type == "conv2d")
       o << ", out = " << l.out << ", kernel = " << l.kernel << ", stride = " << l.stride << ", padding = " << l.padding
         << (l.bias ? "" : ", bias = false");
-    if (l.type == "maxpool2d" || l.type == "avgpool2d") o << ", kernel = " << l.kernel << ", stride = " << l.stride;
+    if (l.type == "maxpool2d" || l.type == "avgpool2d") {
+      o << ", kernel = " << l.kernel << ", stride = " << l.stride;
+      if (l.padding > 0) o << ", padding = " << l.padding;
+      if (l.dilation > 1) o << ", dilation = " << l.dilation;
+      if (l.ceil_mode) o << ", ceil_mode = true";
+      if (!l.count_include_pad) o << ", count_include_pad = false";
+    }
     if (l.type == "dropout") o << ", p = " << num(l.p);
     if (l.type == "conv" || l.type == "conv1d" || l.type == "conv_transpose2d") {
-      o << ", out = " << l.out << ", kernel = " << l.kernel << ", stride = " << l.stride << ", padding = " << l.padding << ", dilation = " << l.dilation
-        << ", groups = " << l.groups;
+      o << ", out = " << l.out << ", kernel = " << l.kernel << ", stride = " << l.stride;
+      if (l.pads.empty()) o << ", padding = " << l.padding;
+      else {
+        o << ", pads = [";
+        for (std::size_t i = 0; i < l.pads.size(); ++i) o << (i ? ", " : "") << l.pads[i];
+        o << "]";
+      }
+      o << ", dilation = " << l.dilation << ", groups = " << l.groups;
       if (l.type == "conv_transpose2d") o << ", output_padding = " << l.output_padding;
       if (!l.bias) o << ", bias = false";
     }

@@ -24,6 +24,8 @@ struct Layer {
   std::int64_t groups = 1, num_layers = 1, size = 0;  // size: adaptive_avgpool2d, upsample (0: scale)
   double scale = 2.0;
   bool bilinear = false, align_corners = false, affine = true, relu = false, last = false;
+  std::vector<int> pads = {};  // conv variants: asymmetric, ONNX's [begin..., end...] (empty: padding)
+  bool ceil_mode = false, count_include_pad = true;  // pooling (with padding, and dilation for max)
 };
 
 struct Case {

@@ -1,8 +1,10 @@
 // [train] loss beyond cross_entropy and mse (issue 29; numerics.md §38): l1, smooth_l1 (beta),
 // huber (delta), bce_with_logits, and cross_entropy with label_smoothing, class_weights and
 // ignore_index. Each trains, keeps T5 (accumulate 1, 2, 4: the same bits), gives as the step's
-// loss the bits of the op's own mean (the op PyTorch checks, tests/python/test_parity_ops.py),
-// and a wrong key or value is an error naming the file, line and key.
+// loss the bits of the op's own mean (the op PyTorch checks, tests/python/test_parity_ops.py)
+// and PyTorch's definition's value, and a wrong key or value is an error naming the file, line
+// and key.
+#include <algorithm>
 #include <cmath>
 
 #include "bitgrad/ops.hpp"
@@ -73,6 +75,45 @@ Tensor op_mean(const train::TrainConfig& t, const Tensor& out, const Tensor& y) 
   return softmax_cross_entropy(out, y, w, t.ignore_index, t.label_smoothing);
 }
 
+// PyTorch's definitions in f64 (torch.nn.L1Loss, SmoothL1Loss, HuberLoss, BCEWithLogitsLoss,
+// CrossEntropyLoss with weight, ignore_index and label_smoothing; reduction "mean"), an oracle
+// independent of the ops.
+double torch_mean(const train::TrainConfig& t, const Tensor& out, const Tensor& y) {
+  const std::vector<float> o = out.contiguous_copy().to_vector<float>();
+  if (t.loss != train::LossKind::cross_entropy) {
+    const std::vector<float> b = y.to_vector<float>();
+    double sum = 0;
+    for (std::size_t i = 0; i < o.size(); ++i) {
+      const double a = o[i], v = b[i], z = std::fabs(a - v);
+      switch (t.loss) {
+        case train::LossKind::l1: sum += z; break;
+        case train::LossKind::smooth_l1: sum += z < t.beta ? 0.5 * z * z / t.beta : z - 0.5 * t.beta; break;
+        case train::LossKind::huber: sum += z < t.delta ? 0.5 * z * z : t.delta * (z - 0.5 * t.delta); break;
+        case train::LossKind::bce_with_logits: sum += std::max(a, 0.0) - a * v + std::log1p(std::exp(-std::fabs(a))); break;
+        default: sum += z * z;
+      }
+    }
+    return sum / static_cast<double>(o.size());
+  }
+  const std::vector<std::int64_t> lab = y.to_vector<std::int64_t>();
+  const std::size_t N = lab.size(), C = o.size() / N;
+  double num = 0, den = 0;
+  for (std::size_t n = 0; n < N; ++n) {
+    if (lab[n] == t.ignore_index) continue;
+    double m = -INFINITY, se = 0;
+    for (std::size_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(o[n * C + c]));
+    for (std::size_t c = 0; c < C; ++c) se += std::exp(o[n * C + c] - m);
+    auto nlogp = [&](std::size_t c) { return -(o[n * C + c] - m - std::log(se)); };
+    auto w = [&](std::size_t c) { return t.class_weights.empty() ? 1.0 : t.class_weights[c]; };
+    const auto tc = static_cast<std::size_t>(lab[n]);
+    double smooth = 0;
+    for (std::size_t c = 0; c < C; ++c) smooth += w(c) * nlogp(c);
+    num += (1 - t.label_smoothing) * w(tc) * nlogp(tc) + t.label_smoothing / static_cast<double>(C) * smooth;
+    den += w(tc);
+  }
+  return num / den;
+}
+
 TEST(LossKinds, EachTrainsAndKeepsT5) {
   RuntimeGuard g;
   for (const Kind& k : kKinds) {
@@ -103,6 +144,8 @@ TEST(LossKinds, TheStepsLossIsTheOpsMean) {
       const train::Session::StepOut r = trained.step(s);
       const float want = static_cast<float>(op_mean(c.train, fresh.predict(r.batch.x), r.batch.y).item());
       EXPECT_EQ(r.loss, want) << "step " << s;
+      const double torch = torch_mean(c.train, fresh.predict(r.batch.x), r.batch.y);
+      EXPECT_NEAR(r.loss, torch, 1e-5 * std::fabs(torch) + 1e-6) << "step " << s;
       fresh.step(s);
     }
   }
@@ -118,17 +161,17 @@ TEST(LossKinds, ConfigurationErrorsNameFileLineAndKey) {
         },
         msg);
   };
-  fails(false, "loss = \"hinge\"", "t.toml:19: [train] loss is 'hinge'; expected one of cross_entropy, mse, l1, smooth_l1, huber, bce_with_logits");
-  fails(false, "loss = \"huber\"\ndelta = 0", "t.toml:20: [train] delta must be in");
-  fails(false, "loss = \"smooth_l1\"\nbeta = -1", "t.toml:20: [train] beta must be in");
-  fails(false, "loss = \"l1\"\ndelta = 1.0", "t.toml:20: unknown key 'delta' in [train]");
-  fails(true, "label_smoothing = 1.5", "t.toml:19: [train] label_smoothing must be in [0, 1], got 1.5");
-  fails(true, "class_weights = [1, -2, 1, 1]", "t.toml:19: [train] class_weights must be a non-empty array of numbers >= 0");
-  fails(true, "class_weights = \"x\"", "t.toml:19: [train] class_weights must be a non-empty array of numbers >= 0");
-  fails(true, "class_weights = [1.0, 2.0]", "t.toml:19: [train] class_weights has 2 values but the dataset has 4 classes");
+  fails(false, "loss = \"hinge\"", "t.toml:16: [train] loss is 'hinge'; expected one of cross_entropy, mse, l1, smooth_l1, huber, bce_with_logits");
+  fails(false, "loss = \"huber\"\ndelta = 0", "t.toml:17: [train] delta must be in");
+  fails(false, "loss = \"smooth_l1\"\nbeta = -1", "t.toml:17: [train] beta must be in");
+  fails(false, "loss = \"l1\"\ndelta = 1.0", "t.toml:17: unknown key 'delta' in [train]");
+  fails(true, "label_smoothing = 1.5", "t.toml:15: [train] label_smoothing must be in [0, 1], got 1.5");
+  fails(true, "class_weights = [1, -2, 1, 1]", "t.toml:15: [train] class_weights must be a non-empty array of numbers >= 0");
+  fails(true, "class_weights = \"x\"", "t.toml:15: [train] class_weights must be a non-empty array of numbers >= 0");
+  fails(true, "class_weights = [1.0, 2.0]", "t.toml:15: [train] class_weights has 2 values but the dataset has 4 classes");
   fails(true, "loss = \"l1\"", "the dataset has class labels; use loss = \"cross_entropy\"");
   fails(false, "loss = \"cross_entropy\"", "the dataset has real-valued targets; use loss = \"mse\", \"l1\"");
-  fails(false, "label_smoothing = 0.1\nloss = \"mse\"", "t.toml:19: unknown key 'label_smoothing' in [train]");
+  fails(false, "label_smoothing = 0.1\nloss = \"mse\"", "t.toml:16: unknown key 'label_smoothing' in [train]");
 }
 
 TEST(LossKinds, DefaultsLeaveTheHashAndTheResolvedFileAsBefore) {
