@@ -527,7 +527,7 @@ each_epoch = false
   const Result one = sh(kBin + " train w.toml --out one --no-progress", w);
   ASSERT_EQ(one.code, 0) << one.err;
   for (const auto& [P, flags] : std::vector<std::pair<int, std::string>>{{2, "--accumulate 2"}, {3, ""}, {4, "--workers 1"}}) {
-    const std::string out = "p" + std::to_string(P);
+    const std::string out = std::string("p") + std::to_string(P);
     const Result r = sh(mpirun(P, "w.toml --no-progress --threads 1 --out " + out + " " + flags), w);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(fingerprint_of(r), fingerprint_of(one)) << P << " ranks " << flags;
