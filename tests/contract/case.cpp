@@ -146,7 +146,7 @@ void issue29_layers(Case& c, Draw& d) {
     };
     auto conv = [&](const std::string& type) {
       Layer l{type};
-      l.groups = d.coin(60) ? 1 : divisor(s[0]);
+      l.groups = d.coin() ? 1 : divisor(s[0]);
       l.out = l.groups * d.range(1, 3);
       l.kernel = static_cast<int>(d.range(1, 3));
       l.stride = static_cast<int>(d.range(1, 2));
@@ -163,7 +163,7 @@ void issue29_layers(Case& c, Draw& d) {
       c.shape = {d.range(1, 4), d.range(3, 9), d.range(3, 9)};
       s = c.shape;
       for (std::int64_t k = d.range(1, 3); k > 0; --k) {
-        switch (d.below(6)) {
+        switch (d.below(5)) {
           case 0:
           case 1: conv("conv"); break;
           case 2: conv("conv_transpose2d"); break;
@@ -176,18 +176,6 @@ void issue29_layers(Case& c, Draw& d) {
             add(u);
             break;
           }
-          case 4: {
-            const int k2 = static_cast<int>(d.range(1, 3));
-            Layer p{d.coin() ? "maxpool2d" : "avgpool2d", 0, k2, static_cast<int>(d.range(1, k2))};
-            if (d.coin(60)) {  // PyTorch's options: padding up to half the kernel, dilation (max), ceil_mode, count_include_pad (avg)
-              p.padding = static_cast<int>(d.range(0, k2 / 2));
-              if (p.type == "maxpool2d") p.dilation = static_cast<int>(d.range(1, 2));
-              p.ceil_mode = d.coin();
-              if (p.type == "avgpool2d") p.count_include_pad = d.coin();
-            }
-            add(p);
-            break;
-          }
           default: {
             Layer a{"adaptive_avgpool2d"};
             a.size = d.range(1, 3);
@@ -196,6 +184,19 @@ void issue29_layers(Case& c, Draw& d) {
         }
         if (d.coin()) norm();
         if (d.coin(60)) add(Layer{d.pick(acts)});
+        if (d.coin(40)) {  // pooling, overlapping or not
+          const int k2 = static_cast<int>(d.range(1, 3));
+          Layer p{d.coin() ? "maxpool2d" : "avgpool2d", 0, k2, static_cast<int>(d.range(1, k2))};
+          if (d.coin(60)) {  // PyTorch's options: padding up to half the kernel, dilation (max), ceil_mode, count_include_pad (avg)
+            p.kernel = static_cast<int>(d.range(2, 3));
+            p.stride = static_cast<int>(d.range(1, p.kernel));
+            p.padding = static_cast<int>(d.range(0, p.kernel / 2));
+            if (p.type == "maxpool2d") p.dilation = static_cast<int>(d.range(1, 2));
+            p.ceil_mode = d.coin();
+            if (p.type == "avgpool2d") p.count_include_pad = d.coin();
+          }
+          add(p);
+        }
       }
       if (d.coin(25)) add(Layer{"global_avgpool"});
       add(Layer{"flatten"});
