@@ -42,6 +42,20 @@ class AdaptivePool2d : public Module {
   std::int64_t oh_, ow_;
 };
 
+// MaxPool2d / AvgPool2d with PyTorch's options (padding, dilation for max, ceil_mode,
+// count_include_pad for avg): the ops max_pool / avg_pool of numerics.md §35
+class Pool : public Module {
+ public:
+  Pool(bool max, PoolOptions options);
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+
+ private:
+  bool max_;
+  PoolOptions o_;
+};
+
 // Upsample [N, C, H, W]: to (out_h, out_w), or by (scale_h, scale_w) when the sizes are 0
 // (output floor(H scale), the scale handed on as PyTorch's); nearest or bilinear
 class Upsample : public Module {

@@ -20,7 +20,8 @@ namespace bitgrad::train {
 // Every choice of the configuration file is parsed once into one of these; names() lists the
 // spellings the file uses (errors quote them), to_string gives them back.
 enum class DatasetKind { fashion_mnist, csv, adder, synthetic, text };
-enum class LossKind { cross_entropy, mse };
+// issue 29: l1, smooth_l1 (beta), huber (delta), bce_with_logits on real-valued targets
+enum class LossKind { cross_entropy, mse, l1, smooth_l1, huber, bce_with_logits };
 enum class OptimizerKind { sgd, adam, adamw };
 enum class LayerKind {
   linear, conv2d, flatten, relu, gelu, tanh, sigmoid, dropout, maxpool2d, avgpool2d, layernorm,
@@ -54,6 +55,10 @@ struct LayerSpec {
   std::int64_t size = 0;
   double scale = 0.0;
   bool bilinear = false, align_corners = false;
+  // issue 29: conv's pads in ONNX's order [begin..., end...] (asymmetric; empty: `padding` on
+  // every side); maxpool2d / avgpool2d with `padding`, `dilation` (max), ceil_mode, count_include_pad (avg)
+  std::vector<int> pads;
+  bool ceil_mode = false, count_include_pad = true;
   int line = 0;  // in the configuration file, for errors
 };
 
@@ -110,6 +115,14 @@ struct TrainConfig {  // [train]
   bool stochastic_rounding = false;          // rounding = "stochastic" (training's forward only)
   double loss_scale = 1;                     // 0: dynamic (fp16's default); else fixed, a power of two
   std::int64_t loss_scale_interval = 2000;   // dynamic: steps without overflow before the scale doubles
+  // issue 29: the loss's options (numerics.md §38); each in the hash only where it is not the
+  // default, so every configuration written before them hashes as it did
+  double label_smoothing = 0.0;        // cross_entropy
+  std::vector<double> class_weights;   // cross_entropy: one per class, empty for none
+  std::int64_t ignore_index = -100;    // cross_entropy: targets equal to it add nothing (PyTorch's default)
+  double beta = 1.0;                   // smooth_l1
+  double delta = 1.0;                  // huber
+  int class_weights_line = 0;          // in the configuration file, for errors
 };
 
 struct OptimizerConfig {  // [optimizer]

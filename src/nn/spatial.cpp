@@ -97,6 +97,30 @@ Shape AdaptivePool2d::output_shape(const Shape& in) const {
 }
 std::string AdaptivePool2d::describe() const { return str(max_ ? "AdaptiveMaxPool2d(" : "AdaptiveAvgPool2d(", oh_, ", ", ow_, ")"); }
 
+// ---- Pool -------------------------------------------------------------------------------------
+Pool::Pool(bool max, PoolOptions o) : max_(max), o_(std::move(o)) {
+  BITGRAD_CHECK(o_.kernel.size() == 2, max ? "MaxPool2d" : "AvgPool2d", "expects 2 kernel sizes, got ", ints(o_.kernel));
+}
+Tensor Pool::forward(const Tensor& x, const Context&) { return max_ ? max_pool(x, o_) : avg_pool(x, o_); }
+Shape Pool::output_shape(const Shape& in) const {  // the ops' sizes (src/ops/pool_more.cpp)
+  BITGRAD_CHECK(in.ndim() == 4, describe().c_str(), "expects inputs [N, C, H, W], got ", in.str());
+  std::vector<std::int64_t> out = {in[0], in[1]};
+  for (std::size_t a = 0; a < 2; ++a) {
+    const std::int64_t L = in[static_cast<int>(2 + a)], k = o_.kernel[a], s = at(o_.stride, a, static_cast<int>(k)), d = at(o_.dilation, a, 1);
+    const std::int64_t pb = at(o_.pads, a, 0), room = L + pb + at(o_.pads, a + 2, 0) - (d * (k - 1) + 1);
+    BITGRAD_CHECK(room >= 0, describe().c_str(), "the window is larger than the padded input ", in.str());
+    std::int64_t o = (o_.ceil_mode ? (room + s - 1) / s : room / s) + 1;
+    if (o_.ceil_mode && (o - 1) * s >= L + pb) --o;
+    out.push_back(o);
+  }
+  return Shape(out);
+}
+std::string Pool::describe() const {
+  return str(max_ ? "MaxPool2d(kernel=" : "AvgPool2d(kernel=", ints(o_.kernel), ", stride=", ints(o_.stride), ", pads=", ints(o_.pads),
+             max_ ? ", dilation=" + ints(o_.dilation) : std::string(), o_.ceil_mode ? ", ceil_mode" : "",
+             !max_ && o_.count_include_pad ? ", count_include_pad" : "", ")");
+}
+
 // ---- Upsample ---------------------------------------------------------------------------------
 Upsample::Upsample(std::int64_t oh, std::int64_t ow, double sh, double sw, bool bilinear, bool align)
     : oh_(oh), ow_(ow), sh_(sh), sw_(sw), bilinear_(bilinear), align_(align) {

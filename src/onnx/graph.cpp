@@ -449,7 +449,7 @@ std::int64_t GraphModule::opset() const { return g_->opset; }
 bool GraphModule::runs_op(const std::string& op_type) const {
   return std::any_of(g_->nodes.begin(), g_->nodes.end(), [&](const Node& n) { return n.proto->op_type == op_type; });
 }
-bool GraphModule::training_semantics() const { return g_->training; }
+bool GraphModule::training_semantics() const { return g_->options.training; }
 
 std::string GraphModule::to_onnx_bytes() const {
   ModelProto m = g_->model;  // the graph as read; the initializers' values as they are now

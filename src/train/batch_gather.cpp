@@ -1,6 +1,9 @@
 #include "train/batch_gather.hpp"
 
 #include <cstring>
+#include <string>
+
+#include "bitgrad/error.hpp"
 #include <vector>
 
 namespace bitgrad::train {
@@ -48,6 +51,25 @@ void gather_batch_on_root(dist::Comm& comm, const dist::StepLayout& layout, data
     b.y = y;
     b.first = 0;
   }
+}
+
+Tensor gather_labels(dist::Comm& comm, const dist::StepLayout& layout, const Tensor& y) {
+  BITGRAD_CHECK(y.dtype() == DType::i64, "train", "gathering labels of dtype ", dtype_name(y.dtype()));
+  const std::vector<std::int64_t> mine = y.to_vector<std::int64_t>();
+  const std::vector<std::string> all =
+      comm.allgather(std::string(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(std::int64_t)), "the batch's labels");
+  Shape shape = y.shape();
+  shape[0] = layout.rows;
+  const std::int64_t per_row = layout.rows ? shape.numel() / layout.rows : 0;
+  std::vector<std::int64_t> v(static_cast<std::size_t>(shape.numel()));
+  for (int r = 0; r < comm.size(); ++r) {  // rank r's labels at its rows
+    const dist::Range rows = layout.rows_of(r);
+    const std::string& s = all[static_cast<std::size_t>(r)];
+    BITGRAD_CHECK(static_cast<std::int64_t>(s.size()) == rows.size() * per_row * 8, "train", "rank ", r, " sent ", s.size() / 8, " labels for ",
+                  rows.size(), " rows");
+    if (!s.empty()) std::memcpy(v.data() + rows.begin * per_row, s.data(), s.size());
+  }
+  return Tensor::from<std::int64_t>(v, shape);
 }
 
 }  // namespace bitgrad::train

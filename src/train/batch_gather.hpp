@@ -11,4 +11,8 @@ namespace bitgrad::train {
 // Every rank calls it with its shard; on rank 0 `b` becomes the whole batch (first = 0).
 void gather_batch_on_root(dist::Comm& comm, const dist::StepLayout& layout, data::Batch& b);
 
+// Every rank calls it with its shard of class labels (i64); each gets the whole batch's labels
+// (for the weight W a weighted cross_entropy divides by, numerics.md §41).
+Tensor gather_labels(dist::Comm& comm, const dist::StepLayout& layout, const Tensor& y);
+
 }  // namespace bitgrad::train

@@ -37,7 +37,10 @@ constexpr std::uint64_t kMaxConfigBytes = 1 << 20;
 constexpr EnumName<DatasetKind> kDatasets[] = {
     {DatasetKind::fashion_mnist, "fashion-mnist"}, {DatasetKind::csv, "csv"}, {DatasetKind::adder, "adder"}, {DatasetKind::synthetic, "synthetic"},
     {DatasetKind::text, "text"}};
-constexpr EnumName<LossKind> kLosses[] = {{LossKind::cross_entropy, "cross_entropy"}, {LossKind::mse, "mse"}};
+constexpr EnumName<LossKind> kLosses[] = {{LossKind::cross_entropy, "cross_entropy"}, {LossKind::mse, "mse"},
+                                          // issue 29 (numerics.md §30, §41)
+                                          {LossKind::l1, "l1"}, {LossKind::smooth_l1, "smooth_l1"}, {LossKind::huber, "huber"},
+                                          {LossKind::bce_with_logits, "bce_with_logits"}};
 constexpr EnumName<OptimizerKind> kOptimizers[] = {{OptimizerKind::sgd, "sgd"}, {OptimizerKind::adam, "adam"}, {OptimizerKind::adamw, "adamw"}};
 constexpr EnumName<optim::Schedule::Kind> kSchedules[] = {
     {optim::Schedule::Kind::constant, "constant"}, {optim::Schedule::Kind::step, "step"}, {optim::Schedule::Kind::cosine, "cosine"}};
@@ -275,6 +278,13 @@ void layer_schema(V& v, L& l) {
       v.require("kernel", kind + "'kernel'");
       v.integer("kernel", l.kernel, 0, 1, 64);
       v.integer("stride", l.stride, l.kernel, 1, 64);
+      // issue 29 (numerics.md §35): PyTorch's options, each written only where not the default
+      v.integer("padding", l.padding, 0, 0, 32, l.padding == 0 ? kReadOnly : 0u);
+      if (l.type == LayerKind::maxpool2d) v.integer("dilation", l.dilation, 1, 1, 64, l.dilation == 1 ? kReadOnly : 0u);
+      v.boolean("ceil_mode", l.ceil_mode, false, l.ceil_mode ? 0u : kReadOnly);
+      if (l.type == LayerKind::avgpool2d) v.boolean("count_include_pad", l.count_include_pad, true, l.count_include_pad ? kReadOnly : 0u);
+      v.check(2 * l.padding <= l.kernel, "padding",
+              std::string("(") + to_string(l.type) + ") padding " + std::to_string(l.padding) + " must be at most half the kernel " + std::to_string(l.kernel));
       break;
     case LayerKind::layernorm:
       v.number("eps", l.eps, 1e-5, 0, 1);
@@ -327,6 +337,9 @@ void layer_schema(V& v, L& l) {
       v.integer("kernel", l.kernel, 0, 1, 64);
       v.integer("stride", l.stride, 1, 1, 64);
       v.integer("padding", l.padding, 0, 0, 64);
+      // asymmetric padding: ONNX's [begin..., end...] (2 or 4 entries by the input's rank)
+      v.ints("pads", l.pads, 0, 64, l.pads.empty() ? kReadOnly : 0u);
+      v.check(l.pads.empty() || !v.has("padding"), "pads", std::string("(") + to_string(l.type) + ") give 'padding' or 'pads', not both");
       v.integer("dilation", l.dilation, 1, 1, 64);
       v.integer("groups", l.groups, 1, 1, 1 << 16);
       if (l.type == LayerKind::conv_transpose2d) v.integer("output_padding", l.output_padding, 0, 0, 63);
@@ -429,6 +442,15 @@ void schema(V& v, C& c) {
   v.integer("epochs", c.train.epochs, 1, 0, 1 << 20);
   v.integer("steps", c.train.steps, 0, 0, kBig);
   v.choice("loss", c.train.loss, LossKind::cross_entropy, kLosses);
+  // issue 29: the loss's options; cross_entropy's only where not the default (kReadOnly: neither
+  // in the resolved file nor in the hash), so the configurations written before them hash as before
+  if (c.train.loss == LossKind::cross_entropy) {
+    v.number("label_smoothing", c.train.label_smoothing, 0.0, 0.0, 1.0, c.train.label_smoothing == 0 ? kReadOnly : 0u);
+    v.numbers("class_weights", c.train.class_weights, c.train.class_weights_line, c.train.class_weights.empty() ? kReadOnly : 0u);
+    v.integer("ignore_index", c.train.ignore_index, -100, -(std::int64_t{1} << 62), std::int64_t{1} << 62, c.train.ignore_index == -100 ? kReadOnly : 0u);
+  }
+  if (c.train.loss == LossKind::smooth_l1) v.number("beta", c.train.beta, 1.0, 0.0, 1e300);
+  if (c.train.loss == LossKind::huber) v.number("delta", c.train.delta, 1.0, 1e-300, 1e300);
   v.number("clip_grad_norm", c.train.clip_grad_norm, 0.0, 0.0, 1e300);
   v.boolean("shuffle", c.train.shuffle, true);
   v.boolean("drop_last", c.train.drop_last, true);
@@ -520,6 +542,37 @@ class Reader {
   }
   void dims(const char* key, std::vector<std::int64_t>& f, std::vector<std::int64_t> def, unsigned flags = 0) {
     if (!skip(flags)) f = s().dims(key, std::move(def));
+  }
+  // A non-empty array of integers in [lo, hi] (at most 8).
+  void ints(const char* key, std::vector<int>& f, int lo, int hi, unsigned flags = 0) {
+    if (skip(flags)) return;
+    f.clear();
+    const toml::node* n = s().node(key);
+    if (!n) return;
+    const std::string what = s().where() + " " + key + " must be a non-empty array of at most 8 integers in [" + std::to_string(lo) + ", " +
+                             std::to_string(hi) + "]";
+    if (!n->is_array() || n->as_array()->empty() || n->as_array()->size() > 8) fail_at(file_, line_of(n), what);
+    for (const toml::node& e : *n->as_array()) {
+      if (!e.is_integer() || e.as_integer()->get() < lo || e.as_integer()->get() > hi) fail_at(file_, line_of(n), what);
+      f.push_back(static_cast<int>(e.as_integer()->get()));
+    }
+  }
+  // A non-empty array of finite numbers >= 0 (class weights); `line` gets the key's line.
+  void numbers(const char* key, std::vector<double>& f, int& line, unsigned flags = 0) {
+    if (skip(flags)) return;
+    f.clear();
+    const toml::node* n = s().node(key);
+    if (!n) return;
+    line = line_of(n);
+    const std::string what = s().where() + " " + key + " must be a non-empty array of numbers >= 0 (at most 2^20)";
+    if (!n->is_array() || n->as_array()->empty() || n->as_array()->size() > (1u << 20)) fail_at(file_, line, what);
+    for (const toml::node& e : *n->as_array()) {
+      double v = -1;
+      if (e.is_floating_point()) v = e.as_floating_point()->get();
+      else if (e.is_integer()) v = static_cast<double>(e.as_integer()->get());
+      if (!(v >= 0 && v <= 1e300)) fail_at(file_, line, what);
+      f.push_back(v);
+    }
   }
   // A power of two (so that scaling is exact) or "dynamic" (0).
   void scale(const char* key, double& f, double def, unsigned flags = 0) {
@@ -617,6 +670,16 @@ class Writer {
     put(key, s + "]", flags);
   }
   void scale(const char* key, double f, double, unsigned flags = 0) { put(key, f == 0 ? std::string("\"dynamic\"") : toml_float(f), flags); }
+  void ints(const char* key, const std::vector<int>& f, int, int, unsigned flags = 0) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < f.size(); ++i) s += (i ? ", " : "") + std::to_string(f[i]);
+    put(key, s + "]", flags);
+  }
+  void numbers(const char* key, const std::vector<double>& f, int, unsigned flags = 0) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < f.size(); ++i) s += (i ? ", " : "") + toml_float(f[i]);
+    put(key, s + "]", flags);
+  }
   // The layer list; a gpt's as comments (the layers it stands for).
   void layers(const char* key, const std::vector<LayerSpec>& f, bool derived) {
     const char* prefix = derived ? "# " : "";

@@ -3,6 +3,7 @@
 
 #include "bitgrad/autograd.hpp"
 #include "train/session_parts.hpp"
+#include "train/step_loss.hpp"
 
 namespace bitgrad::train {
 
@@ -21,26 +22,28 @@ Eval Session::evaluate() const {
   lo.drop_last = false;
   data::DataLoader l(p_->test_ds, lo);
   std::int64_t correct = 0, total = 0, positions = 0;
-  double loss_sum = 0;
+  double loss_sum = 0, weight = 0;  // weight: W of the weighted cross_entropy (numerics.md §41)
   const bool cls = ds.num_classes() > 0;
+  const TrainConfig& t = p_->cfg.train;
   for (std::int64_t i = 0; i < l.batches_per_epoch(); ++i) {
     data::Batch batch = l.next();
     Tensor out = p_->state.model->forward(batch.x, context(false, 0, 0));
     const std::int64_t n = batch.x.shape()[0];
     if (cls) {
-      loss_sum += cross_entropy(out, batch.y, Reduction::sum).item();
+      loss_sum += train::loss_sum(t, out, batch.y).item();
+      if (divides_by_target_weight(t)) weight += target_weight(t, batch.y, out.dtype());
       Tensor pred = argmax(out, out.ndim() - 1);  // [N], or [N, T] for sequences
       const std::int64_t* pp = pred.data<std::int64_t>();
       const std::int64_t* y = batch.y.data<std::int64_t>();
       for (std::int64_t j = 0; j < pred.numel(); ++j) correct += pp[j] == y[j];
       positions += pred.numel();
     } else {
-      loss_sum += mse_loss(reshape(out, batch.y.shape()), batch.y, Reduction::sum).item();
+      loss_sum += train::loss_sum(t, out, batch.y).item();
     }
     total += n;
   }
   Eval e;
-  e.loss = loss_sum / static_cast<double>(total * (cls ? 1 : ds.target_shape().numel()));
+  e.loss = divides_by_target_weight(t) ? loss_sum / weight : loss_sum / static_cast<double>(total * p_->divisor);
   if (cls) e.accuracy = static_cast<double>(correct) / static_cast<double>(positions);
   return e;
 }

@@ -57,6 +57,16 @@ std::shared_ptr<data::Dataset> test_dataset(const Config& c) {
   return c.data.test_samples > 0 ? data::adder_dataset(c.data.test_samples, c.data.features, c.seed, c.data.samples) : nullptr;
 }
 
+namespace {
+// [train] class_weights: one per class of the dataset
+void check_class_weights(const Config& c, std::int64_t classes) {
+  const auto n = static_cast<std::int64_t>(c.train.class_weights.size());
+  if (n > 0 && n != classes)
+    fail_at(c.file, c.train.class_weights_line,
+            "[train] class_weights has " + std::to_string(n) + " values but the dataset has " + std::to_string(classes) + " classes: give one per class");
+}
+}  // namespace
+
 // issue 31: [model] onnx = "...": the graph as the one layer of a Sequential (its parameters are
 // "0." + the ONNX initializer names; bitgrad export writes them without the "0."), checked
 // against the dataset as a layer list is
@@ -79,13 +89,16 @@ std::shared_ptr<nn::Sequential> build_onnx_model(const Config& c, const data::Da
     if (c.train.loss != LossKind::cross_entropy || shape.ndim() != 3 || shape[1] != T || shape[2] != ds.num_classes())
       throw Error(where + ": the model gives " + shape.str() + " per batch; the dataset's windows of " + std::to_string(T) +
                   " tokens need [N, " + std::to_string(T) + ", " + std::to_string(ds.num_classes()) + "] and loss = \"cross_entropy\"");
+    check_class_weights(c, ds.num_classes());
   } else if (ds.num_classes() > 0) {
     if (c.train.loss != LossKind::cross_entropy || shape.ndim() != 2 || outputs != ds.num_classes())
       throw Error(where + ": the model gives " + shape.str() + " per batch; the dataset's " + std::to_string(ds.num_classes()) +
                   " classes need [N, " + std::to_string(ds.num_classes()) + "] and loss = \"cross_entropy\"");
-  } else if (c.train.loss != LossKind::mse || outputs != ds.target_shape().numel()) {
+    check_class_weights(c, ds.num_classes());
+  } else if (c.train.loss == LossKind::cross_entropy || outputs != ds.target_shape().numel()) {
     throw Error(where + ": the model gives " + shape.str() + " per batch; the dataset's targets need " +
-                std::to_string(ds.target_shape().numel()) + " values per sample and loss = \"mse\"");
+                std::to_string(ds.target_shape().numel()) + " values per sample and a loss for real-valued targets "
+                "(mse, l1, smooth_l1, huber or bce_with_logits)");
   }
   model->set_recompute(c.model.recompute);
   std::uint64_t site = 0;
@@ -149,7 +162,21 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
         case LayerKind::sigmoid: m = std::make_shared<nn::ActivationLayer>(nn::Activation::sigmoid); break;
         case LayerKind::dropout: m = std::make_shared<nn::Dropout>(l.p, dropout_id++); break;
         case LayerKind::maxpool2d:
-        case LayerKind::avgpool2d: m = std::make_shared<nn::Pool2d>(l.type == LayerKind::maxpool2d, l.kernel, l.stride); break;
+        case LayerKind::avgpool2d:
+          if (l.padding > 0 || l.dilation != 1 || l.ceil_mode || !l.count_include_pad) {  // issue 29: PyTorch's options (numerics.md §35)
+            if (shape.ndim() != 4) fail_at(c.file, l.line, where + " expects images [N, C, H, W], the layer before gives " + shape.str());
+            PoolOptions o;
+            o.kernel.assign(2, l.kernel);
+            o.stride.assign(2, l.stride);
+            o.pads.assign(4, l.padding);
+            o.dilation.assign(2, l.dilation);
+            o.ceil_mode = l.ceil_mode;
+            o.count_include_pad = l.count_include_pad;
+            m = std::make_shared<nn::Pool>(l.type == LayerKind::maxpool2d, o);
+            break;
+          }
+          m = std::make_shared<nn::Pool2d>(l.type == LayerKind::maxpool2d, l.kernel, l.stride);
+          break;
         case LayerKind::layernorm: m = std::make_shared<nn::LayerNorm>(shape[shape.ndim() - 1], l.eps, l.bias); break;
         case LayerKind::batchnorm:
           if (shape.ndim() < 2 || shape.ndim() > 4)
@@ -185,6 +212,12 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
           ConvOptions o;
           o.stride.assign(sp, l.stride);
           o.pads.assign(2 * sp, l.padding);
+          if (!l.pads.empty()) {  // asymmetric: ONNX's [begin..., end...]
+            if (l.pads.size() != 2 * sp)
+              fail_at(c.file, l.line, where + ": pads needs " + std::to_string(2 * sp) + " entries ([begin..., end...]) for inputs " + shape.str() + ", got " +
+                                          std::to_string(l.pads.size()));
+            o.pads = l.pads;
+          }
           o.dilation.assign(sp, l.dilation);
           o.groups = l.groups;
           if (l.type == LayerKind::conv_transpose2d) o.output_padding.assign(sp, l.output_padding);
@@ -236,6 +269,7 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
     const std::int64_t T = ds.target_shape()[0];
     if (c.train.loss != LossKind::cross_entropy)
       fail_at(c.file, c.model.layers.back().line, "the dataset has token labels; use loss = \"cross_entropy\" in [train]");
+    check_class_weights(c, ds.num_classes());
     if (shape.ndim() != 3 || shape[1] != T || shape[2] != ds.num_classes())
       fail_at(c.file, c.model.layers.back().line, "the model gives " + shape.str() + " per batch but the dataset has windows of " + std::to_string(T) +
                                                 " tokens of a vocabulary of " + std::to_string(ds.num_classes()) + ": the last layer must give [N, " +
@@ -243,12 +277,15 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
   } else if (ds.num_classes() > 0) {
     if (c.train.loss != LossKind::cross_entropy)
       fail_at(c.file, c.model.layers.back().line, "the dataset has class labels; use loss = \"cross_entropy\" in [train]");
+    check_class_weights(c, ds.num_classes());
     if (shape.ndim() != 2 || outputs != ds.num_classes())
       fail_at(c.file, c.model.layers.back().line, "the model gives " + shape.str() + " per batch but the dataset has " +
                                                 std::to_string(ds.num_classes()) + " classes: the last layer must give [N, " +
                                                 std::to_string(ds.num_classes()) + "]");
   } else {
-    if (c.train.loss != LossKind::mse) fail_at(c.file, c.model.layers.back().line, "the dataset has real-valued targets; use loss = \"mse\" in [train]");
+    if (c.train.loss == LossKind::cross_entropy)
+      fail_at(c.file, c.model.layers.back().line,
+              "the dataset has real-valued targets; use loss = \"mse\", \"l1\", \"smooth_l1\", \"huber\" or \"bce_with_logits\" in [train]");
     if (outputs != ds.target_shape().numel())
       fail_at(c.file, c.model.layers.back().line, "the model gives " + std::to_string(outputs) + " values per sample but the targets have " +
                                                 std::to_string(ds.target_shape().numel()));

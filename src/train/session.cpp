@@ -6,6 +6,7 @@
 #include "bitgrad/onnx.hpp"
 #include "train/memory.hpp"
 #include "train/session_parts.hpp"
+#include "train/step_loss.hpp"
 
 namespace bitgrad::train {
 
@@ -88,7 +89,9 @@ Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared
   p.batches_per_epoch = p.loader->batches_per_epoch();
   p.planned = cfg.train.steps > 0 ? cfg.train.steps : cfg.train.epochs * p.batches_per_epoch;
   p.state.build_optimizer(cfg, p.planned);
-  p.divisor = cfg.train.loss == LossKind::mse ? p.train_ds->target_shape().numel() : 1;
+  // the values per sample a loss averages over: every target value, but §9's cross_entropy of
+  // every run before the loss options averages a window's tokens itself (numerics.md §21)
+  p.divisor = cfg.train.loss != LossKind::cross_entropy || cross_entropy_options(cfg.train) ? p.train_ds->target_shape().numel() : 1;
 }
 
 Session::~Session() = default;

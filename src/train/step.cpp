@@ -2,9 +2,10 @@
 //   batch = loader.next(); split into micro-batches of m = batch_size / accumulate rows (a
 //   short last batch: ceil(rows / m) of them, the last one shorter);
 //   for each: forward (row_offset = its first row), S = loss summed over its samples (batch
-//   rule), backward of S / divisor (divisor = batch size x target size, the same for every
-//   micro-batch); the micro-batches' parameter gradients and their S are combined by the
-//   pairwise tree; loss = S_total / divisor; [clip]; optimizer step with lr = schedule(step).
+//   rule), backward of S / divisor (divisor = batch size x target size, or a weighted
+//   cross_entropy's W, the same for every micro-batch); the micro-batches' parameter gradients
+//   and their S are combined by the pairwise tree; loss = S_total / divisor; [clip]; optimizer
+//   step with lr = schedule(step).
 // A micro-batch of a power-of-two number of 32-sample blocks is a complete subtree of the
 // batch's canonical tree, so accumulate = k gives the bits of accumulate = 1 (contract T5).
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "train/batch_gather.hpp"
 #include "train/dist_sync.hpp"
 #include "train/session_parts.hpp"
+#include "train/step_loss.hpp"
 
 namespace bitgrad::train {
 
@@ -35,6 +37,13 @@ Session::StepOut Session::step(std::int64_t s) {
   const dist::Range mine = layout.rows_of(rank());
   BITGRAD_CHECK(mine.begin == r.batch.first && mine.size() == bx.shape()[0], "train", "the loader's shard [", r.batch.first, ", ",
                 r.batch.first + bx.shape()[0], ") is not the layout's [", mine.begin, ", ", mine.end, ")");
+  // what the batch's loss sum is divided by: B x the values per target, or for a weighted
+  // cross_entropy W, the weight of the whole batch's targets (numerics.md §41), known before any
+  // micro-batch (every rank computes it from every rank's labels)
+  const bool by_weight = divides_by_target_weight(cfg.train);
+  const double denom = by_weight ? target_weight(cfg.train, p.comm ? gather_labels(*p.comm, layout, by) : by, p.param_dtype)
+                                 : static_cast<double>(B * p.divisor);
+  const float fdenom = by_weight ? static_cast<float>(denom) : static_cast<float>(B * p.divisor);
   if (p.comm) gather_batch_on_root(*p.comm, layout, r.batch);  // rank 0's step record names the whole batch
   // batch norm over ranks: its statistics are the whole batch's, gathered from every rank that
   // holds samples (each holds one node: one forward and one backward); a nested step (the f64
@@ -46,7 +55,6 @@ Session::StepOut Session::step(std::int64_t s) {
     stats.emplace(*p.comm, std::move(rows));
   }
   BatchStatsScope stats_scope(stats ? &*stats : nullptr);
-  const bool xent = cfg.train.loss == LossKind::cross_entropy;
   const optim::NamedTensors& params = p.state.params;
   p.reducer->begin(params, layout, rank());
   for (const dist::Range& node : layout.nodes[static_cast<std::size_t>(rank())]) {
@@ -62,15 +70,15 @@ Session::StepOut Session::step(std::int64_t s) {
         if (y.dtype() == DType::f32) y = y.cast(p.param_dtype);
       }
       Tensor out = p.state.model->forward(x, ctx);
-      Tensor S = xent ? cross_entropy(out, y, Reduction::sum) : mse_loss(reshape(out, y.shape()), y, Reduction::sum);
-      const float loss_sum = static_cast<float>(S.item());
-      Tensor L = div(S, static_cast<double>(B * p.divisor));
+      Tensor S = loss_sum(cfg.train, out, y);  // per sample, then the batch rule
+      const float s_value = static_cast<float>(S.item());
+      Tensor L = div(S, denom);
       if (p.scaler.log2() != 0) L = mul(L, std::ldexp(1.0, p.scaler.log2()));  // exact: a power of two
       L.backward();
-      p.reducer->add(params, loss_sum);
+      p.reducer->add(params, s_value);
     }
   }
-  r.loss = p.reducer->finish(params) / static_cast<float>(B * p.divisor);
+  r.loss = p.reducer->finish(params) / fdenom;
   // a rank that held no samples (a short last batch) ran no forward: it takes rank 0's running
   // statistics, which every rank that did computed alike
   if (stats) share_buffers_with_idle_ranks(*p.comm, layout, *p.state.model);

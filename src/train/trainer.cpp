@@ -165,7 +165,8 @@ void evaluate_at(const Session& session, std::int64_t step, std::int64_t epoch, 
     m["test_accuracy"] = e.accuracy;
     out << when << "  test accuracy " << strprintf("%.2f%%", 100 * e.accuracy) << "  test loss " << strprintf("%.6f", e.loss) << "\n";
   } else {
-    out << when << "  test mse " << strprintf("%.9g", e.loss) << "\n";
+    const LossKind k = session.config().train.loss;
+    out << when << "  test " << (k == LossKind::mse ? std::string("mse") : std::string(to_string(k)) + " loss") << " " << strprintf("%.9g", e.loss) << "\n";
   }
   metrics.write(m);
 }

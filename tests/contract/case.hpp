@@ -12,11 +12,20 @@
 namespace bitgrad::contract {
 
 struct Layer {
-  std::string type;  // linear conv2d flatten relu gelu tanh sigmoid dropout maxpool2d avgpool2d layernorm batchnorm
-  std::int64_t out = 0;
+  std::string type;  // linear conv2d flatten relu gelu tanh sigmoid dropout maxpool2d avgpool2d layernorm batchnorm, and
+                     // issue 29's: conv conv1d conv_transpose2d adaptive_avgpool2d global_avgpool upsample rmsnorm
+                     // groupnorm instancenorm rnn lstm gru
+  std::int64_t out = 0;  // rnn, lstm, gru: hidden
   int kernel = 0, stride = 1, padding = 0;
   double p = 0.0;
   bool bias = true;
+  // issue 29 (the keys of docs/cli.md's layer table)
+  int dilation = 1, output_padding = 0;
+  std::int64_t groups = 1, num_layers = 1, size = 0;  // size: adaptive_avgpool2d, upsample (0: scale)
+  double scale = 2.0;
+  bool bilinear = false, align_corners = false, affine = true, relu = false, last = false;
+  std::vector<int> pads = {};  // conv variants: asymmetric, ONNX's [begin..., end...] (empty: padding)
+  bool ceil_mode = false, count_include_pad = true;  // pooling (with padding, and dilation for max)
 };
 
 struct Case {
@@ -40,8 +49,15 @@ struct Case {
   // onnx_path (set by the driver where it wrote the file)
   bool onnx = false;
   std::string onnx_path;
+  // [train] loss: "" for the default (cross_entropy with classes, else mse); issue 29's
+  // losses and cross_entropy's options (numerics.md §30, §41)
+  std::string loss;
+  double label_smoothing = 0, beta = 1, delta = 1;
+  std::vector<double> class_weights;
+  std::int64_t ignore_index = -100;
 
   std::string toml() const;
+  std::string loss_name() const;  // the [train] loss it trains with
   // The shape after each layer is valid (the generator and the shrinker keep only such cases).
   bool valid() const;
 };
@@ -52,6 +68,14 @@ struct Case {
 std::string onnx_model_bytes(const Case& c);
 // The shape after a layer (empty when the layer cannot take `in`).
 std::vector<std::int64_t> shape_after(const Layer& l, const std::vector<std::int64_t>& in);
+// Whether `bitgrad train` runs this case with micro-batches (accumulate > 1); the settings matrix
+// leaves those pairs out where it does not. A batchnorm model is refused micro-batches
+// (numerics.md §31) but runs on ranks with accumulate = 1, the statistics exchanged (§20).
+bool splits_the_batch(const Case& c);
+
+// The layer types and losses a case draws ("loss=l1", "loss=cross_entropy+label_smoothing", ...),
+// for the census (contract_fuzz --census).
+std::vector<std::string> features(const Case& c);
 
 // Case number `index` of the stream `seed`: a pure function of both.
 Case generate(std::uint64_t seed, std::uint64_t index);

@@ -6,8 +6,10 @@
 // one process with the same accumulate (T6, when built with MPI), and recomputed activations (T9). A pair that must agree and does not
 // fails the case; the case is shrunk and printed as a TOML file and the two command lines.
 //
-//   contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--keep-going] [--print]
-// --print writes the cases' TOML files to DIR (contract-cases by default) and trains nothing.
+//   contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--keep-going] [--print] [--census]
+// --print writes the cases' TOML files to DIR (contract-cases by default) and trains nothing;
+// --census counts the layer types and losses the cases draw, trains nothing, and fails when one
+// that the configuration accepts (and the fuzzer should reach) is never drawn.
 // Exit 0 when every case held, 1 when one failed, 2 on a usage or set-up error.
 #include <unistd.h>
 
@@ -16,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -66,6 +69,8 @@ struct Outcome {
 std::string g_root;  // temporary directory of this process
 int g_runs = 0;
 int g_rank_runs = 0;  // of them on MPI ranks
+int g_errors = 0;     // trainings that stopped with an error (a pair holds when both stop alike)
+std::map<std::string, int> g_error_kinds;  // their messages (iterated only to print)
 
 // A run on several ranks: mpirun on the bitgrad binary of this build.
 void run_ranks(const Case& c, const Setting& s, const std::string& dir, Outcome& o) {
@@ -205,15 +210,21 @@ std::vector<Pair> matrix(const Case& c, std::uint64_t seed, std::uint64_t index)
   Setting rc = setting(static_cast<int>(1 + below(4)), static_cast<int>(below(3)), 1, isas.back());
   rc.recompute = below(2) == 0 ? "blocks" : "all";
   v.push_back({base, rc});
-  // batchnorm: micro-batches and ranks are refused (numerics.md §31), so those pairs go (after
-  // every draw, so that the other pairs stay what they were)
-  bool bn = false;
-  for (const Layer& l : c.layers) bn = bn || l.type == "batchnorm";
-  if (bn) v.erase(std::remove_if(v.begin(), v.end(), [](const Pair& p) { return p.a.accumulate > 1 || p.b.accumulate > 1 || p.b.ranks > 1; }), v.end());
+  // a case `bitgrad train` does not split into micro-batches (splits_the_batch: batchnorm,
+  // numerics.md §31) loses its micro-batch pairs, rank pairs with accumulate > 1 included; its
+  // rank pairs with accumulate = 1 stay (the statistics are exchanged, §20). After every draw, so
+  // that the other pairs stay what they were.
+  if (!splits_the_batch(c))
+    v.erase(std::remove_if(v.begin(), v.end(), [](const Pair& p) { return p.a.accumulate > 1 || p.b.accumulate > 1; }), v.end());
   return v;
 }
 
-std::string failure(const Case& c, const Pair& p) { return verdict(run_case(c, p.a), run_case(c, p.b), p.t5); }
+std::string failure(const Case& c, const Pair& p) {
+  const Outcome a = run_case(c, p.a), b = run_case(c, p.b);
+  for (const Outcome* o : {&a, &b})
+    if (!o->error.empty()) ++g_errors, ++g_error_kinds[o->error.substr(0, 160)];
+  return verdict(a, b, p.t5);
+}
 
 // Shrinks c while the pair still fails; returns the smallest failing case.
 Case shrink(Case c, const Pair& p, std::string& why) {
@@ -231,9 +242,33 @@ Case shrink(Case c, const Pair& p, std::string& why) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--keep-going] [--print]\n");
+  std::fprintf(stderr, "usage: contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--keep-going] [--print] [--census]\n");
   return 2;
 }
+
+// What the cases drew, in name order (a std::map, iterated only to print).
+using Census = std::map<std::string, std::int64_t>;
+void count(Census& n, const Case& c) {
+  for (const std::string& f : features(c)) ++n[f];
+  ++n[splits_the_batch(c) ? "(accumulate and ranks)" : "(ranks, no accumulate)"];
+  if (c.precision != "fp32") ++n["precision=" + c.precision];
+}
+std::string census_line(const Census& n) {
+  std::string s;
+  for (const auto& [k, v] : n) s += (s.empty() ? "" : ", ") + k + " " + std::to_string(v);
+  return s;
+}
+// Every layer type the configuration accepts for the data the fuzzer makes (not the token
+// models' embedding, transformer_block, tied_head), with the options of issue 29, and every loss.
+const char* const kMustDraw[] = {
+    "linear", "conv2d", "flatten", "relu", "gelu", "tanh", "sigmoid", "dropout", "maxpool2d", "avgpool2d", "layernorm", "batchnorm",
+    "rmsnorm", "groupnorm", "instancenorm", "rnn", "lstm", "gru", "conv", "conv(1d)", "conv1d", "conv_transpose2d", "conv+stride",
+    "conv+dilation", "conv+groups", "conv_transpose2d+stride", "conv_transpose2d+groups", "conv1d+groups", "conv+pads", "conv_transpose2d+pads", "maxpool2d+padding", "maxpool2d+dilation", "maxpool2d+ceil_mode",
+    "avgpool2d+padding", "avgpool2d+ceil_mode", "avgpool2d+count_include_pad=false", "adaptive_avgpool2d",
+    "global_avgpool", "upsample+nearest", "upsample+bilinear", "upsample+bilinear+align_corners", "rnn+all", "rnn+last", "lstm+all",
+    "lstm+last", "gru+all", "gru+last", "lstm+num_layers", "gru+num_layers", "rnn+num_layers", "loss=cross_entropy", "loss=mse", "loss=l1",
+    "loss=smooth_l1", "loss=huber", "loss=bce_with_logits", "loss=cross_entropy+label_smoothing", "loss=cross_entropy+class_weights",
+    "loss=cross_entropy+ignore_index"};
 
 }  // namespace
 }  // namespace bitgrad::contract
@@ -244,11 +279,11 @@ int main(int argc, char** argv) {
   double seconds = 0;
   std::uint64_t seed = 1;
   std::string out;
-  bool keep_going = false, print = false;
+  bool keep_going = false, print = false, census = false;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    if (k == "--keep-going" || k == "--print") {
-      (k == "--print" ? print : keep_going) = true;
+    if (k == "--keep-going" || k == "--print" || k == "--census") {
+      (k == "--print" ? print : k == "--census" ? census : keep_going) = true;
       continue;
     }
     if (i + 1 >= argc) return usage();
@@ -270,15 +305,36 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (census) {
+    Census n;
+    int unreadable = 0;
+    for (std::int64_t i = first; i < first + cases; ++i) {
+      const Case c = generate(seed, static_cast<std::uint64_t>(i));
+      count(n, c);
+      try {  // every case is a configuration `bitgrad train` reads
+        (void)bitgrad::train::parse_config(c.toml(), "case-" + std::to_string(i) + ".toml");
+      } catch (const std::exception& e) {
+        std::cout << "unreadable case " << i << ": " << e.what() << "\n";
+        ++unreadable;
+      }
+    }
+    std::cout << "contract_fuzz: seed " << seed << ", cases " << first << ".." << first + cases - 1 << " drew: " << census_line(n) << "\n";
+    int missing = 0;
+    for (const char* f : kMustDraw)
+      if (!n.count(f)) std::cout << "never drawn: " << f << "\n", ++missing;
+    return missing || unreadable ? 1 : 0;
+  }
   if (out.empty()) out = "contract-failures";
   char tmpl[] = "/tmp/bitgrad-contract-XXXXXX";
   if (!::mkdtemp(tmpl)) return std::perror("contract_fuzz: mkdtemp"), 2;
   g_root = tmpl;
   const auto t0 = std::chrono::steady_clock::now();
   std::int64_t done = 0, failed = 0, pairs = 0;
+  Census drawn;
   for (std::int64_t i = first; i < first + cases; ++i) {
     if (seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds) break;
     const Case c = generate(seed, static_cast<std::uint64_t>(i));
+    count(drawn, c);
     bool ok = true;
     for (const Pair& p : matrix(c, seed, static_cast<std::uint64_t>(i))) {
       ++pairs;
@@ -302,6 +358,11 @@ int main(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "contract_fuzz: seed " << seed << ", cases " << first << ".." << first + done - 1 << ", " << pairs << " pairs of runs, "
             << g_runs << " trainings (" << g_rank_runs << " on MPI ranks) in " << static_cast<long long>(secs) << " s\n";
+  std::cout << "drawn: " << census_line(drawn) << "\n";
+  if (g_errors) {  // a case both sides refuse alike holds, but says nothing: shown, so that it is seen
+    std::cout << g_errors << " trainings stopped with an error (alike on both sides of their pairs):\n";
+    for (const auto& [what, n] : g_error_kinds) std::cout << "  " << n << " x " << what << "\n";
+  }
   std::cout << done - failed << " passed, " << failed << " failed\n";
   return failed ? 1 : 0;
 }

@@ -548,6 +548,44 @@ TEST_F(DistTrain, AuditAndDiffAcrossRanks) {
   EXPECT_NE(r.out.find("run.ranks: 1 | 3"), std::string::npos) << r.out;
 }
 
+// issue 29: cross_entropy with class weights, ignore_index and label smoothing divides by W,
+// the weight of the whole batch's targets: every rank gathers every rank's labels first
+// (numerics.md §41), so 2 to 4 ranks (the third without samples in the short last batch of 44) and
+// micro-batches give the bits of one process.
+TEST_F(DistTrain, AWeightedCrossEntropyOnRanksGivesTheBitsOfOneProcess) {
+  const std::string w = dir_for("weighted");
+  io::write_file_atomic(w + "/w.toml", R"(seed = 5
+[data]
+dataset = "synthetic"
+samples = 300
+shape = [6]
+classes = 4
+[model]
+layers = [ { type = "linear", out = 16 }, { type = "tanh" }, { type = "linear", out = 4 } ]
+[train]
+batch_size = 128
+steps = 5
+drop_last = false
+label_smoothing = 0.1
+class_weights = [0.5, 2.0, 1.0, 3.0]
+ignore_index = 2
+[optimizer]
+type = "adam"
+lr = 0.01
+[eval]
+each_epoch = false
+)");
+  const Result one = sh(kBin + " train w.toml --out one --no-progress", w);
+  ASSERT_EQ(one.code, 0) << one.err;
+  for (const auto& [P, flags] : std::vector<std::pair<int, std::string>>{{2, "--accumulate 2"}, {3, ""}, {4, "--workers 1"}}) {
+    const std::string out = std::string("p") + std::to_string(P);
+    const Result r = sh(mpirun(P, "w.toml --no-progress --threads 1 --out " + out + " " + flags), w);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(fingerprint_of(r), fingerprint_of(one)) << P << " ranks " << flags;
+    EXPECT_EQ(io::read_file(w + "/" + out + "/trace.jsonl"), io::read_file(w + "/one/trace.jsonl")) << P << " ranks " << flags;
+  }
+}
+
 #endif
 
 }  // namespace
