@@ -8,8 +8,9 @@ gradients of its nodes of the batch's tree; the combine evaluates the tree over 
 so every rank holds the gradient one process computes and makes the same update. Rank 0 prints
 and writes the checkpoint; `--resume` continues a run on any number of ranks.
 
-The model is a function of its own (build_model): swap in any module — a Sequential here, a
-Python nn.Module subclass the same way — as long as every rank builds it alike.
+The model is a function of its own (build_model): the MLP is a C++ Sequential, the CNN a Python
+nn.Module subclass; swap in any module, as long as every rank builds it alike (keyed seeds:
+`bitgrad.manual_seed` before it is made).
 """
 import argparse
 
@@ -27,10 +28,26 @@ def build_model(kind, sample_shape, classes):
             features *= d
         return nn.Sequential(nn.Flatten(), nn.Linear(features, 64), nn.Tanh(), nn.Dropout(0.1, layer_id=0),
                              nn.Linear(64, classes), seed=SEED)
-    c, h, w = sample_shape
-    return nn.Sequential(nn.Conv2d(c, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Flatten(), nn.Dropout(0.1, layer_id=0), nn.Linear(8 * (h // 4) * (w // 4), classes), seed=SEED)
+    bg.manual_seed(SEED)  # every rank: the same program seed, so the same keyed initial weights
+    return CNN(sample_shape, classes)
+
+
+class CNN(nn.Module):
+    """The CNN as a PyTorch user writes it: a Python-defined module (issue 30)."""
+
+    def __init__(self, sample_shape, classes):
+        super().__init__()
+        c, h, w = sample_shape
+        self.conv1 = nn.Conv2d(c, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.drop = nn.Dropout(0.1)
+        self.fc = nn.Linear(8 * (h // 4) * (w // 4), classes)
+
+    def forward(self, x):
+        x = self.pool(bg.relu(self.conv1(x)))
+        x = self.pool(bg.relu(self.conv2(x)))
+        return self.fc(self.drop(bg.flatten(x, 1)))
 
 
 def dataset(name):
@@ -85,6 +102,9 @@ def main():
         batch = loader.next()
 
         def loss_sum(x, y, row):          # summed over the piece; `row` keys dropout by sample
+            if isinstance(model, CNN):    # a Python module: the context its C++ layers take
+                with nn.context(seed=SEED, step=step, row_offset=row):
+                    return bg.cross_entropy(model(x), y, reduction="sum")
             ctx = nn.Context(training=True, seed=SEED, step=step, row_offset=row)
             return bg.cross_entropy(model(x, ctx), y, reduction="sum")
 

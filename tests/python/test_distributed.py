@@ -6,9 +6,8 @@ resume); an MPI started by another library is used as it is; the replica check
 stops every rank when one was initialised differently; one rank's error ends the job. Without
 mpirun the module imports and trains without starting MPI, and the step's plan is the CLI's.
 
-Every mpirun is bounded in time (and BITGRAD_DIST_TIMEOUT bounds a wait between ranks). The CNN is
-a Sequential for now; a Python nn.Module subclass (issue 30 item 1) is a change of build_model in
-the example alone."""
+Every mpirun is bounded in time (and BITGRAD_DIST_TIMEOUT bounds a wait between ranks). The MLP is
+a C++ Sequential, the CNN a Python nn.Module subclass (issue 30: the example's class CNN)."""
 import os
 import shutil
 import subprocess
