@@ -18,6 +18,7 @@
 #include "bitgrad/math.hpp"
 #include "bitgrad/nn.hpp"
 #include "bitgrad/nn_spatial.hpp"
+#include "bitgrad/onnx.hpp"
 #include "bitgrad/op_list.hpp"
 #include "bitgrad/ops.hpp"
 #include "bitgrad/ops_spatial.hpp"

@@ -66,6 +66,8 @@ struct Case {
 // (GELU as its erf formula), Dropout in training mode, LayerNormalization, BatchNormalization in
 // training mode, initial weights drawn from (seed, "contract-onnx").
 std::string onnx_model_bytes(const Case& c);
+// Whether onnx_model_bytes can write every layer of the case (with its options and shapes).
+bool onnx_writable(const Case& c);
 // The shape after a layer (empty when the layer cannot take `in`).
 std::vector<std::int64_t> shape_after(const Layer& l, const std::vector<std::int64_t>& in);
 // Whether `bitgrad train` runs this case with micro-batches (accumulate > 1); the settings matrix
