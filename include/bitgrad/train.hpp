@@ -28,7 +28,8 @@ enum class LayerKind {
   batchnorm,                                 // BatchNorm1d / 2d by the input's dimensions
   rmsnorm, groupnorm, instancenorm, rnn, lstm, gru,  // issue 29: normalisation, recurrence
   // issue 29 (bitgrad/nn_spatial.hpp): conv = Conv1d/2d with every option, by the input's rank
-  conv, conv1d, conv_transpose2d, adaptive_avgpool2d, global_avgpool, upsample
+  conv, conv1d, conv_transpose2d, adaptive_avgpool2d, global_avgpool, upsample,
+  resblock  // issue 29 item 8: torchvision's BasicBlock (nn::BasicBlock)
 };
 const char* to_string(DatasetKind k);
 const char* to_string(LossKind k);
@@ -230,7 +231,7 @@ bool whole_subtree(std::int64_t rows);
 // and data parallel give other bits than one batch in one process (T5 and T6 do not hold; T1-T4,
 // T7 and T8 do).
 bool has_tied_weights(const Config& c);
-// Whether the model has a batchnorm layer: its training statistics are those of the micro-batch
+// Whether the model has a batchnorm layer (or a resblock, which holds two or three): its training statistics are those of the micro-batch
 // on one process, so accumulate > 1 and several ranks are refused (numerics.md §31).
 bool has_batch_norm(const Config& c);
 

@@ -22,7 +22,7 @@ bool has_tied_weights(const Config& c) {
 
 bool has_batch_norm(const Config& c) {
   for (const LayerSpec& l : c.model.layers)
-    if (l.type == LayerKind::batchnorm) return true;
+    if (l.type == LayerKind::batchnorm || l.type == LayerKind::resblock) return true;  // a resblock holds batch norms
   return false;
 }
 
