@@ -6,6 +6,7 @@
 #include "bitgrad/nn_spatial.hpp"
 #include "bitgrad/runtime.hpp"
 #include "bitgrad/train.hpp"
+#include "support/runs.hpp"
 #include "support/test_util.hpp"
 
 namespace bitgrad::test {
@@ -182,6 +183,27 @@ TEST(ResBlock, LayerListKeysNamesAndErrors) {
   const train::Config flat = train::parse_config(with("{ type = \"resblock\", out = 4 }", "{ type = \"flatten\" },\n  { type = \"resblock\", out = 4 }"),
                                                  "res.toml");
   EXPECT_THROW_MSG(train::build_model(flat, *ds), "res.toml:11: model.layers[2] (resblock) expects images [N, C, H, W], the layer before gives [1, 256]");
+}
+
+TEST(ResBlock, TrainingKeepsItsBitsOverThreadsWorkersAndRecomputation) {
+  // the running statistics of its batch norms are updated once per step whatever is recomputed (T9)
+  RuntimeGuard guard;
+  std::string text = std::string(kResNet) + "epochs = 1\n[optimizer]\ntype = \"sgd\"\nlr = 0.1\nmomentum = 0.9\n";
+  text.replace(text.find("samples = 16"), 12, "samples = 64\ntest_samples = 16");
+  const train::RunResult base = run_text(text, options(8, 1, 0));
+  ASSERT_EQ(base.steps, 8);
+  ASSERT_EQ(base.test_loss.size(), 1u) << "evaluated at the epoch's end";
+  EXPECT_EQ(run_text(text, options(8, 2, 2)).fingerprint.hex(), base.fingerprint.hex()) << "threads 2, workers 2";
+  for (const char* mode : {"blocks", "all"}) {
+    std::string r = text;
+    r.insert(r.find("[model]\n") + 8, std::string("recompute = \"") + mode + "\"\n");
+    const train::RunResult got = run_text(r, options(8, 1, 0));
+    EXPECT_EQ(got.fingerprint.hex(), base.fingerprint.hex()) << "recompute = " << mode;
+    EXPECT_EQ(got.test_loss, base.test_loss) << "recompute = " << mode << ": evaluation reads the running statistics";
+  }
+  instruments::TrainOptions acc = options(2, 1, 0);
+  acc.accumulate = 2;
+  EXPECT_THROW_MSG(run_text(text, acc), "accumulate = 2 with a batchnorm layer is not supported");
 }
 
 }  // namespace
