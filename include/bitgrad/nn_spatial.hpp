@@ -71,4 +71,24 @@ class Upsample : public Module {
   bool bilinear_, align_;
 };
 
+// ---- residual block (issue 29 item 8) ---------------------------------------------------------
+// torchvision's BasicBlock of x [N, in, H, W]: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)),
+// conv1 3x3 with `stride` and padding 1, conv2 3x3 padding 1, both without bias; the shortcut is x,
+// or downsample = (1x1 convolution with `stride`, no bias; batch norm) when the stride is not 1 or
+// the channels change. Children and parameters named as torchvision's (conv1.weight, bn1.weight,
+// bn1.running_mean, ..., downsample.0.weight, downsample.1.bias), in its registration order, so a
+// state dict maps one to one.
+class BasicBlock : public Module {
+ public:
+  BasicBlock(std::int64_t in_channels, std::int64_t out_channels, int stride = 1, double eps = 1e-5, double momentum = 0.1);
+  Tensor forward(const Tensor& x, const Context& ctx) override;
+  Shape output_shape(const Shape& in) const override;
+  std::string describe() const override;
+  std::shared_ptr<Conv2d> conv1, conv2;
+  std::shared_ptr<BatchNorm> bn1, bn2;
+  std::shared_ptr<Sequential> downsample;  // null: the identity
+  std::int64_t in_channels, out_channels;
+  int stride;
+};
+
 }  // namespace bitgrad::nn

@@ -29,7 +29,8 @@ enum class LayerKind {
   batchnorm,                                 // BatchNorm1d / 2d by the input's dimensions
   rmsnorm, groupnorm, instancenorm, rnn, lstm, gru,  // issue 29: normalisation, recurrence
   // issue 29 (bitgrad/nn_spatial.hpp): conv = Conv1d/2d with every option, by the input's rank
-  conv, conv1d, conv_transpose2d, adaptive_avgpool2d, global_avgpool, upsample
+  conv, conv1d, conv_transpose2d, adaptive_avgpool2d, global_avgpool, upsample,
+  resblock  // issue 29 item 8: torchvision's BasicBlock (nn::BasicBlock)
 };
 const char* to_string(DatasetKind k);
 const char* to_string(LossKind k);
@@ -246,7 +247,7 @@ bool whole_subtree(std::int64_t rows);
 // and data parallel give other bits than one batch in one process (T5 and T6 do not hold; T1-T4,
 // T7 and T8 do).
 bool has_tied_weights(const Config& c);
-// Whether the model has a batchnorm layer (at the top level of the configuration's list).
+// Whether the configuration's list has a batchnorm layer or a resblock (which holds two or three).
 bool has_batch_norm(const Config& c);
 // Whether `model` holds an nn::BatchNorm anywhere (nested blocks too): its training statistics
 // are the whole batch's, so accumulate > 1 is refused and on several ranks each rank holds one

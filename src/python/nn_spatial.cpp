@@ -1,7 +1,7 @@
 // bitgrad.nn's modules of the convolution variants, adaptive and global pooling and upsampling
 // (bitgrad/nn_spatial.hpp), with PyTorch's arguments: Conv (the class; Conv1d, ConvTranspose1d,
 // ConvTranspose2d are its factories, and ConvNd2d the 2-d one with dilation and groups),
-// AdaptiveAvgPool2d, AdaptiveMaxPool2d, GlobalAvgPool, Upsample. Layers made alone are initialised from their
+// AdaptiveAvgPool2d, AdaptiveMaxPool2d, GlobalAvgPool, Upsample; BasicBlock (torchvision's residual block). Layers made alone are initialised from their
 // own `seed` as the other modules.
 #include <cmath>
 
@@ -100,6 +100,24 @@ void init_nn_spatial(py::module_& m) {
            }),
            py::arg("size") = py::none(), py::arg("scale_factor") = py::none(), py::arg("mode") = "nearest",
            py::arg("align_corners") = py::none());
+  // issue 29 item 8: torchvision's BasicBlock, its children and parameters named as torchvision's
+  py::class_<nn::BasicBlock, nn::Module, std::shared_ptr<nn::BasicBlock>>(
+      m, "BasicBlock", "torchvision's BasicBlock: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)); downsample (1x1 conv, batch norm) "
+                       "when the stride is not 1 or the channels change. Parameters named as torchvision's.")
+      .def(py::init([](std::int64_t in, std::int64_t out, int stride, double eps, double momentum, std::uint64_t seed, const std::string& w) {
+             auto b = std::make_shared<nn::BasicBlock>(in, out, stride, eps, momentum);
+             nn::initialize(*b, nn::parse_init(w), seed);
+             return b;
+           }),
+           py::arg("in_channels"), py::arg("out_channels"), py::arg("stride") = 1, py::kw_only(), py::arg("eps") = 1e-5,
+           py::arg("momentum") = 0.1, py::arg("seed") = 0, py::arg("weights") = "kaiming_uniform")
+      .def_readonly("conv1", &nn::BasicBlock::conv1)
+      .def_readonly("bn1", &nn::BasicBlock::bn1)
+      .def_readonly("conv2", &nn::BasicBlock::conv2)
+      .def_readonly("bn2", &nn::BasicBlock::bn2)
+      .def_property_readonly("downsample", [](const nn::BasicBlock& b) -> py::object {
+        return b.downsample ? py::cast(b.downsample) : py::none();
+      });
 }
 
 }  // namespace bitgrad::python

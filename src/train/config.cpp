@@ -54,7 +54,8 @@ constexpr EnumName<LayerKind> kLayers[] = {{LayerKind::linear, "linear"},       
                                            {LayerKind::rnn, "rnn"},             {LayerKind::lstm, "lstm"},           {LayerKind::gru, "gru"},
                                            {LayerKind::conv, "conv"}, {LayerKind::conv1d, "conv1d"}, {LayerKind::conv_transpose2d, "conv_transpose2d"},
                                            {LayerKind::adaptive_avgpool2d, "adaptive_avgpool2d"}, {LayerKind::global_avgpool, "global_avgpool"},
-                                           {LayerKind::upsample, "upsample"}};
+                                           {LayerKind::upsample, "upsample"},
+                                           {LayerKind::resblock, "resblock"}};
 // rnn's nonlinearity (relu or not) and a recurrent layer's output (the last step only or all)
 constexpr EnumName<bool> kNonlinearities[] = {{false, "tanh"}, {true, "relu"}};
 constexpr EnumName<bool> kRnnOutputs[] = {{false, "all"}, {true, "last"}};
@@ -354,6 +355,13 @@ void layer_schema(V& v, L& l) {
       v.number("scale", l.scale, 2.0, 0, 64);
       v.boolean("bilinear", l.bilinear, false);
       v.boolean("align_corners", l.align_corners, false);
+      break;
+    case LayerKind::resblock:  // issue 29 item 8: nn::BasicBlock (its momentum and eps: its batch norms')
+      v.require("out", kind + "'out'");
+      v.integer("out", l.out, 0, 1, 1 << 16);
+      v.integer("stride", l.stride, 1, 1, 64);
+      v.number("eps", l.eps, 1e-5, 0, 1);
+      v.number("momentum", l.momentum, 0.1, 0, 1);
       break;
     default: break;  // no settings
   }

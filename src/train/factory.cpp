@@ -135,6 +135,10 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
         const double G = l.type == LayerKind::lstm ? 4 : l.type == LayerKind::gru ? 3 : 1, H = static_cast<double>(l.out);
         count = G * H * (last + H + 2) + static_cast<double>(l.num_layers - 1) * G * H * (2 * H + 2);
       }
+      if (l.type == LayerKind::resblock && shape.ndim() == 4) {  // two 3x3 convolutions, two batch norms, the downsample's
+        const double C = static_cast<double>(shape[1]), O = static_cast<double>(l.out);
+        count = 9 * C * O + 9 * O * O + 4 * O + (l.stride != 1 || shape[1] != l.out ? C * O + 2 * O : 0.0);
+      }
       if (l.type == LayerKind::linear && l.out == 0) count = last * static_cast<double>(ds.num_classes());
     }
     param_bytes += count * 4;
@@ -229,6 +233,10 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
         case LayerKind::upsample:
           m = l.size > 0 ? std::make_shared<nn::Upsample>(l.size, l.size, 0.0, 0.0, l.bilinear, l.align_corners)
                          : std::make_shared<nn::Upsample>(0, 0, l.scale, l.scale, l.bilinear, l.align_corners);
+          break;
+        case LayerKind::resblock:  // issue 29 item 8
+          if (shape.ndim() != 4) fail_at(c.file, l.line, where + " expects images [N, C, H, W], the layer before gives " + shape.str());
+          m = std::make_shared<nn::BasicBlock>(shape[1], l.out, l.stride, l.eps, l.momentum);
           break;
         case LayerKind::tied_head:
           if (!embed) fail_at(c.file, l.line, where + " ties the output to an embedding; put an embedding layer before it");

@@ -25,7 +25,7 @@ bool has_tied_weights(const Config& c) {
 bool has_batch_norm(const Config& c) {
   if (!c.model.onnx.empty()) return onnx::uses_op(c.model.onnx, "BatchNormalization");  // issue 31: an imported graph's
   for (const LayerSpec& l : c.model.layers)
-    if (l.type == LayerKind::batchnorm) return true;
+    if (l.type == LayerKind::batchnorm || l.type == LayerKind::resblock) return true;  // a resblock holds batch norms
   return false;
 }
 

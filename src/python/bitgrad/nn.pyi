@@ -334,3 +334,27 @@ class Upsample(Module):
         mode: Literal["nearest", "bilinear"] = "nearest",
         align_corners: Optional[bool] = None,
     ) -> None: ...
+
+# ---- issue 29 item 8: torchvision's residual block (src/python/nn_spatial.cpp) ----
+class BasicBlock(Module):
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        stride: int = 1,
+        *,
+        eps: float = 1e-05,
+        momentum: float = 0.1,
+        seed: int = 0,
+        weights: _Init = "kaiming_uniform",
+    ) -> None: ...
+    @property
+    def conv1(self) -> Conv2d: ...
+    @property
+    def bn1(self) -> _BatchNorm: ...
+    @property
+    def conv2(self) -> Conv2d: ...
+    @property
+    def bn2(self) -> _BatchNorm: ...
+    @property
+    def downsample(self) -> Optional[Sequential]: ...
