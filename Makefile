@@ -1,13 +1,13 @@
 # The README's two commands:
 #   make demo   install dependencies, build the CLI, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
-# Other targets: build, package, package-check, bench, bench-dist, bench-gpt, bench-precision, bench-python, contract, crosscheck, onnx-table,
+# Other targets: build, package, package-check, bench, bench-round3, bench-dist, bench-gpt, bench-precision, bench-python, contract, crosscheck, onnx-table,
 # sanitize, tsan, fuzz, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test package package-check crosscheck sanitize tsan fuzz bench bench-dist bench-gpt bench-precision bench-python contract onnx-table accuracy clean
+.PHONY: deps configure build demo test package package-check crosscheck sanitize tsan fuzz bench bench-round3 bench-dist bench-gpt bench-precision bench-python contract onnx-table accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -77,6 +77,14 @@ fuzz: deps
 
 bench: build
 	@bash bench/run.sh $(BUILD)
+
+# Speed, round three (issue 33, docs/benchmarks.md): bitgrad against PyTorch's fastest set-up on
+# the MLP, the CNN and the fortunes GPT at 1 and 2 threads, 5 interleaved rounds, every ratio
+# with its median, best and spread and a verdict; about 10 minutes on a quiet 2-core machine.
+# ROUND3_LARGE=1 adds nanoGPT's shakespeare-char size (about 25 minutes more); results in
+# $(BUILD)/bench-round3.
+bench-round3: build
+	@bash bench/round3.sh $(BUILD) $(BUILD)/bench-round3
 
 # ONNX's backend node tests through the Python module (tests/onnx): the table of docs/onnx.md
 # regenerated, the results in $(BUILD)/onnx-node-tests.json (the ctest entry Onnx.NodeTests checks them)
