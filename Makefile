@@ -103,7 +103,7 @@ bench-dist: build
 
 # The character-level GPT against the same model in PyTorch (docs/benchmarks.md): the same
 # initial parameters, batches and learning rates; the validation curves side by side, then step
-# times at 1 and 2 threads. GPT_STEPS (2000), GPT_TIME_STEPS (200), GPT_REPS (2),
+# times at 1 and 2 threads. GPT_STEPS (2000), GPT_TIME_STEPS (200), GPT_REPS (5),
 # GPT_TORCH_SETUPS ("torch-openblas torch-blis-skx"), GPT_ONLY=curve|timing; results in
 # $(BUILD)/bench-results-gpt, or GPT_OUT.
 GPT_OUT ?= $(BUILD)/bench-results-gpt

@@ -10,8 +10,8 @@
 #      (GPT_TORCH_CURVE set-up, default torch-openblas at 1 thread) and evaluates at the same
 #      steps
 #   2. timing: GPT_TIME_STEPS (200) steps of bitgrad (--time-only) and of each PyTorch set-up of
-#      GPT_TORCH_SETUPS (bench/torch_setups.sh), at 1 and 2 threads, GPT_REPS (2) rounds, the
-#      order rotating every round
+#      GPT_TORCH_SETUPS (bench/torch_setups.sh), at 1 and 2 threads (GPT_THREADS), GPT_REPS (5)
+#      rounds, the order rotating every round
 #      (the first GPT_WARMUP steps of a run are left out of its median: default min(10, steps/10));
 #      each ratio gets its median, best and spread over the rounds and a verdict against
 #      GPT_TARGET (default 0.75, issue 33) — bench/benchlib.py
@@ -31,7 +31,7 @@ dense=${GPT_DENSE:-25}
 curve_threads=${GPT_CURVE_THREADS:-2}
 torch_curve=${GPT_TORCH_CURVE:-torch-openblas:1}
 time_steps=${GPT_TIME_STEPS:-200}
-reps=${GPT_REPS:-2}
+reps=${GPT_REPS:-5}
 warmup=${GPT_WARMUP:-}
 target=${GPT_TARGET:-0.75}
 setups=${GPT_TORCH_SETUPS:-torch-openblas torch-blis-skx}
@@ -62,7 +62,7 @@ if want timing; then
   rm -rf "$out/time"
   mkdir -p "$out/time"
   runs=()
-  for t in 1 2; do
+  for t in ${GPT_THREADS:-1 2}; do
     runs+=("bitgrad:$t")
     for s in $setups; do runs+=("$s:$t"); done
   done

@@ -6,7 +6,8 @@
 #   bench/peer.sh BUILD_DIR OUT_DIR        (bench/run.sh; PEER_REPS rounds, default 5;
 #                                          PEER_MODELS, default "mlp cnn adder";
 #                                          PEER_SETUPS, default every set-up below;
-#                                          PEER_STEPS timed steps per process, default 0 = one epoch)
+#                                          PEER_STEPS timed steps per process, default 0 = one epoch;
+#                                          PEER_THREADS, default "1 2")
 # Every line of OUT_DIR/peer.jsonl carries its round, so that bench/report_peer.py can give each
 # ratio its median, its best and its spread over the rounds (bench/benchlib.py);
 # OUT_DIR/peer-machine.json holds the CPU and the load average at the start and the end.
@@ -56,7 +57,7 @@ fi
 /usr/bin/python3 "$here/benchlib.py" machine "$out/peer-machine.json" start
 for r in $(seq 1 "$reps"); do
   for model in $models; do
-    for t in 1 2; do
+    for t in ${PEER_THREADS:-1 2}; do
       # rotate the order of the set-ups every round
       n=${#setups[@]}
       for k in $(seq 0 $((n - 1))); do
