@@ -319,7 +319,7 @@ def report(d, target=0.75):
             for r, v in rounds.get(("bitgrad", t), {}).items():
                 ours[r] = min(ours.get(r, v), v)
         peers = {"%s-t%d" % (n, tt): v for (n, tt), v in rounds.items() if n != "bitgrad"}
-        st = benchlib.ratio_stats(ours, peers) if ours else None
+        st = benchlib.ratio_stats(ours, peers) if ours and all(("bitgrad", t) in rounds for t in (1, 2)) else None
         if st:
             st["verdict"] = benchlib.verdict(st, target)
             out["round_ratios"]["best"] = st

@@ -46,7 +46,7 @@ if os.path.exists(peer):
             for r, v in by.get((model, t, "bitgrad"), {}).items():
                 ours[r] = min(ours.get(r, v), v)
         peers = {"%s-t%d" % (k[2], k[1]): v for k, v in by.items() if k[0] == model and k[2] != "bitgrad"}
-        st = benchlib.ratio_stats(ours, peers) if ours else None
+        st = benchlib.ratio_stats(ours, peers) if ours and all(by.get((model, t, "bitgrad")) for t in (1, 2)) else None
         if st:
             print("| %s | best | %d | %.3f | %.3f (%s) | %s |" % (model.upper(), st["n"], st["ours_ms"], st["fastest_ms"], st["fastest"],
                                                                 benchlib.ratio_cells(st, GOALS[model])))
