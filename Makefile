@@ -80,8 +80,8 @@ bench: build
 
 # Speed, round three (issue 33, docs/benchmarks.md): bitgrad against PyTorch's fastest set-up on
 # the MLP, the CNN and the fortunes GPT at 1 and 2 threads, 5 interleaved rounds, every ratio
-# with its median, best and spread and a verdict; about 10 minutes on a quiet 2-core machine.
-# ROUND3_LARGE=1 adds nanoGPT's shakespeare-char size (about 25 minutes more); results in
+# with its median, best and spread and a verdict; an estimated 10 minutes on a quiet 2-core machine.
+# ROUND3_LARGE=1 adds nanoGPT's shakespeare-char size (an estimated 25 minutes more); results in
 # $(BUILD)/bench-round3.
 bench-round3: build
 	@bash bench/round3.sh $(BUILD) $(BUILD)/bench-round3

@@ -4,14 +4,15 @@
 # set-ups interleaved (the order rotating) in ROUND3_REPS (5) rounds, each ratio with its median,
 # its best and its spread, every goal marked met / within noise / missed (bench/benchlib.py).
 #   bench/round3.sh [BUILD_DIR] [OUT_DIR]   (make bench-round3; OUT_DIR default BUILD_DIR/bench-round3)
-# Bounded: about 10 minutes on a quiet 2-core machine (more on a loaded one):
+# Bounded: an estimated 10 minutes on a quiet 2-core machine (22 minutes for the MLP and CNN part
+# alone on a loaded one):
 #   MLP and CNN: ROUND3_STEPS (150) timed steps a process after 10 warm-up steps; PyTorch with
 #                OpenBLAS, BLIS (its own kernel choice) and BLIS with its AVX-512 kernels forced
 #   GPT (examples/fortunes_gpt.toml): ROUND3_GPT_STEPS (30) timed steps after 5; PyTorch with
 #                OpenBLAS and BLIS
 #   ROUND3_LARGE=1 adds examples/fortunes_gpt_large.toml (nanoGPT's shakespeare-char size):
 #                ROUND3_LARGE_STEPS (2) timed steps after 1 (the export: ROUND3_LARGE_STEPS + 1 steps at 2 threads), ROUND3_LARGE_REPS (5) rounds,
-#                PyTorch with OpenBLAS and BLIS; seconds a step: about 25 more minutes on 2 cores
+#                PyTorch with OpenBLAS and BLIS; seconds a step: an estimated 25 more minutes on 2 cores
 # ROUND3_EXPORT_THREADS (2): the threads of the GPT exports (the batches do not depend on them).
 # ROUND3_ONLY=peer,gpt,large picks parts; ROUND3_THREADS ("1 2") the thread counts (on a loaded
 # machine the 2-thread runs measure the other jobs, not the set-ups). The tables: bench/report_round3.py OUT_DIR.
