@@ -1,13 +1,13 @@
 # The README's two commands:
 #   make demo   install dependencies, build the CLI, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
-# Other targets: build, package, package-check, bench, bench-dist, bench-gpt, bench-precision, bench-python, bench-serve, contract, crosscheck, onnx-table, onnx-roundtrip,
+# Other targets: build, package, package-check, bench, bench-round3, bench-dist, bench-gpt, bench-precision, bench-python, bench-serve, contract, crosscheck, onnx-table, onnx-roundtrip,
 # sanitize, tsan, fuzz, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test package package-check crosscheck sanitize tsan fuzz bench bench-dist bench-gpt bench-precision bench-python bench-serve contract onnx-table onnx-roundtrip accuracy clean
+.PHONY: deps configure build demo test package package-check crosscheck sanitize tsan fuzz bench bench-round3 bench-dist bench-gpt bench-precision bench-python bench-serve contract onnx-table onnx-roundtrip accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -78,6 +78,14 @@ fuzz: deps
 bench: build
 	@bash bench/run.sh $(BUILD)
 
+# Speed, round three (issue 33, docs/benchmarks.md): bitgrad against PyTorch's fastest set-up on
+# the MLP, the CNN and the fortunes GPT at 1 and 2 threads, 5 interleaved rounds, every ratio
+# with its median, best and spread and a verdict; an estimated 10 minutes on a quiet 2-core machine.
+# ROUND3_LARGE=1 adds nanoGPT's shakespeare-char size (an estimated 25 minutes more); results in
+# $(BUILD)/bench-round3.
+bench-round3: build
+	@bash bench/round3.sh $(BUILD) $(BUILD)/bench-round3
+
 # ONNX's backend node tests through the Python module (tests/onnx): the table of docs/onnx.md
 # regenerated, the results in $(BUILD)/onnx-node-tests.json (the ctest entry Onnx.NodeTests checks them)
 onnx-table: configure
@@ -107,7 +115,7 @@ bench-dist: build
 
 # The character-level GPT against the same model in PyTorch (docs/benchmarks.md): the same
 # initial parameters, batches and learning rates; the validation curves side by side, then step
-# times at 1 and 2 threads. GPT_STEPS (2000), GPT_TIME_STEPS (200), GPT_REPS (2),
+# times at 1 and 2 threads. GPT_STEPS (2000), GPT_TIME_STEPS (200), GPT_REPS (5),
 # GPT_TORCH_SETUPS ("torch-openblas torch-blis-skx"), GPT_ONLY=curve|timing; results in
 # $(BUILD)/bench-results-gpt, or GPT_OUT.
 GPT_OUT ?= $(BUILD)/bench-results-gpt

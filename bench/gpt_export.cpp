@@ -12,7 +12,8 @@
 // --eval-every steps, every --dense-every steps up to --dense-until, and after the last step.
 // --time-only writes only bitgrad.json (a timing run at another thread count).
 //   build/bin/gpt_export --config FILE --out DIR --steps S [--threads N] [--eval-every K]
-//                        [--dense-every M] [--dense-until U] [--time-only]
+//                        [--dense-every M] [--dense-until U] [--time-only] [--warmup W]
+// --warmup: the first W steps are left out of the median (default min(10, S/10)).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -61,7 +62,7 @@ std::string jnum(double v) {
 int main(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   std::string config, out;
-  long steps = 0, eval_every = 250, dense_every = 0, dense_until = 0;
+  long steps = 0, eval_every = 250, dense_every = 0, dense_until = 0, warmup = -1;
   int threads = 1;
   bool time_only = false;
   for (int i = 1; i < argc; ++i) {
@@ -82,6 +83,7 @@ int main(int argc, char** argv) {
     else if (k == "--eval-every") eval_every = std::atol(v);
     else if (k == "--dense-every") dense_every = std::atol(v);
     else if (k == "--dense-until") dense_until = std::atol(v);
+    else if (k == "--warmup") warmup = std::atol(v);
     else {
       std::fprintf(stderr, "gpt_export: unknown option %s\n", k.c_str());
       return 2;
@@ -160,8 +162,11 @@ int main(int argc, char** argv) {
       write_npy(out + "/y.npy", "<i4", {steps, B, T}, ys.data(), ys.size() * 4);
       write_npy(out + "/lr.npy", "<f8", {steps}, lrs.data(), lrs.size() * 8);
     }
-    // the median over the steps after the first 10 (warm-up), as the other peer benchmarks
-    const std::vector<double> measured(ms.begin() + std::min<std::ptrdiff_t>(10, static_cast<std::ptrdiff_t>(ms.size()) / 10), ms.end());
+    // the median over the steps after the first 10 (warm-up), as the other peer benchmarks, or
+    // after --warmup steps (a few timed steps of a large model); at least one step is measured
+    const std::ptrdiff_t nms = static_cast<std::ptrdiff_t>(ms.size());
+    const std::ptrdiff_t skip = std::min<std::ptrdiff_t>(warmup >= 0 ? static_cast<std::ptrdiff_t>(warmup) : std::min<std::ptrdiff_t>(10, nms / 10), nms - 1);
+    const std::vector<double> measured(ms.begin() + skip, ms.end());
     double total = 0;
     for (double v : ms) total += v;
     std::string j = "{\"framework\": \"bitgrad\", \"config\": \"" + config + "\", \"threads\": " + std::to_string(threads) +
@@ -174,7 +179,7 @@ int main(int argc, char** argv) {
                     ", \"tie_weights\": " + (cfg.model.gpt.tie_weights ? "true" : "false") + ", \"clip_grad_norm\": " + jnum(cfg.train.clip_grad_norm) +
                     ", \"beta1\": " + jnum(cfg.optimizer.beta1) + ", \"beta2\": " + jnum(cfg.optimizer.beta2) + ", \"eps\": " + jnum(cfg.optimizer.eps) +
                     ", \"weight_decay\": " + jnum(cfg.optimizer.weight_decay) + ", \"decay_matrices_only\": " + (cfg.optimizer.decay_matrices_only ? "true" : "false") +
-                    ", \"ms_per_step_median\": " + jnum(bench::median(measured)) + ", \"train_s\": " + jnum(total / 1000.0) +
+                    ", \"warmup\": " + std::to_string(skip) + ", \"ms_per_step_median\": " + jnum(bench::median(measured)) + ", \"train_s\": " + jnum(total / 1000.0) +
                     ", \"eval_s\": " + jnum(eval_s) + ", \"fingerprint\": \"" + session.fingerprint().hex() + "\"";
     j += ", \"val_loss\": [";
     for (std::size_t i = 0; i < evals.size(); ++i) j += (i ? ", [" : "[") + std::to_string(evals[i].first) + ", " + jnum(evals[i].second) + "]";

@@ -11,9 +11,12 @@ biases. Trains on exactly bitgrad's batches with its learning rates: mean cross-
 positions and windows, AdamW (decay on parameters of >= 2 dims only), clip_grad_norm_(1.0), and
 evaluates the same validation windows at the same steps.
 
-  gpt_peer.py --data DIR --threads N [--steps S] [--time-only] [--out FILE.json]
-  gpt_peer.py --report DIR     (the comparison of DIR's bitgrad*.json and torch*.json: prints it
-                                and writes DIR/gpt_peer.json)
+  gpt_peer.py --data DIR --threads N [--steps S] [--time-only] [--out FILE.json] [--warmup W]
+  gpt_peer.py --report DIR [--target R]
+                               (the comparison of DIR's bitgrad*.json and torch*.json: prints it
+                                and writes DIR/gpt_peer.json; every ratio bitgrad ÷ PyTorch's
+                                fastest at the same thread count with its median, best and
+                                spread over the rounds, and a verdict against R — bench/benchlib.py)
 """
 import argparse
 import glob
@@ -26,6 +29,9 @@ import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
 
 
 def load_safetensors(path):
@@ -118,10 +124,12 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--label", default="pytorch", help="the set-up (bench/torch_setups.sh)")
     ap.add_argument("--deterministic", action="store_true")
+    ap.add_argument("--warmup", type=int, default=-1, help="steps left out of the median (default min(10, steps/10))")
     ap.add_argument("--report")
+    ap.add_argument("--target", type=float, default=0.75, help="--report: the ratio goal (issue 33: 0.75; 0.8 for the large GPT)")
     a = ap.parse_args()
     if a.report:
-        return report(a.report)
+        return report(a.report, a.target)
 
     import torch
     import torch.nn.functional as F
@@ -184,10 +192,10 @@ def main():
         ms.append((time.perf_counter() - t0) * 1000.0)
         losses.append(float(loss))
         norms.append(float(norm))
-    warm = min(10, len(ms) // 10)
+    warm = min(a.warmup if a.warmup >= 0 else min(10, len(ms) // 10), len(ms) - 1)
     env = {k: os.environ[k] for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "BLIS_NUM_THREADS", "BLIS_ARCH_TYPE", "LD_LIBRARY_PATH")
            if k in os.environ}
-    res = {"framework": "pytorch", "label": a.label, "torch": torch.__version__, "env": env, "threads": a.threads, "steps": steps,
+    res = {"framework": "pytorch", "label": a.label, "torch": torch.__version__, "env": env, "threads": a.threads, "steps": steps, "warmup": warm,
            "ms_per_step_median": statistics.median(ms[warm:]), "train_s": sum(ms) / 1000.0, "eval_s": eval_s,
            "val_loss": evals, "train_loss": losses, "grad_norm": norms, "ms": ms}
     if a.out:
@@ -196,7 +204,7 @@ def main():
     print("gpt_peer: %s, %d steps at %d threads: median %.3f ms per step" % (a.label, steps, a.threads, res["ms_per_step_median"]))
 
 
-def report(d):
+def report(d, target=0.75):
     """The comparison of a results directory of bench/gpt_peer.sh:
       export/bitgrad.json   bitgrad's run that wrote the data (its curve; its step times)
       torch-curve.json      PyTorch's run on the same data (its curve; its step times)
@@ -207,7 +215,7 @@ def report(d):
 
     def med_after_warmup(r):
         ms = r["ms"]
-        return ms[min(10, len(ms) // 10):]
+        return ms[r.get("warmup", min(10, len(ms) // 10)):]
 
     bg = load(os.path.join(d, "export", "bitgrad.json"))
     tc = load(os.path.join(d, "torch-curve.json"))
@@ -243,11 +251,14 @@ def report(d):
         lines.append("gradient norm before clipping, max relative diff over the first k steps: " +
                      ", ".join("%s: %.2e" % kv for kv in out["grad_norm_max_rel_diff_first_k"].items()))
     # step times: every run's steps after its first 10, pooled per set-up and thread count
-    pooled, per_run, fps = {}, {}, {}
+    pooled, per_run, fps, rounds = {}, {}, {}, {}
     for p in sorted(glob.glob(os.path.join(d, "time", "*.json"))):
         r = load(p)
         name = r.get("label", r.get("framework"))
         key = "%s-t%d" % (name, r["threads"])
+        rnd = os.path.basename(p)[:-len(".json")].rsplit("-r", 1)[-1]
+        rounds.setdefault((name, r["threads"]), {})[int(rnd) if rnd.isdigit() else len(rounds.get((name, r["threads"]), {})) + 1] = \
+            r["ms_per_step_median"]
         pooled.setdefault(key, []).extend(med_after_warmup(r))
         per_run.setdefault(key, []).append(round(r["ms_per_step_median"], 3))
         if r.get("fingerprint"):
@@ -260,7 +271,7 @@ def report(d):
     if fps:
         out["bitgrad_timing_fingerprints"] = fps
     if tab:
-        lines.append("median ms per step (timing runs; each run's steps after its first 10, pooled):")
+        lines.append("median ms per step (timing runs; each run's steps after its warm-up, pooled):")
         for k in sorted(tab):
             lines.append("  %-22s %9.2f   (%d steps; run medians %s)" % (k, tab[k]["ms_per_step_median"], tab[k]["steps"], tab[k]["run_medians"]))
         torch_keys = [k for k in tab if not k.startswith("bitgrad")]
@@ -282,6 +293,39 @@ def report(d):
                     lines.append("  %s / fastest PyTorch at %d thread%s (%s, %.2f ms): %.2f" %
                                  (b, t, "s" if t > 1 else "", bs, tab[bs]["ms_per_step_median"], r["vs_torch_fastest_same_threads"]))
                 out["ratios"][b] = r
+        # the method of issue 33: each round's run medians; the ratio of the medians, of the best
+        # runs and its spread at the same thread count
+        mline = benchlib.machine_line(os.path.join(d, "machine.json"))
+        out["machine_line"] = mline
+        tbl = ["", mline, "",
+               "bitgrad ÷ PyTorch's fastest set-up at the same thread count (%s; a run's median after its warm-up, "
+               "median / best / spread over the rounds):" % (bg.get("config")), "",
+               "| threads | rounds | bitgrad ms | fastest PyTorch ms | ratio (median) | ratio (best runs) | spread | target |",
+               "|---|---|---|---|---|---|---|---|"]
+        out["round_ratios"] = {}
+        for t in (1, 2):
+            ours = rounds.get(("bitgrad", t))
+            peers = {n: v for (n, tt), v in rounds.items() if tt == t and n != "bitgrad"}
+            st = benchlib.ratio_stats(ours, peers) if ours else None
+            if st is None:
+                continue
+            st["verdict"] = benchlib.verdict(st, target)
+            out["round_ratios"][str(t)] = st
+            tbl.append("| %d | %d | %.2f | %.2f (%s) | %s |" % (t, st["n"], st["ours_ms"], st["fastest_ms"], st["fastest"],
+                                                               benchlib.ratio_cells(st, target)))
+        # bitgrad's best thread count of each round ÷ PyTorch's fastest set-up at any thread count
+        ours = {}
+        for t in (1, 2):
+            for r, v in rounds.get(("bitgrad", t), {}).items():
+                ours[r] = min(ours.get(r, v), v)
+        peers = {"%s-t%d" % (n, tt): v for (n, tt), v in rounds.items() if n != "bitgrad"}
+        st = benchlib.ratio_stats(ours, peers) if ours and all(("bitgrad", t) in rounds for t in (1, 2)) else None
+        if st:
+            st["verdict"] = benchlib.verdict(st, target)
+            out["round_ratios"]["best"] = st
+            tbl.append("| best | %d | %.2f | %.2f (%s) | %s |" % (st["n"], st["ours_ms"], st["fastest_ms"], st["fastest"],
+                                                                 benchlib.ratio_cells(st, target)))
+        lines.extend(tbl)
     lines.append("curve runs, median ms per step: " + ", ".join("%s %.2f" % kv for kv in out["curve_runs_step_ms"].items()))
     print("\n".join(lines))
     with open(os.path.join(d, "gpt_peer.json"), "w") as f:

@@ -7,6 +7,9 @@ import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
 out = sys.argv[1]
 peak = {}
 for b in json.load(open(os.path.join(out, "peak.json")))["benchmarks"]:
@@ -18,6 +21,7 @@ for path in sorted(glob.glob(os.path.join(out, "gemm-*.json"))):
         t = int(threads.split(":")[1])
         runs.setdefault((shape, t, lib), []).append(b["GFLOPS"] / 1e9)
 p512 = peak.get("avx512", 0.0)
+print(benchlib.machine_line(os.path.join(out, "machine.json")) + "\n")
 print("FMA peak per core (f32): AVX-512 %.1f GFLOP/s, AVX2 %.1f GFLOP/s\n" % (p512, peak.get("avx2", 0.0)))
 print("| shape (M,N,K, stored transposes) | threads | bitgrad GFLOP/s | OpenBLAS GFLOP/s | BLIS (skx) GFLOP/s "
       "| bitgrad ÷ faster of the two | bitgrad % of peak |")

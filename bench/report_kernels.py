@@ -5,7 +5,11 @@ ratio.
 
   report_kernels.py KERNELS_JSON"""
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
 
 UNITS = ["GB/s", "GFLOPS", "rows/s", "Gelem/s"]
 rows = {}
@@ -23,6 +27,7 @@ for b in json.load(open(sys.argv[1]))["benchmarks"]:
 SHAPE = {"batch_rule": "R x C", "row_rule": "R x L", "conv2d": "C, H, OC, padding (batch 128, 5x5)",
          "softmax_xent": "L (4096 rows)",
          "max_pool2d": "C, H (batch 128, 2x2)"}
+print(benchlib.machine_line(os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "machine.json")) + "\n")
 print("| kernel | arguments | unit | bitgrad | plain loop | bitgrad ÷ plain |")
 print("|---|---|---|---|---|---|")
 for kernel, args in order:

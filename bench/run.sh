@@ -20,6 +20,9 @@ here=$(dirname "$0")
 rm -rf "$out"
 mkdir -p "$out"
 "$build/bin/bitgrad" env >"$out/env.json"
+# the CPU (vendor, family, model) and the load average at the start; every report prints them with
+# the load average at its own end (bench/benchlib.py)
+/usr/bin/python3 "$here/benchlib.py" machine "$out/machine.json" start
 if want gemm; then
 "$build/bin/fma_peak" --benchmark_format=json >"$out/peak.json" 2>/dev/null
 for r in $(seq 1 "$reps"); do
@@ -71,7 +74,7 @@ echo
 fi
 if want peer; then
   echo
-  bash "$here/peer.sh" "$build" "$out"
+  PEER_REPS=${PEER_REPS:-$reps} bash "$here/peer.sh" "$build" "$out"
   /usr/bin/python3 "$here/report_peer.py" "$out" peer
 fi
 if want scaling; then

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Speed, round three (issue 33; docs/benchmarks.md "Speed, round three"): bitgrad's best set-up
+# against PyTorch's fastest on the MLP, the CNN and the fortunes GPT, at 1 and 2 threads, the
+# set-ups interleaved (the order rotating) in ROUND3_REPS (5) rounds, each ratio with its median,
+# its best and its spread, every goal marked met / within noise / missed (bench/benchlib.py).
+#   bench/round3.sh [BUILD_DIR] [OUT_DIR]   (make bench-round3; OUT_DIR default BUILD_DIR/bench-round3)
+# Bounded: an estimated 10 minutes on a quiet 2-core machine (22 minutes for the MLP and CNN part
+# alone on a loaded one):
+#   MLP and CNN: ROUND3_STEPS (150) timed steps a process after 10 warm-up steps; PyTorch with
+#                OpenBLAS, BLIS (its own kernel choice) and BLIS with its AVX-512 kernels forced
+#   GPT (examples/fortunes_gpt.toml): ROUND3_GPT_STEPS (30) timed steps after 5; PyTorch with
+#                OpenBLAS and BLIS
+#   ROUND3_LARGE=1 adds examples/fortunes_gpt_large.toml (nanoGPT's shakespeare-char size):
+#                ROUND3_LARGE_STEPS (2) timed steps after 1 (the export: ROUND3_LARGE_STEPS + 1 steps at 2 threads), ROUND3_LARGE_REPS (5) rounds,
+#                PyTorch with OpenBLAS and BLIS; seconds a step: an estimated 25 more minutes on 2 cores
+# ROUND3_EXPORT_THREADS (2): the threads of the GPT exports (the batches do not depend on them).
+# ROUND3_ONLY=peer,gpt,large picks parts; ROUND3_THREADS ("1 2") the thread counts (on a loaded
+# machine the 2-thread runs measure the other jobs, not the set-ups). The tables: bench/report_round3.py OUT_DIR.
+set -euo pipefail
+build=${1:-build}
+out=${2:-$build/bench-round3}
+reps=${ROUND3_REPS:-5}
+only=${ROUND3_ONLY:-peer,gpt,large}
+want() { [[ ",$only," == *",$1,"* ]]; }
+here=$(dirname "$0")
+rm -rf "$out"
+mkdir -p "$out"
+"$build/bin/bitgrad" env >"$out/env.json"
+/usr/bin/python3 "$here/benchlib.py" machine "$out/machine.json" start
+start=$(date +%s)
+if want peer; then
+  PEER_THREADS=${ROUND3_THREADS:-1 2} PEER_REPS=$reps PEER_MODELS="mlp cnn" PEER_STEPS=${ROUND3_STEPS:-150} \
+    PEER_SETUPS="bitgrad torch-openblas torch-blis torch-blis-skx" bash "$here/peer.sh" "$build" "$out/peer"
+fi
+if want gpt; then
+  n=${ROUND3_GPT_STEPS:-30}
+  GPT_THREADS=${ROUND3_THREADS:-1 2} GPT_CONFIG=examples/fortunes_gpt.toml GPT_CURVE_THREADS=${ROUND3_EXPORT_THREADS:-2} GPT_ONLY=export,timing GPT_STEPS=$((n + 5)) GPT_TIME_STEPS=$((n + 5)) GPT_WARMUP=5 \
+    GPT_REPS=$reps GPT_TORCH_SETUPS="torch-openblas torch-blis" GPT_TARGET=0.75 \
+    bash "$here/gpt_peer.sh" "$build" "$out/gpt" >"$out/gpt.txt"
+fi
+if want large && [ "${ROUND3_LARGE:-0}" = 1 ]; then
+  n=${ROUND3_LARGE_STEPS:-2}
+  GPT_THREADS=${ROUND3_THREADS:-1 2} GPT_CONFIG=examples/fortunes_gpt_large.toml GPT_CURVE_THREADS=${ROUND3_EXPORT_THREADS:-2} GPT_ONLY=export,timing GPT_STEPS=$((n + 1)) GPT_TIME_STEPS=$((n + 1)) GPT_WARMUP=1 \
+    GPT_REPS=${ROUND3_LARGE_REPS:-$reps} GPT_TORCH_SETUPS="torch-openblas torch-blis" GPT_TARGET=0.8 \
+    bash "$here/gpt_peer.sh" "$build" "$out/gpt_large" >"$out/gpt_large.txt"
+fi
+/usr/bin/python3 "$here/benchlib.py" machine "$out/machine.json" end
+echo "round3: $(( $(date +%s) - start )) s" | tee "$out/time.txt" >&2
+/usr/bin/python3 "$here/report_round3.py" "$out"
