@@ -137,13 +137,26 @@ def _module_params(obj, name):
     return None
 
 
+def _stub_of_base(stub, b):
+    """The stub holding base class `b`: this one, or another of the package's stubs (a base
+    imported from it, as onnx.pyi's GraphModule(Module) from nn.pyi)."""
+    if b in stub.classes:
+        return stub
+    for stubfile in sorted(set(STUBS.values())):
+        other = Stub(ast.parse((SOURCE_DIR / "src" / "python" / "bitgrad" / stubfile).read_text()).body)
+        if b in other.classes:
+            return other
+    return None
+
+
 def _stub_class(stub, name):
-    """A stub class with the names and functions of its bases in the same stub."""
+    """A stub class with the names and functions of its bases (in this stub or another)."""
     c = stub.classes[name]
     merged = Stub([])
     for b in c.bases:
-        if b in stub.classes:
-            base = _stub_class(stub, b)
+        owner = _stub_of_base(stub, b)
+        if owner is not None:
+            base = _stub_class(owner, b)
             merged.names |= base.names
             merged.functions.update(base.functions)
     merged.names |= c.names
