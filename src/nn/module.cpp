@@ -87,7 +87,9 @@ Module::LoadResult Module::load_state_dict(const std::vector<std::pair<std::stri
   LoadResult r;
   const auto mine = state_dict();
   std::vector<std::pair<Tensor, Tensor>> copies;  // checked first: a failed load changes nothing
-  for (const auto& [key, t] : mine) {
+  for (const auto& entry : mine) {  // (not a structured binding: clang 14 cannot capture one in a lambda)
+    const std::string& key = entry.first;
+    const Tensor& t = entry.second;
     const auto it = std::find_if(state.begin(), state.end(), [&](const auto& e) { return e.first == key; });
     if (it == state.end()) {
       r.missing.push_back(key);
@@ -99,8 +101,10 @@ Module::LoadResult Module::load_state_dict(const std::vector<std::pair<std::stri
                   dtype_name(t.dtype()), " ", t.shape().str());
     copies.emplace_back(t, src);
   }
-  for (const auto& [key, t] : state)
+  for (const auto& entry : state) {
+    const std::string& key = entry.first;
     if (std::find_if(mine.begin(), mine.end(), [&](const auto& e) { return e.first == key; }) == mine.end()) r.unexpected.push_back(key);
+  }
   if (strict && (!r.missing.empty() || !r.unexpected.empty())) {
     std::string what;
     for (const auto& k : r.missing) what += (what.empty() ? "" : ", ") + std::string("missing '") + k + "'";
