@@ -3,6 +3,7 @@
 // (request.cpp), hand it to the engine, and write what it computed; nothing here touches the
 // numbers. Response bodies carry no clock and no counter, so their bytes are the request's.
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -46,6 +47,7 @@ struct Server::Impl {
   std::unique_ptr<Engine> engine;
   httplib::Server http;
   int port = 0;
+  int listen_fd = -1;  // the listening socket, to widen its backlog after the bind
 
   void fail(httplib::Response& res, int status, const std::string& field, const std::string& message) {
     res.status = status;
@@ -206,6 +208,14 @@ Server::Server(const std::string& run_dir, const ServeOptions& o) : impl_(std::m
   s.http.set_keep_alive_max_count(1000);
   s.http.set_payload_max_length(std::size_t{256} << 20);
   s.routes();
+  // Debian's cpp-httplib is built with a listen backlog of 5: 16 clients connecting at once on a
+  // busy machine overflow it, and the kernel's SYN cookies then drop some of them ("no response:
+  // Read" at the client). The socket is captured as it is made and listen() is called again with
+  // the system's maximum, which Linux allows on a listening socket.
+  s.http.set_socket_options([&s](socket_t sock) {
+    httplib::default_socket_options(sock);
+    s.listen_fd = static_cast<int>(sock);
+  });
   if (o.port == 0) {
     s.port = s.http.bind_to_any_port(o.host);
     if (s.port < 0) throw Error("serve: cannot bind to " + o.host + " (a free port)");
@@ -213,6 +223,8 @@ Server::Server(const std::string& run_dir, const ServeOptions& o) : impl_(std::m
     if (!s.http.bind_to_port(o.host, o.port)) throw Error("serve: cannot bind to " + o.host + ":" + std::to_string(o.port) + " (in use?)");
     s.port = o.port;
   }
+  if (s.listen_fd >= 0 && ::listen(s.listen_fd, SOMAXCONN) != 0)
+    throw Error("serve: cannot widen the listen backlog of " + o.host + ":" + std::to_string(s.port));
 }
 
 Server::~Server() {
