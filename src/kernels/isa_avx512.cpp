@@ -12,6 +12,8 @@
 #endif
 #include "math/isa_prelude.hpp"
 
+#include <immintrin.h>
+
 #include "kernels/kernels.hpp"
 #include "kernels/reference.hpp"
 #include "kernels/thread_pool.hpp"
@@ -27,9 +29,38 @@ namespace bitgrad::kern::avx512 {
 #include "kernels/gemm_impl.hpp"
 #undef ISA_NS
 
+namespace {
+// f32 rounded to bf16 / fp16 and widened back, 16 lanes at a time; the tail by the reference.
+// fp16: vcvtps2ph with round-to-nearest-even (f16 subnormals kept, overflow to infinity, NaN
+// quietened with its top 10 payload bits) and back — the reference's bits on all 2^32 patterns
+// (tests/kernels/lowp_test.cpp). bf16: the reference's bit trick on the lanes.
+void round_nearest_f32(Precision p, const float* x, float* y, std::int64_t n) {
+  std::int64_t k = 0;
+  if (p == kFp16) {
+    for (; k + 16 <= n; k += 16) {
+      const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(x + k), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm512_storeu_ps(y + k, _mm512_cvtph_ps(h));
+    }
+  } else if (p == kBf16) {
+    const __m512i abs = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000), hi = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    const __m512i half = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x00400000);
+    for (; k + 16 <= n; k += 16) {
+      const __m512i b = _mm512_castps_si512(_mm512_loadu_ps(x + k));
+      const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(b, abs), inf);
+      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), one);
+      const __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(b, half), lsb), hi);
+      const __m512i q = _mm512_or_si512(_mm512_and_si512(b, hi), quiet);
+      _mm512_storeu_ps(y + k, _mm512_castsi512_ps(_mm512_mask_mov_epi32(r, nan, q)));
+    }
+  }
+  round_nearest_ref<float>(p, x + k, y + k, n - k);
+}
+}  // namespace
+
 const Table<float>& table_f32() {
   static const Table<float> t = [] {
     Table<float> tb = fast_nn_table<float>(fast_table<float>(ref::table_f32()));
+    tb.round_nearest = &round_nearest_f32;
     tb.gemm = &gemm_multi<float, RegTile<float, 6, 4, 384, 96, 2048>, RegTile<float, 6, 2, 384, 96, 2048>,
                          RegTile<float, 12, 1, 384, 96, 2048>>;
     return tb;

@@ -15,6 +15,12 @@
 #include "bitgrad/op_list.hpp"
 #include "bitgrad/runtime.hpp"
 
+namespace bitgrad {
+// bitgrad/half.hpp's (declared, not included: the ISA files must not see half.hpp's inline
+// functions, whose one definition the linker could then take from an AVX-512 object)
+enum class Precision : std::uint8_t;
+}  // namespace bitgrad
+
 namespace bitgrad::kern {
 
 // ---- numerics constants (unchanged since version 1) ----------------------------------------------------
@@ -234,10 +240,20 @@ struct Table {
   // Adam: g' = g + wd*p, or AdamW: p = p*shrink (if decay); m = b1*m + ob1*g';
   // v = b2*v + ob2*(g'*g'); p = p - c1*(m / (sqrt(v)/s2 + eps))
   void (*adam_update)(T* p, const T* g, T* m, T* v, std::int64_t n, const AdamCoef<T>& c);
+  // y[k] = x[k] rounded to the nearest value of p's format (bf16 or fp16, ties to even) and
+  // widened back; NaN stays NaN with its top payload bits, quiet (numerics.md §23). Each
+  // element alone: no order to keep, only the bits of the reference's bit trick.
+  void (*round_nearest)(Precision p, const T* x, T* y, std::int64_t n);
 };
 
 const Table<float>& table_f32(Isa isa);
 const Table<double>& table_f64(Isa isa);
+
+// Precision's values for code that does not include half.hpp (checked in lowp.cpp), and the
+// reference of Table::round_nearest (lowp.cpp), the tail of the ISA paths
+inline constexpr Precision kBf16 = static_cast<Precision>(1), kFp16 = static_cast<Precision>(2);
+template <class T>
+void round_nearest_ref(Precision p, const T* x, T* y, std::int64_t n);
 
 template <class T>
 const Table<T>& table(Isa isa) {

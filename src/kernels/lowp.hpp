@@ -1,6 +1,8 @@
 // Rounding to bf16 / f16 values kept in f32 or f64 (mixed precision, docs/numerics.md §23-24):
-// element by element, one implementation for every code path (integer work on the bit pattern,
-// no arithmetic whose order could differ), parallel over contiguous chunks.
+// element by element (integer work on the bit pattern, no arithmetic whose order could differ),
+// parallel over contiguous chunks. Rounding to nearest goes through the kernel table (the AVX-512
+// path converts f32 with vcvtps2ph, which rounds to nearest even as the reference does);
+// stochastic rounding has one implementation for every code path.
 #pragma once
 
 #include <cstdint>

@@ -228,6 +228,10 @@ void gelu_keep(const T* x, T* y, double* e, std::int64_t n) { base<T>().gelu_kee
 template <class T>
 void gelu_grad_kept(const T* x, const double* e, const T* g, T* out, std::int64_t n) { base<T>().gelu_grad_kept(x, e, g, out, n); }
 
+// element by element: no order to perturb
+template <class T>
+void round_nearest(Precision p, const T* x, T* y, std::int64_t n) { base<T>().round_nearest(p, x, y, n); }
+
 template <class T>
 Table<T> make() {
   Table<T> t{};
@@ -259,6 +263,7 @@ Table<T> make() {
   t.col2im = &col2im<T>;
   t.sgd_update = &sgd_update<T>;
   t.adam_update = &adam_update<T>;
+  t.round_nearest = &round_nearest<T>;
   return t;
 }
 

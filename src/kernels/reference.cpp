@@ -7,6 +7,7 @@
 
 #include "bitgrad/math.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/lowp.hpp"
 #include "kernels/reference.hpp"
 #include "kernels/row_rule.hpp"
 #include "kernels/thread_pool.hpp"
@@ -421,6 +422,7 @@ Table<T> make_table() {
   tb.xent_rows = &xent_rows<T>;
   tb.xent_grad_rows = &xent_grad_rows<T>;
   add_nn_kernels(tb);
+  tb.round_nearest = &round_nearest_ref<T>;
   return tb;
 }
 

@@ -15,6 +15,7 @@
 #include "bitgrad/runtime.hpp"
 #include "bitgrad/tensor.hpp"
 #include "kernels/lowp.hpp"
+#include "support/kernel_check.hpp"
 #include "support/test_util.hpp"
 
 namespace bitgrad::test {
@@ -204,6 +205,30 @@ TEST(LowpKernel, SameBitsAtEveryThreadCountAndOffset) {
       kern::round_to_precision(x.data() + a, part.data(), b - a, p, stream, static_cast<std::uint64_t>(a));
       ASSERT_EQ(std::memcmp(part.data(), want.data() + a, part.size() * sizeof(float)), 0) << precision_name(p);
     }
+  }
+}
+
+// Rounding to nearest is a table kernel (AVX-512: vcvtps2ph for fp16, the bit trick on 16 lanes
+// for bf16): every code path gives the reference's bits at threads 1-8. The inputs: every
+// sign / exponent / top-mantissa half (NaNs, infinities, subnormals among them) with the low
+// halves that decide the rounding (ties, one below and above, sticky bits), an odd count so
+// that the paths' tails run, and the same through pieces of 1 to 37 elements.
+TEST(LowpKernel, FastRoundingToNearestHasTheReferencesBits) {
+  const std::uint32_t lows[] = {0x0000, 0x0001, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x2000, 0x2001,
+                                0x3000, 0x5A5A, 0x7FFF, 0x8000, 0x8001, 0xBFFF, 0xC000, 0xFFFF};
+  std::vector<float> x;
+  for (std::uint32_t hi = 0; hi < 0x10000; ++hi)
+    for (std::uint32_t lo : lows) x.push_back(float_of(hi << 16 | lo));
+  x.resize(x.size() - 5);
+  const std::int64_t n = static_cast<std::int64_t>(x.size());
+  for (Precision p : {Precision::bf16, Precision::fp16}) {
+    expect_fast_equals_reference<float>(std::string("round_nearest ") + precision_name(p), [&](const kern::Table<float>& tb) {
+      std::vector<float> y(x.size() * 2);
+      kern::round_to_precision(x.data(), y.data(), n, p, nullptr, 0);  // the context's table, in parallel chunks
+      for (std::int64_t a = 0, len = 1; a < n; a += len, len = len % 37 + 1)
+        tb.round_nearest(p, x.data() + a, y.data() + n + a, std::min(len, n - a));
+      return y;
+    });
   }
 }
 
