@@ -57,11 +57,12 @@ sanitize: deps
 	@cd build-asan && LSAN_OPTIONS="suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0$${LSAN_OPTIONS:+:$$LSAN_OPTIONS}" \
 	  OMPI_MCA_mca_base_env_list="ASAN_OPTIONS=fast_unwind_on_malloc=0$${ASAN_OPTIONS:+:$$ASAN_OPTIONS}" ctest --output-on-failure -j $(JOBS)
 
-# ThreadSanitizer on the threaded code: the pool, the kernels, the selftest
+# ThreadSanitizer on the threaded code: the pool, the kernels, the selftest (only the test binary
+# and what it runs are built: the suites below are all in it)
 tsan: deps
 	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITGRAD_SANITIZE=thread \
 	  -DBITGRAD_BUILD_BENCH=OFF -DBITGRAD_BUILD_TOOLS=OFF >/dev/null
-	@ninja -C build-tsan -j $(JOBS)
+	@ninja -C build-tsan -j $(JOBS) bitgrad_tests
 	@cd build-tsan && TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp$${TSAN_OPTIONS:+ $$TSAN_OPTIONS}" ctest --output-on-failure -j $(JOBS) -R '^(ThreadPool|ExecContext|ConcurrentSessions|Gemm|Reduce|GoldenFingerprint|BatchInvariance|Loader|Train|TrainInstruments|Diff|StepTracer|GroupHasher|DistPlan|Serve|ServeCli|ServeDecoder|ServeRequest)\.'
 
 # libFuzzer on the readers (tests/fuzz, docs/fuzzing.md): FUZZ_RUNS executions per target, or
