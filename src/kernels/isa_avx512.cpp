@@ -33,7 +33,7 @@ namespace {
 // f32 rounded to bf16 / fp16 and widened back, 16 lanes at a time; the tail by the reference.
 // fp16: vcvtps2ph with round-to-nearest-even (f16 subnormals kept, overflow to infinity, NaN
 // quietened with its top 10 payload bits) and back — the reference's bits on all 2^32 patterns
-// (tests/kernels/lowp_test.cpp). bf16: the reference's bit trick on the lanes.
+// (tests/kernels/lowp_test.cpp, BITGRAD_EXHAUSTIVE=1). bf16: the reference's bit trick on the lanes.
 void round_nearest_f32(Precision p, const float* x, float* y, std::int64_t n) {
   std::int64_t k = 0;
   if (p == kFp16) {

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <limits>
 #include <vector>
 
@@ -229,6 +231,29 @@ TEST(LowpKernel, FastRoundingToNearestHasTheReferencesBits) {
         tb.round_nearest(p, x.data() + a, y.data() + n + a, std::min(len, n - a));
       return y;
     });
+  }
+}
+
+// The same on every one of the 2^32 f32 patterns, each code path against the scalar one at 1
+// thread: seconds at -O3, so only when asked (BITGRAD_EXHAUSTIVE=1; docs/numerics.md §23).
+TEST(LowpKernel, ExhaustiveRoundingToNearestHasTheReferencesBits) {
+  const char* on = std::getenv("BITGRAD_EXHAUSTIVE");
+  if (!on || std::string(on) != "1") GTEST_SKIP() << "set BITGRAD_EXHAUSTIVE=1 to compare all 2^32 f32 patterns";
+  const std::int64_t block = 1 << 16;
+  std::vector<float> x(block), want(block), got(block);
+  for (Isa isa : {Isa::avx2, Isa::avx512}) {
+    if (!cpu_supports(isa)) continue;
+    const auto& fast = kern::table<float>(isa);
+    const auto& ref = kern::table<float>(Isa::scalar);
+    for (Precision p : {Precision::bf16, Precision::fp16}) {
+      for (std::uint64_t hi = 0; hi < 0x10000; ++hi) {
+        for (std::int64_t lo = 0; lo < block; ++lo) x[static_cast<std::size_t>(lo)] = float_of(static_cast<std::uint32_t>(hi << 16 | static_cast<std::uint64_t>(lo)));
+        ref.round_nearest(p, x.data(), want.data(), block);
+        fast.round_nearest(p, x.data(), got.data(), block);
+        ASSERT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * static_cast<std::size_t>(block)), 0)
+            << isa_name(isa) << " " << precision_name(p) << " high half " << hi;
+      }
+    }
   }
 }
 
