@@ -79,7 +79,53 @@ inline void map2_d(const T* a, const T* b, T* y, std::int64_t n, Fn f) {
 constexpr double kSqrtHalfD = 0x1.6a09e667f3bcdp-1;
 constexpr double kInvSqrt2PiD = 0x1.9884533d43651p-2;
 
-inline D gelu_lanes(D x) { return (D(0.5) * x) * (D(1.0) + erf_f64(x * D(kSqrtHalfD))); }
+// erf_f64 of n values in place, each as erf_f64 computes it (the same lane operations, so the
+// same bits): the small branch on every value, the costlier one (exp and a table polynomial)
+// only on the values that take it, gathered into a block of their own. erf_f64 on lanes pays
+// for both branches everywhere; a GELU's arguments are mostly below 0.84375.
+inline void erf_in_place(double* u, std::int64_t n) {
+  constexpr int kBlock = 256;
+  alignas(64) double big[kBlock];
+  int at[kBlock];
+  for (std::int64_t b0 = 0; b0 < n; b0 += kBlock) {
+    double* p = u + b0;
+    const int m = static_cast<int>(std::min<std::int64_t>(kBlock, n - b0));
+    int nb = 0;
+    for (int j = 0; j < m; ++j)
+      if (!(std::fabs(p[j]) < kErfSmallBound)) {  // NaN included, as erf_takes_small
+        at[nb] = j;
+        big[nb++] = p[j];
+      }
+    int i = 0;
+    for (; i + kWD <= m; i += kWD) store(p + i, erf_small_f64(load(p + i)));
+    if (i < m) store_part(p + i, erf_small_f64(load_part(p + i, m - i, 0.0)), m - i);
+    for (i = 0; i + kWD <= nb; i += kWD) store(big + i, erf_big_f64(load(big + i)));
+    if (i < nb) store_part(big + i, erf_big_f64(load_part(big + i, nb - i, 1.0)), nb - i);
+    for (int j = 0; j < nb; ++j) p[at[j]] = big[j];
+  }
+}
+
+// y[i] = erf(x[i] s) (gelu: s = 1/sqrt 2) into e, then y[i] = f(x[i], e[i]), in blocks
+template <class T, class Fn>
+inline void erf_then(const T* x, double s, double* e, T* y, std::int64_t n, Fn f) {
+  std::int64_t i = 0;
+  for (; i + kWD <= n; i += kWD) store(e + i, load_d(x + i) * D(s));
+  if (i < n) store_part(e + i, load_d_part(x + i, static_cast<int>(n - i), 0.0) * D(s), static_cast<int>(n - i));
+  erf_in_place(e, n);
+  for (i = 0; i + kWD <= n; i += kWD) store_d(y + i, f(load_d(x + i), load(e + i)));
+  if (i < n) {
+    const int r = static_cast<int>(n - i);
+    store_d_part(y + i, f(load_d_part(x + i, r, 0.0), load_part(e + i, r, 0.0)), r);
+  }
+}
+
+// erf_then with a block-sized buffer of its own (erf and GELU without a kept erf)
+template <class T, class Fn>
+inline void erf_map(const T* x, double s, T* y, std::int64_t n, Fn f) {
+  alignas(64) double e[256];
+  for (std::int64_t b = 0; b < n; b += 256) erf_then(x + b, s, e, y + b, std::min<std::int64_t>(256, n - b), f);
+}
+
 inline D gelu_grad_lanes(D x) {
   D cdf = D(0.5) * (D(1.0) + erf_f64(x * D(kSqrtHalfD)));
   D pdf = exp_f64(D(-0.5) * (x * x)) * D(kInvSqrt2PiD);
@@ -160,10 +206,10 @@ void unary_fast(Unary op, const T* x, T* y, std::int64_t n) {
       case Unary::rsqrt: map_d(xs, ys, m, [](D v) { return rsqrt_f64(v); }); break;
       case Unary::tanh: map_d(xs, ys, m, [](D v) { return tanh_f64(v); }); break;
       case Unary::sigmoid: map_d(xs, ys, m, [](D v) { return sigmoid_f64(v); }); break;
-      case Unary::erf: map_d(xs, ys, m, [](D v) { return erf_f64(v); }); break;
+      case Unary::erf: erf_map(xs, 1.0, ys, m, [](D, D r) { return r; }); break;
       case Unary::sin: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 0); }); break;
       case Unary::cos: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 1); }); break;
-      case Unary::gelu: map_d(xs, ys, m, [](D v) { return gelu_lanes(v); }); break;
+      case Unary::gelu: erf_map(xs, kSqrtHalfD, ys, m, [](D v, D r) { return (D(0.5) * v) * (D(1.0) + r); }); break;
       case Unary::softplus: map_d(xs, ys, m, [](D v) { return softplus_lanes(v); }); break;
       case Unary::sign: for (std::int64_t i = 0; i < m; ++i) ys[i] = canon(sign_s(xs[i])); break;
       case Unary::tan: map_d(xs, ys, m, [](D v) { return tan_f64(v); }); break;
@@ -335,27 +381,12 @@ void act_grad_p_fast(UnaryP op, const T* x, const T* g, T* out, std::int64_t n, 
   });
 }
 
-// GELU split at e = erf(x/sqrt 2), kept in f64: the same lane operations as gelu_lanes and
+// GELU split at e = erf(x/sqrt 2), kept in f64: the same operations as unary gelu and
 // gelu_grad_lanes, so the same bits, and the backward skips its erf
 template <class T>
 void gelu_keep_fast(const T* x, T* y, double* e, std::int64_t n) {
   parallel_for(n, kGrainMath, [&](std::int64_t b, std::int64_t end) {
-    auto one = [&](D v) {
-      D r = erf_f64(v * D(kSqrtHalfD));
-      return std::pair<D, D>{(D(0.5) * v) * (D(1.0) + r), r};
-    };
-    std::int64_t i = b;
-    for (; i + kWD <= end; i += kWD) {
-      auto [yv, r] = one(load_d(x + i));
-      store(e + i, r);
-      store_d(y + i, yv);
-    }
-    if (i < end) {
-      const int m = static_cast<int>(end - i);
-      auto [yv, r] = one(load_d_part(x + i, m, 0.0));
-      store_part(e + i, r, m);
-      store_d_part(y + i, yv, m);
-    }
+    erf_then(x + b, kSqrtHalfD, e + b, y + b, end - b, [](D v, D r) { return (D(0.5) * v) * (D(1.0) + r); });
   });
 }
 template <class T>

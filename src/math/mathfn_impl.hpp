@@ -223,14 +223,18 @@ inline D sigmoid_f64(D x) {
   return select(isnan_(x), x + x, y);
 }
 
-inline D erf_f64(D x) {
-  D ax = abs(x);
-  // |x| < 0.84375: x + x q(x^2)
+// erf in two branches; erf_f64 evaluates both on every lane and selects, erf_in_place (the
+// kernels) evaluates the second only on the values that take it: the same bits either way.
+// |x| < 0.84375: x + x q(x^2)
+inline D erf_small_f64(D x) {
   D s = x * x;
   D q = D(kErfSmall[12]);
   for (int i = 11; i >= 0; --i) q = fma(q, s, D(kErfSmall[i]));
-  D ysmall = fma(x, q, x);
-  // 0.84375 <= |x| < 6: 1 - exp(-x^2) g(x)
+  return fma(x, q, x);
+}
+// |x| >= 0.84375 (and NaN): 1 - exp(-x^2) g(x) below 6, 1 from there, with x's sign
+inline D erf_big_f64(D x) {
+  D ax = abs(x);
   D a = clamp_(ax, kErfSmallBound, kErfBig);
   I idx = to_i(0);
   for (int i = 0; i < kErfIntervals - 1; ++i) idx = addi(idx, selecti(a >= D(kErfBounds[i]), to_i(1), to_i(0)));
@@ -246,9 +250,11 @@ inline D erf_f64(D x) {
   DD one = two_sum(D(1.0), -c.hi);
   D ybig = one.hi + (one.lo - cl);
   ybig = select(ax >= D(kErfBig), D(1.0), ybig);
-  D y = select(ax < D(kErfSmallBound), ysmall, copysign_(ybig, x));
-  return select(isnan_(x), x + x, y);
+  return select(isnan_(x), x + x, copysign_(ybig, x));
 }
+inline M erf_takes_small(D x) { return abs(x) < D(kErfSmallBound); }
+
+inline D erf_f64(D x) { return select(erf_takes_small(x), erf_small_f64(x), erf_big_f64(x)); }
 
 // ---- sin / cos -------------------------------------------------------------------------
 // Reduction: x = k pi/2 + (rh + rl), |rh| <= pi/4 (+ rounding). Below 2^20 a four-part

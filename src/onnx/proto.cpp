@@ -144,6 +144,7 @@ class Reader {
     const std::size_t n = static_cast<std::size_t>(r.end - r.p) / sizeof(T);
     if (out.size() + n > limits_.max_count) fail(s, "more entries than the limit", field);
     const std::size_t at = out.size();
+    if (n == 0) return;  // an empty packed run: out.data() may be null, which memcpy may not see
     out.resize(at + n);
     std::memcpy(out.data() + at, r.p, n * sizeof(T));
   }

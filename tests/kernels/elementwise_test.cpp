@@ -175,6 +175,44 @@ void gelu_keep_cases() {
   }
 }
 
+// erf's costlier branch is evaluated only on the values that take it, gathered per block of
+// 256 (fast_impl.hpp, erf_in_place): arguments small but for a few big ones at every position
+// of a block (its first and last, either side of 256), the bound 0.84375 and its neighbours,
+// signed zeros, subnormals, infinities and NaN; erf, GELU and the kept GELU on every table
+template <class T>
+void erf_gather_cases() {
+  const T bound = T(0.84375);
+  const T specials[] = {bound, -bound, std::nextafter(bound, T(0)), std::nextafter(bound, T(2)), T(-0.0), T(0.0),
+                        std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::infinity(), -std::numeric_limits<T>::infinity(),
+                        std::numeric_limits<T>::quiet_NaN(), T(5.9), T(6.0), T(-27.0), T(1.1932427), T(-1.1932428)};  // the last two: GELU's x / sqrt 2 at the bound
+  for (std::int64_t n : {std::int64_t{255}, std::int64_t{256}, std::int64_t{257}, std::int64_t{771}, std::int64_t{4099}}) {
+    for (int spacing : {1, 7, 97, 255, 256}) {
+      auto x = random_vec<T>(static_cast<std::size_t>(n), 700 + static_cast<std::uint64_t>(spacing), -0.8, 0.8, true);
+      std::size_t k = 0;
+      for (std::int64_t i = 0; i < n; i += spacing) x[static_cast<std::size_t>(i)] = specials[k++ % std::size(specials)];
+      x[static_cast<std::size_t>(n - 1)] = T(-3.5);  // a block's last value
+      for (const Unary op : {Unary::erf, Unary::gelu}) {
+        std::ostringstream name;
+        name << "erf_gather(" << kern::op_name(op) << "," << tname(T{}) << ",n=" << n << ",every " << spacing << ")";
+        expect_fast_equals_reference<T>(name.str(), [&](const kern::Table<T>& tb) {
+          std::vector<T> y(static_cast<std::size_t>(n));
+          tb.unary(op, x.data(), y.data(), n);
+          if (op == Unary::gelu) {
+            std::vector<T> yk(static_cast<std::size_t>(n));
+            std::vector<double> e(static_cast<std::size_t>(n));
+            tb.gelu_keep(x.data(), yk.data(), e.data(), n);
+            EXPECT_TRUE(bitwise_equal(y, yk)) << name.str() << ": gelu_keep differs from unary(gelu)";
+          }
+          return y;
+        });
+      }
+    }
+  }
+}
+
+TEST(Elementwise, ErfGathersItsCostlyBranchWithTheReferencesBitsF32) { erf_gather_cases<float>(); }
+TEST(Elementwise, ErfGathersItsCostlyBranchWithTheReferencesBitsF64) { erf_gather_cases<double>(); }
+
 TEST(Elementwise, GeluKeepF32) { gelu_keep_cases<float>(); }
 TEST(Elementwise, GeluKeepF64) { gelu_keep_cases<double>(); }
 
