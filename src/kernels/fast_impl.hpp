@@ -105,14 +105,21 @@ inline void erf_in_place(double* u, std::int64_t n) {
   }
 }
 
-// y[i] = erf(x[i] s) (gelu: s = 1/sqrt 2) into e, then y[i] = f(x[i], e[i]), in blocks
-template <class T, class Fn>
-inline void erf_then(const T* x, double s, double* e, T* y, std::int64_t n, Fn f) {
+// e[i] = erf(x[i] s) (GELU: s = 1/sqrt 2)
+template <class T>
+inline void erf_scaled(const T* x, double s, double* e, std::int64_t n) {
   std::int64_t i = 0;
   for (; i + kWD <= n; i += kWD) store(e + i, load_d(x + i) * D(s));
   if (i < n) store_part(e + i, load_d_part(x + i, static_cast<int>(n - i), 0.0) * D(s), static_cast<int>(n - i));
   erf_in_place(e, n);
-  for (i = 0; i + kWD <= n; i += kWD) store_d(y + i, f(load_d(x + i), load(e + i)));
+}
+
+// e[i] = erf(x[i] s), then y[i] = f(x[i], e[i])
+template <class T, class Fn>
+inline void erf_then(const T* x, double s, double* e, T* y, std::int64_t n, Fn f) {
+  erf_scaled(x, s, e, n);
+  std::int64_t i = 0;
+  for (; i + kWD <= n; i += kWD) store_d(y + i, f(load_d(x + i), load(e + i)));
   if (i < n) {
     const int r = static_cast<int>(n - i);
     store_d_part(y + i, f(load_d_part(x + i, r, 0.0), load_part(e + i, r, 0.0)), r);
@@ -126,10 +133,19 @@ inline void erf_map(const T* x, double s, T* y, std::int64_t n, Fn f) {
   for (std::int64_t b = 0; b < n; b += 256) erf_then(x + b, s, e, y + b, std::min<std::int64_t>(256, n - b), f);
 }
 
-inline D gelu_grad_lanes(D x) {
-  D cdf = D(0.5) * (D(1.0) + erf_f64(x * D(kSqrtHalfD)));
-  D pdf = exp_f64(D(-0.5) * (x * x)) * D(kInvSqrt2PiD);
-  return cdf + x * pdf;
+// the GELU gradient from e = erf(x/sqrt 2): g (cdf + x pdf)
+template <class T>
+inline void gelu_grad_from_erf(const T* x, const double* e, const T* g, T* out, std::int64_t n) {
+  auto one = [](D v, D r, D gg) {
+    D pdf = exp_f64(D(-0.5) * (v * v)) * D(kInvSqrt2PiD);
+    return gg * (D(0.5) * (D(1.0) + r) + v * pdf);
+  };
+  std::int64_t i = 0;
+  for (; i + kWD <= n; i += kWD) store_d(out + i, one(load_d(x + i), load(e + i), load_d(g + i)));
+  if (i < n) {
+    const int m = static_cast<int>(n - i);
+    store_d_part(out + i, one(load_d_part(x + i, m, 0.0), load_part(e + i, m, 0.0), load_d_part(g + i, m, 0.0)), m);
+  }
 }
 
 // softplus_d and softplus_grad_d of reference.cpp
@@ -291,7 +307,15 @@ void act_grad_fast(ActGrad op, const T* v, const T* g, T* out, std::int64_t n) {
       case ActGrad::relu: for (std::int64_t i = 0; i < m; ++i) os[i] = canon(vs[i] > T(0) ? gs[i] : T(0)); break;
       case ActGrad::tanh: for (std::int64_t i = 0; i < m; ++i) os[i] = canon(gs[i] * (T(1) - vs[i] * vs[i])); break;
       case ActGrad::sigmoid: for (std::int64_t i = 0; i < m; ++i) os[i] = canon((gs[i] * vs[i]) * (T(1) - vs[i])); break;
-      case ActGrad::gelu: map2_d(vs, gs, os, m, [](D x, D gg) { return gg * gelu_grad_lanes(x); }); break;
+      case ActGrad::gelu: {  // erf gathered as in unary gelu (erf_in_place), then the kept-erf gradient
+        alignas(64) double e[256];
+        for (std::int64_t k = 0; k < m; k += 256) {
+          const std::int64_t mm = std::min<std::int64_t>(256, m - k);
+          erf_scaled(vs + k, kSqrtHalfD, e, mm);
+          gelu_grad_from_erf(vs + k, e, gs + k, os + k, mm);
+        }
+        break;
+      }
       case ActGrad::softplus: map2_d(vs, gs, os, m, [](D x, D gg) { return softplus_grad_lanes(x, gg); }); break;
       case ActGrad::abs: for (std::int64_t i = 0; i < m; ++i) os[i] = canon(vs[i] > T(0) ? gs[i] : (vs[i] < T(0) ? -gs[i] : T(0))); break;
       case ActGrad::erf: map2_d(vs, gs, os, m, [](D x, D gg) { return gg * (D(kTwoOverSqrtPiD) * exp_f64(-(x * x))); }); break;
@@ -382,7 +406,7 @@ void act_grad_p_fast(UnaryP op, const T* x, const T* g, T* out, std::int64_t n, 
 }
 
 // GELU split at e = erf(x/sqrt 2), kept in f64: the same operations as unary gelu and
-// gelu_grad_lanes, so the same bits, and the backward skips its erf
+// act_grad gelu, so the same bits, and the backward skips its erf
 template <class T>
 void gelu_keep_fast(const T* x, T* y, double* e, std::int64_t n) {
   parallel_for(n, kGrainMath, [&](std::int64_t b, std::int64_t end) {
@@ -391,18 +415,7 @@ void gelu_keep_fast(const T* x, T* y, double* e, std::int64_t n) {
 }
 template <class T>
 void gelu_grad_kept_fast(const T* x, const double* e, const T* g, T* out, std::int64_t n) {
-  parallel_for(n, kGrainSimple / 4, [&](std::int64_t b, std::int64_t end) {
-    auto one = [](D v, D r, D gg) {
-      D pdf = exp_f64(D(-0.5) * (v * v)) * D(kInvSqrt2PiD);
-      return gg * (D(0.5) * (D(1.0) + r) + v * pdf);
-    };
-    std::int64_t i = b;
-    for (; i + kWD <= end; i += kWD) store_d(out + i, one(load_d(x + i), load(e + i), load_d(g + i)));
-    if (i < end) {
-      const int m = static_cast<int>(end - i);
-      store_d_part(out + i, one(load_d_part(x + i, m, 0.0), load_part(e + i, m, 0.0), load_d_part(g + i, m, 0.0)), m);
-    }
-  });
+  parallel_for(n, kGrainSimple / 4, [&](std::int64_t b, std::int64_t end) { gelu_grad_from_erf(x + b, e + b, g + b, out + b, end - b); });
 }
 
 // ---- the row rule in lanes ----------------------------------------------------------------

@@ -178,7 +178,8 @@ void gelu_keep_cases() {
 // erf's costlier branch is evaluated only on the values that take it, gathered per block of
 // 256 (fast_impl.hpp, erf_in_place): arguments small but for a few big ones at every position
 // of a block (its first and last, either side of 256), the bound 0.84375 and its neighbours,
-// signed zeros, subnormals, infinities and NaN; erf, GELU and the kept GELU on every table
+// signed zeros, subnormals, infinities and NaN; erf, GELU, the kept GELU and GELU's gradient on
+// every table
 template <class T>
 void erf_gather_cases() {
   const T bound = T(0.84375);
@@ -202,6 +203,9 @@ void erf_gather_cases() {
             std::vector<double> e(static_cast<std::size_t>(n));
             tb.gelu_keep(x.data(), yk.data(), e.data(), n);
             EXPECT_TRUE(bitwise_equal(y, yk)) << name.str() << ": gelu_keep differs from unary(gelu)";
+            std::vector<T> g(static_cast<std::size_t>(n), T(0.75)), gx(static_cast<std::size_t>(n));
+            tb.act_grad(ActGrad::gelu, x.data(), g.data(), gx.data(), n);  // erf gathered too
+            y.insert(y.end(), gx.begin(), gx.end());
           }
           return y;
         });
