@@ -91,11 +91,11 @@ inline void erf_in_place(double* u, std::int64_t n) {
     double* p = u + b0;
     const int m = static_cast<int>(std::min<std::int64_t>(kBlock, n - b0));
     int nb = 0;
-    for (int j = 0; j < m; ++j)
-      if (!(std::fabs(p[j]) < kErfSmallBound)) {  // NaN included, as erf_takes_small
-        at[nb] = j;
-        big[nb++] = p[j];
-      }
+    for (int j = 0; j < m; ++j) {  // without a branch: small and big arguments mix at random
+      at[nb] = j;
+      big[nb] = p[j];
+      nb += !(std::fabs(p[j]) < kErfSmallBound);  // NaN included, as erf_takes_small
+    }
     int i = 0;
     for (; i + kWD <= m; i += kWD) store(p + i, erf_small_f64(load(p + i)));
     if (i < m) store_part(p + i, erf_small_f64(load_part(p + i, m - i, 0.0)), m - i);
