@@ -121,6 +121,29 @@ TEST(Optim, ClipGradNorm) {
   EXPECT_EQ(b.grad().to_vector<float>()[0], 4.0f * c);
 }
 
+// Clipping scales every gradient element by c on the vector kernels: each element is g * c
+// rounded, on every code path and thread count (an odd length, signed zeros, subnormals)
+TEST(Optim, ClipScalesEveryElementOnEveryCodePath) {
+  const std::size_t n = 70001;
+  std::vector<float> g = random_vec<float>(n, 31, -3, 3, true);
+  g[n - 1] = -0.0f;
+  const std::vector<Isa> absent = for_each_context(true, [&](Device, Isa isa, int t) {
+    Tensor p = Tensor::zeros(Shape{static_cast<std::int64_t>(n)});
+    p.set_requires_grad(true);
+    set_grad(p, g);
+    const double norm = optim::clip_grad_norm({p}, 1.0);
+    const float c = static_cast<float>(1.0 / (norm + 1e-6));
+    ASSERT_LT(c, 1.0f) << "the case must clip";
+    const std::vector<float> got = p.grad().to_vector<float>();
+    std::size_t bad = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      if (std::bit_cast<std::uint32_t>(got[k]) != std::bit_cast<std::uint32_t>(g[k] * c)) ++bad;
+    }
+    EXPECT_EQ(bad, 0u) << "isa=" << isa_name(isa) << " threads=" << t;
+  });
+  BITGRAD_SKIP_IF_ABSENT(absent, "clip_grad_norm");
+}
+
 TEST(Optim, StateRoundTrip) {
   Tensor p = param({1.0f, 2.0f});
   optim::Sgd a({{"p", p}}, {0.9, 0.0, false});
