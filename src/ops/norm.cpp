@@ -40,7 +40,11 @@ void layer_norm_bw(Node& n, const Tensor& g, Tensor* gi) {
     const T* pga = gamma.defined() ? gamma.data<T>() : nullptr;
     Tensor xhat = Tensor::empty(Shape{R, D}, g.dtype());
     T* ph = kern::out_ptr<T>(xhat);
-    for (std::int64_t i = 0; i < R * D; ++i) ph[i] = (px[i] - pm[i / D]) * pr[i / D];
+    // xhat = (x - mean_row) * rstd_row, each operation rounded: two passes of the elementwise
+    // kernel (vector units, threads) with the row's value broadcast
+    const kern::Table<T>& tb = kern::active<T>();
+    tb.binary(kern::Binary::sub, kern::Bcast::col, px, pm, ph, R, D);
+    tb.binary(kern::Binary::mul, kern::Bcast::col, ph, pr, ph, R, D);
     if (n.in[0].needs_grad()) {
       Tensor dx = Tensor::empty(n.in_shape[0], g.dtype());
       kern::active<T>().layer_norm_grad_rows(pg, ph, pga, pr, R, D, kern::out_ptr<T>(dx));
@@ -49,7 +53,7 @@ void layer_norm_bw(Node& n, const Tensor& g, Tensor* gi) {
     if (n.n_inputs > 1 && n.in[1].needs_grad()) {
       Tensor prod = Tensor::empty(Shape{R, D}, g.dtype());
       T* pp = kern::out_ptr<T>(prod);
-      for (std::int64_t i = 0; i < R * D; ++i) pp[i] = pg[i] * ph[i];
+      tb.binary(kern::Binary::mul, kern::Bcast::same, pg, ph, pp, R, D);
       Tensor dg = Tensor::empty(Shape{D}, g.dtype());
       sum_over_samples(pp, R, D, s.samples, kern::out_ptr<T>(dg), g.dtype());
       gi[1] = dg;
