@@ -53,8 +53,27 @@ void for_each_strided3(const Shape& shape, const Shape& sa, const Shape& sb, con
   std::int64_t idx[kMaxDims] = {};
   std::int64_t out = 0, oa = 0, ob = 0, oc = 0;
   const std::int64_t inner = shape[n - 1], ia = sa[n - 1], ib = sb[n - 1], ic = sc[n - 1];
+  // inner strides of 0 or 1 (contiguous or broadcast, as a mask over a batch of scores) known
+  // at compile time: loops the compiler can vectorize
+  auto unit = [&]<int A, int B, int C>() {
+    for (std::int64_t i = 0; i < inner; ++i) f(out + i, oa + i * A, ob + i * B, oc + i * C);
+  };
+  const bool small = (ia == 0 || ia == 1) && (ib == 0 || ib == 1) && (ic == 0 || ic == 1);
   for (;;) {
-    for (std::int64_t i = 0; i < inner; ++i) f(out + i, oa + i * ia, ob + i * ib, oc + i * ic);
+    if (!small) {
+      for (std::int64_t i = 0; i < inner; ++i) f(out + i, oa + i * ia, ob + i * ib, oc + i * ic);
+    } else {
+      switch (ia * 4 + ib * 2 + ic) {
+        case 0: unit.template operator()<0, 0, 0>(); break;
+        case 1: unit.template operator()<0, 0, 1>(); break;
+        case 2: unit.template operator()<0, 1, 0>(); break;
+        case 3: unit.template operator()<0, 1, 1>(); break;
+        case 4: unit.template operator()<1, 0, 0>(); break;
+        case 5: unit.template operator()<1, 0, 1>(); break;
+        case 6: unit.template operator()<1, 1, 0>(); break;
+        default: unit.template operator()<1, 1, 1>(); break;
+      }
+    }
     out += inner;
     int d = n - 2;
     for (; d >= 0; --d) {

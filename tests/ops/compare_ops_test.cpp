@@ -95,6 +95,32 @@ TEST(CompareOps, WhereOnIntegers) {  // ONNX's Where on int64: values, no gradie
   EXPECT_THROW(where(c, a, Tensor::zeros({3}, DType::f32)), Error);
 }
 
+// where's walk picks a loop per inner stride (0, 1 or other) of the condition and both values:
+// every combination of a full operand, one broadcast along the last axis (stride 0) and a
+// transposed view (stride 4) against the element-by-element definition
+TEST(CompareOps, WhereOnEveryInnerStride) {
+  const Shape s{3, 4, 4};
+  auto full = [&](std::uint64_t seed) { return Tensor::from<float>(random_vec<float>(48, seed, -2, 2), s); };
+  auto operand = [&](int kind, std::uint64_t seed) -> Tensor {
+    if (kind == 0) return full(seed);
+    if (kind == 1) return Tensor::from<float>(random_vec<float>(12, seed, -2, 2), Shape{3, 4, 1});
+    return transpose(full(seed), 1, 2);  // inner stride 4
+  };
+  for (int kc = 0; kc < 3; ++kc)
+    for (int ka = 0; ka < 3; ++ka)
+      for (int kb = 0; kb < 3; ++kb) {
+        const Tensor c = gt(operand(kc, 1), 0.0), a = operand(ka, 2), b = operand(kb, 3);
+        const Tensor y = where(c, a, b);
+        const Tensor ce = contiguous(expand(c, s)), ae = contiguous(expand(a, s)), be = contiguous(expand(b, s));
+        const auto vc = ce.to_vector<std::uint8_t>();
+        const auto va = ae.to_vector<float>(), vb = be.to_vector<float>();
+        const auto vy = contiguous(expand(y, s)).to_vector<float>();  // all three broadcast: y is [3, 4, 1]
+        std::vector<float> want(48);
+        for (std::size_t i = 0; i < 48; ++i) want[i] = vc[i] ? va[i] : vb[i];
+        EXPECT_EQ(vy, want) << "condition " << kc << ", a " << ka << ", b " << kb;
+      }
+}
+
 TEST(CastOps, EveryPairAndItsRules) {
   const DType all[] = {DType::f32, DType::f64, DType::i64, DType::u8, DType::bf16, DType::f16};
   Tensor small = Tensor::from<double>(std::vector<double>{0.0, 1.0, 2.0, 100.0}, Shape{4});
