@@ -331,7 +331,7 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index, CallSite site) {
 
 Tensor contiguous(const Tensor& x, CallSite site) {
   BITGRAD_CHECK(x.defined(), "contiguous", "the input is undefined");
-  Tensor y = x.contiguous_copy();
+  Tensor y = x.is_contiguous() ? x.contiguous_copy() : kern::contiguous(x);  // always a fresh tensor
   ops::record("contiguous", identity_bw, {&x}, y, site);
   return y;
 }

@@ -1,0 +1,59 @@
+// kern::contiguous: a strided tensor's copy with its rows split over the threads has the bytes of
+// the tensor layer's serial copy, for every element size, view and thread count.
+#include <cstring>
+#include <sstream>
+#include <vector>
+
+#include "bitgrad/bitgrad.hpp"
+#include "kernels/tensor_ops.hpp"
+#include "support/test_util.hpp"
+
+namespace bitgrad::test {
+namespace {
+
+// the bytes of a contiguous tensor
+std::string bytes_of(const Tensor& t) {
+  EXPECT_TRUE(t.is_contiguous());
+  return std::string(static_cast<const char*>(t.storage()->data()) + t.offset() * static_cast<std::int64_t>(dtype_size(t.dtype())),
+                     static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()));
+}
+
+// a [6, 37, 129] tensor of `dtype` whose bytes are all distinct-ish, NaN payloads included
+Tensor filled(DType dtype) {
+  Tensor t = Tensor::empty(Shape{6, 37, 129}, dtype);
+  auto* p = static_cast<unsigned char*>(t.storage()->data());
+  const std::size_t n = static_cast<std::size_t>(t.numel()) * dtype_size(dtype);
+  rng::Stream s(7, "contiguous-test");
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<unsigned char>(s.u64(i));
+  return t;
+}
+
+TEST(TensorOps, ParallelContiguousCopiesTheBytesOfTheSerialCopy) {
+  RuntimeGuard guard;
+  for (DType dt : {DType::u8, DType::bf16, DType::f32, DType::f64}) {
+    const Tensor t = filled(dt);
+    const std::pair<const char*, Tensor> views[] = {
+        {"permute(0,2,1)", permute(t, {0, 2, 1})},
+        {"permute(2,0,1)", permute(t, {2, 0, 1})},
+        {"transpose(0,1)", transpose(t, 0, 1)},
+        {"slice of the last axis", slice(t, 2, 3, 120)},
+        {"slice of the first axis (an offset)", permute(slice(t, 0, 1, 5), {1, 0, 2})},
+        {"broadcast (stride 0)", expand(slice(t, 1, 0, 1), Shape{6, 40, 129})},
+        {"2-d transpose", transpose(reshape(t, Shape{222, 129}), 0, 1)},
+    };
+    for (const auto& [name, v] : views) {
+      ASSERT_FALSE(v.is_contiguous()) << name;
+      const std::string want = bytes_of(v.contiguous_copy());
+      std::vector<Tensor> kept;  // alive, so that no copy lands in the memory of an earlier one
+      for (int threads : thread_counts()) {
+        set_num_threads(threads);
+        const Tensor got = kept.emplace_back(kern::contiguous(v));
+        EXPECT_EQ(got.shape(), v.shape()) << name;
+        EXPECT_TRUE(bytes_of(got) == want) << dtype_name(dt) << " " << name << " threads=" << threads;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace bitgrad::test
