@@ -286,6 +286,26 @@ void im2row_fast(const T* __restrict x, const ConvShape& g, T* __restrict rows) 
   constexpr std::int64_t S = 32 / sizeof(T);
   const std::int64_t CKK = g.ckk(), Hp = g.H + 2 * g.p, Wp = g.W + 2 * g.p;
   const T* xp = padded_image(x, g);
+#if BITGRAD_SIMD_LEVEL == 2
+  // A window row of at most 32 bytes: one load and one store masked to exactly KW elements,
+  // so the segments can be written in any order — here (c, kh) outer and the positions of an
+  // output row inner, whose source windows are neighbours in one padded input row (no
+  // overlapping stores to wait on, no per-segment address arithmetic).
+  if (g.KW <= S) {
+    const __mmask8 m = static_cast<__mmask8>((1u << g.KW) - 1u);
+    for (std::int64_t oh = 0; oh < g.OH; ++oh)
+      for (std::int64_t c = 0; c < g.C; ++c)
+        for (std::int64_t kh = 0; kh < g.KH; ++kh) {
+          const T* src = xp + (c * Hp + oh * g.s + kh) * Wp;
+          T* dst = rows + oh * g.OW * CKK + (c * g.KH + kh) * g.KW;
+          for (std::int64_t ow = 0; ow < g.OW; ++ow, src += g.s, dst += CKK) {
+            if constexpr (std::is_same_v<T, float>) _mm256_mask_storeu_ps(dst, m, _mm256_loadu_ps(src));
+            else _mm256_mask_storeu_pd(dst, m, _mm256_loadu_pd(src));
+          }
+        }
+    return;
+  }
+#endif
   T* const end = rows + g.OH * g.OW * CKK;
   for (std::int64_t oh = 0; oh < g.OH; ++oh)
     for (std::int64_t ow = 0; ow < g.OW; ++ow) {
