@@ -262,6 +262,18 @@ void im2col_fast(const T* __restrict x, const ConvShape& g, T* __restrict cols) 
     for (std::int64_t kh = 0; kh < g.KH; ++kh)
       for (std::int64_t kw = 0; kw < g.KW; ++kw) {
         T* row = cols + ((c * g.KH + kh) * g.KW + kw) * ld;
+        if (g.s == 1) {
+          // whole vectors while their excess past the run stays inside this row's later runs,
+          // which are written after it and overwrite it; the rest masked to the run
+          constexpr std::int64_t W = VT<T>::W;
+          const std::int64_t whole = (g.OW + W - 1) / W * W;
+          const T* src = xp + (c * Hp + kh) * Wp + kw;
+          std::int64_t oh = 0;
+          for (; oh + 1 < g.OH && oh * g.OW + whole <= g.OH * g.OW; ++oh, src += Wp)
+            for (std::int64_t i = 0; i < whole; i += W) VT<T>::store_raw(row + oh * g.OW + i, VT<T>::load(src + i));
+          for (; oh < g.OH; ++oh, src += Wp) move_run(src, row + oh * g.OW, g.OW);
+          continue;
+        }
         for (std::int64_t oh = 0; oh < g.OH; ++oh) {
           const T* src = xp + (c * Hp + oh * g.s + kh) * Wp + kw;
           T* dst = row + oh * g.OW;
