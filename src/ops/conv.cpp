@@ -186,18 +186,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int str
         s.ld = L;
         for (std::int64_t i = 0; i < m; ++i) K.im2col(px + (n0 + i) * X, s, cols + i * P);
         ops::gemm<T>(G.OC, L, CKK, row_major(pw, G.OC, CKK), row_major(cols, CKK, L), yb);
-        // [OC, m*P] back to the samples' [OC, P], + b[oc] after the chain
+        // + b[oc] after the chain (row o of the block, on the vector units), then [OC, m*P] back
+        // to the samples' [OC, P]
+        if (pb) K.binary(kern::Binary::add, kern::Bcast::col, yb, pb, yb, G.OC, L);
         for (std::int64_t i = 0; i < m; ++i)
-          for (std::int64_t o = 0; o < G.OC; ++o) {
-            const T* src = yb + o * L + i * P;
-            T* dst = py + ((n0 + i) * G.OC + o) * P;
-            if (pb) {
-              const T bo = pb[o];
-              for (std::int64_t q = 0; q < P; ++q) dst[q] = kern::canon(src[q] + bo);
-            } else {
-              std::copy_n(src, P, dst);
-            }
-          }
+          for (std::int64_t o = 0; o < G.OC; ++o) std::copy_n(yb + o * L + i * P, P, py + ((n0 + i) * G.OC + o) * P);
       }
     });
   });
