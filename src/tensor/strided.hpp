@@ -7,26 +7,33 @@
 
 namespace bitgrad::detail {
 
-// Calls f(offset_a, offset_b) for every element in row-major order; offsets in elements.
+// Calls f(offset_a, offset_b) for every element of rows [r0, r1) in row-major order (a row: the
+// last dimension; a 0-d tensor is one row of one element); offsets in elements.
 template <class F>
-void for_each_strided2(const Shape& shape, const Shape& sa, const Shape& sb, F&& f) {
+void for_each_strided2_rows(const Shape& shape, const Shape& sa, const Shape& sb, std::int64_t r0, std::int64_t r1, F&& f) {
   const int n = shape.ndim();
-  if (shape.numel() == 0) return;
+  if (shape.numel() == 0 || r0 >= r1) return;
   if (n == 0) {
     f(std::int64_t(0), std::int64_t(0));
     return;
   }
   std::int64_t idx[kMaxDims] = {};
   std::int64_t oa = 0, ob = 0;
+  for (std::int64_t r = r0, d = n - 2; d >= 0; --d) {  // the multi-index of row r0
+    idx[d] = r % shape[static_cast<int>(d)];
+    r /= shape[static_cast<int>(d)];
+    oa += idx[d] * sa[static_cast<int>(d)];
+    ob += idx[d] * sb[static_cast<int>(d)];
+  }
   const std::int64_t inner = shape[n - 1], ia = sa[n - 1], ib = sb[n - 1];
-  for (;;) {
+  for (std::int64_t r = r0;;) {
     if (ia == 1 && ib == 1) {  // unit strides: a loop the compiler can vectorize
       for (std::int64_t i = 0; i < inner; ++i) f(oa + i, ob + i);
     } else {
       for (std::int64_t i = 0; i < inner; ++i) f(oa + i * ia, ob + i * ib);
     }
-    int d = n - 2;
-    for (; d >= 0; --d) {
+    if (++r == r1) return;
+    for (int d = n - 2; d >= 0; --d) {
       if (++idx[d] < shape[d]) {
         oa += sa[d];
         ob += sb[d];
@@ -36,8 +43,14 @@ void for_each_strided2(const Shape& shape, const Shape& sa, const Shape& sb, F&&
       ob -= sb[d] * (shape[d] - 1);
       idx[d] = 0;
     }
-    if (d < 0) return;
   }
+}
+
+// Calls f(offset_a, offset_b) for every element in row-major order; offsets in elements.
+template <class F>
+void for_each_strided2(const Shape& shape, const Shape& sa, const Shape& sb, F&& f) {
+  const std::int64_t inner = shape.ndim() ? shape[shape.ndim() - 1] : 1;
+  for_each_strided2_rows(shape, sa, sb, 0, inner ? shape.numel() / inner : 0, f);
 }
 
 // Calls f(out, offset_a, offset_b, offset_c) for every element in row-major order, out counting

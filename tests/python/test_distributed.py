@@ -151,11 +151,13 @@ import ctypes, ctypes.util
 mpi = ctypes.CDLL(ctypes.util.find_library("mpi") or "libmpi.so.40", mode=ctypes.RTLD_GLOBAL)
 assert mpi.MPI_Init(None, None) == 0          # another library (mpi4py) starts MPI first
 from bitgrad import distributed as dist
-print("rank", dist.rank(), "of", dist.init(), dist.allgather_bytes(bytes([dist.rank()])) == [b"\\x00", b"\\x01"])
+print("rank", dist.rank(), "of", dist.init(), dist.allgather_bytes(bytes([dist.rank()])) == [b"\\x00", b"\\x01"], flush=True)
 dist.finalize()                               # left to its owner
 done = ctypes.c_int(1)
 mpi.MPI_Finalized(ctypes.byref(done))
-print("finalized by bitgrad:", bool(done.value))
+# flushed before MPI_Finalize: output still buffered at the interpreter's exit reaches mpirun
+# after its I/O forwarding has closed, mangled or lost
+print("finalized by bitgrad:", bool(done.value), flush=True)
 mpi.MPI_Finalize()
 """
 
