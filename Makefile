@@ -57,13 +57,17 @@ sanitize: deps
 	@cd build-asan && LSAN_OPTIONS="suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0$${LSAN_OPTIONS:+:$$LSAN_OPTIONS}" \
 	  OMPI_MCA_mca_base_env_list="ASAN_OPTIONS=fast_unwind_on_malloc=0$${ASAN_OPTIONS:+:$$ASAN_OPTIONS}" ctest --output-on-failure -j $(JOBS)
 
-# ThreadSanitizer on the threaded code: the pool, the kernels, the selftest (only the test binary
-# and what it runs are built: the suites below are all in it)
+# ThreadSanitizer on the threaded code: the pool, the kernels, the selftest (only the test binary,
+# of the files that hold these suites, and what it runs are built)
+TSAN_SUITES := ThreadPool|ExecContext|ConcurrentSessions|Gemm|Reduce|TensorOps|GoldenFingerprint|BatchInvariance|Loader|Train|TrainInstruments|Diff|StepTracer|GroupHasher|DistPlan|Serve|ServeCli|ServeDecoder|ServeRequest
+TSAN_TEST_FILES := data/loader_test[.]cpp|dist/plan_test[.]cpp|instruments/(diff|golden_fingerprint|group_hasher|step_tracer|trainer_instruments)_test[.]cpp|kernels/(exec_context|gemm|reduce|tensor_ops|thread_pool)_test[.]cpp|ops/batch_invariance_test[.]cpp|serve/serve_test[.]cpp|train/(concurrent_sessions|train)_test[.]cpp
 tsan: deps
 	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITGRAD_SANITIZE=thread \
-	  -DBITGRAD_BUILD_BENCH=OFF -DBITGRAD_BUILD_TOOLS=OFF >/dev/null
+	  -DBITGRAD_BUILD_BENCH=OFF -DBITGRAD_BUILD_TOOLS=OFF -DBITGRAD_TEST_FILES='$(TSAN_TEST_FILES)' >/dev/null
 	@ninja -C build-tsan -j $(JOBS) bitgrad_tests
-	@cd build-tsan && TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp$${TSAN_OPTIONS:+ $$TSAN_OPTIONS}" ctest --output-on-failure -j $(JOBS) -R '^(ThreadPool|ExecContext|ConcurrentSessions|Gemm|Reduce|TensorOps|GoldenFingerprint|BatchInvariance|Loader|Train|TrainInstruments|Diff|StepTracer|GroupHasher|DistPlan|Serve|ServeCli|ServeDecoder|ServeRequest)\.'
+	@cd build-tsan && for s in $$(echo '$(TSAN_SUITES)' | tr '|' ' '); do \
+	  ctest -N -R "^$$s\\." | grep -q 'Total Tests: [1-9]' || { echo "tsan: no test of suite $$s: TSAN_TEST_FILES misses its file"; exit 1; }; done
+	@cd build-tsan && TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp$${TSAN_OPTIONS:+ $$TSAN_OPTIONS}" ctest --output-on-failure -j $(JOBS) -R '^($(TSAN_SUITES))\.'
 
 # libFuzzer on the readers (tests/fuzz, docs/fuzzing.md): FUZZ_RUNS executions per target, or
 # FUZZ_SECONDS each when set (CI: 20), FUZZ_TARGETS="idx config" for some; inputs that crash

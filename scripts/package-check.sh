@@ -108,6 +108,10 @@ want=$("$build/bin/bitgrad" selftest | awk '/^fingerprint/ {print $2}')
 got=$(/usr/bin/bitgrad selftest | awk '/^fingerprint/ {print $2}')
 [ -n "$got" ] && [ "$got" == "$want" ] || fail "/usr/bin/bitgrad selftest: fingerprint '$got', the build's is $want"
 say "/usr/bin/bitgrad selftest: fingerprint $got, the build's"
+# no AVX2/AVX-512 instruction outside the code paths in what the package ships (scripts/isa_leak_check.sh)
+bash scripts/isa_leak_check.sh /usr/bin/bitgrad "/usr/lib/$multiarch/$soname" /usr/lib/python3/dist-packages/bitgrad/_bitgrad.cpython-*.so \
+  >/dev/null || fail "the installed binaries hold AVX instructions outside the code paths (scripts/isa_leak_check.sh)"
+say "no AVX2/AVX-512 instruction outside the code paths in /usr/bin/bitgrad, $soname and the Python module"
 # (whole outputs to grep: under pipefail, a `grep -q` that stops reading fails the pipeline)
 cache=$(/sbin/ldconfig -p)
 grep -q "$soname .*=> .*/$multiarch/$soname" <<<"$cache" || fail "$soname is not in ld.so's cache"

@@ -17,6 +17,7 @@
 #include "bitgrad/io.hpp"
 #include "instruments/manifest.hpp"
 #include "io/format.hpp"
+#include "math/isa_targets.hpp"
 #include "bitgrad/runtime.hpp"
 #include "bitgrad/version.hpp"
 
@@ -56,7 +57,7 @@ json machine() {
   j["build"] = {{"compiler", compiler()},
                 {"flags", trimmed(BITGRAD_CXX_FLAGS)},
                 {"build_type", BITGRAD_BUILD_TYPE},
-                {"code_path_flags", {{"avx2", "-mavx2 -mfma"}, {"avx512", "-mavx512f -mavx512dq -mavx512bw -mavx512vl -mfma"}}}};
+                {"code_path_flags", {{"avx2", "target(" BITGRAD_TARGET_AVX2 ")"}, {"avx512", "target(" BITGRAD_TARGET_AVX512 ")"}}}};
   json isas = json::array();
   for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx512})
     if (cpu_supports(i)) isas.push_back(isa_name(i));

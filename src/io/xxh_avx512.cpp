@@ -4,4 +4,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #define XXH_NS xxh_avx512
+#define XXH_TARGET BITGRAD_TARGET_AVX512
+#define XXH_VECTOR 3  // XXH_AVX512: chosen here, since the target region defines no __AVX512F__ under Clang
 #include "io/xxh_impl.hpp"

@@ -1,8 +1,8 @@
 // The avx2 code path: the fast kernels instantiated with avx2 lanes, and the GEMM
 // microkernels of this ISA with their block sizes (RegTile<T, MR, NR in vectors, KC, MC, NC>),
-// handed to the GEMM frame. Compiled with avx2 flags only in this file (see
-// src/CMakeLists.txt); everything it includes lives in the namespace bitgrad::kern::avx2 so
-// no inline function leaks to another code path.
+// handed to the GEMM frame. Every header is included first, for the baseline ISA; only the
+// namespace bitgrad::kern::avx2 is compiled for avx2 (BITGRAD_ISA_BEGIN, math/isa_targets.hpp), so
+// no inline function or template instance compiled for it can serve another code path.
 #define BITGRAD_SIMD_LEVEL 1
 #include "math/isa_prelude.hpp"
 
@@ -10,11 +10,13 @@
 #include "kernels/reference.hpp"
 #include "kernels/thread_pool.hpp"
 
+BITGRAD_ISA_BEGIN(BITGRAD_TARGET_AVX2)
 namespace bitgrad::kern::avx2 {
 #define ISA_NS avx2
 #include "math/simd.hpp"
 #include "math/tables.inc"
 #include "math/mathfn_impl.hpp"
+#include "kernels/pairwise_stack.hpp"
 #include "kernels/fast_impl.hpp"
 #include "kernels/fast_nn.hpp"
 #include "kernels/gemm_ukernel.hpp"
@@ -40,3 +42,4 @@ const Table<double>& table_f64() {
 }
 
 }  // namespace bitgrad::kern::avx2
+BITGRAD_ISA_END

@@ -1,8 +1,8 @@
 // The avx512 code path: the fast kernels instantiated with avx512 lanes, and the GEMM
 // microkernels of this ISA with their block sizes (RegTile<T, MR, NR in vectors, KC, MC, NC>),
-// handed to the GEMM frame. Compiled with avx512 flags only in this file (see
-// src/CMakeLists.txt); everything it includes lives in the namespace bitgrad::kern::avx512 so
-// no inline function leaks to another code path.
+// handed to the GEMM frame. Every header is included first, for the baseline ISA; only the
+// namespace bitgrad::kern::avx512 is compiled for avx512 (BITGRAD_ISA_BEGIN, math/isa_targets.hpp), so
+// no inline function or template instance compiled for it can serve another code path.
 #define BITGRAD_SIMD_LEVEL 2
 // GCC 12's AVX-512 intrinsics use an uninitialised placeholder internally and warn about it
 // where they are inlined (GCC PR 105593); the warning says nothing about this code.
@@ -18,11 +18,13 @@
 #include "kernels/reference.hpp"
 #include "kernels/thread_pool.hpp"
 
+BITGRAD_ISA_BEGIN(BITGRAD_TARGET_AVX512)
 namespace bitgrad::kern::avx512 {
 #define ISA_NS avx512
 #include "math/simd.hpp"
 #include "math/tables.inc"
 #include "math/mathfn_impl.hpp"
+#include "kernels/pairwise_stack.hpp"
 #include "kernels/fast_impl.hpp"
 #include "kernels/fast_nn.hpp"
 #include "kernels/gemm_ukernel.hpp"
@@ -78,3 +80,4 @@ const Table<double>& table_f64() {
 }
 
 }  // namespace bitgrad::kern::avx512
+BITGRAD_ISA_END

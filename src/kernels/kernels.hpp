@@ -300,42 +300,6 @@ const Table<T>& active() {
   else return context_table_f64();
 }
 
-// Streaming pairwise tree over a sequence of partial results (numerics.md, "batch rule"):
-// push block results in order; total() folds what is left from the top (right) down.
-// Combines left + right with Add (operator+ by default). Every batch-rule kernel uses it, and
-// so does the training step for its micro-batches' gradients.
-struct Plus {
-  template <class T>
-  T operator()(const T& a, const T& b) const {
-    return a + b;
-  }
-};
-template <class T, class Add = Plus, int MaxLevels = 64>
-struct PairwiseStack {
-  T val[MaxLevels];
-  int level[MaxLevels];
-  int n = 0;
-  void push(T v) {
-    int l = 0;
-    while (n > 0 && level[n - 1] == l) {
-      v = Add{}(val[n - 1], v);
-      --n;
-      ++l;
-    }
-    val[n] = std::move(v);
-    level[n] = l;
-    ++n;
-  }
-  T total() const {
-    if (n == 0) return T();
-    T r = val[n - 1];
-    for (int i = n - 2; i >= 0; --i) r = Add{}(val[i], r);
-    return r;
-  }
-  void clear() {
-    for (int i = 0; i < n; ++i) val[i] = T();
-    n = 0;
-  }
-};
+#include "kernels/pairwise_stack.hpp"
 
 }  // namespace bitgrad::kern

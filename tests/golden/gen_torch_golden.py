@@ -3,8 +3,9 @@
 
 Writes tests/golden/torch_ops.json: for each case the inputs, the output and the gradients of
 sum(output * gout) with respect to the differentiable inputs. tests/ops/torch_golden_test.cpp
-runs the same op in bitgrad (f64) and compares with a tolerance (the evaluation orders differ,
-so only the values, not the bits, can agree).
+runs the same op in bitgrad (f64) and compares within a bound derived there, 2 gamma(n) times the
+result's scale for a case of n values (the evaluation orders differ, so only the values, not the
+bits, can agree); copies and selections exactly.
 
 Usage: /usr/bin/python3 tests/golden/gen_torch_golden.py > tests/golden/torch_ops.json
 """

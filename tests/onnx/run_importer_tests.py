@@ -71,6 +71,7 @@ def run_one(d):
                 if a.dtype != want.dtype:
                     return "fail", "dtype %s, expected %s" % (a.dtype, want.dtype)
                 try:
+                    # ONNX's pass criterion (node_runner.py's RTOL, ATOL: its loader's defaults)
                     np.testing.assert_allclose(a, want, rtol=1e-3, atol=1e-7, equal_nan=True)
                 except AssertionError as e:
                     return "fail", str(e).strip().splitlines()[0][:160]

@@ -1,10 +1,13 @@
 """bitgrad.nn's modules of issue 29's convolution variants, adaptive pooling and upsampling against
 torch.nn's with the same parameters (forward and the parameters' gradients, float64), the shapes
 they promise, and the plain Conv2d path's bits through bitgrad.conv2d."""
+import copy
+
 import numpy as np
 import pytest
 
 import bitgrad as bg
+import parity_bounds as pb
 
 torch = pytest.importorskip("torch")
 
@@ -35,7 +38,18 @@ def test_conv_modules_match_torch(make):
     y = m_bg(xb)
     yt = m_th(torch.from_numpy(x))
     assert tuple(y.shape) == tuple(yt.shape) == m_bg.output_shape(shape)
-    np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-4, atol=1e-5)
+    # bitgrad in f32 on x rounded to f32 (relative error u), torch in f64 (error ~1e-16, the exact
+    # value here): an output is a sum of at most k = (in channels / groups) * kernel products and
+    # the bias, so |y - exact| <= u M + gamma(k + 1) M <= gamma(k + 2) M per element, with M the
+    # same convolution of |x| with |w| and |bias| (in f64: the sum of the terms' magnitudes)
+    k = m_th.in_channels // m_th.groups * int(np.prod(m_th.kernel_size))
+    m_abs = copy.deepcopy(m_th)
+    with torch.no_grad():
+        for p in m_abs.parameters():
+            p.abs_()
+        mag = m_abs(torch.from_numpy(np.abs(x))).numpy()
+    err = np.abs(y.detach().numpy().astype(np.float64) - yt.detach().numpy())
+    assert np.all(err <= pb.gamma(k + 2, pb.U32) * mag), float(np.max(err / (pb.gamma(k + 2, pb.U32) * mag)))
     bound = np.sqrt(6.0 / (m_th.weight.shape[1] * np.prod(m_th.weight.shape[2:])))  # kaiming_uniform from weight.shape[1]'s fan-in
     w = m_bg.weight.detach().numpy()
     assert w.shape == tuple(m_th.weight.shape) and np.abs(w).max() <= bound and np.abs(w).max() > 0.5 * bound
@@ -44,15 +58,30 @@ def test_conv_modules_match_torch(make):
 def test_pool_and_upsample_modules_match_torch():
     x = np.random.RandomState(1).standard_normal((2, 3, 7, 5))
     xb, xt = bg.tensor(x), torch.from_numpy(x)
-    for m_bg, m_th in [(bg.nn.AdaptiveAvgPool2d((3, 2)), torch.nn.AdaptiveAvgPool2d((3, 2))),
-                       (bg.nn.AdaptiveMaxPool2d(2), torch.nn.AdaptiveMaxPool2d(2)),
-                       (bg.nn.GlobalAvgPool(), torch.nn.AdaptiveAvgPool2d(1)),
-                       (bg.nn.Upsample(scale_factor=2), torch.nn.Upsample(scale_factor=2)),
-                       (bg.nn.Upsample(size=(9, 4), mode="bilinear", align_corners=True),
-                        torch.nn.Upsample(size=(9, 4), mode="bilinear", align_corners=True))]:
+    sx = float(np.max(np.abs(x)))
+    # f64 on both sides; the bound on |bitgrad - torch| (2: each library's error):
+    # * max pooling, nearest upsampling: copies, equal;
+    # * average pooling of bins of at most k values: a sum of k terms and a division, each side
+    #   within gamma(k + 1) times the pooling of |x| (the same module on |x|), elementwise;
+    # * bilinear (align_corners, sizes <= 7): a 1-D weight comes from the rounded scale and source
+    #   coordinate (< 7), within 2 * 7 u absolute; a 2-D weight is the rounded product of two:
+    #   within (4 * 7 + 1) u; 4 weighted terms summed (gamma(4) of their magnitudes, each <= max|x|).
+    bilinear = 2 * 4 * ((4 * 7 + 1) * pb.U64 + pb.gamma(4, pb.U64)) * sx
+    for m_bg, m_th, kind in [(bg.nn.AdaptiveAvgPool2d((3, 2)), torch.nn.AdaptiveAvgPool2d((3, 2)), 9),  # bins <= 3 x 3
+                             (bg.nn.AdaptiveMaxPool2d(2), torch.nn.AdaptiveMaxPool2d(2), "exact"),
+                             (bg.nn.GlobalAvgPool(), torch.nn.AdaptiveAvgPool2d(1), 35),
+                             (bg.nn.Upsample(scale_factor=2), torch.nn.Upsample(scale_factor=2), "exact"),
+                             (bg.nn.Upsample(size=(9, 4), mode="bilinear", align_corners=True),
+                              torch.nn.Upsample(size=(9, 4), mode="bilinear", align_corners=True), "bilinear")]:
         y = m_bg(xb)
         assert tuple(y.shape) == m_bg.output_shape(x.shape)
-        np.testing.assert_allclose(y.detach().numpy(), m_th(xt).numpy(), rtol=1e-12, atol=1e-12)
+        got, want = y.detach().numpy(), m_th(xt).numpy()
+        if kind == "exact":
+            np.testing.assert_array_equal(got, want)
+        elif kind == "bilinear":
+            assert np.max(np.abs(got - want)) <= bilinear
+        else:
+            assert np.all(np.abs(got - want) <= 2 * pb.gamma(kind + 1, pb.U64) * m_th(torch.from_numpy(np.abs(x))).numpy())
 
 
 def test_plain_conv2d_options_run_the_original_op():

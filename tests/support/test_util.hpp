@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <cmath>
 #include <functional>
@@ -50,14 +51,14 @@ inline std::vector<Isa> fast_isas() {
 // Every device bitgrad has a backend for (the harnesses loop over them; CPU only today).
 inline std::vector<Device> devices() { return {Device::cpu}; }
 // Every fast code path of `d`, whether or not this machine has it: the harnesses compare those
-// it has and skip visibly (GTEST_SKIP, naming them) for those it lacks.
+// it has and name those it lacks (BITGRAD_SAY_COMPARED).
 inline std::vector<Isa> all_fast_isas(Device d) {
   (void)d;
   return {Isa::avx2, Isa::avx512};
 }
 // Calls f(device, isa, threads) for every device, its code paths (the scalar reference too when
 // `scalar`) and every thread count, each inside an execution context of its own; returns the
-// code paths this CPU lacks (not called), for BITGRAD_SKIP_IF_ABSENT.
+// code paths this CPU lacks (not called), for BITGRAD_SAY_COMPARED.
 template <class F>
 std::vector<Isa> for_each_context(bool scalar, F&& f) {
   std::vector<Isa> absent;
@@ -79,14 +80,19 @@ std::vector<Isa> for_each_context(bool scalar, F&& f) {
   }
   return absent;
 }
-// Ends the calling test function as skipped when `absent` names code paths that were not
-// compared (a failure recorded before still fails the test).
-#define BITGRAD_SKIP_IF_ABSENT(absent, what)                                                            \
+// Says which code paths a harness compared when `absent` names some this CPU lacks (or that
+// BITGRAD_HIDE_ISA hides): the test passes on what it compared, and says so in its output and
+// as the test property code_paths_compared (ctest's log, gtest's XML). Every CPU in CI runs the
+// scalar reference and AVX2 at least; AVX-512 where the CPU has it.
+#define BITGRAD_SAY_COMPARED(absent, what)                                                            \
   do {                                                                                                 \
     if (!(absent).empty()) {                                                                           \
-      std::string names_;                                                                              \
-      for (Isa i_ : (absent)) names_ += std::string(names_.empty() ? "" : ", ") + isa_name(i_);        \
-      GTEST_SKIP() << (what) << ": this CPU lacks " << names_ << "; only the other code paths were compared"; \
+      std::string lacks_, has_;                                                                        \
+      for (Isa i_ : (absent)) lacks_ += std::string(lacks_.empty() ? "" : ", ") + isa_name(i_);        \
+      for (Isa i_ : {Isa::scalar, Isa::avx2, Isa::avx512})                                             \
+        if (cpu_supports(i_)) has_ += std::string(has_.empty() ? "" : ", ") + isa_name(i_);            \
+      ::testing::Test::RecordProperty("code_paths_compared", has_);                                    \
+      std::printf("[ compared ] %s: the code paths this CPU has (%s); it lacks %s\n", std::string(what).c_str(), has_.c_str(), lacks_.c_str()); \
     }                                                                                                  \
   } while (0)
 
