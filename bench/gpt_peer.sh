@@ -41,6 +41,7 @@ here=$(dirname "$0")
 source "$here/torch_setups.sh"
 peer_py="$here/gpt_peer.py"  # run_torch runs this instead of peer_torch.py
 [ -d "$blis_dir" ] || { echo "gpt_peer: $blis_dir missing (scripts/install-deps.sh installs libblis-openmp-dev); PyTorch with BLIS is left out" >&2; setups=$(tr ' ' '\n' <<<"$setups" | grep -v blis | tr '\n' ' '); }
+setups=$(runnable_setups $setups)
 [ "$time_steps" -le "$steps" ] || time_steps=$steps
 mkdir -p "$out"
 { lscpu | grep -E '^(Model name|CPU family|Model|CPU\(s\)):'; uptime; } >"$out/machine.txt"

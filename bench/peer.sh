@@ -50,6 +50,7 @@ measure() {
 }
 
 read -r -a setups <<<"${PEER_SETUPS:-bitgrad torch-openblas torch-blis torch-blis-skx torch-openblas-det torch-blis-skx-det}"
+read -r -a setups <<<"$(runnable_setups "${setups[@]}")"
 if [ ! -d "$blis_dir" ]; then
   echo "peer: $blis_dir missing (scripts/install-deps.sh installs libblis-openmp-dev); PyTorch with BLIS is left out" >&2
   read -r -a setups <<<"$(tr ' ' '\n' <<<"${setups[*]}" | grep -v blis | tr '\n' ' ')"

@@ -17,6 +17,7 @@ out="$build/bench-results"
 only=${BENCH_ONLY:-gemm,kernels,trace,tax,peer,scaling}
 want() { [[ ",$only," == *",$1,"* ]]; }
 here=$(dirname "$0")
+source "$here/torch_setups.sh"
 rm -rf "$out"
 mkdir -p "$out"
 "$build/bin/bitgrad" env >"$out/env.json"
@@ -28,10 +29,11 @@ if want gemm; then
 for r in $(seq 1 "$reps"); do
   for t in 1 2; do
     # rotate which library goes first in each round; BLIS with its AVX-512 kernels forced
-    # (BLIS_ARCH_TYPE=0: BLIS 0.9 picks its generic kernels on Zen 5)
+    # (BLIS_ARCH_TYPE=0: BLIS 0.9 picks its generic kernels on Zen 5) where the CPU has AVX-512
+    # (bench/torch_setups.sh: blis_skx_env)
     case $((r % 3)) in 1) libs="bitgrad openblas blis" ;; 2) libs="openblas blis bitgrad" ;; *) libs="blis bitgrad openblas" ;; esac
     for lib in $libs; do
-      BENCH_LIB=$lib BENCH_THREADS=$t OPENBLAS_NUM_THREADS=$t BLIS_NUM_THREADS=$t OMP_NUM_THREADS=$t BLIS_ARCH_TYPE=0 \
+      env BENCH_LIB=$lib BENCH_THREADS=$t OPENBLAS_NUM_THREADS=$t BLIS_NUM_THREADS=$t OMP_NUM_THREADS=$t $(blis_skx_env) \
         "$build/bin/gemm_bench" --benchmark_format=json >"$out/gemm-$lib-t$t-r$r.json" 2>/dev/null
     done
   done
@@ -63,7 +65,7 @@ for r in $(seq 1 "$reps"); do
         # BLIS's OpenMP teams inside bitgrad's pool threads (the convolutions call the GEMM per
         # block of samples from each thread) oversubscribe the cores by orders of magnitude
         [ "$t" -gt 1 ] && [ "$blas" = blis ] && continue
-        OMP_WAIT_POLICY=PASSIVE BLIS_ARCH_TYPE=0 "$build/bin/tax_bench" --config "examples/fashion_$model.toml" --threads "$t" \
+        env OMP_WAIT_POLICY=PASSIVE $(blis_skx_env) "$build/bin/tax_bench" --config "examples/fashion_$model.toml" --threads "$t" \
           --steps "${TAX_STEPS:-200}" --blas "$blas" >>"$out/tax.jsonl"
       done
     done

@@ -7,6 +7,25 @@
 #                    does not know Zen 5 and picks its 'generic' kernels there
 #   torch-blis-skx   the same with BLIS_ARCH_TYPE=0, which forces BLIS's AVX-512 'skx' kernels
 blis_dir=/usr/lib/x86_64-linux-gnu/blis-openmp
+# BLIS's skx kernels are AVX-512: on a CPU without it (a Zen 1-3) they die with SIGILL, so the
+# *-skx set-ups are left out there, by name (runnable_setups), and BLIS_ARCH_TYPE=0 is not set
+# for the other harnesses (blis_skx_env).
+has_avx512=0
+grep -qw avx512f /proc/cpuinfo && has_avx512=1
+runnable_setups() {  # SETUP... -> the ones this CPU can run, on stdout; the others named on stderr
+  local s kept=()
+  for s in "$@"; do
+    if [ "$has_avx512" = 0 ] && [[ $s == *skx* ]]; then
+      echo "bench: set-up $s skipped: BLIS's skx kernels need AVX-512, which this CPU lacks" >&2
+    else
+      kept+=("$s")
+    fi
+  done
+  echo "${kept[*]}"
+}
+blis_skx_env() {  # the environment that forces BLIS's skx kernels where the CPU has them
+  [ "$has_avx512" = 1 ] && echo BLIS_ARCH_TYPE=0 || echo BLIS_ARCH_TYPE_UNSET=1
+}
 peer_py="$(dirname "${BASH_SOURCE[0]}")/peer_torch.py"
 
 run_torch() {

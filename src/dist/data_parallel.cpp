@@ -42,12 +42,6 @@ std::vector<StepPlan::Rows> rows_of(const std::vector<Range>& rs) {
   return out;
 }
 
-bool complete_subtree(std::int64_t rows) {
-  if (rows <= 0 || rows % kBlockRows) return false;
-  const std::int64_t blocks = rows / kBlockRows;
-  return (blocks & (blocks - 1)) == 0;
-}
-
 }  // namespace
 
 StepPlan plan_step(std::int64_t rows, std::int64_t batch_size, std::int64_t accumulate, int world, int rank) {

@@ -58,13 +58,11 @@ Range StepLayout::rows_of(int rank) const {
   return {row_of(s.begin), row_of(s.end)};
 }
 
-namespace {
 bool complete_subtree(std::int64_t rows) {
-  if (rows % kBlockRows) return false;
+  if (rows <= 0 || rows % kBlockRows) return false;
   const std::int64_t blocks = rows / kBlockRows;
   return (blocks & (blocks - 1)) == 0;
 }
-}  // namespace
 
 StepLayout step_layout(std::int64_t rows, std::int64_t batch_size, std::int64_t accumulate, int world, Sharding sharding) {
   BITGRAD_CHECK(rows > 0 && batch_size > 0 && accumulate > 0 && batch_size % accumulate == 0 && world > 0, "data parallel",
@@ -73,7 +71,7 @@ StepLayout step_layout(std::int64_t rows, std::int64_t batch_size, std::int64_t 
   l.rows = rows;
   l.world = world;
   l.piece_rows = batch_size / accumulate;
-  l.leaf_rows = accumulate == 1 || complete_subtree(l.piece_rows) ? kBlockRows : l.piece_rows;
+  l.leaf_rows = accumulate == 1 || l.piece_rows == 0 || complete_subtree(l.piece_rows) ? kBlockRows : l.piece_rows;
   l.leaves = (rows + l.leaf_rows - 1) / l.leaf_rows;
   if (sharding == Sharding::whole_nodes) {
     l.shards = whole_node_shards(l.leaves, world);

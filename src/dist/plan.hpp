@@ -22,6 +22,8 @@ struct Range {
 // The canonical tree over `n` leaves: tree[lo, hi) = tree[lo, lo + h) + tree[lo + h, hi),
 // h the largest power of two below hi - lo. split(lo, hi) returns lo + h.
 std::int64_t split(std::int64_t lo, std::int64_t hi);
+// rows > 0 fill a power-of-two number of whole canonical blocks: a complete subtree of the batch rule
+bool complete_subtree(std::int64_t rows);
 
 // The fewest nodes of the tree over n leaves that tile [a, b), in order.
 std::vector<Range> cover(std::int64_t n, Range r);

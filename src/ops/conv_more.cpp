@@ -178,12 +178,6 @@ void conv_transpose_bw(Node& n, const Tensor& g, Tensor* gi) {
   });
 }
 
-std::string list_text(const std::vector<int>& v) {
-  std::string r = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
-  return r + "]";
-}
-
 // The options per axis, checked: [stride, pad begin, pad end, dilation, output padding] of
 // each of the sp axes
 struct AxisOpt {
@@ -191,7 +185,7 @@ struct AxisOpt {
 };
 std::vector<AxisOpt> axis_options(const char* op, const ConvOptions& o, int sp, bool transpose) {
   auto check = [&](const std::vector<int>& v, std::size_t n, const char* what) {
-    BITGRAD_CHECK(v.empty() || v.size() == n, op, what, " must have ", n, " entries (or none), got ", list_text(v));
+    BITGRAD_CHECK(v.empty() || v.size() == n, op, what, " must have ", n, " entries (or none), got ", ops::list_text(v));
   };
   const auto n = static_cast<std::size_t>(sp);
   check(o.stride, n, "stride");
@@ -199,7 +193,7 @@ std::vector<AxisOpt> axis_options(const char* op, const ConvOptions& o, int sp, 
   check(o.dilation, n, "dilation");
   check(o.output_padding, n, "output_padding");
   BITGRAD_CHECK(transpose || o.output_padding.empty() || std::all_of(o.output_padding.begin(), o.output_padding.end(), [](int v) { return v == 0; }),
-                op, "has no output_padding (conv_transpose has), got ", list_text(o.output_padding));
+                op, "has no output_padding (conv_transpose has), got ", ops::list_text(o.output_padding));
   std::vector<AxisOpt> r(n);
   for (std::size_t a = 0; a < n; ++a) {
     AxisOpt& x = r[a];
@@ -209,10 +203,10 @@ std::vector<AxisOpt> axis_options(const char* op, const ConvOptions& o, int sp, 
     x.d = o.dilation.empty() ? 1 : o.dilation[a];
     x.op = o.output_padding.empty() ? 0 : o.output_padding[a];
     BITGRAD_CHECK(x.s >= 1 && x.d >= 1 && x.pb >= 0 && x.pe >= 0 && x.op >= 0, op,
-                  "stride and dilation must be >= 1, pads and output_padding >= 0; got stride ", list_text(o.stride), ", pads ",
-                  list_text(o.pads), ", dilation ", list_text(o.dilation), ", output_padding ", list_text(o.output_padding));
+                  "stride and dilation must be >= 1, pads and output_padding >= 0; got stride ", ops::list_text(o.stride), ", pads ",
+                  ops::list_text(o.pads), ", dilation ", ops::list_text(o.dilation), ", output_padding ", ops::list_text(o.output_padding));
     BITGRAD_CHECK(x.op < std::max(x.s, x.d), op, "output_padding must be smaller than the stride or the dilation, got ",
-                  list_text(o.output_padding), " with stride ", list_text(o.stride), " and dilation ", list_text(o.dilation));
+                  ops::list_text(o.output_padding), " with stride ", ops::list_text(o.stride), " and dilation ", ops::list_text(o.dilation));
   }
   return r;
 }
@@ -261,8 +255,8 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor& bias, const Con
           static_cast<std::int32_t>(pr.w4[3]), ah.s, aw.s, ah.pb, aw.pb, ah.d, aw.d};
   auto out = [&](std::int64_t L, std::int64_t K, const AxisOpt& a, const char* axis) {
     const std::int64_t room = L + a.pb + a.pe - (static_cast<std::int64_t>(a.d) * (K - 1) + 1);
-    BITGRAD_CHECK(room >= 0, op, "the kernel ", weight.shape().str(), " (dilation ", list_text(o.dilation), ") is larger than the ",
-                  axis, " axis of the padded input ", x.shape().str(), " (pads ", list_text(o.pads), ")");
+    BITGRAD_CHECK(room >= 0, op, "the kernel ", weight.shape().str(), " (dilation ", ops::list_text(o.dilation), ") is larger than the ",
+                  axis, " axis of the padded input ", x.shape().str(), " (pads ", ops::list_text(o.pads), ")");
     return room / a.s + 1;
   };
   G.OH = out(G.H, G.KH, ah, "H");
@@ -295,7 +289,7 @@ Tensor conv_transpose(const Tensor& x, const Tensor& weight, const Tensor& bias,
   auto out = [&](std::int64_t L, std::int64_t K, const AxisOpt& a) {
     const std::int64_t v = (L - 1) * a.s - a.pb - a.pe + static_cast<std::int64_t>(a.d) * (K - 1) + 1 + a.op;
     BITGRAD_CHECK(v >= 1, op, "the output would be empty: x ", x.shape().str(), ", weight ", weight.shape().str(), ", stride ",
-                  list_text(o.stride), ", pads ", list_text(o.pads), ", dilation ", list_text(o.dilation));
+                  ops::list_text(o.stride), ", pads ", ops::list_text(o.pads), ", dilation ", ops::list_text(o.dilation));
     return v;
   };
   const std::int64_t OC = pr.w4[1] * o.groups;

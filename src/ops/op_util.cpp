@@ -158,4 +158,10 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   return Tensor::view_of(r, shape, contiguous_strides(shape), r.offset());
 }
 
+std::string list_text(const std::vector<int>& v) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
+  return r + "]";
+}
+
 }  // namespace bitgrad::ops

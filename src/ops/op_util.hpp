@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "autograd/node.hpp"
@@ -88,5 +89,8 @@ void batch_rule_over_samples(std::int64_t samples, std::int64_t X, DType dt, Par
   const Tensor total = samples > 0 ? tree.total() : Tensor::zeros(Shape{X}, dt);
   std::copy(total.data<T>(), total.data<T>() + X, out);
 }
+
+// "[1, 2, 3]": a list of per-axis options in an error message
+std::string list_text(const std::vector<int>& v);
 
 }  // namespace bitgrad::ops

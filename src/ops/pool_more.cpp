@@ -163,12 +163,6 @@ Tensor run_pool(const char* op, const Tensor& x, const PoolGeom& G, CallSite sit
   return y;
 }
 
-std::string list_text(const std::vector<int>& v) {
-  std::string r = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
-  return r + "]";
-}
-
 // Views x as [N, C, H, W] (a 3-d x as [N, C, 1, L]) and calls f(x4) -> y4, then back to 3-d
 template <class F>
 Tensor as_2d(const char* op, const Tensor& x, F&& f) {
@@ -183,17 +177,17 @@ Tensor as_2d(const char* op, const Tensor& x, F&& f) {
 Tensor pool(const char* op, bool max, const Tensor& x, const PoolOptions& o, CallSite site) {
   ops::check_float(op, x);
   const int sp = static_cast<int>(o.kernel.size());
-  BITGRAD_CHECK(sp == 1 || sp == 2, op, "expects a kernel of 1 or 2 sizes, got ", list_text(o.kernel));
+  BITGRAD_CHECK(sp == 1 || sp == 2, op, "expects a kernel of 1 or 2 sizes, got ", ops::list_text(o.kernel));
   BITGRAD_CHECK(x.ndim() == 2 + sp, op, "a kernel of ", sp, " sizes expects x [N, C", sp == 2 ? ", H, W" : ", L", "], got ",
                 x.shape().str());
   auto per_axis = [&](const std::vector<int>& v, const char* what, std::size_t n) {
-    BITGRAD_CHECK(v.empty() || v.size() == n, op, what, " must have ", n, " entries (or none), got ", list_text(v));
+    BITGRAD_CHECK(v.empty() || v.size() == n, op, what, " must have ", n, " entries (or none), got ", ops::list_text(v));
     return v;
   };
   const std::vector<int> st = per_axis(o.stride, "stride", static_cast<std::size_t>(sp)), pads = per_axis(o.pads, "pads", static_cast<std::size_t>(2 * sp)),
                          dil = per_axis(o.dilation, "dilation", static_cast<std::size_t>(sp));
   BITGRAD_CHECK(max || dil.empty() || std::all_of(dil.begin(), dil.end(), [](int d) { return d == 1; }), op,
-                "has no dilation (got ", list_text(dil), ")");
+                "has no dilation (got ", ops::list_text(dil), ")");
   PoolGeom G{};
   G.planes = x.shape()[0] * x.shape()[1];
   G.include_pad = o.count_include_pad;
@@ -210,11 +204,11 @@ Tensor pool(const char* op, bool max, const Tensor& x, const PoolOptions& o, Cal
     g.d = dil.empty() ? 1 : dil[static_cast<std::size_t>(a)];
     g.adaptive = false;
     BITGRAD_CHECK(g.k >= 1 && g.s >= 1 && g.d >= 1 && g.pb >= 0 && g.pe >= 0, op,
-                  "kernel, stride and dilation must be >= 1 and pads >= 0, got kernel ", list_text(o.kernel), ", stride ",
-                  list_text(st), ", pads ", list_text(pads), ", dilation ", list_text(dil));
+                  "kernel, stride and dilation must be >= 1 and pads >= 0, got kernel ", ops::list_text(o.kernel), ", stride ",
+                  ops::list_text(st), ", pads ", ops::list_text(pads), ", dilation ", ops::list_text(dil));
     const std::int64_t span = static_cast<std::int64_t>(g.d) * (g.k - 1) + 1, room = L + g.pb + g.pe - span;
-    BITGRAD_CHECK(room >= 0, op, "the window (kernel ", list_text(o.kernel), ", dilation ", list_text(dil),
-                  ") is larger than the padded input ", x.shape().str(), " (pads ", list_text(pads), ")");
+    BITGRAD_CHECK(room >= 0, op, "the window (kernel ", ops::list_text(o.kernel), ", dilation ", ops::list_text(dil),
+                  ") is larger than the padded input ", x.shape().str(), " (pads ", ops::list_text(pads), ")");
     g.O = (o.ceil_mode ? (room + g.s - 1) / g.s : room / g.s) + 1;
     if (o.ceil_mode && (g.O - 1) * g.s >= L + g.pb) --g.O;  // the last window must start inside the input or its begin padding
   }

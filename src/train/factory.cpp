@@ -10,7 +10,7 @@
 
 namespace bitgrad::train {
 namespace {
-[[noreturn]] void fail_at(const std::string& file, int line, const std::string& what) {
+[[noreturn]] void fail_in_config(const std::string& file, int line, const std::string& what) {
   throw Error(file + ":" + std::to_string(line) + ": " + what);
 }
 
@@ -62,7 +62,7 @@ namespace {
 void check_class_weights(const Config& c, std::int64_t classes) {
   const auto n = static_cast<std::int64_t>(c.train.class_weights.size());
   if (n > 0 && n != classes)
-    fail_at(c.file, c.train.class_weights_line,
+    fail_in_config(c.file, c.train.class_weights_line,
             "[train] class_weights has " + std::to_string(n) + " values but the dataset has " + std::to_string(classes) + " classes: give one per class");
 }
 }  // namespace
@@ -148,15 +148,15 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
     try {
       switch (l.type) {
         case LayerKind::linear:
-          if (shape.ndim() < 2) fail_at(c.file, l.line, where + ": no input");
+          if (shape.ndim() < 2) fail_in_config(c.file, l.line, where + ": no input");
           if (shape.ndim() > 3)
-            fail_at(c.file, l.line, where + " expects inputs [N, features] or sequences [N, T, features], the layer before gives " + shape.str() +
+            fail_in_config(c.file, l.line, where + " expects inputs [N, features] or sequences [N, T, features], the layer before gives " + shape.str() +
                                         "; add a flatten layer");
           // out = 0: the vocabulary (the output layer of a gpt)
           m = std::make_shared<nn::Linear>(shape[shape.ndim() - 1], l.out > 0 ? l.out : ds.num_classes(), l.bias);
           break;
         case LayerKind::conv2d:
-          if (shape.ndim() != 4) fail_at(c.file, l.line, where + " expects images [N, C, H, W], the layer before gives " + shape.str());
+          if (shape.ndim() != 4) fail_in_config(c.file, l.line, where + " expects images [N, C, H, W], the layer before gives " + shape.str());
           m = std::make_shared<nn::Conv2d>(shape[1], l.out, l.kernel, l.stride, l.padding, l.bias);
           break;
         case LayerKind::flatten: m = std::make_shared<nn::Flatten>(); break;
@@ -168,7 +168,7 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
         case LayerKind::maxpool2d:
         case LayerKind::avgpool2d:
           if (l.padding > 0 || l.dilation != 1 || l.ceil_mode || !l.count_include_pad) {  // issue 29: PyTorch's options (numerics.md §35)
-            if (shape.ndim() != 4) fail_at(c.file, l.line, where + " expects images [N, C, H, W], the layer before gives " + shape.str());
+            if (shape.ndim() != 4) fail_in_config(c.file, l.line, where + " expects images [N, C, H, W], the layer before gives " + shape.str());
             PoolOptions o;
             o.kernel.assign(2, l.kernel);
             o.stride.assign(2, l.stride);
@@ -184,22 +184,22 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
         case LayerKind::layernorm: m = std::make_shared<nn::LayerNorm>(shape[shape.ndim() - 1], l.eps, l.bias); break;
         case LayerKind::batchnorm:
           if (shape.ndim() < 2 || shape.ndim() > 4)
-            fail_at(c.file, l.line, where + " expects [N, C], [N, C, L] (BatchNorm1d) or images [N, C, H, W] (BatchNorm2d), the layer before gives " +
+            fail_in_config(c.file, l.line, where + " expects [N, C], [N, C, L] (BatchNorm1d) or images [N, C, H, W] (BatchNorm2d), the layer before gives " +
                                         shape.str());
           m = std::make_shared<nn::BatchNorm>(shape.ndim() == 4 ? 2 : 1, shape[1], l.eps, l.momentum, l.bias);
           break;
         case LayerKind::embedding: {
           if (shape.ndim() != 2 || ds.num_classes() <= 0 || ds.target_shape().ndim() != 1)
-            fail_at(c.file, l.line, where + " expects token windows [N, T] of a text dataset, the layer before gives " + shape.str());
+            fail_in_config(c.file, l.line, where + " expects token windows [N, T] of a text dataset, the layer before gives " + shape.str());
           auto e = std::make_shared<nn::TokenEmbedding>(ds.num_classes(), shape[1], l.out, l.p, dropout_id++);
           embed = e.get();
           m = e;
           break;
         }
         case LayerKind::transformer_block: {
-          if (shape.ndim() != 3) fail_at(c.file, l.line, where + " expects sequences [N, T, D], the layer before gives " + shape.str());
+          if (shape.ndim() != 3) fail_in_config(c.file, l.line, where + " expects sequences [N, T, D], the layer before gives " + shape.str());
           if (shape[2] % l.n_head != 0)
-            fail_at(c.file, l.line, where + ": n_embd " + std::to_string(shape[2]) + " is not divisible by n_head " + std::to_string(l.n_head));
+            fail_in_config(c.file, l.line, where + ": n_embd " + std::to_string(shape[2]) + " is not divisible by n_head " + std::to_string(l.n_head));
           std::int64_t blocks = 0;
           for (const LayerSpec& b : c.model.layers) blocks += b.type == LayerKind::transformer_block;
           m = std::make_shared<nn::TransformerBlock>(shape[2], l.n_head, l.p, l.bias, blocks, dropout_id);
@@ -211,14 +211,14 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
         case LayerKind::conv_transpose2d: {
           const bool one_d = l.type == LayerKind::conv1d || (l.type == LayerKind::conv && shape.ndim() == 3);
           if (shape.ndim() != (one_d ? 3 : 4))
-            fail_at(c.file, l.line, where + " expects " + (one_d ? "sequences [N, C, L]" : "images [N, C, H, W]") + ", the layer before gives " + shape.str());
+            fail_in_config(c.file, l.line, where + " expects " + (one_d ? "sequences [N, C, L]" : "images [N, C, H, W]") + ", the layer before gives " + shape.str());
           const std::size_t sp = one_d ? 1 : 2;
           ConvOptions o;
           o.stride.assign(sp, l.stride);
           o.pads.assign(2 * sp, l.padding);
           if (!l.pads.empty()) {  // asymmetric: ONNX's [begin..., end...]
             if (l.pads.size() != 2 * sp)
-              fail_at(c.file, l.line, where + ": pads needs " + std::to_string(2 * sp) + " entries ([begin..., end...]) for inputs " + shape.str() + ", got " +
+              fail_in_config(c.file, l.line, where + ": pads needs " + std::to_string(2 * sp) + " entries ([begin..., end...]) for inputs " + shape.str() + ", got " +
                                           std::to_string(l.pads.size()));
             o.pads = l.pads;
           }
@@ -235,28 +235,28 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
                          : std::make_shared<nn::Upsample>(0, 0, l.scale, l.scale, l.bilinear, l.align_corners);
           break;
         case LayerKind::resblock:  // issue 29 item 8
-          if (shape.ndim() != 4) fail_at(c.file, l.line, where + " expects images [N, C, H, W], the layer before gives " + shape.str());
+          if (shape.ndim() != 4) fail_in_config(c.file, l.line, where + " expects images [N, C, H, W], the layer before gives " + shape.str());
           m = std::make_shared<nn::BasicBlock>(shape[1], l.out, l.stride, l.eps, l.momentum);
           break;
         case LayerKind::tied_head:
-          if (!embed) fail_at(c.file, l.line, where + " ties the output to an embedding; put an embedding layer before it");
+          if (!embed) fail_in_config(c.file, l.line, where + " ties the output to an embedding; put an embedding layer before it");
           m = std::make_shared<nn::TiedHead>(embed->wte);
           break;
         case LayerKind::rmsnorm:
-          if (shape.ndim() < 2) fail_at(c.file, l.line, where + ": no input");
+          if (shape.ndim() < 2) fail_in_config(c.file, l.line, where + ": no input");
           m = std::make_shared<nn::RMSNorm>(std::vector<std::int64_t>{shape[shape.ndim() - 1]}, l.eps, l.affine);
           break;
         case LayerKind::groupnorm:
         case LayerKind::instancenorm:
           if (shape.ndim() < (l.type == LayerKind::instancenorm ? 3 : 2))
-            fail_at(c.file, l.line, where + " expects inputs [N, C, ...], the layer before gives " + shape.str());
+            fail_in_config(c.file, l.line, where + " expects inputs [N, C, ...], the layer before gives " + shape.str());
           m = std::make_shared<nn::GroupNorm>(l.groups, shape[1], l.eps, l.affine, l.type == LayerKind::instancenorm);
           break;
         case LayerKind::rnn:
         case LayerKind::lstm:
         case LayerKind::gru: {
           if (shape.ndim() != 3)
-            fail_at(c.file, l.line, where + " expects sequences [N, T, features] (e.g. after an embedding), the layer before gives " + shape.str());
+            fail_in_config(c.file, l.line, where + " expects sequences [N, T, features] (e.g. after an embedding), the layer before gives " + shape.str());
           const RnnMode mode = l.type == LayerKind::lstm ? RnnMode::lstm : l.type == LayerKind::gru ? RnnMode::gru
                                : l.relu                  ? RnnMode::rnn_relu
                                                          : RnnMode::rnn_tanh;
@@ -268,7 +268,7 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
     } catch (const Error& e) {
       const std::string msg = e.what();
       if (msg.rfind(c.file + ":", 0) == 0) throw;
-      fail_at(c.file, l.line, where + ": " + msg);
+      fail_in_config(c.file, l.line, where + ": " + msg);
     }
     model->add(m);
   }
@@ -276,26 +276,26 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
   if (ds.num_classes() > 0 && ds.target_shape().ndim() == 1) {  // sequences: a label per position
     const std::int64_t T = ds.target_shape()[0];
     if (c.train.loss != LossKind::cross_entropy)
-      fail_at(c.file, c.model.layers.back().line, "the dataset has token labels; use loss = \"cross_entropy\" in [train]");
+      fail_in_config(c.file, c.model.layers.back().line, "the dataset has token labels; use loss = \"cross_entropy\" in [train]");
     check_class_weights(c, ds.num_classes());
     if (shape.ndim() != 3 || shape[1] != T || shape[2] != ds.num_classes())
-      fail_at(c.file, c.model.layers.back().line, "the model gives " + shape.str() + " per batch but the dataset has windows of " + std::to_string(T) +
+      fail_in_config(c.file, c.model.layers.back().line, "the model gives " + shape.str() + " per batch but the dataset has windows of " + std::to_string(T) +
                                                 " tokens of a vocabulary of " + std::to_string(ds.num_classes()) + ": the last layer must give [N, " +
                                                 std::to_string(T) + ", " + std::to_string(ds.num_classes()) + "]");
   } else if (ds.num_classes() > 0) {
     if (c.train.loss != LossKind::cross_entropy)
-      fail_at(c.file, c.model.layers.back().line, "the dataset has class labels; use loss = \"cross_entropy\" in [train]");
+      fail_in_config(c.file, c.model.layers.back().line, "the dataset has class labels; use loss = \"cross_entropy\" in [train]");
     check_class_weights(c, ds.num_classes());
     if (shape.ndim() != 2 || outputs != ds.num_classes())
-      fail_at(c.file, c.model.layers.back().line, "the model gives " + shape.str() + " per batch but the dataset has " +
+      fail_in_config(c.file, c.model.layers.back().line, "the model gives " + shape.str() + " per batch but the dataset has " +
                                                 std::to_string(ds.num_classes()) + " classes: the last layer must give [N, " +
                                                 std::to_string(ds.num_classes()) + "]");
   } else {
     if (c.train.loss == LossKind::cross_entropy)
-      fail_at(c.file, c.model.layers.back().line,
+      fail_in_config(c.file, c.model.layers.back().line,
               "the dataset has real-valued targets; use loss = \"mse\", \"l1\", \"smooth_l1\", \"huber\" or \"bce_with_logits\" in [train]");
     if (outputs != ds.target_shape().numel())
-      fail_at(c.file, c.model.layers.back().line, "the model gives " + std::to_string(outputs) + " values per sample but the targets have " +
+      fail_in_config(c.file, c.model.layers.back().line, "the model gives " + std::to_string(outputs) + " values per sample but the targets have " +
                                                 std::to_string(ds.target_shape().numel()));
   }
   nn::initialize(*model, c.model.init, c.seed);
