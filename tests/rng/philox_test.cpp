@@ -57,12 +57,17 @@ TEST(Philox, Distributions) {
   }
   EXPECT_NEAR(sum / n, 0.0, 0.01);
   EXPECT_NEAR(sq / n, 1.0, 0.01);
-  // Box-Muller as documented, against libm (tolerance: libm is not bitgrad's math)
+  // Box-Muller as documented, against libm. The bound, per side (u = 2^-53, A = sqrt(-2 log u1)):
+  // log and sqrt within 1 ulp each and their rounding, 1.5 u of A; the angle 2 pi u2 within 2 u of
+  // 2 pi, so cos/sin off by up to 4 pi u, plus their own ulp; the product's rounding: A (4 pi + 3.5) u.
+  // Both sides (bitgrad's functions are within 1 ulp, numerics.md §8; glibc documents the same):
+  // twice that. A wrong formula (a swapped cos/sin, a missing factor) is off by O(A).
   rng::Block b = s.block(3);
   const double u1 = static_cast<double>(((static_cast<std::uint64_t>(b[1]) << 32 | b[0]) >> 11) + 1) * 0x1p-53;
   const double u2 = static_cast<double>((static_cast<std::uint64_t>(b[3]) << 32 | b[2]) >> 11) * 0x1p-53;
-  EXPECT_NEAR(s.normal_f64(6), std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2), 1e-13);
-  EXPECT_NEAR(s.normal_f64(7), std::sqrt(-2 * std::log(u1)) * std::sin(2 * M_PI * u2), 1e-13);
+  const double a = std::sqrt(-2 * std::log(u1)), bound = 2 * a * (4 * M_PI + 3.5) * 0x1p-53;
+  EXPECT_NEAR(s.normal_f64(6), a * std::cos(2 * M_PI * u2), bound);
+  EXPECT_NEAR(s.normal_f64(7), a * std::sin(2 * M_PI * u2), bound);
 }
 
 TEST(Philox, Permutation) {
