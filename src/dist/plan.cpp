@@ -71,7 +71,7 @@ StepLayout step_layout(std::int64_t rows, std::int64_t batch_size, std::int64_t 
   l.rows = rows;
   l.world = world;
   l.piece_rows = batch_size / accumulate;
-  l.leaf_rows = accumulate == 1 || l.piece_rows == 0 || complete_subtree(l.piece_rows) ? kBlockRows : l.piece_rows;
+  l.leaf_rows = accumulate == 1 || complete_subtree(l.piece_rows) ? kBlockRows : l.piece_rows;
   l.leaves = (rows + l.leaf_rows - 1) / l.leaf_rows;
   if (sharding == Sharding::whole_nodes) {
     l.shards = whole_node_shards(l.leaves, world);

@@ -85,3 +85,19 @@ def test_in_place_modification_of_a_saved_tensor_is_refused():
     w.fill_(2.0)
     with pytest.raises(bg.AutogradError, match="modified in place"):
         y.backward()
+
+
+@pytest.mark.parametrize("hide, args, message", [
+    ("bogus", ["selftest"], "BITGRAD_HIDE_ISA=bogus: expected avx512 (hide AVX-512) or avx2"),
+    ("avx2", ["selftest", "--isa", "avx2"], "does not support avx2"),
+])
+def test_a_hidden_or_unknown_code_path_is_refused_by_name(hide, args, message):
+    # BITGRAD_HIDE_ISA (numerics.md §1): a wrong value is an error naming the variable; a hidden code
+    # path is one the CPU "does not support"
+    import os
+    import subprocess
+    exe = os.environ.get("BITGRAD_BIN")
+    if not exe:
+        pytest.skip("BITGRAD_BIN is not set (ctest sets it)")
+    r = subprocess.run([exe] + args, capture_output=True, text=True, timeout=120, env=dict(os.environ, BITGRAD_HIDE_ISA=hide))
+    assert r.returncode != 0 and message in r.stderr, (r.returncode, r.stdout, r.stderr)
