@@ -16,6 +16,8 @@ enum class Isa { scalar, avx2, avx512 };
 const char* isa_name(Isa isa);
 Isa parse_isa(const std::string& name);  // throws on an unknown name
 bool cpu_supports(Isa isa);
+// Why cpu_supports(isa) is false, for an error: the CPU lacks it, or BITGRAD_HIDE_ISA hides it.
+std::string isa_unavailable(Isa isa);
 Isa best_isa();
 Isa default_isa();  // BITGRAD_ISA, or the best the CPU has
 

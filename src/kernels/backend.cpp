@@ -17,7 +17,7 @@ Backend& default_backend() { return default_context().backend(); }
 }  // namespace
 
 Backend::Backend(ExecContext* o, int threads, Isa i) : owner(o), pool(make_pool_state(this, threads)) {
-  if (!cpu_supports(i)) throw Error(std::string("ExecContext: this CPU does not support the code path ") + isa_name(i));
+  if (!cpu_supports(i)) throw Error("ExecContext: code path " + isa_unavailable(i));
   isa.store(i, std::memory_order_relaxed);
   resolve();
 }
@@ -36,7 +36,7 @@ void Backend::resolve() {
 }
 
 void Backend::set_isa(Isa i) {
-  if (!cpu_supports(i)) throw Error(std::string("set_isa: this CPU does not support ") + isa_name(i));
+  if (!cpu_supports(i)) throw Error("set_isa: " + isa_unavailable(i));
   isa.store(i, std::memory_order_relaxed);
   resolve();
 }

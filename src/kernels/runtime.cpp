@@ -21,7 +21,7 @@ int env_isa() {
   const char* e = std::getenv("BITGRAD_ISA");
   if (!e || !*e) return -1;
   Isa isa = parse_isa(e);
-  if (!cpu_supports(isa)) throw Error(std::string("BITGRAD_ISA=") + e + ": this CPU does not support " + e);
+  if (!cpu_supports(isa)) throw Error(std::string("BITGRAD_ISA=") + e + ": " + isa_unavailable(isa));
   return static_cast<int>(isa);
 }
 
@@ -52,11 +52,9 @@ int hidden_from() {
   return from;
 }
 
-}  // namespace
-
-bool cpu_supports(Isa isa) {
+// what the hardware has, BITGRAD_HIDE_ISA aside
+bool hardware_has(Isa isa) {
 #if defined(__x86_64__)
-  if (static_cast<int>(isa) >= hidden_from()) return false;
   switch (isa) {
     case Isa::scalar: return true;
     case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -68,6 +66,19 @@ bool cpu_supports(Isa isa) {
 #else
   return isa == Isa::scalar;
 #endif
+}
+
+}  // namespace
+
+bool cpu_supports(Isa isa) { return static_cast<int>(isa) < hidden_from() && hardware_has(isa); }
+
+std::string isa_unavailable(Isa isa) {
+  const std::string name = isa_name(isa);
+  if (hardware_has(isa)) {
+    const char* hide = std::getenv("BITGRAD_HIDE_ISA");
+    return name + " is hidden by BITGRAD_HIDE_ISA=" + (hide ? hide : "") + " (the library acts as if this CPU lacked it)";
+  }
+  return "this CPU does not support " + name;
 }
 
 Isa best_isa() {

@@ -18,7 +18,7 @@
 namespace bitgrad::test {
 namespace {
 
-const std::string kBin = std::string(BITGRAD_BINARY_DIR) + "/bin/bitgrad";
+const std::string kFaultsBin = std::string(BITGRAD_BINARY_DIR) + "/bin/bitgrad";
 
 // 600 steps in 2 epochs (0.3 s on this 2-core machine), a checkpoint every 9 steps besides the epoch ends
 const char* kConfig = R"(seed = 3
@@ -46,10 +46,10 @@ pid_t spawn(const std::vector<std::string>& args) {
       ::dup2(fileno(null), 2);
     }
     std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(kBin.c_str()));
+    argv.push_back(const_cast<char*>(kFaultsBin.c_str()));
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    ::execv(kBin.c_str(), argv.data());
+    ::execv(kFaultsBin.c_str(), argv.data());
     ::_exit(127);
   }
   return pid;

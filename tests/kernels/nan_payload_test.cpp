@@ -115,7 +115,7 @@ std::string label(const char* kernel, const std::string& detail = "") {
 }
 
 template <class T>
-void append(std::vector<T>& to, const std::vector<T>& v) {
+void append_nan_cases(std::vector<T>& to, const std::vector<T>& v) {
   to.insert(to.end(), v.begin(), v.end());
 }
 
@@ -221,7 +221,7 @@ TEST(NanPayloads, GemmF64) { gemm_cases<double>(); }
 
 // ---- rows and columns: the row rule, the batch rule, softmax family, losses, layer norm ---------
 template <class T>
-void row_cases() {
+void nan_row_cases() {
   const std::int64_t R = 9, L = 41;  // rows with no NaN, one, and several
   const std::size_t n = static_cast<std::size_t>(R * L);
   auto rows = [&](std::uint64_t s, std::uint64_t pl) { return with_nans<T>(n, s, pl, -3, 3, 60); };
@@ -284,8 +284,8 @@ void row_cases() {
       std::vector<T> y(n), mean(static_cast<std::size_t>(R)), rs(static_cast<std::size_t>(R));
       tb.layer_norm_rows(x.data(), affine >= 1 ? gamma.data() : nullptr, affine >= 2 ? beta.data() : nullptr, R, L, T(1e-5),
                          y.data(), mean.data(), rs.data());
-      append(y, mean);
-      append(y, rs);
+      append_nan_cases(y, mean);
+      append_nan_cases(y, rs);
       return y;
     });
     expect_canonical_nans<T>(label<T>("layer_norm_grad_rows", std::to_string(affine)),
@@ -300,8 +300,8 @@ void row_cases() {
                              });
   }
 }
-TEST(NanPayloads, RowsF32) { row_cases<float>(); }
-TEST(NanPayloads, RowsF64) { row_cases<double>(); }
+TEST(NanPayloads, RowsF32) { nan_row_cases<float>(); }
+TEST(NanPayloads, RowsF64) { nan_row_cases<double>(); }
 
 // ---- pooling, im2col / col2im -----------------------------------------------------------------
 template <class T>
@@ -384,7 +384,7 @@ TEST(NanPayloads, ConvAndPoolF64) { conv_pool_cases<double>(); }
 
 // ---- optimizer updates: parameters and state ---------------------------------------------------
 template <class T>
-void update_cases() {
+void nan_update_cases() {
   const std::int64_t n = 101;
   const std::size_t un = static_cast<std::size_t>(n);
   for (int variant = 0; variant < 4; ++variant) {  // plain, momentum, nesterov, momentum + decay
@@ -392,7 +392,7 @@ void update_cases() {
     expect_canonical_nans<T>(label<T>("sgd_update", std::to_string(variant)), [&](const kern::Table<T>& tb, std::uint64_t pl) {
       auto p = with_nans<T>(un, 80, pl, -1, 1, 4), g = with_nans<T>(un, 80, pl + 7, -1, 1, 4), v = with_nans<T>(un, 81, pl, -1, 1, 6);
       tb.sgd_update(p.data(), g.data(), variant ? v.data() : nullptr, n, c);
-      if (variant) append(p, v);
+      if (variant) append_nan_cases(p, v);
       return p;
     });
   }
@@ -402,14 +402,14 @@ void update_cases() {
       auto p = with_nans<T>(un, 82, pl, -1, 1, 4), g = with_nans<T>(un, 82, pl + 7, -1, 1, 4);
       auto m = with_nans<T>(un, 83, pl, -1, 1, 6), v = with_nans<T>(un, 84, pl, 0, 1, 6);
       tb.adam_update(p.data(), g.data(), m.data(), v.data(), n, c);
-      append(p, m);
-      append(p, v);
+      append_nan_cases(p, m);
+      append_nan_cases(p, v);
       return p;
     });
   }
 }
-TEST(NanPayloads, OptimizerUpdatesF32) { update_cases<float>(); }
-TEST(NanPayloads, OptimizerUpdatesF64) { update_cases<double>(); }
+TEST(NanPayloads, OptimizerUpdatesF32) { nan_update_cases<float>(); }
+TEST(NanPayloads, OptimizerUpdatesF64) { nan_update_cases<double>(); }
 
 // ---- the index kernels (one implementation for every path) --------------------------------------
 template <class T>

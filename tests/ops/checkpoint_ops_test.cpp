@@ -10,7 +10,7 @@ namespace {
 
 using V = const std::vector<Tensor>&;
 
-Tensor attention(const Tensor& x, V w, double p) {
+Tensor attention_block(const Tensor& x, V w, double p) {
   nn::Context ctx{true, 9, 4, 3};  // training: dropout keyed by (seed 9, step 4), rows from sample 3
   return nn::causal_self_attention(x, w[1], w[2], w[3], w[4], 3, p, 0, ctx);
 }
@@ -27,9 +27,9 @@ std::vector<Pair> pairs() {
   const std::vector<Shape> att = {{2, 4, 6}, {18, 6}, {18}, {6, 6}, {6}};
   const std::vector<Shape> sq = {{3, 5, 5}, {5, 5}};
   return {
-      {{"attention(dropout=0.3)", att, [](V x) { return attention(x[0], x, 0.3); }},
+      {{"attention(dropout=0.3)", att, [](V x) { return attention_block(x[0], x, 0.3); }},
        {"checkpoint(attention,dropout=0.3)", att,
-        [](V x) { return checkpoint([x](const Tensor& h) { return attention(h, x, 0.3); }, x[0], rest(x)); }}},
+        [](V x) { return checkpoint([x](const Tensor& h) { return attention_block(h, x, 0.3); }, x[0], rest(x)); }}},
       {{"twice", sq, [](V x) { return twice(x[0], x[1]); }},
        {"checkpoint(twice)", sq, [](V x) { return checkpoint([w = x[1]](const Tensor& h) { return twice(h, w); }, x[0], {x[1]}); }}},
       {{"twice(twice)", sq, [](V x) { return twice(twice(x[0], x[1]), x[1]); }},

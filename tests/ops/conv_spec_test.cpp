@@ -9,7 +9,7 @@
 namespace bitgrad::test {
 namespace {
 
-struct Geo {
+struct SpecGeo {
   std::int64_t N, C, H, W, OC, KH, KW;
   int s, p;
 };
@@ -19,7 +19,7 @@ struct Spec {
 };
 
 // The spec, loop by loop. dy is the upstream gradient [N, OC, OH, OW].
-Spec direct(const Geo& g, const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+Spec direct(const SpecGeo& g, const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
             const std::vector<float>& dy) {
   const std::int64_t OH = (g.H + 2 * g.p - g.KH) / g.s + 1, OW = (g.W + 2 * g.p - g.KW) / g.s + 1, P = OH * OW;
   const std::int64_t CKK = g.C * g.KH * g.KW;
@@ -81,7 +81,7 @@ Spec direct(const Geo& g, const std::vector<float>& x, const std::vector<float>&
   return s;
 }
 
-void expect_bits(const std::vector<float>& want, const Tensor& got, const std::string& what) {
+void expect_spec_bits(const std::vector<float>& want, const Tensor& got, const std::string& what) {
   const std::vector<float> v = got.to_vector<float>();
   ASSERT_EQ(want.size(), v.size()) << what;
   for (std::size_t i = 0; i < v.size(); ++i)
@@ -91,7 +91,7 @@ void expect_bits(const std::vector<float>& want, const Tensor& got, const std::s
 
 TEST(ConvSpec, MatchesTheDirectDefinitionBitwise) {
   RuntimeGuard guard;
-  const std::vector<Geo> geos = {
+  const std::vector<SpecGeo> geos = {
       {3, 1, 28, 28, 6, 5, 5, 1, 2},   // LeNet's first layer
       {2, 6, 14, 14, 16, 5, 5, 1, 0},  // and its second
       {2, 3, 7, 9, 4, 3, 3, 2, 1},     // stride 2, padding 1, odd sizes
@@ -100,7 +100,7 @@ TEST(ConvSpec, MatchesTheDirectDefinitionBitwise) {
       {2, 1, 4, 4, 2, 4, 4, 1, 3},     // padding wider than the kernel reach
       {11, 3, 20, 20, 4, 5, 5, 1, 2},  // several blocks of samples (4, 4, then a short one of 3)
   };
-  for (const Geo& g : geos) {
+  for (const SpecGeo& g : geos) {
     const std::string name = "x=[" + std::to_string(g.N) + "," + std::to_string(g.C) + "," + std::to_string(g.H) + "," +
                              std::to_string(g.W) + "] w=[" + std::to_string(g.OC) + "," + std::to_string(g.C) + "," +
                              std::to_string(g.KH) + "," + std::to_string(g.KW) + "] s=" + std::to_string(g.s) +
@@ -121,11 +121,11 @@ TEST(ConvSpec, MatchesTheDirectDefinitionBitwise) {
         Tensor b = Tensor::from<float>(bv, Shape{g.OC});
         for (Tensor* p : {&x, &w, &b}) p->set_requires_grad(true);
         Tensor y = conv2d(x, w, b, g.s, g.p);
-        expect_bits(want.y, y, "y");
+        expect_spec_bits(want.y, y, "y");
         y.backward(Tensor::from<float>(dyv, y.shape()));
-        expect_bits(want.dx, x.grad(), "dx");
-        expect_bits(want.dw, w.grad(), "dw");
-        expect_bits(want.db, b.grad(), "db");
+        expect_spec_bits(want.dx, x.grad(), "dx");
+        expect_spec_bits(want.dw, w.grad(), "dw");
+        expect_spec_bits(want.db, b.grad(), "db");
       }
     }
   }

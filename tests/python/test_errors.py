@@ -87,17 +87,42 @@ def test_in_place_modification_of_a_saved_tensor_is_refused():
         y.backward()
 
 
-@pytest.mark.parametrize("hide, args, message", [
-    ("bogus", ["selftest"], "BITGRAD_HIDE_ISA=bogus: expected avx512 (hide AVX-512) or avx2"),
-    ("avx2", ["selftest", "--isa", "avx2"], "does not support avx2"),
+def _cpu_has(*flags):
+    try:
+        with open("/proc/cpuinfo") as f:
+            words = set(f.read().split())
+    except OSError:
+        return False
+    return all(fl in words for fl in flags)
+
+
+def _unavailable(isa, hide, flags):
+    # a path this CPU has is "hidden by" the variable; one it lacks, "does not support"
+    if _cpu_has(*flags):
+        return f"{isa} is hidden by BITGRAD_HIDE_ISA={hide}"
+    return f"this CPU does not support {isa}"
+
+
+AVX512 = ("avx512f", "avx512dq", "avx512bw", "avx512vl", "fma")
+
+
+@pytest.mark.parametrize("hide, args, isa_env, message", [
+    ("bogus", ["selftest"], None, "BITGRAD_HIDE_ISA=bogus: expected avx512 (hide AVX-512) or avx2"),
+    ("avx2", ["selftest", "--isa", "avx2"], None, "set_isa: " + _unavailable("avx2", "avx2", ("avx2", "fma"))),
+    ("avx2", ["selftest", "--isa", "avx512"], None, "set_isa: " + _unavailable("avx512", "avx2", AVX512)),
+    ("avx512", ["selftest"], "avx512", "BITGRAD_ISA=avx512: " + _unavailable("avx512", "avx512", AVX512)),
 ])
-def test_a_hidden_or_unknown_code_path_is_refused_by_name(hide, args, message):
-    # BITGRAD_HIDE_ISA (numerics.md §1): a wrong value is an error naming the variable; a hidden code
-    # path is one the CPU "does not support"
+def test_a_hidden_or_unknown_code_path_is_refused_by_name(hide, args, isa_env, message):
+    # BITGRAD_HIDE_ISA (numerics.md §1): a wrong value is an error naming the variable; a code path
+    # asked for is refused naming why: hidden by the variable, or absent from the CPU
     import os
     import subprocess
     exe = os.environ.get("BITGRAD_BIN")
     if not exe:
         pytest.skip("BITGRAD_BIN is not set (ctest sets it)")
-    r = subprocess.run([exe] + args, capture_output=True, text=True, timeout=120, env=dict(os.environ, BITGRAD_HIDE_ISA=hide))
+    env = dict(os.environ, BITGRAD_HIDE_ISA=hide)
+    env.pop("BITGRAD_ISA", None)
+    if isa_env:
+        env["BITGRAD_ISA"] = isa_env
+    r = subprocess.run([exe] + args, capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode != 0 and message in r.stderr, (r.returncode, r.stdout, r.stderr)

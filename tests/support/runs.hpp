@@ -60,6 +60,13 @@ type = "adam"
 lr = 0.05
 )";
 
+// The configuration with `recompute = MODE` in its [model] table.
+inline std::string with_recompute(std::string cfg, const std::string& mode) {
+  const std::size_t at = cfg.find("[model]\n");
+  EXPECT_NE(at, std::string::npos);
+  return cfg.insert(at + 8, "recompute = \"" + mode + "\"\n");
+}
+
 // A fresh (absent) directory under the test temporary directory.
 inline std::string fresh_dir(const std::string& name) {
   static std::atomic<int> n{0};  // tests that train on several threads at once ask at once

@@ -38,11 +38,6 @@ type = "adam"
 lr = 0.01
 )";
 
-std::string with_recompute(std::string cfg, const std::string& mode) {
-  const std::size_t at = cfg.find("[model]\n");
-  return cfg.insert(at + 8, "recompute = \"" + mode + "\"\n");
-}
-
 TEST(BatchNormTrain, ThreadsWorkersRecomputeAndResumeKeepTheBits) {
   RuntimeGuard g;
   instruments::TrainOptions o = options(8, 1, 0);

@@ -291,7 +291,7 @@ TEST(ConfigSchema, RandomConfigurationsHashAsBefore) {
   EXPECT_GE(parsed, 1500);
 }
 
-void expect_error(const std::string& text, const std::string& message) {
+void expect_config_error(const std::string& text, const std::string& message) {
   try {
     train::parse_config(text, "cfg.toml");
     FAIL() << "expected: " << message;
@@ -302,30 +302,30 @@ void expect_error(const std::string& text, const std::string& message) {
 
 TEST(ConfigSchema, ErrorsNameFileLineAndKey) {
   const std::string text = "[data]\ndataset = \"text\"\n";
-  expect_error(text + "block_size = 8\n[model]\ntype = \"gpt\"\n", "cfg.toml:3: [model] type = \"gpt\" sets block_size; remove it from [data]");
-  expect_error(text + "[model]\ntype = \"gpt\"\nlayers = []\n", "cfg.toml:5: [model] type = \"gpt\" builds its own layers; remove 'layers'");
-  expect_error(text + "[model]\ntype = \"gpt\"\nn_embd = 10\nn_head = 3\n", "cfg.toml:5: [model] n_embd 10 is not divisible by n_head 3");
-  expect_error("[data]\ndataset = \"adder\"\n[model]\ntype = \"gpt\"\n", "cfg.toml:3: [model] type = \"gpt\" needs token data");
-  expect_error(text + "[model]\nlayers = [ { type = \"relu\" } ]\n", "cfg.toml:1: [data] dataset = \"text\" with a layer list needs block_size");
-  expect_error("[data]\ndataset = \"csv\"\n", "cfg.toml:1: [data] dataset = \"csv\" needs 'train' (a CSV file)");
-  expect_error("[model]\nlayers = [ { out = 3 } ]\n", "cfg.toml:2: model.layers[0] needs a type");
-  expect_error("[model]\nlayers = [\n { type = \"conv2d\", out = 3 } ]\n", "cfg.toml:3: model.layers[0] (conv2d) needs 'kernel'");
-  expect_error("[model]\nlayers = [ { type = \"relu\", p = 3 } ]\n", "cfg.toml:2: unknown key 'p' in model.layers[0] (known keys: type)");
-  expect_error("[model]\nlayers = [ { type = \"relu\" } ]\n[train]\nprecision = \"fp8\"\n",
+  expect_config_error(text + "block_size = 8\n[model]\ntype = \"gpt\"\n", "cfg.toml:3: [model] type = \"gpt\" sets block_size; remove it from [data]");
+  expect_config_error(text + "[model]\ntype = \"gpt\"\nlayers = []\n", "cfg.toml:5: [model] type = \"gpt\" builds its own layers; remove 'layers'");
+  expect_config_error(text + "[model]\ntype = \"gpt\"\nn_embd = 10\nn_head = 3\n", "cfg.toml:5: [model] n_embd 10 is not divisible by n_head 3");
+  expect_config_error("[data]\ndataset = \"adder\"\n[model]\ntype = \"gpt\"\n", "cfg.toml:3: [model] type = \"gpt\" needs token data");
+  expect_config_error(text + "[model]\nlayers = [ { type = \"relu\" } ]\n", "cfg.toml:1: [data] dataset = \"text\" with a layer list needs block_size");
+  expect_config_error("[data]\ndataset = \"csv\"\n", "cfg.toml:1: [data] dataset = \"csv\" needs 'train' (a CSV file)");
+  expect_config_error("[model]\nlayers = [ { out = 3 } ]\n", "cfg.toml:2: model.layers[0] needs a type");
+  expect_config_error("[model]\nlayers = [\n { type = \"conv2d\", out = 3 } ]\n", "cfg.toml:3: model.layers[0] (conv2d) needs 'kernel'");
+  expect_config_error("[model]\nlayers = [ { type = \"relu\", p = 3 } ]\n", "cfg.toml:2: unknown key 'p' in model.layers[0] (known keys: type)");
+  expect_config_error("[model]\nlayers = [ { type = \"relu\" } ]\n[train]\nprecision = \"fp8\"\n",
                "cfg.toml:4: [train] precision is 'fp8'; expected one of fp32, bf16, fp16");
-  expect_error("[model]\nlayers = [ { type = \"relu\" } ]\n[train]\nrounding = \"stochastic\"\n",
+  expect_config_error("[model]\nlayers = [ { type = \"relu\" } ]\n[train]\nrounding = \"stochastic\"\n",
                "cfg.toml:4: [train] rounding = \"stochastic\" needs precision");
-  expect_error("[model]\nlayers = [ { type = \"relu\" } ]\n[train]\nprecision = \"fp16\"\nloss_scale = 3\n",
+  expect_config_error("[model]\nlayers = [ { type = \"relu\" } ]\n[train]\nprecision = \"fp16\"\nloss_scale = 3\n",
                "cfg.toml:5: [train] loss_scale must be \"dynamic\" or a power of two (so that scaling is exact), got 3.0");
-  expect_error("[model]\nlayers = [ { type = \"relu\" } ]\n[train]\nprecision = \"fp16\"\nloss_scale = \"auto\"\n",
+  expect_config_error("[model]\nlayers = [ { type = \"relu\" } ]\n[train]\nprecision = \"fp16\"\nloss_scale = \"auto\"\n",
                "cfg.toml:5: [train] loss_scale must be \"dynamic\" or a power of two, got \"auto\"");
-  expect_error("[model]\nlayers = [ { type = \"relu\" } ]\n[train]\nbatch_size = 10\naccumulate = 4\n",
+  expect_config_error("[model]\nlayers = [ { type = \"relu\" } ]\n[train]\nbatch_size = 10\naccumulate = 4\n",
                "cfg.toml:3: [train] batch_size 10 is not divisible by accumulate 4");
-  expect_error("[model]\nlayers = [ { type = \"relu\" } ]\n[optimizer]\nnesterov = true\n", "cfg.toml:3: [optimizer] nesterov needs momentum > 0");
-  expect_error("[model]\nlayers = [ { type = \"relu\" } ]\n[eval]\nevery = -1\n", "cfg.toml:4: [eval] every must be in [0, ");
-  expect_error("seed = \"x\"\n", "cfg.toml:1: top level seed must be an integer, got a string");
-  expect_error("[model]\nlayers = [ { type = \"relu\" } ]\n[run]\nthreads = 1.5\n", "cfg.toml:4: [run] threads must be an integer, got a number");
-  expect_error("data = 3\n", "cfg.toml:1: [data] must be a table, got an integer");
+  expect_config_error("[model]\nlayers = [ { type = \"relu\" } ]\n[optimizer]\nnesterov = true\n", "cfg.toml:3: [optimizer] nesterov needs momentum > 0");
+  expect_config_error("[model]\nlayers = [ { type = \"relu\" } ]\n[eval]\nevery = -1\n", "cfg.toml:4: [eval] every must be in [0, ");
+  expect_config_error("seed = \"x\"\n", "cfg.toml:1: top level seed must be an integer, got a string");
+  expect_config_error("[model]\nlayers = [ { type = \"relu\" } ]\n[run]\nthreads = 1.5\n", "cfg.toml:4: [run] threads must be an integer, got a number");
+  expect_config_error("data = 3\n", "cfg.toml:1: [data] must be a table, got an integer");
 }
 
 }  // namespace

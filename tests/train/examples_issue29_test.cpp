@@ -16,11 +16,11 @@
 namespace bitgrad::test {
 namespace {
 
-std::string example(const std::string& name) { return io::read_file(std::string(BITGRAD_SOURCE_DIR) + "/examples/" + name); }
+std::string example_text(const std::string& name) { return io::read_file(std::string(BITGRAD_SOURCE_DIR) + "/examples/" + name); }
 
 TEST(Issue29Examples, FashionResnetStepsKeepTheirBits) {
   RuntimeGuard g;
-  const std::string text = example("fashion_resnet.toml");
+  const std::string text = example_text("fashion_resnet.toml");
   const train::RunResult base = run_text(text, options(2, 1, 0));
   ASSERT_EQ(base.steps, 2);
   EXPECT_TRUE(std::isfinite(base.last_loss));
@@ -30,7 +30,7 @@ TEST(Issue29Examples, FashionResnetStepsKeepTheirBits) {
 TEST(Issue29Examples, FortunesLstmStepsKeepTheirBitsAndSample) {
   if (::access("/usr/share/games/fortunes", R_OK)) GTEST_SKIP() << "fortunes is not installed (apt-get install fortunes)";
   RuntimeGuard g;
-  const std::string text = example("fortunes_lstm.toml");
+  const std::string text = example_text("fortunes_lstm.toml");
   instruments::TrainOptions o = options(3, 1, 0);
   const std::string dir = train_into(text, "lstm_example", o);
   const train::RunResult again = run_text(text, options(3, 2, 2));

@@ -38,12 +38,6 @@ type = "adam"
 lr = 0.01
 )";
 
-std::string with_recompute(std::string cfg, const std::string& mode) {
-  const std::size_t at = cfg.find("[model]\n");
-  EXPECT_NE(at, std::string::npos);
-  return cfg.insert(at + 8, "recompute = \"" + mode + "\"\n");
-}
-
 TEST(Recompute, GivesTheBitsOfKeepingTheActivations) {
   RuntimeGuard g;
   const std::pair<const char*, std::string> models[] = {{"gpt", tiny_gpt()}, {"mlp", kMlp}, {"cnn", kCnn}};
