@@ -22,7 +22,7 @@ class CharLSTM(nn.Module):
         self.head = nn.Linear(hidden, vocab)
 
     def forward(self, x):                      # x: int64 [N, T]
-        h = self.lstm(self.embed(x))           # [N, T, hidden]
+        h, _ = self.lstm(self.embed(x))        # [N, T, hidden], as PyTorch: (output, (h_n, c_n))
         return self.head(h)                    # [N, T, vocab]
 
 

@@ -85,8 +85,8 @@ class Module {
   virtual std::string state_key(const std::string& name) const { return name; }
   // Training or evaluation, as PyTorch's module.train() / eval(): this module and every
   // descendant. A forward still takes its mode from its Context; a caller that builds the
-  // Context (the Python module) reads it here. Off by default (a bare C++ forward is evaluation
-  // unless its Context says otherwise).
+  // Context (the Python module) reads it here. On from construction, as PyTorch's modules (a
+  // bare C++ forward is still evaluation unless its Context says otherwise).
   void train(bool on = true);
   void eval() { train(false); }
   bool training() const { return training_; }
@@ -110,7 +110,7 @@ class Module {
   std::vector<std::string> non_persistent_;  // buffers left out of state_dict
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::uint64_t site_ = 0;
-  bool training_ = false;
+  bool training_ = true;
 };
 
 // ---- layers --------------------------------------------------------------------------------

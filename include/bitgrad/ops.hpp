@@ -163,8 +163,12 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, CallSite site = Ca
 Tensor softmax(const Tensor& x, int axis = -1, CallSite site = CallSite::current());
 Tensor log_softmax(const Tensor& x, int axis = -1, CallSite site = CallSite::current());
 enum class Reduction { mean, sum, none };
-// logits [N, C], targets i64 [N] with values in [0, C)
+// logits [N, C], targets i64 [N] with values in [0, C); or sequences, logits [N, T, C] (classes
+// last), targets [N, T]: PyTorch's reductions over every position (none [N, T]; sum; mean, / (N * T))
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction = Reduction::mean, CallSite site = CallSite::current());
+// The trainer's loss (numerics.md §9): the batch rule over the samples of each sample's loss, a
+// sequence's the mean over its positions; [N, C] logits: cross_entropy's sum.
+Tensor cross_entropy_sample_means(const Tensor& logits, const Tensor& targets, CallSite site = CallSite::current());
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, CallSite site = CallSite::current());
 
 // ---- shape and index, more (issue 29; orders and conventions: numerics.md §27) ----------------

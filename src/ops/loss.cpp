@@ -1,8 +1,11 @@
 // Losses, forward and backward side by side.
 //   cross_entropy: logits [N, C], targets i64 [N] -> per-sample l_n = log(s_n) - (x_t - m_n)
 //     mean: batch rule over the N losses, / N;  backward: (softmax - onehot) * (g / N)
-//   sequences: logits [N, T, C], targets i64 [N, T] -> l_n = rowrule_t(l_nt) / T (a sample is
-//     one sequence), then as above;  backward: (softmax - onehot) * ((g / N) / T)
+//   sequences: logits [N, T, C], targets i64 [N, T] -> l_nt, as PyTorch's [N, C, T] cross_entropy
+//     none: [N, T];  sum: batch rule over N of s_n = rowrule_t(l_nt);  mean: that sum / (N * T)
+//     backward: (softmax - onehot) * g_nt, * g, * (g / (N * T))
+//   the trainer's sum of sample means (cross_entropy_sample_means): batch rule over N of s_n / T
+//     (a sample is one sequence);  backward: (softmax - onehot) * (g / T)
 //   mse_loss: input, target [N, ..] -> per-sample row rule of (a-b)^2 (fma), batch rule over N,
 //     / numel;  backward: (a - b) * ((g * 2) / numel), and its negation for the target
 #include "ops/op_util.hpp"
@@ -13,6 +16,7 @@ using autograd::Node;
 
 struct LossSaved {
   Reduction reduction;
+  bool sample_means = false;  // sequences: each sample's positions averaged (the trainer's loss)
 };
 
 // batch rule over a vector of per-sample values [N] -> scalar
@@ -29,21 +33,21 @@ void xent_bw(Node& n, const Tensor& g, Tensor* gi) {
   const bool seq = x.ndim() == 3;
   const std::int64_t N = x.shape()[0], P = seq ? x.shape()[1] : 1, C = x.shape()[x.ndim() - 1];
   const Reduction red = n.payload<LossSaved>().reduction;
+  const bool sample_means = n.payload<LossSaved>().sample_means;
   Tensor gx = Tensor::empty(x.shape(), x.dtype());
   BITGRAD_DISPATCH_FLOAT(x.dtype(), "cross_entropy", T, [&] {
     const T* px = x.data<T>();
     const std::int64_t* pt = t.data<std::int64_t>();
     T* pg = kern::out_ptr<T>(gx);
-    if (red == Reduction::none) {
+    if (red == Reduction::none) {  // g [N] or [N, T]: one value a row
       kern::active<T>().xent_grad_rows(px, pt, N * P, C, T(1), pg);
       Tensor gc = kern::contiguous(g);
-      std::vector<T> per_row(static_cast<std::size_t>(N * P));  // g_n / T for each of the sample's positions
-      for (std::int64_t i = 0; i < N * P; ++i) per_row[static_cast<std::size_t>(i)] = seq ? kern::canon(gc.data<T>()[i / P] / static_cast<T>(P)) : gc.data<T>()[i];
-      kern::active<T>().binary(kern::Binary::mul, kern::Bcast::col, pg, per_row.data(), pg, N * P, C);
+      kern::active<T>().binary(kern::Binary::mul, kern::Bcast::col, pg, gc.data<T>(), pg, N * P, C);
     } else {
       const T gs = static_cast<T>(g.item());
-      T scale = red == Reduction::mean ? gs / static_cast<T>(N) : gs;
-      if (seq) scale = scale / static_cast<T>(P);
+      T scale = gs;
+      if (sample_means) scale = gs / static_cast<T>(P);
+      else if (red == Reduction::mean) scale = gs / static_cast<T>(N * P);
       kern::active<T>().xent_grad_rows(px, pt, N * P, C, scale, pg);
     }
   });
@@ -69,9 +73,7 @@ void mse_bw(Node& n, const Tensor& g, Tensor* gi) {
   if (n.in[1].needs_grad()) gi[1] = neg(ga);
 }
 
-}  // namespace
-
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction, CallSite site) {
+Tensor cross_entropy_impl(const Tensor& logits, const Tensor& targets, Reduction reduction, bool sample_means, CallSite site) {
   ops::check_float("cross_entropy", logits);
   BITGRAD_CHECK(logits.ndim() == 2 || logits.ndim() == 3, "cross_entropy", "logits must be [N, C] or sequences [N, T, C], got ",
                 logits.shape().str());
@@ -90,33 +92,47 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
                   seq ? " of sample " + std::to_string(i / P) : std::string(), " is out of range [0, ", C, ")");
   BITGRAD_CHECK(reduction != Reduction::mean || N > 0, "cross_entropy", "mean over an empty batch");
   Tensor x = kern::contiguous(logits);
-  Tensor per = Tensor::empty(Shape{N}, logits.dtype());
+  // per-sample values [N] (positions [N, T] for a sequence's none)
+  const bool positions = seq && reduction == Reduction::none;
+  Tensor per = Tensor::empty(positions ? Shape{N, P} : Shape{N}, logits.dtype());
   BITGRAD_DISPATCH_FLOAT(logits.dtype(), "cross_entropy", T, [&] {
     const auto& k = kern::active<T>();
-    if (!seq) {
-      k.xent_rows(x.data<T>(), pt, N, C, kern::out_ptr<T>(per));
+    if (!seq || positions) {
+      k.xent_rows(x.data<T>(), pt, N * P, C, kern::out_ptr<T>(per));
       return;
     }
     std::vector<T> pos(static_cast<std::size_t>(N * P));
     k.xent_rows(x.data<T>(), pt, N * P, C, pos.data());
     T* pp = kern::out_ptr<T>(per);
-    k.sum_rows(pos.data(), N, P, pp);  // a sample's positions by the row rule, then / T
-    for (std::int64_t i = 0; i < N; ++i) pp[i] = kern::canon(pp[i] / static_cast<T>(P));
+    k.sum_rows(pos.data(), N, P, pp);  // a sample's positions by the row rule
+    if (sample_means)
+      for (std::int64_t i = 0; i < N; ++i) pp[i] = kern::canon(pp[i] / static_cast<T>(P));
   });
   Tensor y;
   {
     NoGradGuard ng;
     if (reduction == Reduction::none) y = per;
     else if (reduction == Reduction::sum) y = batch_sum(per);
-    else y = div(batch_sum(per), static_cast<double>(N));
+    else y = div(batch_sum(per), static_cast<double>(N * P));
   }
   if (Node* n = ops::record("cross_entropy", xent_bw, {&logits}, y, site)) {
     n->save(0, x);
     n->save(1, tc);
-    n->set_payload(LossSaved{reduction});
+    n->set_payload(LossSaved{reduction, sample_means});
   }
   return y;
 }
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction, CallSite site) {
+  return cross_entropy_impl(logits, targets, reduction, false, site);
+}
+
+Tensor cross_entropy_sample_means(const Tensor& logits, const Tensor& targets, CallSite site) {
+  return cross_entropy_impl(logits, targets, Reduction::sum, logits.ndim() == 3, site);
+}
+
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction, CallSite site) {
   ops::check_same_dtype("mse_loss", input, target);

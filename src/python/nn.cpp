@@ -21,7 +21,7 @@ std::shared_ptr<M> initialised(std::shared_ptr<M> m, const std::optional<std::ui
 }
 
 // Without ctx: the context of the Python forward calling it, or at top level the module's own
-// mode (evaluation unless train() was called) with the generator's seed and step (pymodule.hpp).
+// mode (training unless eval() was called, as PyTorch) with the generator's seed and step (pymodule.hpp).
 Tensor call(Module& m, const Tensor& x, const std::optional<nn::Context>& ctx) {
   const nn::Context c = ctx ? *ctx : context_for(m);
   return nogil([&] { return m.forward(x, c); });

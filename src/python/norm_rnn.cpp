@@ -117,8 +117,9 @@ void init_norm_rnn(py::module_& top) {
       .def_readonly("batch_first", &nn::Recurrent::batch_first)
       .def_readonly("last_only", &nn::Recurrent::last_only);
   const char* rnn_doc = "PyTorch's arguments and parameters (weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k}, drawn "
-                        "uniform(±1/sqrt(hidden_size)) from (seed, 'init') streams). Calling it returns the output only ([N, H] of the "
-                        "last step with last_only); run() returns the states too.";
+                        "uniform(±1/sqrt(hidden_size)) from (seed, 'init') streams). Calling it returns PyTorch's (output, h_n), or "
+                        "(output, (h_n, c_n)) for an LSTM; with last_only, the last step's output [N, H] alone (inside a Sequential "
+                        "the layer gives its output).";
   m.def("RNN", [](std::int64_t in, std::int64_t hidden, std::int64_t layers, const std::string& nonlinearity, bool bias, bool batch_first,
                   bool last_only, std::optional<std::uint64_t> seed) {
     return make_recurrent(relu_of(nonlinearity) ? RnnMode::rnn_relu : RnnMode::rnn_tanh, in, hidden, layers, bias, batch_first, last_only, seed);

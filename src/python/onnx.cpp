@@ -22,6 +22,9 @@ void init_onnx(py::module_& top) {
       .def_property_readonly("node_count", &onnx::GraphModule::node_count, "Nodes run per forward.")
       .def_property_readonly("folded_count", &onnx::GraphModule::folded_count, "Nodes folded to constants at load.")
       .def_property_readonly("opset", &onnx::GraphModule::opset)
+      .def("runs_op", &onnx::GraphModule::runs_op, py::arg("op_type"), "Whether a node of this op type runs per forward (not folded at load).")
+      .def_property_readonly("training_semantics", &onnx::GraphModule::training_semantics,
+                             "load(training=True): Dropout and BatchNormalization follow the context's mode.")
       .def("input_shape", [](const onnx::GraphModule& g, std::size_t i) {
         py::list l;
         for (const std::int64_t d : g.input_dims(i)) l.append(d < 0 ? py::object(py::none()) : py::object(py::int_(d)));

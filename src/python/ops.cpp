@@ -19,6 +19,20 @@ Tensor opt_tensor(const std::optional<Tensor>& t) { return t ? *t : Tensor(); }
 
 }  // namespace
 
+py::object values_indices(const char* op, const Tensor& x, int axis, bool keepdim) {
+  // the named tuple types, made once and kept for the interpreter's life (never destroyed after it)
+  static py::object* types[2] = {nullptr, nullptr};
+  const bool is_max = std::string(op) == "max";
+  py::object*& type = types[is_max ? 0 : 1];
+  if (!type) type = new py::object(py::module_::import("collections").attr("namedtuple")(op, py::make_tuple("values", "indices")));
+  const CallSite site = py_site();
+  auto [v, i] = nogil([&] {
+    return is_max ? std::pair{max(x, axis, keepdim, site), argmax(x, axis, keepdim, site)}
+                  : std::pair{min(x, axis, keepdim, site), argmin(x, axis, keepdim, site)};
+  });
+  return (*type)(v, i);
+}
+
 void init_ops(py::module_& m) {
   using TT = Tensor (*)(const Tensor&, const Tensor&, CallSite);
   using TS = Tensor (*)(const Tensor&, double, CallSite);
@@ -142,14 +156,18 @@ void init_ops(py::module_& m) {
     const CallSite site = py_site();
     return nogil([&] { return axes ? mean(x, *axes, keepdim, site) : mean(x, site); });
   }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdim") = false);
-  m.def("max", [](const Tensor& x, std::optional<int> axis, bool keepdim) {
+  m.def("max", [](const Tensor& x, std::optional<int> axis, bool keepdim) -> py::object {
+    if (axis) return values_indices("max", x, *axis, keepdim);
     const CallSite site = py_site();
-    return nogil([&] { return axis ? max(x, *axis, keepdim, site) : max(x, site); });
-  }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdim") = false);
-  m.def("min", [](const Tensor& x, std::optional<int> axis, bool keepdim) {
+    return py::cast(nogil([&] { return max(x, site); }));
+  }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdim") = false,
+        "The maximum; along an axis, PyTorch's named tuple (values, indices): the first maximum's index.");
+  m.def("min", [](const Tensor& x, std::optional<int> axis, bool keepdim) -> py::object {
+    if (axis) return values_indices("min", x, *axis, keepdim);
     const CallSite site = py_site();
-    return nogil([&] { return axis ? min(x, *axis, keepdim, site) : min(x, site); });
-  }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdim") = false);
+    return py::cast(nogil([&] { return min(x, site); }));
+  }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdim") = false,
+        "The minimum; along an axis, PyTorch's named tuple (values, indices): the first minimum's index.");
   m.def("argmax", [](const Tensor& x, int axis, bool keepdim, bool select_last_index) {
     const CallSite site = py_site();
     return nogil([&] { return argmax(x, axis, keepdim, select_last_index, site); });
@@ -267,12 +285,33 @@ void init_ops(py::module_& m) {
     const CallSite site = py_site();
     return nogil([&] { return log_softmax(x, axis, site); });
   }, py::arg("x"), py::arg("axis") = -1);
-  m.def("cross_entropy", [](const Tensor& logits, const Tensor& targets, const std::string& reduction) {
+  m.def("cross_entropy", [](const Tensor& logits, const Tensor& targets, const std::string& reduction, std::optional<int> classes_axis) {
     const Reduction r = parse_reduction(reduction);
     const CallSite site = py_site();
-    return nogil([&] { return cross_entropy(logits, targets, r, site); });
-  }, py::arg("logits"), py::arg("targets"), py::arg("reduction") = "mean",
-        "logits [N, C] (or [N, T, C]), int64 targets [N] (or [N, T]); reduction 'mean', 'sum' or 'none'.");
+    // Sequences: bitgrad's [N, T, C] (classes last) or PyTorch's [N, C, T] (classes on axis 1),
+    // told apart by the targets [N, T]; with T == C nothing tells them apart, and a guess would be
+    // silently wrong half the time: classes_axis (1 or 2, -1) must say which.
+    bool classes_on_1 = false;
+    if (logits.ndim() == 3 && targets.defined() && targets.ndim() == 2) {
+      const auto& ls = logits.shape();
+      if (classes_axis) {
+        BITGRAD_CHECK(*classes_axis == 1 || *classes_axis == 2 || *classes_axis == -1, "cross_entropy",
+                      "classes_axis must be 1 (PyTorch's [N, C, T]) or 2 / -1 ([N, T, C]), got ", *classes_axis);
+        classes_on_1 = *classes_axis == 1;
+      } else {
+        BITGRAD_CHECK(ls[1] != ls[2], "cross_entropy", "logits ", ls.str(), " with targets ", targets.shape().str(),
+                      " are ambiguous: PyTorch's [N, C, T] and bitgrad's [N, T, C] have the same shape when T == C; say which "
+                      "with classes_axis=1 (PyTorch's layout) or classes_axis=-1");
+        classes_on_1 = targets.shape()[1] == ls[2];
+      }
+    } else if (classes_axis) {
+      BITGRAD_CHECK(logits.ndim() == 2 && (*classes_axis == 1 || *classes_axis == -1), "cross_entropy",
+                    "classes_axis ", *classes_axis, " for logits ", logits.shape().str(), ": [N, C] takes 1 (or -1)");
+    }
+    return nogil([&] { return cross_entropy(classes_on_1 ? transpose(logits, 1, 2) : logits, targets, r, site); });
+  }, py::arg("logits"), py::arg("targets"), py::arg("reduction") = "mean", py::kw_only(), py::arg("classes_axis") = py::none(),
+        "logits [N, C], int64 targets [N]; or sequences, logits [N, T, C] or PyTorch's [N, C, T] (told apart by targets [N, T]; "
+        "classes_axis=1 or -1 when T == C) with PyTorch's reductions over every position: 'mean', 'sum' or 'none' ([N, T]).");
   m.def("mse_loss", [](const Tensor& input, const Tensor& target, const std::string& reduction) {
     const Reduction r = parse_reduction(reduction);
     const CallSite site = py_site();

@@ -1,6 +1,7 @@
 // bitgrad.Tensor: dtypes, factories, autograd members, operators, indexing and the methods that
 // mirror the functional ops. Every method that computes releases the GIL.
 #include <algorithm>
+#include <functional>
 
 #include "python/bind.hpp"
 
@@ -239,13 +240,15 @@ void init_tensor(py::module_& m) {
         const CallSite site = py_site();
         return nogil([&] { return axes ? mean(t, *axes, keepdim, site) : mean(t, site); });
       }, py::arg("axis") = py::none(), py::arg("keepdim") = false)
-      .def("max", [](const Tensor& t, std::optional<int> axis, bool keepdim) {
+      .def("max", [](const Tensor& t, std::optional<int> axis, bool keepdim) -> py::object {
+        if (axis) return values_indices("max", t, *axis, keepdim);  // PyTorch's (values, indices)
         const CallSite site = py_site();
-        return nogil([&] { return axis ? max(t, *axis, keepdim, site) : max(t, site); });
+        return py::cast(nogil([&] { return max(t, site); }));
       }, py::arg("axis") = py::none(), py::arg("keepdim") = false)
-      .def("min", [](const Tensor& t, std::optional<int> axis, bool keepdim) {
+      .def("min", [](const Tensor& t, std::optional<int> axis, bool keepdim) -> py::object {
+        if (axis) return values_indices("min", t, *axis, keepdim);
         const CallSite site = py_site();
-        return nogil([&] { return axis ? min(t, *axis, keepdim, site) : min(t, site); });
+        return py::cast(nogil([&] { return min(t, site); }));
       }, py::arg("axis") = py::none(), py::arg("keepdim") = false)
       .def("argmax", [](const Tensor& t, int axis, bool keepdim) {
         const CallSite site = py_site();
@@ -332,6 +335,21 @@ void init_tensor(py::module_& m) {
       return py::reinterpret_borrow<py::object>(Py_NotImplemented);
     };
   };
+  auto inplace = [](const char* op, std::function<py::object(const Tensor&, const py::object&)> f) {
+    return [op, f](Tensor& a, const py::object& b) -> py::object {
+      if (grad_enabled() && a.requires_grad())
+        throw StateError(std::string("x ") + op + " y: in place on a tensor that requires grad (" + (a.is_leaf() ? "a leaf, such as a parameter" : "recorded by autograd") +
+                         "); PyTorch refuses it too for a leaf: update parameters inside `with bitgrad.no_grad():`, or write x = x " + std::string(op).substr(0, 1) + " y");
+      py::object r = f(a, b);
+      if (r.is(py::reinterpret_borrow<py::object>(Py_NotImplemented))) return r;
+      const Tensor& rt = r.cast<const Tensor&>();
+      if (rt.shape() != a.shape() || rt.dtype() != a.dtype())
+        throw Error(std::string("x ") + op + " y: the result " + rt.shape().str() + " " + dtype_name(rt.dtype()) + " does not fit x " + a.shape().str() + " " +
+                         dtype_name(a.dtype()) + " in place (PyTorch refuses a broadcast that grows x, too)");
+      nogil([&] { a.copy_from(rt); });
+      return py::cast(a);
+    };
+  };
   cls.def("__add__", binary(&add, &add))
       .def("__radd__", binary(&add, &add))
       .def("__sub__", binary(&sub, &sub))
@@ -358,6 +376,14 @@ void init_tensor(py::module_& m) {
         const CallSite site = py_site();
         return py::cast(nogil([&] { return pow(base, a, site); }));
       })
+      // x += y, x -= y, x *= y, x /= y change x in place, as PyTorch's (never a new tensor bound to
+      // the name, which left a parameter unchanged): allowed where nothing is recorded (no_grad, or
+      // a tensor without requires_grad); otherwise an error, as PyTorch's for a leaf that requires grad
+      // (bitgrad's autograd records no in-place arithmetic: a non-leaf's gradient would be wrong)
+      .def("__iadd__", inplace("+=", binary(&add, &add)))
+      .def("__isub__", inplace("-=", binary(&sub, &sub)))
+      .def("__imul__", inplace("*=", binary(&mul, &mul)))
+      .def("__itruediv__", inplace("/=", binary(&div, &div)))
       .def("__matmul__", [](const Tensor& a, const Tensor& b) {
         const CallSite site = py_site();
         return nogil([&] { return matmul(a, b, site); });

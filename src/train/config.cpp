@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -811,10 +812,15 @@ Config parse_config(const std::string& text, const std::string& name) {
     schema(r, c);
     r.end();
   }
-  // [model] onnx relative to the configuration file (a run's resolved configuration keeps the result)
+  // [model] onnx relative to the configuration file, made absolute: a run's resolved configuration
+  // keeps it, and the tools that read the run (export, diff's replay, resume) from another
+  // directory, or from the run's own config.toml, find the same file
   if (!c.model.onnx.empty() && c.model.onnx[0] != '/') {
     const std::size_t slash = name.rfind('/');
     if (slash != std::string::npos) c.model.onnx = name.substr(0, slash + 1) + c.model.onnx;
+    std::error_code ec;
+    const std::filesystem::path abs = std::filesystem::absolute(c.model.onnx, ec);
+    if (!ec) c.model.onnx = abs.lexically_normal().string();
   }
   return c;
 }

@@ -28,7 +28,7 @@ Tensor class_weights(const TrainConfig& t, DType dtype) {
 Tensor loss_sum(const TrainConfig& t, const Tensor& out, const Tensor& y) {
   switch (t.loss) {
     case LossKind::cross_entropy: {
-      if (!cross_entropy_options(t)) return cross_entropy(out, y, Reduction::sum);  // §9: the bits of every run before the options
+      if (!cross_entropy_options(t)) return cross_entropy_sample_means(out, y);  // §9: the bits of every run before the options
       // token labels [N, T] with logits [N, T, V]: the classes to axis 1, as the op (and PyTorch) take them
       const Tensor logits = out.ndim() == 3 ? transpose(out, 1, 2) : out;
       return softmax_cross_entropy(logits, y, class_weights(t, out.dtype()), t.ignore_index, t.label_smoothing, Reduction::sum);

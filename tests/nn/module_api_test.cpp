@@ -82,11 +82,12 @@ TEST(ModuleApi, LoadStateDictStrictAndNot) {
 
 TEST(ModuleApi, TrainEvalReachEveryDescendant) {
   Net net;
-  EXPECT_FALSE(net.training());
-  net.train();
+  // every module starts in training mode, as PyTorch's
   for (const auto& [n, m] : net.named_modules()) EXPECT_TRUE(m->training()) << n;
   net.eval();
   for (const auto& [n, m] : net.named_modules()) EXPECT_FALSE(m->training()) << n;
+  net.train();
+  for (const auto& [n, m] : net.named_modules()) EXPECT_TRUE(m->training()) << n;
 }
 
 TEST(ModuleApi, RegistrationReplacedInPlaceAndRemoved) {

@@ -815,7 +815,7 @@ def _global_pool(fn_name):
             return bg.mean(x, axes, True)
         y = x
         for a in axes:
-            y = bg.max(y, a, True)
+            y = bg.max(y, a, True).values
         return y
     return run
 

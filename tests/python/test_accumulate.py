@@ -185,3 +185,46 @@ def test_batch_norm_is_refused_and_frozen_parameters_take_no_part():
     model.zero_grad()
     bg.accumulate(model, split(X, Y, [32, 32]), xent_sum(model))
     assert frozen.grad is None and grads(model) == want
+
+
+def test_accumulator_refuses_batch_statistics_and_keeps_running_ones():
+    # Accumulator (the loop form) refuses a batch-norm model in training mode at its second
+    # micro-batch, as accumulate does; in evaluation mode the running statistics are the same for
+    # any split, and the bits are the whole batch's
+    X, Y = batch([12], 64)
+    bn = nn.Sequential(nn.Linear(12, 8), nn.BatchNorm1d(8), nn.Linear(8, 5), seed=1)
+    acc = bg.Accumulator(bn, 64)
+    acc.backward(bg.cross_entropy(bn(X[:32]), Y[:32], reduction="sum"), 32)
+    with pytest.raises(bg.InputError, match=r"Accumulator: a second micro-batch with a batch-norm layer .* in training mode"):
+        acc.backward(bg.cross_entropy(bn(X[32:]), Y[32:], reduction="sum"), 32)
+    bn.eval()
+    bn.zero_grad()
+    whole = bg.cross_entropy(bn(X), Y)
+    whole.backward()
+    want = grads(bn)
+    bn.zero_grad()
+    acc = bg.Accumulator(bn, 64)
+    for x, y in split(X, Y, [32, 32]):
+        acc.backward(bg.cross_entropy(bn(x), y, reduction="sum"), 32)
+    assert acc.finish().item() == whole.item() and acc.whole_batch and grads(bn) == want
+
+
+def test_an_onnx_graph_with_batch_normalization_is_refused_as_a_batch_norm_layer(tmp_path):
+    # the CLI refuses it with --accumulate; accumulate took it and gave other gradients
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnx")
+    import warnings
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(12, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU(), torch.nn.Linear(8, 5)).train()
+    path = str(tmp_path / "bn.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(m, torch.randn(4, 12), path, opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, input_names=["input"], output_names=["output"], dynamic_axes={"input": {0: "batch"}})
+    g = bg.onnx.load(path)
+    assert g.training_semantics and g.runs_op("BatchNormalization") and not g.runs_op("Conv")
+    X, Y = batch([12], 64)
+    with pytest.raises(bg.InputError, match="ONNX graph's BatchNormalization"):
+        bg.accumulate(g, split(X, Y, [32, 32]), lambda x, y, row: bg.cross_entropy(g(x), y, reduction="sum"))
+    g.eval()  # the running statistics: accepted
+    bg.accumulate(g, split(X, Y, [32, 32]), lambda x, y, row: bg.cross_entropy(g(x), y, reduction="sum"))

@@ -66,7 +66,7 @@ def test_resnet18_from_onnx_trains_reproducibly_and_goes_back_to_torch(cli, tmp_
     assert int(back.state_dict()["bn1.num_batches_tracked"]) == STEPS
 
     onnx.checker.check_model(onnx.load(str(onnx_out)))
-    g = bg.onnx.load(str(onnx_out))
+    g = bg.onnx.load(str(onnx_out)).eval()  # a module starts in training mode, as torch's: eval() as for `back`
     for name, t in list(g.named_parameters()) + list(g.named_buffers()):
         if not name.endswith("num_batches_tracked"):
             assert np.array_equal(t.detach().numpy(), tensors[name]), name  # the same bits
@@ -167,3 +167,33 @@ def test_an_imported_graph_with_dropout_keeps_the_contract(cli, tmp_path):
     mpiexec = shutil.which("mpiexec")
     if mpiexec:
         assert fingerprint("ranks", launcher=(mpiexec, "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "-n", "2")) == want
+
+
+def test_a_model_path_relative_to_the_configuration_is_found_by_every_tool(cli, tmp_path):
+    # [model] onnx = "../models/mlp.onnx" beside the configuration, trained from another directory:
+    # the run keeps the resolved path, so export and diff (which replays a step) find the file too
+    import warnings
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 10))
+    (tmp_path / "models").mkdir()
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(m, torch.randn(4, 8), str(tmp_path / "models" / "mlp.onnx"), opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, input_names=["input"], output_names=["output"], dynamic_axes={"input": {0: "batch"}})
+    (tmp_path / "configs" / "mlp.toml").write_text(MLP_CONFIG.replace('onnx = "mlp.onnx"', 'onnx = "../models/mlp.onnx"'))
+
+    def run(*args, code=0):
+        r = subprocess.run([cli, *args], capture_output=True, text=True, timeout=600, cwd=str(tmp_path / "elsewhere"))
+        assert r.returncode == code, (args, r.returncode, r.stdout, r.stderr)
+        return r.stdout
+
+    for name, lr in (("a", "0.05"), ("b", "0.04")):
+        text = (tmp_path / "configs" / "mlp.toml").read_text().replace("lr = 0.05", "lr = " + lr)
+        (tmp_path / "configs" / (name + ".toml")).write_text(text)
+        run("train", "../configs/%s.toml" % name, "--steps", "2", "--out", "../run-" + name)
+    run("export", str(tmp_path / "run-a"), "--onnx", str(tmp_path / "a.onnx"))
+    assert (tmp_path / "a.onnx").stat().st_size > 0
+    out = run("diff", str(tmp_path / "run-a"), str(tmp_path / "run-b"), code=1)  # 1: they differ (2: could not compare)
+    assert "replayed:" in out, out

@@ -89,6 +89,7 @@ def check_forward(what, kind, got, tm, x, training):
 def test_forward_agrees(kind, tmp_path):
     g, tm, _, batches, path = load_pair(kind, tmp_path)
     x, _ = batches(1)[0]
+    g.eval()  # a module starts in training mode, as torch's (tm is in eval mode)
     check_forward("eval forward", kind, g(bg_input(x)).detach().numpy(), tm, x, training=False)
     out = g(bg_input(x), bg.nn.Context(training=True)).detach().numpy()  # BatchNorm's batch statistics
     t32, t64 = check_forward("training forward", kind, out, tm, x, training=True)
@@ -131,6 +132,7 @@ def test_training_tracks_torch_and_goes_back(kind, tmp_path):
     back = copy.deepcopy(m)
     back.load_state_dict(state_for_torch(g), strict=True)
     back.eval()
+    g.eval()
     x, _ = batches(1)[0]
     check_forward("forward after training, loaded back into torch", kind, g(bg_input(x)).detach().numpy(), back, x, training=False)
 

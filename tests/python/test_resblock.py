@@ -93,6 +93,7 @@ def test_basic_block_is_torchvisions(cin, cout, stride):
             assert int(v.numpy()) == int(tsd[name]) == 2
     m_th.eval()
     m_ref.eval()
+    m_bg.eval()
     x = rng.standard_normal(shape).astype(np.float32)
     _close("eval", m_bg(bg.from_numpy(x.copy())).detach().numpy(), m_th(torch.from_numpy(x.copy())).detach().numpy(),
            m_ref(torch.from_numpy(x.astype(np.float64))).detach().numpy(), 3 * n)

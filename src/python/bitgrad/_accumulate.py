@@ -48,15 +48,27 @@ def _modules(model):
     return out
 
 
+def _batch_statistics(m):
+    """Whether module m normalises by the statistics of the rows it sees: a batch-norm layer in
+    training mode, or an imported ONNX graph running BatchNormalization with training semantics."""
+    if not getattr(m, "training", False):
+        return False  # evaluation: the running statistics, the same for any split
+    bn = getattr(_b.nn, "_BatchNorm", None)
+    if bn is not None and isinstance(m, bn):
+        return True
+    graph = getattr(getattr(_b, "onnx", None), "GraphModule", None)
+    return graph is not None and isinstance(m, graph) and m.training_semantics and m.runs_op("BatchNormalization")
+
+
 def _refuse_batch_norm(model, why):
     """Batch norm normalises by the statistics of the rows it sees: a micro-batch's or a rank's
     are not the batch's, so the bits could not be the whole batch's (as `bitgrad train` refuses)."""
     if isinstance(model, Tensor) or not hasattr(model, "parameters"):
         return
-    bn = getattr(_b.nn, "_BatchNorm", None)
-    if bn is not None and any(isinstance(m, bn) for m in _modules(model)):
-        raise _b.InputError("%s with a batch-norm layer is not supported: its statistics would be those of each part, "
-                            "not of the whole batch (contracts T5, T6); use one piece" % why)
+    if any(_batch_statistics(m) for m in _modules(model)):
+        raise _b.InputError("%s with a batch-norm layer is not supported in training mode (nor an ONNX graph's "
+                            "BatchNormalization): its statistics would be those of each part, not of the whole batch "
+                            "(contracts T5, T6); use one piece, or eval() to use the running statistics" % why)
 
 
 def _split(mb, what):
@@ -100,6 +112,7 @@ class Accumulator:
             raise _b.InputError("Accumulator: divisor is %r; expected the whole batch's samples (times the values per "
                                 "sample), what a mean over the batch divides by" % (divisor,))
         self.params = _param_list(params, "Accumulator")
+        self._model = params if hasattr(params, "parameters") and not isinstance(params, Tensor) else None
         self.divisor = divisor
         self.strict = strict
         self.whole_batch = None
@@ -119,6 +132,8 @@ class Accumulator:
         """Backward of loss_sum / divisor for a micro-batch of `rows` samples; takes its gradients."""
         if not isinstance(rows, int) or isinstance(rows, bool) or rows <= 0:
             raise _b.InputError("Accumulator.backward: rows is %r; expected the micro-batch's samples (an int > 0)" % (rows,))
+        if len(self._sizes) == 1 and self._model is not None:
+            _refuse_batch_norm(self._model, "Accumulator: a second micro-batch")
         self._comb.backward(loss_sum, float(self.divisor))
         self._sizes.append(rows)
 

@@ -286,6 +286,22 @@ for _f in (register_parameter, register_buffer, add_module, buffers, named_modul
     del globals()[_f.__name__]  # methods, not functions of bitgrad.nn
 del _f
 
+def _recurrent_call(self, x, h0=None, c0=None):
+    """PyTorch's return: (output, h_n), or (output, (h_n, c_n)) for an LSTM, so that
+    `out, _ = lstm(x)` unpacks what it does in PyTorch; with bitgrad's last_only, the last step's
+    output [N, H] alone (what the module gives inside a Sequential)."""
+    if self.last_only:
+        if h0 is not None or c0 is not None:
+            raise _b.InputError("%s(last_only=True): initial states are given to run(x, h0, c0), which returns them too"
+                                % type(self).__name__)
+        return _call(self, x)
+    return self.run(x, h0, c0)
+
+
+_b.nn._Recurrent.__call__ = _recurrent_call
+del _recurrent_call
+
+
 IncompatibleKeys = _collections.namedtuple("IncompatibleKeys", "missing_keys unexpected_keys")
 IncompatibleKeys.__doc__ = "What load_state_dict returns: the keys the state lacked and the keys the module lacks."
 
