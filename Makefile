@@ -77,7 +77,7 @@ tsan: deps
 	@cd build-tsan && TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp$${TSAN_OPTIONS:+ $$TSAN_OPTIONS}" ctest --output-on-failure -j $(JOBS) -R '^($(TSAN_SUITES))\.'
 
 # libFuzzer on the readers (tests/fuzz, docs/fuzzing.md): FUZZ_RUNS executions per target, or
-# FUZZ_SECONDS each when set (CI: 20), FUZZ_TARGETS="idx config" for some; inputs that crash
+# FUZZ_SECONDS each when set (CI: 10), FUZZ_TARGETS="idx config" for some; inputs that crash
 # land in build-fuzz/findings/.
 FUZZ_RUNS ?= 1000000
 FUZZ_SECONDS ?= 0

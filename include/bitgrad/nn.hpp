@@ -27,6 +27,10 @@ struct Context {
   Precision precision = Precision::fp32;
   bool stochastic = false;
   bool f32_masks = false;  // f64 dropout draws the masks of an f32 run (the float64 shadow)
+  // Which call of the module this is within one forward (0: the first, and every forward of a
+  // layer list): a dropout module called again draws its own mask, as PyTorch's. The Python
+  // module counts a forward's calls; a recomputation replays the same counts.
+  std::uint64_t call = 0;
 };
 
 // ---- initialisation ------------------------------------------------------------------------

@@ -106,12 +106,15 @@ std::int64_t leaf_rows(std::int64_t batch_size, std::int64_t accumulate) {
 
 // ---- the combine ------------------------------------------------------------------------------
 
-namespace {
+// named, not anonymous: GradientCombiner::Impl (external linkage) holds them
+namespace combine {
 struct AddTensors {
   Tensor operator()(const Tensor& a, const Tensor& b) const { return kern::add_same_shape(a, b); }
 };
 using Tree = kern::PairwiseStack<Tensor, AddTensors>;
-}  // namespace
+}  // namespace combine
+using combine::AddTensors;
+using combine::Tree;
 
 struct GradientCombiner::Impl {
   std::vector<Tensor> params;

@@ -104,6 +104,7 @@ Tensor Dropout::forward(const Tensor& x, const Context& ctx) {
   const std::int64_t rows = x.ndim() ? x.shape()[0] : 1;
   const std::int64_t row_size = rows ? x.numel() / rows : 0;
   rng::Stream s = rng::Stream(ctx.seed, "dropout").sub(id_).sub(ctx.step);
+  if (ctx.call) s = s.sub(ctx.call);  // a later call in the same forward: its own mask (the first keeps its bits)
   return dropout(x, p_, s, static_cast<std::uint64_t>(ctx.row_offset * row_size), ctx.f32_masks);
 }
 std::string Dropout::describe() const { return str("Dropout(p=", p_, ")"); }

@@ -252,6 +252,11 @@ void init_ops(py::module_& m) {
     const CallSite site = py_site();
     if (!seed) {
       BITGRAD_CHECK(!stream, "dropout", "stream= keys a mask with seed=; without seed the generator draws a new mask each call");
+      const std::int64_t rows = x.ndim() ? x.shape()[0] : 1;
+      if (const auto keyed = functional_dropout_stream(rows ? x.numel() / rows : 0)) {  // inside a forward: T5
+        const std::uint64_t first = keyed->second + first_index;
+        return nogil([&] { return dropout(x, p, keyed->first, first, false, site); });
+      }
       const rng::Stream s = draw_stream();
       return nogil([&] { return dropout(x, p, s, first_index, false, site); });
     }
@@ -261,9 +266,11 @@ void init_ops(py::module_& m) {
   }, py::arg("x"), py::arg("p") = 0.5, py::arg("training") = true, py::kw_only(), py::arg("seed") = py::none(), py::arg("stream") = py::none(),
         py::arg("first_index") = 0,
         "Inverted dropout: element k is kept (scaled by 1/(1-p)) when uniform(first_index + k) of the Philox stream "
-        "(seed, 'dropout').sub(stream) is >= p, a pure function of its arguments; without seed, of the generator's next "
-        "stream (seed, 'draw').sub(n) (bitgrad.manual_seed). seed alone (no stream, first_index) twice is an error: the "
-        "same mask again. training=False: x itself.");
+        "(seed, 'dropout').sub(stream) is >= p, a pure function of its arguments; without seed, inside a forward, keyed as a "
+        "dropout layer by the forward's context (its seed, step and row offset, and the call's index in the forward), so "
+        "micro-batches draw the whole batch's masks; outside one, of the generator's next stream (seed, 'draw').sub(n) "
+        "(bitgrad.manual_seed). seed alone (no stream, first_index) twice is an error: the same mask again. "
+        "training=False: x itself.");
   m.def("round_to", [](const Tensor& x, const std::string& precision, std::optional<std::uint64_t> seed, std::uint64_t first_index) {
     const Precision p = parse_precision(precision);
     const CallSite site = py_site();

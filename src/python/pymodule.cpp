@@ -3,6 +3,8 @@
 // the containers) is Python: bitgrad/nn.py.
 #include "python/pymodule.hpp"
 
+#include <cstdint>
+#include <map>
 #include <set>
 
 namespace bitgrad::python {
@@ -12,8 +14,13 @@ namespace {
 // by a C++ caller's Context (a C++ Sequential running a Python module), whose mode then decides
 // for every C++ module inside; otherwise each C++ module's own train()/eval() does.
 struct Ambient {
+  Ambient(const nn::Context& c, bool a) : ctx(c), authoritative(a) {}
   nn::Context ctx;
   bool authoritative = false;
+  // the calls so far in this forward of each C++ module and of functional dropout: a module
+  // called again gets ctx.call = its index (the map is looked up, never iterated)
+  std::map<const nn::Module*, std::uint64_t> calls;
+  std::uint64_t functional_dropouts = 0;
 };
 thread_local std::vector<Ambient> ambient;
 
@@ -32,7 +39,27 @@ std::set<std::uint64_t>& fixed_dropout_seeds() {
   return *s;
 }
 
+// The call index of the k-th call (from 0) in a forward whose own context is call `outer`: a
+// Python module run by a C++ parent that is itself called again keys its calls apart too.
+std::uint64_t call_key(std::uint64_t outer, std::uint64_t k) {
+  if (k == 0) return outer;
+  if (outer == 0) return k;
+  return rng::Stream(outer, "call").u64(k) | 1;
+}
+
+// the dropout id of functional dropout inside a forward: below the ids the generator gives
+// layers (from 2^63) and far above any a caller numbers
+constexpr std::uint64_t kFunctionalDropoutId = (std::uint64_t{1} << 63) - 1;
+
 }  // namespace
+
+std::optional<std::pair<rng::Stream, std::uint64_t>> functional_dropout_stream(std::int64_t row_size) {
+  if (ambient.empty()) return std::nullopt;
+  Ambient& a = ambient.back();
+  const std::uint64_t k = call_key(a.ctx.call, a.functional_dropouts++);
+  const rng::Stream s = rng::Stream(a.ctx.seed, "dropout").sub(kFunctionalDropoutId).sub(a.ctx.step).sub(k);
+  return std::pair{s, static_cast<std::uint64_t>(a.ctx.row_offset * row_size)};
+}
 
 Tensor PyModule::forward(const Tensor& x, const nn::Context& ctx) {
   py::gil_scoped_acquire gil;
@@ -86,8 +113,10 @@ std::uint64_t dropout_id(const std::optional<std::uint64_t>& id, std::uint64_t c
 
 nn::Context context_for(const nn::Module& m) {
   if (!ambient.empty()) {
-    nn::Context c = ambient.back().ctx;
-    if (!ambient.back().authoritative) c.training = m.training();
+    Ambient& a = ambient.back();
+    nn::Context c = a.ctx;
+    if (!a.authoritative) c.training = m.training();
+    c.call = call_key(a.ctx.call, a.calls[&m]++);
     return c;
   }
   nn::Context c;
@@ -100,7 +129,7 @@ nn::Context context_for(const nn::Module& m) {
 }
 
 void init_pymodule(py::module_& m) {
-  m.def("_push_context", [](const nn::Context& c, bool authoritative) { ambient.push_back({c, authoritative}); }, py::arg("ctx"),
+  m.def("_push_context", [](const nn::Context& c, bool authoritative) { ambient.emplace_back(c, authoritative); }, py::arg("ctx"),
         py::arg("authoritative") = false);
   m.def("_pop_context", [] {
     if (!ambient.empty()) ambient.pop_back();
@@ -109,16 +138,28 @@ void init_pymodule(py::module_& m) {
     if (ambient.empty()) return py::none();
     return py::cast(ambient.back().ctx);
   }, "The context of the forward in progress (or of `with bitgrad.nn.context(...)`), None outside.");
+  // the frames with their call counts, for a checkpoint's recomputation to replay them
   m.def("_contexts", [] {
     py::list l;
-    for (const Ambient& a : ambient) l.append(py::make_tuple(a.ctx, a.authoritative));
+    for (const Ambient& a : ambient) {
+      py::list calls;
+      // copied whole and restored whole by _set_contexts: the order of the copy reaches no result
+      for (const auto& [mod, n] : a.calls) calls.append(py::make_tuple(reinterpret_cast<std::uintptr_t>(mod), n));
+      l.append(py::make_tuple(a.ctx, a.authoritative, calls, a.functional_dropouts));
+    }
     return l;
   });
   m.def("_set_contexts", [](const py::list& l) {
     ambient.clear();
     for (const py::handle h : l) {
       const auto t = h.cast<py::tuple>();
-      ambient.push_back({t[0].cast<nn::Context>(), t[1].cast<bool>()});
+      Ambient a(t[0].cast<nn::Context>(), t[1].cast<bool>());
+      for (const py::handle c : t[2].cast<py::list>()) {
+        const auto p = c.cast<py::tuple>();
+        a.calls[reinterpret_cast<const nn::Module*>(p[0].cast<std::uintptr_t>())] = p[1].cast<std::uint64_t>();
+      }
+      a.functional_dropouts = t[3].cast<std::uint64_t>();
+      ambient.push_back(std::move(a));
     }
   });
   m.def("_next_step", [] { return generator().steps++; }, "The generator's next automatic step (a top-level training forward).");

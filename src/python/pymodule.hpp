@@ -5,6 +5,9 @@
 // the ambient context carries nn::Context into the C++ modules a Python forward calls.
 #pragma once
 
+#include <optional>
+#include <utility>
+
 #include "python/bind.hpp"
 
 namespace bitgrad::python {
@@ -44,6 +47,11 @@ nn::Context context_for(const nn::Module& m);
 // The stream of a functional draw without seed= (dropout, randn, rand): (seed, "draw").sub(n),
 // n counting such draws since manual_seed.
 rng::Stream draw_stream();
+// Functional dropout without seed= inside a forward (an ambient context): keyed as a dropout
+// layer is, by the context's seed and step, a reserved id and the call's index in the forward,
+// from the context's row offset (the first index: row_offset * row_size), so micro-batches and
+// recomputation draw the whole batch's masks (contract T5); none outside a forward.
+std::optional<std::pair<rng::Stream, std::uint64_t>> functional_dropout_stream(std::int64_t row_size);
 // Functional dropout with seed= alone: an error the second time a seed is used so (outside a
 // checkpoint's recomputation), since it would repeat the mask.
 void check_fixed_dropout_seed(std::uint64_t seed);

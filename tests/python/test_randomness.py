@@ -183,3 +183,84 @@ def test_a_python_loop_resumed_from_a_checkpoint_gives_the_uninterrupted_bits(tm
     bg.set_rng_state(json.loads(meta["rng"]))
     steps(model, opt, 3, 6)
     assert fp(model) == want
+
+
+class _Twice(nn.Module):
+    # one Dropout module called twice in a forward (per time step of a loop, say), as PyTorch allows
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 16, seed=1)
+        self.drop = nn.Dropout(0.5, layer_id=4)
+
+    def forward(self, x):
+        return self.drop(self.lin(self.drop(x)))
+
+
+def test_a_dropout_module_called_twice_draws_two_masks():
+    # PyTorch draws a new mask at every call; bitgrad keys the call's index in the forward, so the
+    # first call keeps the mask a single call draws, and a run repeats its bits
+    x = bg.ones(8, 16)
+    ctx = dict(step=3, row_offset=0, seed=11)
+    m = _Twice()
+    with nn.context(**ctx):
+        first = m.drop(x)
+        second = m.drop(x)
+    with nn.context(**ctx):
+        alone = m.drop(x)
+    assert fp(first) == fp(alone) and fp(first) != fp(second)
+    with nn.context(**ctx):
+        y1 = m(x)
+    with nn.context(**ctx):
+        y2 = m(x)
+    assert fp(y1) == fp(y2)
+
+
+class _Functional(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(12, 24, seed=2)
+        self.b = nn.Linear(24, 5, seed=3)
+
+    def forward(self, x):
+        h = bg.dropout(self.a(x).tanh(), 0.3, training=self.training)  # functional, no key: the forward's
+        return self.b(bg.dropout(h, 0.2, training=self.training))
+
+
+@pytest.mark.parametrize("model", [_Functional, _Twice])
+def test_micro_batches_draw_the_whole_batchs_masks(model):
+    # functional dropout and a module called twice keep contract T5 under accumulate: each
+    # micro-batch's forward at its row offset draws the rows of the whole batch's masks
+    m = model()
+    width = 12 if model is _Functional else 16
+    classes = 5 if model is _Functional else 16
+    ds = bg.data.synthetic(128, [width], classes=classes, seed=4)
+    b = bg.data.DataLoader(ds, 128, shuffle=False).next()
+    X, Y = b.x, b.y
+    with nn.context(step=2, row_offset=0, seed=9):
+        whole = bg.cross_entropy(m(X), Y)
+    whole.backward()
+    want = [fp(p.grad) for p in m.parameters()]
+    m.zero_grad()
+
+    def loss(x, y, row):
+        with nn.context(step=2, row_offset=row, seed=9):
+            return bg.cross_entropy(m(x), y, reduction="sum")
+
+    got = bg.accumulate(m, [(X[i:i + 32], Y[i:i + 32]) for i in range(0, 128, 32)], loss)
+    assert got.item() == whole.item() and [fp(p.grad) for p in m.parameters()] == want
+
+
+def test_recomputation_replays_the_calls():
+    # bg.checkpoint runs the function again in the backward: the same call indices, the same masks
+    m = _Twice()
+    x = bg.randn(8, 16, seed=3)
+
+    def grads(recompute):
+        m.zero_grad()
+        with nn.context(step=1, row_offset=0, seed=5):
+            h = m.drop(x)  # a call before the checkpointed part: its calls continue from here
+            y = bg.checkpoint(lambda t: m.drop(m.lin(m.drop(t))), h, m) if recompute else m.drop(m.lin(m.drop(h)))
+        y.sum().backward()
+        return [fp(p.grad) for p in m.parameters()]
+
+    assert grads(True) == grads(False)
