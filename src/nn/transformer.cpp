@@ -18,13 +18,16 @@ void fill_normal(Tensor& t, double stddev, const rng::Stream& s) {
   BITGRAD_DISPATCH_FLOAT(t.dtype(), "init", T, [&] { s.fill_normal(t.mutable_data<T>(), t.numel(), 0, T(0), static_cast<T>(stddev)); });
 }
 
-// Inverted dropout keyed as nn::Dropout: stream (seed, "dropout").sub(id).sub(step), element
-// index from the micro-batch's first global sample, so a sample's mask does not depend on the split.
+// Inverted dropout keyed as nn::Dropout: stream (seed, "dropout").sub(id).sub(step) (.sub(call) for
+// a later call of the block in one forward), element index from the micro-batch's first global
+// sample, so a sample's mask does not depend on the split.
 Tensor drop(const Tensor& x, double p, std::uint64_t id, const Context& ctx) {
   if (!ctx.training || p == 0.0) return x;
   const std::int64_t rows = x.shape()[0];
   const std::int64_t row_size = rows ? x.numel() / rows : 0;
-  return dropout(x, p, rng::Stream(ctx.seed, "dropout").sub(id).sub(ctx.step), static_cast<std::uint64_t>(ctx.row_offset * row_size), ctx.f32_masks);
+  rng::Stream s = rng::Stream(ctx.seed, "dropout").sub(id).sub(ctx.step);
+  if (ctx.call) s = s.sub(ctx.call);
+  return dropout(x, p, s, static_cast<std::uint64_t>(ctx.row_offset * row_size), ctx.f32_masks);
 }
 
 // [T, T]: 1 where key j may be seen by query i (j <= i)

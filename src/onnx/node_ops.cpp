@@ -679,7 +679,8 @@ void dropout_op(Call& c) {
   // element row_offset * row size + k (the masks do not depend on the micro-batch split)
   const std::int64_t rows = x.t.ndim() ? x.t.shape()[0] : 1;
   const std::int64_t row_size = rows ? x.t.numel() / rows : 0;
-  const rng::Stream s = rng::Stream(c.ctx.seed, "dropout").sub(c.node.dropout_id).sub(c.ctx.step);
+  rng::Stream s = rng::Stream(c.ctx.seed, "dropout").sub(c.node.dropout_id).sub(c.ctx.step);
+  if (c.ctx.call) s = s.sub(c.ctx.call);  // the graph called again in one forward (nn::Dropout's rule)
   c.out.push_back(fval(dropout(x.t, ratio, s, static_cast<std::uint64_t>(c.ctx.row_offset * row_size), c.ctx.f32_masks), x.ty));
 }
 
