@@ -85,9 +85,9 @@ std::vector<std::int64_t> shape_arg(const py::args& args, const char* op);
 Shape to_shape(const std::vector<std::int64_t>& dims, const char* op);
 // An undefined tensor becomes None.
 py::object tensor_or_none(const Tensor& t);
-// max / min along an axis, as PyTorch's: the named tuple (values, indices), so that
-// `v, i = x.max(1)` unpacks what it does in PyTorch ("max" or "min")
-py::object values_indices(const char* op, const Tensor& x, int axis, bool keepdim);
+// max / min ("max" or "min") as PyTorch's: the value; along an axis the named tuple (values,
+// indices), so that `v, i = x.max(1)` unpacks what it does in PyTorch
+py::object max_or_min(const char* op, const Tensor& x, std::optional<int> axis, bool keepdim);
 // What a tensor argument may also be: a Python number (a 0-d tensor of `like`'s dtype).
 Tensor as_tensor(const py::handle& h, const char* op);
 

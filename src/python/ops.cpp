@@ -19,16 +19,17 @@ Tensor opt_tensor(const std::optional<Tensor>& t) { return t ? *t : Tensor(); }
 
 }  // namespace
 
-py::object values_indices(const char* op, const Tensor& x, int axis, bool keepdim) {
+py::object max_or_min(const char* op, const Tensor& x, std::optional<int> axis, bool keepdim) {
+  const bool is_max = std::string(op) == "max";
+  const CallSite site = py_site();
+  if (!axis) return py::cast(nogil([&] { return is_max ? max(x, site) : min(x, site); }));
   // the named tuple types, made once and kept for the interpreter's life (never destroyed after it)
   static py::object* types[2] = {nullptr, nullptr};
-  const bool is_max = std::string(op) == "max";
   py::object*& type = types[is_max ? 0 : 1];
   if (!type) type = new py::object(py::module_::import("collections").attr("namedtuple")(op, py::make_tuple("values", "indices")));
-  const CallSite site = py_site();
   auto [v, i] = nogil([&] {
-    return is_max ? std::pair{max(x, axis, keepdim, site), argmax(x, axis, keepdim, site)}
-                  : std::pair{min(x, axis, keepdim, site), argmin(x, axis, keepdim, site)};
+    return is_max ? std::pair{max(x, *axis, keepdim, site), argmax(x, *axis, keepdim, site)}
+                  : std::pair{min(x, *axis, keepdim, site), argmin(x, *axis, keepdim, site)};
   });
   return (*type)(v, i);
 }
@@ -156,18 +157,10 @@ void init_ops(py::module_& m) {
     const CallSite site = py_site();
     return nogil([&] { return axes ? mean(x, *axes, keepdim, site) : mean(x, site); });
   }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdim") = false);
-  m.def("max", [](const Tensor& x, std::optional<int> axis, bool keepdim) -> py::object {
-    if (axis) return values_indices("max", x, *axis, keepdim);
-    const CallSite site = py_site();
-    return py::cast(nogil([&] { return max(x, site); }));
-  }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdim") = false,
-        "The maximum; along an axis, PyTorch's named tuple (values, indices): the first maximum's index.");
-  m.def("min", [](const Tensor& x, std::optional<int> axis, bool keepdim) -> py::object {
-    if (axis) return values_indices("min", x, *axis, keepdim);
-    const CallSite site = py_site();
-    return py::cast(nogil([&] { return min(x, site); }));
-  }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdim") = false,
-        "The minimum; along an axis, PyTorch's named tuple (values, indices): the first minimum's index.");
+  for (const char* op : {"max", "min"})
+    m.def(op, [op](const Tensor& x, std::optional<int> axis, bool keepdim) { return max_or_min(op, x, axis, keepdim); }, py::arg("x"),
+          py::arg("axis") = py::none(), py::arg("keepdim") = false,
+          "The value; along an axis, PyTorch's named tuple (values, indices), the index of the first extremum.");
   m.def("argmax", [](const Tensor& x, int axis, bool keepdim, bool select_last_index) {
     const CallSite site = py_site();
     return nogil([&] { return argmax(x, axis, keepdim, select_last_index, site); });

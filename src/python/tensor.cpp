@@ -240,16 +240,10 @@ void init_tensor(py::module_& m) {
         const CallSite site = py_site();
         return nogil([&] { return axes ? mean(t, *axes, keepdim, site) : mean(t, site); });
       }, py::arg("axis") = py::none(), py::arg("keepdim") = false)
-      .def("max", [](const Tensor& t, std::optional<int> axis, bool keepdim) -> py::object {
-        if (axis) return values_indices("max", t, *axis, keepdim);  // PyTorch's (values, indices)
-        const CallSite site = py_site();
-        return py::cast(nogil([&] { return max(t, site); }));
-      }, py::arg("axis") = py::none(), py::arg("keepdim") = false)
-      .def("min", [](const Tensor& t, std::optional<int> axis, bool keepdim) -> py::object {
-        if (axis) return values_indices("min", t, *axis, keepdim);
-        const CallSite site = py_site();
-        return py::cast(nogil([&] { return min(t, site); }));
-      }, py::arg("axis") = py::none(), py::arg("keepdim") = false)
+      .def("max", [](const Tensor& t, std::optional<int> axis, bool keepdim) { return max_or_min("max", t, axis, keepdim); },
+           py::arg("axis") = py::none(), py::arg("keepdim") = false)
+      .def("min", [](const Tensor& t, std::optional<int> axis, bool keepdim) { return max_or_min("min", t, axis, keepdim); },
+           py::arg("axis") = py::none(), py::arg("keepdim") = false)
       .def("argmax", [](const Tensor& t, int axis, bool keepdim) {
         const CallSite site = py_site();
         return nogil([&] { return argmax(t, axis, keepdim, site); });
@@ -340,6 +334,10 @@ void init_tensor(py::module_& m) {
       if (grad_enabled() && a.requires_grad())
         throw StateError(std::string("x ") + op + " y: in place on a tensor that requires grad (" + (a.is_leaf() ? "a leaf, such as a parameter" : "recorded by autograd") +
                          "); PyTorch refuses it too for a leaf: update parameters inside `with bitgrad.no_grad():`, or write x = x " + std::string(op).substr(0, 1) + " y");
+      // y's gradient would be dropped where PyTorch records the op (h = zeros(...); h += layer(x))
+      if (grad_enabled() && py::isinstance<Tensor>(b) && b.cast<const Tensor&>().requires_grad())
+        throw StateError(std::string("x ") + op + " y: y requires grad, and bitgrad's autograd records no in-place arithmetic, so its "
+                         "gradient would be lost; write x = x " + std::string(op).substr(0, 1) + " y");
       py::object r = f(a, b);
       if (r.is(py::reinterpret_borrow<py::object>(Py_NotImplemented))) return r;
       const Tensor& rt = r.cast<const Tensor&>();

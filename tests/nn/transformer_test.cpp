@@ -31,6 +31,7 @@ std::vector<OpCase> cases() {
       {"cross_entropy(sequences,mean)", {{3, 4, 5}}, [tgt](V x) { return cross_entropy(x[0], tgt); }, -2, 2},
       {"cross_entropy(sequences,sum)", {{3, 4, 5}}, [tgt](V x) { return cross_entropy(x[0], tgt, Reduction::sum); }, -2, 2},
       {"cross_entropy(sequences,none)", {{3, 4, 5}}, [tgt](V x) { return cross_entropy(x[0], tgt, Reduction::none); }, -2, 2},
+      {"cross_entropy_sample_means(sequences)", {{3, 4, 5}}, [tgt](V x) { return cross_entropy_sample_means(x[0], tgt); }, -2, 2},
       {"layer_norm(tokens)", {{3, 4, 5}, {5}, {5}}, [](V x) { return layer_norm(x[0], x[1], x[2]); }},
       {"embedding(repeated ids)", {{5, 3}}, [ids](V x) { return embedding(x[0], ids); }},
   };
@@ -45,6 +46,11 @@ TEST(Transformer, AttentionIsSplitOverThreadsWithoutChangingABit) {
          std::vector<std::int64_t> t(64 * 32);
          for (std::size_t i = 0; i < t.size(); ++i) t[i] = static_cast<std::int64_t>((i * 7) % 40);
          return cross_entropy(x[0], i64_tensor(t, Shape{64, 32}), Reduction::sum);
+       }},
+      {"cross_entropy_sample_means(sequences)", {{64, 32, 40}}, [](V x) {
+         std::vector<std::int64_t> t(64 * 32);
+         for (std::size_t i = 0; i < t.size(); ++i) t[i] = static_cast<std::int64_t>((i * 5) % 40);
+         return cross_entropy_sample_means(x[0], i64_tensor(t, Shape{64, 32}));
        }},
   };
   check_split_determinism(big);

@@ -178,6 +178,12 @@ def test_in_place_arithmetic_updates_a_parameter_under_no_grad_and_is_refused_ou
     assert y.tolist() == [2.0, 3.0]
     with pytest.raises(bg.InputError, match="does not fit x"):
         y += bg.ones(2, 2)
+    # y += layer(x) in a forward: PyTorch records it; bitgrad would lose the gradient, so it raises
+    h = bg.zeros(1, 2)
+    with pytest.raises(bg.AutogradError, match="y requires grad"):
+        h += m(bg.ones(1, 3))
+    with bg.no_grad():
+        h += m(bg.ones(1, 3))  # nothing is recorded: allowed
 
 
 def test_modules_start_in_training_mode():
