@@ -74,7 +74,9 @@ struct StepPlan {
 };
 // `rows` samples of a configured batch of `batch_size` in `accumulate` micro-batches over
 // `world` ranks (the short last batch of an epoch has fewer rows).
-StepPlan plan_step(std::int64_t rows, std::int64_t batch_size, std::int64_t accumulate, int world, int rank);
+// per_block: each piece one leaf (a model that keeps its samples apart without the batch rule on
+// axis 0: an imported graph whose onnx::SampleAnalysis says per_block, numerics.md §42).
+StepPlan plan_step(std::int64_t rows, std::int64_t batch_size, std::int64_t accumulate, int world, int rank, bool per_block = false);
 // Micro-batches of the sizes given, in one process: one tree node whose pieces are the
 // micro-batches (whole_batch when every one but the last holds the same power-of-two number of
 // 32-sample blocks and the last no more).

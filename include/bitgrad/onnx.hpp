@@ -11,7 +11,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bitgrad/nn.hpp"
@@ -26,6 +28,26 @@ struct LoadOptions {
 };
 
 struct GraphInfo;  // the compiled graph (src/onnx/graph_impl.hpp)
+
+// Where a graph's samples go (numerics.md §42, docs/contract.md): the input's axis 0 followed
+// through every node of a forward at a probe shape. batch_rule: every node that sees samples has
+// them on axis 0, one each, and its gradients sum them by the batch rule, so micro-batches of
+// whole 32-sample blocks and ranks give the whole batch's bits, as for a layer list. per_block:
+// the samples stay apart but some node holds them elsewhere (torch's sequence-first attention) or
+// sums its gradient otherwise (an embedding's Gather): training runs every 32-sample block as its
+// own forward and backward, combined by the batch's tree, which keeps T5 and T6. mixes_samples:
+// a node combines samples (a reduction, softmax, slice or recurrence along them): micro-batches
+// and ranks are refused.
+struct SampleAnalysis {
+  enum class Mode { batch_rule, per_block, mixes_samples };
+  Mode mode = Mode::batch_rule;
+  std::string node;                // the first node that decided the mode ("node 'NAME' (OpType)"); empty for batch_rule
+  std::string why;                 // what that node does with the samples
+  bool batch_statistics = false;   // BatchNormalization with training semantics over the samples (numerics §31)
+  bool output_on_axis0 = false;    // the first output holds the samples on axis 0, one each (what a training loss reads)
+  std::string output;              // when an output does not: which and where its samples are
+  static std::string mode_name(Mode m);
+};
 
 class GraphModule : public nn::Module {
  public:
@@ -52,6 +74,16 @@ class GraphModule : public nn::Module {
   // graph running BatchNormalization in training mode as a batchnorm model (numerics §20, §31).
   bool runs_op(const std::string& op_type) const;
   bool training_semantics() const;  // LoadOptions::training
+  // Where the samples of an input of `input` shape (axis 0, at least 2 samples) go (an evaluation
+  // forward of zeros at that shape: no statistics move, nothing is drawn).
+  SampleAnalysis samples(const Shape& input) const;
+  // The same for a batch of samples of shape `sample` (no batch axis), probed at the declared
+  // batch when the file fixes one above 1, else at 3 samples: what training checks before its
+  // first step.
+  SampleAnalysis samples_of_batches(const Shape& sample) const;
+  // The same at the shape of the latest forward's input (3 samples of it), else at the declared
+  // input shape (3 samples where the batch is free); an error when neither fixes every dimension.
+  SampleAnalysis samples() const;
   // The model as an ONNX file with the current parameters and buffers as its initializers (the
   // rest of the graph as it was read): bitgrad export --onnx.
   std::string to_onnx_bytes() const;
@@ -59,6 +91,9 @@ class GraphModule : public nn::Module {
  private:
   std::shared_ptr<GraphInfo> g_;
   std::vector<Tensor> params_, buffers_;  // in initializer order (what the graph reads)
+  mutable std::mutex seen_mutex_;
+  std::vector<std::int64_t> seen_;  // the latest forward's input shape (samples())
+  mutable std::vector<std::pair<std::vector<std::int64_t>, SampleAnalysis>> analyses_;  // by probe shape, the latest few
 };
 
 std::shared_ptr<GraphModule> load(const std::string& path, const LoadOptions& options = LoadOptions());

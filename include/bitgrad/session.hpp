@@ -25,6 +25,9 @@
 #include "bitgrad/optim.hpp"
 #include "bitgrad/train.hpp"
 
+namespace bitgrad::onnx {
+struct SampleAnalysis;
+}  // namespace bitgrad::onnx
 namespace bitgrad::dist {
 class Comm;  // MPI ranks (src/dist/comm.hpp)
 }  // namespace bitgrad::dist
@@ -98,6 +101,10 @@ class Session {
   // there for the previous step's record).
   void set_before_update(std::function<void()> f);
   dist::Comm* comm() const;
+  // An imported graph's samples as followed before the first step (numerics.md §42); null for a
+  // layer list. per_block(): every 32-sample block runs as its own forward and backward.
+  const onnx::SampleAnalysis* graph_samples() const;
+  bool per_block() const;
   // Each rank's host (set once the ranks have agreed to start).
   const std::vector<std::string>& hosts() const;
   void set_hosts(std::vector<std::string> h);

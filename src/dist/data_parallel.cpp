@@ -44,12 +44,12 @@ std::vector<StepPlan::Rows> rows_of(const std::vector<Range>& rs) {
 
 }  // namespace
 
-StepPlan plan_step(std::int64_t rows, std::int64_t batch_size, std::int64_t accumulate, int world, int rank) {
+StepPlan plan_step(std::int64_t rows, std::int64_t batch_size, std::int64_t accumulate, int world, int rank, bool per_block) {
   BITGRAD_CHECK(accumulate > 0 && batch_size % accumulate == 0, "plan_step", "a batch of ", batch_size,
                 " samples does not split into ", accumulate, " equal micro-batches");
   BITGRAD_CHECK(rows > 0 && rows <= batch_size, "plan_step", "a batch of ", rows, " rows; expected 1 to the batch size ", batch_size);
   BITGRAD_CHECK(world > 0 && rank >= 0 && rank < world, "plan_step", "rank ", rank, " of a world of ", world);
-  const StepLayout l = step_layout(rows, batch_size, accumulate, world);
+  const StepLayout l = step_layout(rows, batch_size, accumulate, world, Sharding::even, per_block);
   StepPlan p;
   p.rows = rows;
   p.leaf_rows = l.leaf_rows;

@@ -1,5 +1,7 @@
 #include "dist/plan.hpp"
 
+#include <algorithm>
+
 #include "bitgrad/error.hpp"
 
 namespace bitgrad::dist {
@@ -64,7 +66,7 @@ bool complete_subtree(std::int64_t rows) {
   return (blocks & (blocks - 1)) == 0;
 }
 
-StepLayout step_layout(std::int64_t rows, std::int64_t batch_size, std::int64_t accumulate, int world, Sharding sharding) {
+StepLayout step_layout(std::int64_t rows, std::int64_t batch_size, std::int64_t accumulate, int world, Sharding sharding, bool per_block) {
   BITGRAD_CHECK(rows > 0 && batch_size > 0 && accumulate > 0 && batch_size % accumulate == 0 && world > 0, "data parallel",
                 "no layout for a batch of ", rows, " (batch size ", batch_size, ", accumulate ", accumulate, ") over ", world, " ranks");
   StepLayout l;
@@ -72,6 +74,7 @@ StepLayout step_layout(std::int64_t rows, std::int64_t batch_size, std::int64_t 
   l.world = world;
   l.piece_rows = batch_size / accumulate;
   l.leaf_rows = accumulate == 1 || complete_subtree(l.piece_rows) ? kBlockRows : l.piece_rows;
+  if (per_block) l.piece_rows = std::min(l.piece_rows, l.leaf_rows);  // every leaf its own forward and backward (numerics §42)
   l.leaves = (rows + l.leaf_rows - 1) / l.leaf_rows;
   if (sharding == Sharding::whole_nodes) {
     l.shards = whole_node_shards(l.leaves, world);

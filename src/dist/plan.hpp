@@ -75,9 +75,11 @@ struct StepLayout {
 // `accumulate` micro-batches) over `world` ranks. Leaves are 32-sample blocks when the
 // micro-batch is a complete subtree (accumulate 1, or a power-of-two number of blocks; then
 // any split of the blocks gives the bits of one process); otherwise the micro-batches
-// themselves, combined by the tree over micro-batches as one process does.
+// themselves, combined by the tree over micro-batches as one process does. per_block: each
+// piece is one leaf (a model whose samples are kept apart but not summed by the batch rule on
+// axis 0, numerics.md §42).
 StepLayout step_layout(std::int64_t rows, std::int64_t batch_size, std::int64_t accumulate, int world,
-                       Sharding sharding = Sharding::even);
+                       Sharding sharding = Sharding::even, bool per_block = false);
 
 // Leaves of one sample block per tree leaf (the batch rule's block, numerics.md §3).
 inline constexpr std::int64_t kBlockRows = 32;

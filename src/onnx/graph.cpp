@@ -344,9 +344,7 @@ std::shared_ptr<GraphInfo> compile(const std::string& bytes, const std::string& 
 }
 
 // ---- running --------------------------------------------------------------------------------------
-namespace {
-
-std::vector<Tensor> run_graph(const GraphInfo& g, const std::vector<Tensor>& inputs, const nn::Context& ctx) {
+std::vector<Tensor> run_graph(const GraphInfo& g, const std::vector<Tensor>& inputs, const nn::Context& ctx, const NodeObserver* observer) {
   const std::string where = g.where();
   BITGRAD_CHECK(inputs.size() == g.input_slots.size(), where.c_str(), "the graph takes ", g.input_slots.size(), " inputs, got ", inputs.size());
   std::vector<Value> slots = g.constants;
@@ -389,13 +387,12 @@ std::vector<Tensor> run_graph(const GraphInfo& g, const std::vector<Tensor>& inp
       if (o >= c.out.size() || !c.out[o].t.defined()) c.fail("output " + std::to_string(o) + " is not computed by bitgrad's mapping");
       slots[static_cast<std::size_t>(n.out[o])] = c.out[o];
     }
+    if (observer) (*observer)(c);
   }
   std::vector<Tensor> out;
   for (const int o : g.output_slots) out.push_back(slots[static_cast<std::size_t>(o)].t);
   return out;
 }
-
-}  // namespace
 
 // ---- the module -----------------------------------------------------------------------------------
 GraphModule::GraphModule(std::shared_ptr<GraphInfo> g) : g_(std::move(g)) {
@@ -419,6 +416,10 @@ void GraphModule::init(nn::Init, std::uint64_t, std::uint64_t&) {}  // the file'
 Tensor GraphModule::forward(const Tensor& x, const nn::Context& ctx) {
   BITGRAD_CHECK(g_->input_slots.size() == 1, g_->where().c_str(), "forward takes one input; the graph has ", g_->input_slots.size(),
                 " (use run)");
+  {
+    const std::lock_guard<std::mutex> lock(seen_mutex_);
+    seen_ = x.shape().vec();
+  }
   return run_graph(*g_, {x}, ctx)[0];
 }
 
@@ -450,6 +451,43 @@ bool GraphModule::runs_op(const std::string& op_type) const {
   return std::any_of(g_->nodes.begin(), g_->nodes.end(), [&](const Node& n) { return n.proto->op_type == op_type; });
 }
 bool GraphModule::training_semantics() const { return g_->options.training; }
+SampleAnalysis GraphModule::samples(const Shape& input) const {
+  const std::vector<std::int64_t> key = input.vec();
+  {
+    const std::lock_guard<std::mutex> lock(seen_mutex_);
+    for (const auto& [shape, a] : analyses_)
+      if (shape == key) return a;
+  }
+  SampleAnalysis a = analyze_samples(*g_, input);  // shapes only: the parameters' values do not matter
+  const std::lock_guard<std::mutex> lock(seen_mutex_);
+  if (analyses_.size() >= 8) analyses_.erase(analyses_.begin());
+  analyses_.emplace_back(key, a);
+  return a;
+}
+SampleAnalysis GraphModule::samples_of_batches(const Shape& sample) const {
+  const std::vector<std::int64_t> dims = g_->input_slots.size() == 1 ? g_->input_info[0]->dims : std::vector<std::int64_t>{};
+  std::vector<std::int64_t> s{!dims.empty() && dims[0] > 1 ? dims[0] : 3};
+  for (const std::int64_t d : sample) s.push_back(d);
+  return samples(Shape(s));
+}
+
+SampleAnalysis GraphModule::samples() const {
+  std::vector<std::int64_t> s;
+  {
+    const std::lock_guard<std::mutex> lock(seen_mutex_);
+    s = seen_;
+  }
+  if (s.empty() && g_->input_slots.size() == 1) {
+    s = g_->input_info[0]->dims;
+    for (std::size_t d = 1; d < s.size(); ++d)
+      BITGRAD_CHECK(s[d] > 0, g_->where().c_str(), "input '", g_->input_names[0], "' declares dimension ", d,
+                    " symbolic and no forward has run: pass the shape to follow the samples at");
+  }
+  BITGRAD_CHECK(!s.empty(), g_->where().c_str(), "the samples are followed from an input with a batch axis; input '",
+                g_->input_names.empty() ? std::string() : g_->input_names[0], "' is a scalar");
+  if (s[0] < 2) s[0] = 3;
+  return samples(Shape(s));
+}
 
 std::string GraphModule::to_onnx_bytes() const {
   ModelProto m = g_->model;  // the graph as read; the initializers' values as they are now

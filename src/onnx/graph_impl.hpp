@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -95,6 +96,13 @@ struct GraphInfo {
   std::size_t folded = 0;
   std::string where() const { return "onnx: " + file; }
 };
+
+// Runs the graph's nodes in order on `inputs`; `observer`, when given, sees each node's call
+// after it ran (its inputs and outputs), as the sample analysis follows them (samples.cpp).
+using NodeObserver = std::function<void(const Call&)>;
+std::vector<Tensor> run_graph(const GraphInfo& g, const std::vector<Tensor>& inputs, const nn::Context& ctx, const NodeObserver* observer = nullptr);
+// Where the samples of an input of shape `input` (axis 0) go through the graph (numerics.md §42).
+SampleAnalysis analyze_samples(const GraphInfo& g, const Shape& input);
 
 // value helpers shared by the engine and the table
 Value value_of(const TensorProto& t, const std::string& where);  // a TensorProto's data (checked)

@@ -401,6 +401,12 @@ void gather_op(Call& c) {
     if (i < -n || i >= n) c.fail("index " + std::to_string(i) + " out of range for an axis of " + std::to_string(n));
     if (i < 0) i += n;
   }
+  // a parameter's rows by each sample's indices (torch's nn.Embedding): bitgrad's embedding, whose
+  // gradient sums per sample, then by the batch rule (numerics §11, §42); the same rows either way
+  if (axis == 0 && x.ndim() == 2 && x.requires_grad() && c.x(1).ndim() >= 1) {
+    c.out.push_back(Value{embedding(x, Tensor::from<std::int64_t>(idx, c.x(1).shape())), c.v(0).ty});
+    return;
+  }
   const Tensor y = index_select(x, axis, Tensor::from<std::int64_t>(idx, Shape{static_cast<std::int64_t>(idx.size())}));
   std::vector<std::int64_t> shape(x.shape().begin(), x.shape().begin() + axis);
   for (const std::int64_t d : c.x(1).shape()) shape.push_back(d);

@@ -81,7 +81,8 @@ void init_distributed(py::module_& top) {
                ", rank " + std::to_string(p.rank) + " of " + std::to_string(p.world) + ", shard [" + std::to_string(p.shard.first) + ", " +
                std::to_string(p.shard.second) + "), whole_batch=" + (p.whole_batch ? "True" : "False") + ")";
       });
-  m.def("plan_step", &dist::plan_step, py::arg("rows"), py::arg("batch_size"), py::arg("accumulate"), py::arg("world"), py::arg("rank"));
+  m.def("plan_step", &dist::plan_step, py::arg("rows"), py::arg("batch_size"), py::arg("accumulate"), py::arg("world"), py::arg("rank"),
+        py::arg("per_block") = false);
   m.def("plan_micro_batches", &dist::plan_micro_batches, py::arg("sizes"));
   m.def("plan_problem", &dist::plan_problem, py::arg("batch_size"), py::arg("accumulate"), py::arg("world"),
         "Why a batch cannot be split over world ranks ('': it can).");

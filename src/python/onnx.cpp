@@ -30,6 +30,22 @@ void init_onnx(py::module_& top) {
         for (const std::int64_t d : g.input_dims(i)) l.append(d < 0 ? py::object(py::none()) : py::object(py::int_(d)));
         return py::tuple(l);
       }, py::arg("i") = 0, "The declared shape of input i (None where symbolic).")
+      .def("samples", [](const onnx::GraphModule& g, const std::optional<std::vector<std::int64_t>>& shape) {
+        const onnx::SampleAnalysis a = nogil([&] { return shape ? g.samples(Shape(*shape)) : g.samples(); });
+        py::dict d;
+        d["mode"] = onnx::SampleAnalysis::mode_name(a.mode);
+        d["node"] = a.node;
+        d["why"] = a.why;
+        d["batch_statistics"] = a.batch_statistics;
+        d["output_on_axis0"] = a.output_on_axis0;
+        d["output"] = a.output;
+        return d;
+      }, py::arg("shape") = py::none(),
+           "Where the samples of an input of this shape (samples on axis 0, at least 2; default: the latest forward's input, or the "
+           "declared one, at 3 samples) go: a dict with mode 'batch_rule' (micro-batches and "
+           "ranks give the whole batch's bits), 'per_block' (they do when every 32-sample block is its own forward and backward, as "
+           "bitgrad.accumulate and the CLI run it) or 'mixes_samples' (a node combines samples: micro-batches refused), the node that "
+           "decided it and why (docs/contract.md).")
       .def("input_type", &onnx::GraphModule::input_type, py::arg("i") = 0, "The ONNX element type of input i ('float', 'int64').")
       .def("save", [](const onnx::GraphModule& g, const std::string& path) {
         const std::string bytes = nogil([&] { return g.to_onnx_bytes(); });

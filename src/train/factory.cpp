@@ -78,6 +78,12 @@ std::shared_ptr<nn::Sequential> build_onnx_model(const Config& c, const data::Da
   for (std::int64_t d : ds.sample_shape()) shape.push_back(d);
   try {
     g = onnx::load(c.model.onnx);
+    // the loss reads the samples on the output's axis 0 (numerics §42): a graph that leaves them
+    // elsewhere ([T, N, V], sequence-first) is stopped here, before any shape could match by chance
+    const onnx::SampleAnalysis a = g->samples_of_batches(ds.sample_shape());
+    if (a.mode != onnx::SampleAnalysis::Mode::mixes_samples && !a.output_on_axis0)
+      throw Error("the training loss reads the samples on axis 0 of the graph's first output, one each, but its " + a.output +
+                  " (numerics.md §42); put the samples back on axis 0 in the model, as a batch-first output");
     shape = g->output_shape(shape);
   } catch (const Error& e) {
     throw Error(where + ": " + e.what());

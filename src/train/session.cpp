@@ -38,6 +38,36 @@ bool has_batch_norm(const nn::Module& model) {
   return false;
 }
 
+namespace {
+
+const onnx::GraphModule* imported_graph(const nn::Module& model) {
+  if (const auto* g = dynamic_cast<const onnx::GraphModule*>(&model)) return g;
+  for (const auto& [name, child] : model.children())
+    if (const onnx::GraphModule* g = child ? imported_graph(*child) : nullptr) return g;
+  return nullptr;
+}
+
+// Where an imported graph's samples go decides what the run can promise (numerics.md §42): a
+// node that mixes samples (or batch statistics the graph cannot take per block) leaves the whole
+// batch in one forward and backward, so micro-batches and ranks are refused naming it.
+void check_graph_samples(const onnx::SampleAnalysis& a, const Config& cfg, int world) {
+  using Mode = onnx::SampleAnalysis::Mode;
+  const std::string model = cfg.file + ": [model] onnx = " + cfg.model.onnx;
+  const bool whole = a.mode == Mode::mixes_samples || (a.mode == Mode::per_block && a.batch_statistics);
+  if (!whole || (cfg.train.accumulate == 1 && world == 1)) return;
+  const std::string why = a.mode == Mode::mixes_samples
+                              ? a.node + " mixes the samples: " + a.why
+                              : a.node + " keeps the samples apart only per 32-sample block (" + a.why +
+                                    "), and the graph's BatchNormalization needs the whole batch's statistics in one forward";
+  const std::string what = world > 1 ? std::to_string(world) + " ranks" : "accumulate = " + std::to_string(cfg.train.accumulate);
+  const std::string msg = "train: " + what + " cannot give the whole batch's bits for " + model + ": " + why +
+                          " (contracts T5, T6; numerics.md §42); train with accumulate = 1 in one process";
+  if (world > 1) throw dist::CollectiveError(msg);
+  throw Error(msg);
+}
+
+}  // namespace
+
 Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared_ptr<data::Dataset> te, int workers,
                  std::optional<std::uint64_t> perturb, dist::Comm* comm, DType param_dtype)
     : p_(std::make_unique<Parts>(c, std::move(tr), std::move(te), perturb, comm && comm->size() > 1 ? comm : nullptr, param_dtype)) {
@@ -64,6 +94,11 @@ Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared
                 "get its own statistics and other bits (contract T5, numerics.md §31); use accumulate = 1, on several ranks "
                 "(mpirun) if one process lacks the memory: the ranks exchange the statistics and give the bits of one process");
   p.sharding = bn && world() > 1 ? dist::Sharding::whole_nodes : dist::Sharding::even;
+  if (const onnx::GraphModule* g = imported_graph(*p.state.model)) {  // issue 40: before the first step
+    p.samples = g->samples_of_batches(p.train_ds->sample_shape());  // analysed by build_onnx_model: cached
+    check_graph_samples(*p.samples, cfg, world());
+    p.per_block = p.samples->mode == onnx::SampleAnalysis::Mode::per_block && !p.samples->batch_statistics;
+  }
   check_run_memory(cfg, *p.train_ds, p.test_ds.get(), *p.state.model, workers);  // before the loader takes any
   data::LoaderOptions lo;
   lo.batch_size = cfg.train.batch_size;
@@ -125,12 +160,15 @@ std::int64_t Session::planned_steps() const { return p_->planned; }
 int Session::world() const { return p_->comm ? p_->comm->size() : 1; }
 int Session::rank() const { return p_->comm ? p_->comm->rank() : 0; }
 dist::Comm* Session::comm() const { return p_->comm; }
+const onnx::SampleAnalysis* Session::graph_samples() const { return p_->samples ? &*p_->samples : nullptr; }
+bool Session::per_block() const { return p_->per_block; }
 const std::vector<std::string>& Session::hosts() const { return p_->hosts; }
 void Session::set_hosts(std::vector<std::string> h) { p_->hosts = std::move(h); }
 void Session::set_before_update(std::function<void()> f) { p_->before_update = std::move(f); }
 
 void Session::set_segment(std::int64_t accumulate, std::optional<std::uint64_t> perturb) {
   p_->cfg.train.accumulate = accumulate;
+  if (p_->samples) check_graph_samples(*p_->samples, p_->cfg, world());
   p_->perturb = perturb;
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bitgrad/onnx.hpp"
 #include "bitgrad/session.hpp"
 #include "dist/comm.hpp"
 #include "dist/plan.hpp"
@@ -54,6 +55,9 @@ struct Session::Parts {
   // how a batch is split over the ranks: one node per rank for batch norm (its statistics are
   // exchanged over the ranks in the step, dist/batch_stats_gather.hpp)
   dist::Sharding sharding = dist::Sharding::even;
+  // an imported graph: where its samples go (numerics §42); per_block: a piece is one leaf
+  std::optional<onnx::SampleAnalysis> samples;
+  bool per_block = false;
   std::vector<std::string> hosts;
   std::unique_ptr<GradReducer> reducer;
 };

@@ -33,7 +33,7 @@ Session::StepOut Session::step(std::int64_t s) {
   // this rank's nodes of the batch tree, each in pieces of at most the micro-batch size (the
   // short last batch of an epoch gets fewer, its last one shorter): each whole piece stays an
   // aligned subtree of the batch rule
-  const dist::StepLayout layout = dist::step_layout(B, cfg.train.batch_size, cfg.train.accumulate, world(), p.sharding);
+  const dist::StepLayout layout = dist::step_layout(B, cfg.train.batch_size, cfg.train.accumulate, world(), p.sharding, p.per_block);
   const dist::Range mine = layout.rows_of(rank());
   BITGRAD_CHECK(mine.begin == r.batch.first && mine.size() == bx.shape()[0], "train", "the loader's shard [", r.batch.first, ", ",
                 r.batch.first + bx.shape()[0], ") is not the layout's [", mine.begin, ", ", mine.end, ")");

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <streambuf>
 
+#include "bitgrad/onnx.hpp"
 #include "bitgrad/runtime.hpp"
 #include "bitgrad/version.hpp"
 #include "dist/plan.hpp"
@@ -78,6 +79,17 @@ void print_header(const Session& session, const RunOptions& opt, const std::stri
   out << "data      " << session.train_data().describe() << "; test: " << (session.test_data() ? session.test_data()->describe() : std::string("none"))
       << "\n";
   out << "model     " << session.model().describe() << "\n";
+  if (const onnx::SampleAnalysis* a = session.graph_samples()) {  // where an imported graph's samples go (numerics §42)
+    using Mode = onnx::SampleAnalysis::Mode;
+    if (a->mode == Mode::batch_rule)
+      out << "samples   on axis 0 wherever they meet the parameters: every gradient sums them by the batch rule\n";
+    else if (session.per_block())
+      out << "samples   per 32-sample block: " << a->node << ": " << a->why << "; each block runs as its own forward and backward, combined by "
+          << "the batch's tree, so micro-batches and ranks keep the bits (numerics.md §42)\n";
+    else
+      out << "note      " << a->node << (a->mode == Mode::mixes_samples ? " mixes the samples: " : " with batch statistics: ") << a->why
+          << "; the batch runs whole, and micro-batches and ranks are refused (numerics.md §42)\n";
+  }
   out << "optimizer " << session.optimizer().describe() << ", lr " << session.schedule().describe() << "\n";
   if (cfg.train.precision != Precision::fp32)
     out << "precision " << precision_name(cfg.train.precision) << " matmul operands and results, f32 master weights, rounding "

@@ -32,8 +32,8 @@ struct Pinned {
   const char* fingerprint;
 };
 
-// Version 4's values (the selftest's is also versions 1-3's: a 2-d MLP, which the version-2
-// change to samples of several rows cannot reach).
+// Versions 4 and 5's values (the selftest's is also versions 1-3's: a 2-d MLP, which the version-2
+// change to samples of several rows cannot reach; version 5 changed imported graphs only).
 constexpr Pinned kPinned[] = {
     {4, "selftest", "c05186ac5a6ae60f37c578add34da46f"},
     {4, "layer_norm", "2a34a078885a0238679ab0643da6f771"},
@@ -42,6 +42,13 @@ constexpr Pinned kPinned[] = {
     {4, "gpt", "796a416d599f0a0e82b22bc8a8fafaea"},
     {4, "gpt-bf16", "0b8c1ae8df47bf1f2994bb7dc9f69de0"},
     {4, "gpt-fp16", "9b64eaf142ca39a087eb6d94f6332a44"},
+    {5, "selftest", "c05186ac5a6ae60f37c578add34da46f"},
+    {5, "layer_norm", "2a34a078885a0238679ab0643da6f771"},
+    {5, "attention", "9c9d437c0fd073ee88cecddd8be48b36"},
+    {5, "cnn", "d514763dd146904f4a69331421bb2433"},
+    {5, "gpt", "796a416d599f0a0e82b22bc8a8fafaea"},
+    {5, "gpt-bf16", "0b8c1ae8df47bf1f2994bb7dc9f69de0"},
+    {5, "gpt-fp16", "9b64eaf142ca39a087eb6d94f6332a44"},
 };
 
 // The pinned value of a case at this build's numerics version.

@@ -71,6 +71,34 @@ def _refuse_batch_norm(model, why):
                             "(contracts T5, T6); use one piece, or eval() to use the running statistics" % why)
 
 
+def _graphs(model):
+    """The imported ONNX graphs of a module (the module itself first)."""
+    graph = getattr(getattr(_b, "onnx", None), "GraphModule", None)
+    if graph is None or isinstance(model, Tensor) or not hasattr(model, "parameters"):
+        return []
+    return [m for m in _modules(model) if isinstance(m, graph)]
+
+
+def _sample_mode(model, x, why, pieces):
+    """Where the samples of the model's imported graphs go (numerics.md §42): 'batch_rule' (each
+    gradient sums them by the batch rule on axis 0), 'per_block' (kept apart, but the batch's bits
+    need every 32-sample block as its own forward and backward); a graph that mixes samples (or
+    takes batch statistics per block) raises when the batch runs in several pieces."""
+    mode = "batch_rule"
+    for g in _graphs(model):
+        shape = [3] + list(x.shape[1:]) if g is model and x is not None and x.ndim > 0 else None
+        a = g.samples(shape)
+        whole = a["mode"] == "mixes_samples" or (a["mode"] == "per_block" and a["batch_statistics"] and getattr(g, "training", True))
+        if whole and pieces:
+            what = ("mixes the samples: " if a["mode"] == "mixes_samples" else "keeps the samples apart only per 32-sample block, with "
+                    "batch statistics: ") + a["why"]
+            raise _b.InputError("%s cannot give the whole batch's bits: %s %s (contracts T5, T6; numerics.md §42); run the batch as one "
+                                "piece" % (why, a["node"], what))
+        if a["mode"] == "per_block" and not whole:
+            mode = "per_block"
+    return mode
+
+
 def _split(mb, what):
     """(x, y) of a micro-batch: a bitgrad.data.Batch or an (x, y) pair of tensors."""
     if isinstance(mb, _b.data.Batch):
@@ -116,6 +144,7 @@ class Accumulator:
         self.divisor = divisor
         self.strict = strict
         self.whole_batch = None
+        self.per_block = False  # set by accumulate() when it runs each 32-sample block itself
         self._comb = _b.distributed.GradientCombiner(self.params)
         self._sizes = []
 
@@ -134,6 +163,7 @@ class Accumulator:
             raise _b.InputError("Accumulator.backward: rows is %r; expected the micro-batch's samples (an int > 0)" % (rows,))
         if len(self._sizes) == 1 and self._model is not None:
             _refuse_batch_norm(self._model, "Accumulator: a second micro-batch")
+            _sample_mode(self._model, None, "Accumulator: a second micro-batch", True)
         self._comb.backward(loss_sum, float(self.divisor))
         self._sizes.append(rows)
 
@@ -142,16 +172,28 @@ class Accumulator:
         if not self._sizes:
             raise _b.InputError("Accumulator.finish: no micro-batch was added")
         plan = _b.distributed.plan_micro_batches(self._sizes)
-        if self.strict and not plan.whole_batch:
+        whole, blocks = plan.whole_batch, False
+        if whole and max(self._sizes) > 32 and not self.per_block and self._model is not None and \
+                _sample_mode(self._model, None, "Accumulator", len(self._sizes) > 1) == "per_block":
+            # an imported graph kept apart per block (numerics §42): the batch's bits are those of
+            # its 32-sample blocks, each its own piece
+            whole, blocks = False, True
+        if self.strict and not whole:
             self._comb.reset()
             sizes, self._sizes = self._sizes, []
+            shown = sizes if len(sizes) <= 8 else "%s, ..." % sizes[:8]
+            if blocks:
+                raise _b.InputError(
+                    "accumulate: the model's ONNX graph keeps its samples apart only per 32-sample block (numerics.md §42), so the "
+                    "batch's bits are those of its blocks, each its own forward and backward; micro-batches of %s samples are not "
+                    "(use micro-batches of 32, or bitgrad.accumulate, which splits them)" % (shown,))
             raise _b.InputError(
                 "accumulate: micro-batches of %s samples are not each a power-of-two number of 32-sample blocks (the last "
                 "one no longer), so their tree is not the whole batch's (contract T5); use such sizes, or strict=False for "
-                "the tree over micro-batches" % (sizes if len(sizes) <= 8 else "%s, ..." % sizes[:8]))
+                "the tree over micro-batches" % (shown,))
         self._comb.end_node()
         total = self._comb.finish(plan)
-        self.whole_batch = plan.whole_batch
+        self.whole_batch = whole
         self._sizes = []
         with _b.no_grad():
             return _b.div(total, float(self.divisor))
@@ -180,7 +222,18 @@ def accumulate(params, micro_batches, loss_fn, *, divisor=None, strict=False):
     rows = [x.shape[0] if x.ndim > 0 else 0 for x, _ in mbs]
     if divisor is None:
         divisor = sum(rows) * _per_sample(mbs[0][1])
+    # an imported graph that keeps its samples apart without the batch rule on axis 0 runs every
+    # 32-sample block as its own piece, as `bitgrad train` does (numerics.md §42), when the
+    # micro-batches are whole subtrees of the batch's blocks
+    blocks = _sample_mode(params, mbs[0][0], "accumulate: %d micro-batches" % len(mbs), len(mbs) > 1) == "per_block" \
+        and min(rows) > 0 and _b.distributed.plan_micro_batches(rows).whole_batch
     acc = Accumulator(params, divisor, strict=strict)
+    acc.per_block = blocks
     for (x, y), r in zip(mbs, rows):
-        acc.backward(loss_fn(x, y, acc.row_offset), r)
+        if not blocks or r <= 32:
+            acc.backward(loss_fn(x, y, acc.row_offset), r)
+            continue
+        for k in range(0, r, 32):
+            e = min(r, k + 32)
+            acc.backward(loss_fn(x[k:e], y[k:e], acc.row_offset), e - k)
     return acc.finish()

@@ -21,7 +21,7 @@ import sys as _sys
 import numpy as _np
 
 from . import _bitgrad as _b
-from ._accumulate import _param_list, _per_sample, _refuse_batch_norm, _split
+from ._accumulate import _param_list, _per_sample, _refuse_batch_norm, _sample_mode, _split
 
 _d = _b.distributed
 globals().update({k: v for k, v in vars(_d).items() if not k.startswith("_")})
@@ -207,6 +207,7 @@ class DataParallel:
             except _b.InputError as e:
                 raise RefusedError(str(e)) from None
         self.params = _param_list(model, "DataParallel")
+        self._per_block = False  # an imported graph run per 32-sample block (numerics.md §42), found at the first step
         self._comb = _d.GradientCombiner(self.params)
         if self.world > 1 and hasattr(model, "state_dict"):
             check_replicas(model, step=0)
@@ -217,7 +218,8 @@ class DataParallel:
 
     def plan(self, rows=None):
         """The StepPlan of a batch of `rows` samples (default: a full batch) on this rank."""
-        return _d.plan_step(self.batch_size if rows is None else rows, self.batch_size, self.accumulate, self.world, self.rank)
+        return _d.plan_step(self.batch_size if rows is None else rows, self.batch_size, self.accumulate, self.world, self.rank,
+                            per_block=self._per_block)
 
     def step(self, batch, loss_fn, *, divisor=None):
         """One step's gradient: loss_fn(x, y, row_offset) returns the loss SUMMED over the samples of
@@ -233,6 +235,11 @@ class DataParallel:
         else:
             x, y = _split(batch, "DataParallel.step")
             rows, first = x.shape[0], 0
+        try:
+            self._per_block = _sample_mode(self.model, x, "DataParallel on %d rank(s) in %d micro-batch(es)" % (self.world, self.accumulate),
+                                           self.world > 1 or self.accumulate > 1) == "per_block"
+        except _b.InputError as e:
+            raise RefusedError(str(e)) from None
         plan = self.plan(rows)
         lo, hi = plan.shard
         if first == 0 and x.shape[0] == rows and (lo, hi) != (0, rows):

@@ -1,0 +1,158 @@
+"""Issue 40: a model a user brings keeps micro-batches and ranks to one fingerprint, or says why
+not. Every graph of sample_axis_models.py (torch 1.13's exports of MultiheadAttention and
+TransformerEncoder/Decoder in both layouts, embeddings, LSTM/GRU both ways, Conv1d + BatchNorm1d
+over [N, C, T], and forwards that mix samples) is followed by bitgrad's analysis (numerics.md
+§42), trained by the CLI under --accumulate 1/2/4 and on 1 and 2 ranks, and by bitgrad.accumulate
+from Python: one fingerprint (one gradient), or the run was refused naming the node."""
+import os
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+
+import bitgrad as bg  # noqa: E402
+import sample_axis_models as sam  # noqa: E402
+
+MPIRUN = os.environ.get("BITGRAD_MPIRUN") or shutil.which("mpirun")
+NAMES = sorted(sam.CASES)
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sample-axis")
+    for name in NAMES:
+        sam.export(name, d / (name + ".onnx"))
+    return d
+
+
+def probe(kind):
+    return [3, sam.SEQ] if kind == "tokens" else [3, 4, sam.SEQ] if kind == "sequence" else [3, 8]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_analysis_finds_where_the_samples_go(graphs, name):
+    _, kind, mode, op = sam.CASES[name]
+    a = bg.onnx.load(str(graphs / (name + ".onnx"))).samples(probe(kind))
+    if mode == "output":
+        assert not a["output_on_axis0"] and "holds the samples on axis 1" in a["output"], a
+        return
+    assert a["mode"] == mode, a
+    assert a["output_on_axis0"] or mode == "mixes_samples", a
+    if op:
+        assert a["node"].endswith("(%s)" % op), a
+        assert a["why"], a
+    assert a["batch_statistics"] == (name == "conv_bn"), a
+
+
+def run(cli, config, out, *extra, launcher=()):
+    r = subprocess.run([*launcher, cli, "train", str(config), "--steps", "2", "--out", str(out), *extra],
+                       capture_output=True, text=True, timeout=600)
+    m = re.search(r"^fingerprint ([0-9a-f]{32})$", r.stdout, re.M)
+    return r, m.group(1) if m and r.returncode == 0 else None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_cli_gives_one_fingerprint_or_refuses_by_name(cli, graphs, tmp_path, name):
+    _, kind, mode, op = sam.CASES[name]
+    config = tmp_path / "c.toml"
+    config.write_text(sam.config(kind, str(graphs / (name + ".onnx"))))
+    runs = {a: run(cli, config, tmp_path / ("acc%d" % a), "--accumulate", str(a)) for a in (1, 2, 4)}
+    if MPIRUN:
+        runs["ranks"] = run(cli, config, tmp_path / "ranks", launcher=(MPIRUN, "--oversubscribe", "--allow-run-as-root", "--bind-to", "none",
+                                                                       "-n", "2"))
+    r1, want = runs[1]
+    if mode == "output":  # refused before training, naming the output
+        for r, fp in runs.values():
+            assert fp is None and "output 'output' holds the samples on axis 1" in r.stderr, r.stderr
+        return
+    assert want, r1.stderr
+    if mode == "mixes_samples":  # the batch runs whole: a note; micro-batches and ranks refused by the node's name
+        assert "note      node '" in r1.stdout and "(%s) mixes the samples" % op in r1.stdout, r1.stdout
+        for key, (r, fp) in runs.items():
+            if key != 1:
+                assert fp is None and "(%s) mixes the samples" % op in r.stderr and "numerics.md §42" in r.stderr, (key, r.stderr)
+        return
+    assert "samples   " in r1.stdout, r1.stdout
+    if mode == "per_block":
+        assert "samples   per 32-sample block: node '" in r1.stdout and "(%s)" % op in r1.stdout, r1.stdout
+    for key, (r, fp) in runs.items():
+        if name == "conv_bn" and key in (2, 4):  # batch statistics: refused as a batchnorm layer is
+            assert fp is None and "with a batchnorm layer is not supported" in r.stderr, r.stderr
+            continue
+        assert fp == want, (key, r.stdout, r.stderr)
+
+
+def batches(kind, n, seed=3):
+    rng = np.random.default_rng(seed)
+    if kind == "tokens":
+        return (bg.tensor(rng.integers(0, sam.VOCAB, (n, sam.SEQ)), dtype=bg.int64),
+                bg.tensor(rng.integers(0, sam.VOCAB, (n, sam.SEQ)), dtype=bg.int64))
+    shape = (n, 4, sam.SEQ) if kind == "sequence" else (n, 8)
+    return bg.tensor(rng.standard_normal(shape).astype(np.float32)), bg.tensor(rng.integers(0, 5, n), dtype=bg.int64)
+
+
+def accumulated(path, kind, splits):
+    g = bg.onnx.load(str(path))
+    x, y = batches(kind, sum(splits))
+
+    def loss_fn(xb, yb, row):
+        return bg.cross_entropy(g(xb, bg.nn.Context(training=True, seed=5, step=0, row_offset=row)), yb, reduction="sum")
+
+    mbs, r = [], 0
+    for s in splits:
+        mbs.append((x[r:r + s], y[r:r + s]))
+        r += s
+    loss = bg.accumulate(g, mbs, loss_fn)
+    return loss.item(), [np.array(p.grad).tobytes() for _, p in g.named_parameters()]
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if sam.CASES[n][2] != "output"])
+def test_python_accumulate_gives_the_whole_batch_or_refuses(graphs, name):
+    _, kind, mode, op = sam.CASES[name]
+    path = graphs / (name + ".onnx")
+    if mode == "mixes_samples" or name == "conv_bn":
+        with pytest.raises(bg.InputError, match=r"(\(%s\) mixes the samples|batch-norm)" % (op or "BatchNormalization")):
+            accumulated(path, kind, [64, 64])
+        return
+    want = accumulated(path, kind, [128])
+    for splits in ([64, 64], [32] * 4):
+        assert accumulated(path, kind, splits) == want, splits
+    assert accumulated(path, kind, [64, 40]) == accumulated(path, kind, [104])  # a short last micro-batch: the tree's tail
+
+
+def test_an_accumulator_reports_the_whole_batch_only_for_the_blocks_of_a_per_block_graph(graphs):
+    # the torch TransformerEncoder LM run sequence-first: its bits are those of its 32-sample blocks
+    g = bg.onnx.load(str(graphs / "encoder_lm_seq_first.onnx"))
+    x, y = batches("tokens", 128)
+
+    def loss_fn(xb, yb, row):
+        return bg.cross_entropy(g(xb, bg.nn.Context(training=True, seed=5, step=0, row_offset=row)), yb, reduction="sum")
+
+    def grads():
+        return [np.array(p.grad).tobytes() for _, p in g.named_parameters()]
+
+    def by_hand(splits, strict=False):
+        for _, p in g.named_parameters():
+            p.grad = None
+        acc = bg.Accumulator(g, 128 * sam.SEQ, strict=strict)
+        r = 0
+        for s in splits:
+            acc.backward(loss_fn(x[r:r + s], y[r:r + s], acc.row_offset), s)
+            r += s
+        loss = acc.finish()
+        return acc.whole_batch, loss.item(), grads()
+
+    blocks, halves = by_hand([32] * 4), by_hand([64, 64])
+    assert blocks[0] is True and halves[0] is False  # a forward of 64 samples is not two blocks' bits
+    for _, p in g.named_parameters():
+        p.grad = None
+    loss = bg.accumulate(g, [(x, y)], loss_fn)  # the whole batch in one micro-batch: run per block
+    assert (loss.item(), grads()) == blocks[1:]
+    assert halves[1:] != blocks[1:]
+    with pytest.raises(bg.InputError, match="keeps its samples apart only per 32-sample block"):
+        by_hand([64, 64], strict=True)
