@@ -88,6 +88,32 @@ class OpHookPause {
 };
 void emit_forward(const char* op, const Tensor& out, CallSite site);
 
+// What a backward's sums over samples took (issue 40, numerics §42). Installed around the
+// backward of a piece of `rows` samples (dist::GradientCombiner: bitgrad.accumulate, Accumulator,
+// DataParallel), every sum a gradient takes over the leading axis by the batch rule (a weight's,
+// a bias's, a norm's affine parameters', an embedding's, a broadcast's) reports how many entries
+// it took as samples; a count other than `rows` cannot be the batch rule over the piece's samples
+// (a layer run sequence-first, [T, N, D], sums T), nor can a 1-d sum of `rows` entries (the row
+// rule). The first such sum is kept. A leading axis whose length happens to equal `rows` cannot
+// be told apart from the samples by this check.
+class SampleCountCheck {
+ public:
+  explicit SampleCountCheck(std::int64_t rows);
+  ~SampleCountCheck();
+  SampleCountCheck(const SampleCountCheck&) = delete;
+  SampleCountCheck& operator=(const SampleCountCheck&) = delete;
+  const std::string& mismatch() const { return mismatch_; }  // "" when every sum took `rows`
+
+  // ops: a sum over `count` leading entries of a tensor of shape `of`, by the batch rule (rule)
+  // or the row rule (!rule)
+  static void note(const char* what, std::int64_t count, const Shape& of, bool rule = true);
+
+ private:
+  std::int64_t rows_;
+  std::string mismatch_;
+  SampleCountCheck* outer_;
+};
+
 // Number of live graph nodes in this process (for tests and leak checks).
 std::size_t live_nodes();
 // Name of the op that produced t ("" for a leaf).

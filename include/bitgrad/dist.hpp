@@ -99,8 +99,13 @@ class GradientCombiner {
   GradientCombiner& operator=(const GradientCombiner&) = delete;
   // Backward of loss_sum / divisor (the piece's summed loss over the batch's divisor, as the
   // training step), then takes the parameters' gradients (leaving .grad empty). Throws when a
-  // parameter held a gradient before the step's first piece (zero_grad first).
-  void backward(const Tensor& loss_sum, double divisor);
+  // parameter held a gradient before the step's first piece (zero_grad first). rows > 0: the
+  // piece's samples, checked against every sum over samples its backward takes
+  // (autograd::SampleCountCheck); the step's first mismatch is sample_mismatch().
+  void backward(const Tensor& loss_sum, double divisor, std::int64_t rows = 0);
+  // This step's (or, after finish, the last step's) first sum over samples that was not the
+  // batch rule over its piece's samples; "" when none was.
+  const std::string& sample_mismatch() const;
   // Ends this rank's current tree node (its pieces so far).
   void end_node();
   // Pieces added to the current node, and nodes ended, since the step began.

@@ -4,6 +4,7 @@
 // of a node combined by the streaming pairwise tree, nodes by the tree over the batch's leaves
 // (numerics.md §18, §20), so a loop written with these has the bits of one process.
 #include <cstring>
+#include <optional>
 
 #include "bitgrad/autograd.hpp"
 #include "bitgrad/dist.hpp"
@@ -125,6 +126,7 @@ struct GradientCombiner::Impl {
   std::vector<Tensor> node_loss;
   std::int64_t pieces = 0;
   bool in_step = false;
+  std::string mismatch;  // this step's first sum over samples off the batch rule
   DType loss_dtype = DType::f32;
 
   void clear() {
@@ -153,7 +155,9 @@ void GradientCombiner::reset() { p_->clear(); }
 std::int64_t GradientCombiner::pieces() const { return p_->pieces; }
 std::int64_t GradientCombiner::nodes() const { return static_cast<std::int64_t>(p_->node_loss.size()); }
 
-void GradientCombiner::backward(const Tensor& loss_sum, double divisor) {
+const std::string& GradientCombiner::sample_mismatch() const { return p_->mismatch; }
+
+void GradientCombiner::backward(const Tensor& loss_sum, double divisor, std::int64_t rows) {
   Impl& p = *p_;
   BITGRAD_CHECK(loss_sum.defined() && loss_sum.numel() == 1 && is_floating(loss_sum.dtype()), "gradient combine",
                 "a piece's loss must be one floating-point number (the loss summed over the piece's samples), got ",
@@ -166,12 +170,16 @@ void GradientCombiner::backward(const Tensor& loss_sum, double divisor) {
                     "gradient to it would not be the canonical tree (contract T5)");
     p.in_step = true;
     p.loss_dtype = loss_sum.dtype();
+    p.mismatch.clear();
   }
   BITGRAD_CHECK(loss_sum.dtype() == p.loss_dtype, "gradient combine", "the pieces' losses are ", dtype_name(p.loss_dtype), " and ",
                 dtype_name(loss_sum.dtype()), "; expected one dtype");
   // the training step's own arithmetic (train/step.cpp): S / (B D), then backward
   Tensor L = div(loss_sum, divisor);
+  std::optional<autograd::SampleCountCheck> check;
+  if (rows > 0) check.emplace(rows);
   L.backward();
+  if (check && p.mismatch.empty()) p.mismatch = check->mismatch();
   for (std::size_t i = 0; i < p.params.size(); ++i) {
     Tensor& t = p.params[i];
     Tensor g = t.grad();

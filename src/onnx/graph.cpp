@@ -348,6 +348,7 @@ std::vector<Tensor> run_graph(const GraphInfo& g, const std::vector<Tensor>& inp
   const std::string where = g.where();
   BITGRAD_CHECK(inputs.size() == g.input_slots.size(), where.c_str(), "the graph takes ", g.input_slots.size(), " inputs, got ", inputs.size());
   std::vector<Value> slots = g.constants;
+  std::string batch_hint;  // an input at another batch than the file declares: a node may fix it
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     const ValueInfoProto& info = *g.input_info[k];
     Tensor x = inputs[k];
@@ -362,6 +363,10 @@ std::vector<Tensor> run_graph(const GraphInfo& g, const std::vector<Tensor>& inp
     if (info.has_shape) {
       BITGRAD_CHECK(static_cast<std::size_t>(x.ndim()) == info.dims.size(), where.c_str(), "input '", g.input_names[k], "' has rank ",
                     info.dims.size(), ", got ", x.shape().str());
+      if (!info.dims.empty() && info.dims[0] > 0 && x.ndim() > 0 && x.shape()[0] != info.dims[0] && batch_hint.empty())
+        batch_hint = " (input '" + g.input_names[k] + "' is declared with a batch of " + std::to_string(info.dims[0]) + " and runs with " +
+                     std::to_string(x.shape()[0]) + ": a graph exported without a free batch axis may fix the batch in its constants; "
+                     "export it with dynamic_axes={'" + g.input_names[k] + "': {0: 'batch'}})";
       for (std::size_t d = 1; d < info.dims.size(); ++d)  // the batch dimension is free (micro-batches)
         BITGRAD_CHECK(info.dims[d] < 0 || info.dims[d] == x.shape()[static_cast<int>(d)], where.c_str(), "input '", g.input_names[k],
                       "' has dimension ", d, " of ", info.dims[d], ", got ", x.shape().str());
@@ -379,8 +384,9 @@ std::vector<Tensor> run_graph(const GraphInfo& g, const std::vector<Tensor>& inp
       n.def->run(c);
     } catch (const Error& e) {
       const std::string what = e.what();
-      if (what.rfind("onnx: ", 0) == 0) throw;
-      c.fail(what);
+      if (what.rfind("onnx: ", 0) != 0) c.fail(what + batch_hint);
+      if (batch_hint.empty()) throw;
+      throw Error(what + batch_hint);
     }
     for (std::size_t o = 0; o < n.out.size(); ++o) {
       if (n.out[o] < 0) continue;

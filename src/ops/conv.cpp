@@ -102,6 +102,7 @@ void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
         }
       });
       Tensor dw = Tensor::empty(n.in_shape[1], g.dtype());
+      autograd::SampleCountCheck::note("conv2d's weight gradient", G.N, n.in_shape[0]);
       K.sum_cols(pp, G.N, G.OC * CKK, kern::out_ptr<T>(dw));
       gi[1] = dw;
     }
@@ -109,6 +110,7 @@ void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
       Tensor per = Tensor::empty(Shape{G.N, G.OC}, g.dtype());
       K.sum_rows(pg, G.N * G.OC, P, kern::out_ptr<T>(per));
       Tensor db = Tensor::empty(n.in_shape[2], g.dtype());
+      autograd::SampleCountCheck::note("conv2d's bias gradient", G.N, n.in_shape[0]);
       K.sum_cols(per.data<T>(), G.N, G.OC, kern::out_ptr<T>(db));
       gi[2] = db;
     }

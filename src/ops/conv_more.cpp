@@ -129,6 +129,7 @@ Tensor conv_weight_grad(const CGeom& G, const T* x, const T* dy, const Shape& ws
       }
   });
   Tensor dw = Tensor::empty(wshape, dt);
+  autograd::SampleCountCheck::note("a convolution's weight gradient", G.N, wshape);
   kern::active<T>().sum_cols(pp, G.N, WN, kern::out_ptr<T>(dw));
   return dw;
 }
@@ -139,6 +140,7 @@ Tensor bias_grad(const T* g, std::int64_t N, std::int64_t C, std::int64_t P, con
   Tensor per = Tensor::empty(Shape{N, C}, dt);
   kern::active<T>().sum_rows(g, N * C, P, kern::out_ptr<T>(per));
   Tensor db = Tensor::empty(bshape, dt);
+  autograd::SampleCountCheck::note("a convolution's bias gradient", N, Shape{N, C, P});
   kern::active<T>().sum_cols(per.data<T>(), N, C, kern::out_ptr<T>(db));
   return db;
 }

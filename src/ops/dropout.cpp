@@ -43,6 +43,7 @@ void embedding_bw(Node& n, const Tensor& g, Tensor* gi) {
   const Shape& ws = n.in_shape[0];
   Tensor gc = kern::contiguous(g);
   Tensor dw = Tensor::empty(ws, g.dtype());
+  autograd::SampleCountCheck::note("embedding's gradient", s.samples, Shape{s.samples, s.per});
   BITGRAD_DISPATCH_FLOAT(g.dtype(), "embedding", T, [&] {
     kern::index_add_rows_by_sample(gc.data<T>(), s.samples, s.per, ws[1], n.saved_tensor(0).data<std::int64_t>(), ws[0], kern::out_ptr<T>(dw));
   });

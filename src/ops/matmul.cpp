@@ -35,6 +35,8 @@ void linear_bw(Node& n, const Tensor& g, Tensor* gi) {
     }
     const T *pg = gc.data<T>(), *px = x.data<T>();
     const std::int64_t rows = N / std::max<std::int64_t>(s.samples, 1);  // per sample
+    if (n.in[1].needs_grad() || (n.n_inputs > 2 && n.in[2].needs_grad()))
+      autograd::SampleCountCheck::note("linear's weight gradient", s.samples, n.in_shape[0]);
     if (n.in[1].needs_grad()) {
       Tensor dW = Tensor::empty(n.in_shape[1], g.dtype());
       auto dw = [&](std::int64_t r0, std::int64_t R, T* to) {
@@ -81,6 +83,7 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
       } else if (s.samples == B) {
         gi[0] = reshape(ops::reduce_sum(da, {0}), n.in_shape[0]);
       } else {  // per sample (its B / samples batches by the batch rule), then over the samples
+        autograd::SampleCountCheck::note("matmul's shared-operand gradient", s.samples, n.in_shape[1]);
         const std::int64_t per = B / s.samples;
         Tensor sum = Tensor::empty(Shape{M, K}, g.dtype());
         ops::batch_rule_over_samples<T>(
@@ -102,6 +105,7 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
         // the batch rule (with one batch dimension; without, every row is a sample)
         db = Tensor::empty(Shape{K, N}, g.dtype());
         const std::int64_t samples = B == 1 ? M : s.samples, rows = B * M / samples;
+        autograd::SampleCountCheck::note("matmul's shared-operand gradient", samples, n.in_shape[0]);
         auto part_db = [&](std::int64_t r0, std::int64_t R, T* to) {
           ops::gemm<T>(K, N, R, row_major(pa + r0 * K, K, R, true), row_major(pg + r0 * N, R, N), to, KOrder::batch_tree);
         };

@@ -20,6 +20,7 @@ struct LayerNormSaved {
 // gamma and beta gradients: the batch rule over the rows of each sample, then over the samples
 template <class T>
 void sum_over_samples(const T* v, std::int64_t R, std::int64_t D, std::int64_t samples, T* out, DType dt) {
+  autograd::SampleCountCheck::note("layer norm's gamma/beta gradient", samples, Shape{R, D});
   if (samples == R) return kern::active<T>().sum_cols(v, R, D, out);
   const std::int64_t rows = R / samples;
   ops::batch_rule_over_samples<T>(samples, D, dt, [&](std::int64_t n, T* part) { kern::active<T>().sum_cols(v + n * rows * D, rows, D, part); },

@@ -120,7 +120,10 @@ Tensor reduce_sum(const Tensor& x, std::vector<int> axes) {
   for (int d = 0; d < s.ndim(); ++d)
     if (std::find(axes.begin(), axes.end(), d) == axes.end()) kept.push_back(s[d]);
   if (axes.empty()) return kern::contiguous(x).contiguous_copy();
-  if (s.ndim() == 1) return sum_rows_raw(kern::contiguous(x), 1, s[0], kept);
+  if (s.ndim() == 1) {
+    autograd::SampleCountCheck::note("a sum over a 1-d tensor", s[0], s, false);
+    return sum_rows_raw(kern::contiguous(x), 1, s[0], kept);
+  }
   const bool has0 = axes.front() == 0;
   std::vector<int> rest(axes.begin() + (has0 ? 1 : 0), axes.end());
   Tensor cur = x;
@@ -141,6 +144,7 @@ Tensor reduce_sum(const Tensor& x, std::vector<int> axes) {
   // stage 2: the batch rule over axis 0
   Tensor cc = kern::contiguous(cur);
   const std::int64_t R = cur_shape[0];
+  autograd::SampleCountCheck::note("a sum over axis 0", R, s);
   return sum_cols_raw(cc, R, R ? cc.numel() / R : cur_shape.without(0).numel(), kept);
 }
 

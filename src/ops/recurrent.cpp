@@ -104,6 +104,7 @@ void recurrent_product_bw(Node& n, const Tensor& g, Tensor* gi) {
     acc.h.assign(acc.h.size(), Tensor());
     // as linear's (§5): one row per sample (T = 1, a cell) is a 2-d input's batch tree over the
     // N rows; several rows per sample a 3-d input's, per sample first, then the batch rule
+    if (dw || db) autograd::SampleCountCheck::note("a recurrent layer's weight gradient", N, Shape{N, Ts, H});
     if (dw) {
       Tensor dW = Tensor::empty(n.in_shape[1], g.dtype());
       auto part_dw = [&](std::int64_t r0, std::int64_t R, T* to) {

@@ -94,9 +94,11 @@ void init_distributed(py::module_& top) {
       "pairwise tree, the nodes of every rank by the tree above them; .grad holds the batch's gradient on every rank.")
       .def(py::init([](const py::iterable& params) { return std::make_shared<dist::GradientCombiner>(tensor_list(params)); }),
            py::arg("params"))
-      .def("backward", [](dist::GradientCombiner& c, const Tensor& loss_sum, double divisor) {
-        nogil([&] { c.backward(loss_sum, divisor); });
-      }, py::arg("loss_sum"), py::arg("divisor"))
+      .def("backward", [](dist::GradientCombiner& c, const Tensor& loss_sum, double divisor, std::int64_t rows) {
+        nogil([&] { c.backward(loss_sum, divisor, rows); });
+      }, py::arg("loss_sum"), py::arg("divisor"), py::arg("rows") = 0)
+      .def_property_readonly("sample_mismatch", &dist::GradientCombiner::sample_mismatch,
+                             "The step's first sum over samples that was not the batch rule over its piece's samples (\"\" when none).")
       .def("end_node", &dist::GradientCombiner::end_node)
       .def("finish", [](dist::GradientCombiner& c, const dist::StepPlan& plan) { return nogil([&] { return c.finish(plan); }); },
            py::arg("plan"))

@@ -189,5 +189,33 @@ TEST(Autograd, LeafGradientOwnsItsStorage) {
   EXPECT_NE(a.grad().storage().get(), b.grad().storage().get());
 }
 
+TEST(Autograd, SampleCountCheckNamesTheSumThatTookOtherSamples) {
+  // issue 40: a piece of 4 samples; linear over [4, 3, 5] sums the 4 samples (the batch rule), over
+  // its sequence-first [3, 4, 5] it sums 3 leading entries as samples: the check names that sum
+  Tensor w = Tensor::full(Shape{2, 5}, 0.25);
+  w.set_requires_grad(true);
+  auto run = [&](const Shape& s) {
+    Tensor loss = sum(linear(Tensor::full(s, 0.5), w));  // the forward's own sum is not the backward's
+    autograd::SampleCountCheck check(4);
+    loss.backward();
+    w.set_grad(Tensor());
+    return check.mismatch();
+  };
+  EXPECT_EQ(run(Shape{4, 3, 5}), "");
+  EXPECT_EQ(run(Shape{3, 4, 5}), "linear's weight gradient summed 3 leading entries of [3, 4, 5] as samples, but the piece has 4 (its samples "
+                                 "are not on axis 0 there)");
+  EXPECT_EQ(run(Shape{12, 5}).substr(0, 40), "linear's weight gradient summed 12 leadi");  // [T·N, D]: every row a sample
+  // nested: the inner check sees its own piece, the outer one nothing while the inner is installed
+  Tensor loss = sum(linear(Tensor::full(Shape{3, 4, 5}, 0.5), w));
+  autograd::SampleCountCheck outer(4);
+  {
+    autograd::SampleCountCheck inner(3);
+    loss.backward();
+    EXPECT_EQ(inner.mismatch(), "");
+  }
+  EXPECT_EQ(outer.mismatch(), "");
+  w.set_grad(Tensor());
+}
+
 }  // namespace
 }  // namespace bitgrad::test

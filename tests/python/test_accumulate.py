@@ -5,6 +5,7 @@ gradient of every parameter and the loss — on an MLP (with dropout keyed by ro
 regression; `.grad +=` (backward after backward) does not in general, while the pairwise
 combination of bitgrad.grad does; other splits give the tree over micro-batches, or an error
 with strict=True."""
+import numpy as np
 import pytest
 
 import bitgrad as bg
@@ -228,3 +229,47 @@ def test_an_onnx_graph_with_batch_normalization_is_refused_as_a_batch_norm_layer
         bg.accumulate(g, split(X, Y, [32, 32]), lambda x, y, row: bg.cross_entropy(g(x), y, reduction="sum"))
     g.eval()  # the running statistics: accepted
     bg.accumulate(g, split(X, Y, [32, 32]), lambda x, y, row: bg.cross_entropy(g(x), y, reduction="sum"))
+
+
+def _sequence_model(seq_first):
+    """A Linear over windows [N, T, 6] -> [N, T, 4], applied batch-first or, as torch's
+    sequence-first habit, to x.transpose(0, 1) ([T, N, 6]) and transposed back."""
+    lin = nn.Linear(6, 4, seed=2)
+
+    def forward(x):
+        return lin(x.transpose(0, 1)).transpose(0, 1) if seq_first else lin(x)
+    return lin, forward
+
+
+@pytest.mark.parametrize("seq_first", [False, True])
+def test_a_layer_run_sequence_first_is_not_reported_as_the_whole_batch(seq_first):
+    # issue 40: the Linear's weight gradient sums per time step over the batch when the samples sit
+    # on axis 1; micro-batches then change its bits, and the accumulator said whole_batch=True
+    rng = np.random.default_rng(4)
+    X = bg.tensor(rng.standard_normal((64, 10, 6)).astype(np.float32))
+    Y = bg.tensor(rng.standard_normal((64, 10, 4)).astype(np.float32))
+    lin, forward = _sequence_model(seq_first)
+
+    def loss_fn(x, y, row):
+        return bg.mse_loss(forward(x), y, reduction="sum")
+
+    def grads():
+        return [np.array(p.grad).tobytes() for p in lin.parameters()]
+
+    lin.zero_grad()
+    (loss_fn(X, Y, 0) / (64 * 40)).backward()  # the whole batch in one forward and backward
+    whole = grads()
+    lin.zero_grad()
+    acc = bg.Accumulator(lin, 64 * 40)
+    for k in (0, 32):
+        acc.backward(loss_fn(X[k:k + 32], Y[k:k + 32], k), 32)
+    acc.finish()
+    assert acc.whole_batch is (not seq_first)
+    assert (grads() == whole) is (not seq_first)  # what whole_batch says is what happened
+    lin.zero_grad()
+    if seq_first:
+        with pytest.raises(bg.InputError, match=r"linear's weight gradient summed 10 leading entries of \[10, 32, 6\] as samples"):
+            bg.accumulate(lin, [(X[:32], Y[:32]), (X[32:], Y[32:])], loss_fn, strict=True)
+    else:
+        bg.accumulate(lin, [(X[:32], Y[:32]), (X[32:], Y[32:])], loss_fn, strict=True)
+        assert grads() == whole

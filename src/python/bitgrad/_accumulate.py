@@ -86,7 +86,10 @@ def _sample_mode(model, x, why, pieces):
     takes batch statistics per block) raises when the batch runs in several pieces."""
     mode = "batch_rule"
     for g in _graphs(model):
-        shape = [3] + list(x.shape[1:]) if g is model and x is not None and x.ndim > 0 else None
+        shape = None  # the graph's latest forward's input, or its declared one
+        if g is model and x is not None and x.ndim > 0:
+            fixed = g.input_shape(0)[0] if g.input_shape(0) else None  # a batch the file fixes: the probe runs at it
+            shape = [fixed if isinstance(fixed, int) and fixed > 1 else 3] + list(x.shape[1:])
         a = g.samples(shape)
         whole = a["mode"] == "mixes_samples" or (a["mode"] == "per_block" and a["batch_statistics"] and getattr(g, "training", True))
         if whole and pieces:
@@ -164,7 +167,7 @@ class Accumulator:
         if len(self._sizes) == 1 and self._model is not None:
             _refuse_batch_norm(self._model, "Accumulator: a second micro-batch")
             _sample_mode(self._model, None, "Accumulator: a second micro-batch", True)
-        self._comb.backward(loss_sum, float(self.divisor))
+        self._comb.backward(loss_sum, float(self.divisor), rows)  # its sums over samples checked against rows
         self._sizes.append(rows)
 
     def finish(self):
@@ -172,16 +175,26 @@ class Accumulator:
         if not self._sizes:
             raise _b.InputError("Accumulator.finish: no micro-batch was added")
         plan = _b.distributed.plan_micro_batches(self._sizes)
-        whole, blocks = plan.whole_batch, False
-        if whole and max(self._sizes) > 32 and not self.per_block and self._model is not None and \
-                _sample_mode(self._model, None, "Accumulator", len(self._sizes) > 1) == "per_block":
+        whole, blocks, mismatch = plan.whole_batch, False, ""
+        mode = "batch_rule"
+        if self._model is not None and not self.per_block:
+            mode = _sample_mode(self._model, None, "Accumulator", len(self._sizes) > 1)
+        if whole and mode == "per_block" and max(self._sizes) > 32:
             # an imported graph kept apart per block (numerics §42): the batch's bits are those of
             # its 32-sample blocks, each its own piece
             whole, blocks = False, True
+        elif whole and mode == "batch_rule" and not self.per_block and len(self._sizes) > 1 and self._comb.sample_mismatch:
+            # what the backward ran: a sum over samples that was not the batch rule over them
+            whole, mismatch = False, self._comb.sample_mismatch
         if self.strict and not whole:
             self._comb.reset()
             sizes, self._sizes = self._sizes, []
             shown = sizes if len(sizes) <= 8 else "%s, ..." % sizes[:8]
+            if mismatch:
+                raise _b.InputError(
+                    "accumulate: the micro-batches' gradients are not the whole batch's: %s (contract T5, numerics.md §42); keep "
+                    "the samples on axis 0 where they meet the parameters (run the layers batch-first), or strict=False for the "
+                    "tree over micro-batches" % mismatch)
             if blocks:
                 raise _b.InputError(
                     "accumulate: the model's ONNX graph keeps its samples apart only per 32-sample block (numerics.md §42), so the "

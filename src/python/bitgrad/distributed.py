@@ -208,6 +208,8 @@ class DataParallel:
                 raise RefusedError(str(e)) from None
         self.params = _param_list(model, "DataParallel")
         self._per_block = False  # an imported graph run per 32-sample block (numerics.md §42), found at the first step
+        self.whole_batch = None  # after a step: whether its bits are the whole batch's (plan, and what the backward ran)
+        self.sample_mismatch = ""  # after a step: its first sum over samples off the batch rule
         self._comb = _d.GradientCombiner(self.params)
         if self.world > 1 and hasattr(model, "state_dict"):
             check_replicas(model, step=0)
@@ -255,9 +257,14 @@ class DataParallel:
                     whole = r0 == lo and r1 == hi
                     xp = x if whole else x[r0 - lo:r1 - lo]
                     yp = y if whole else y[r0 - lo:r1 - lo]
-                    self._comb.backward(loss_fn(xp, yp, r0), float(divisor))
+                    self._comb.backward(loss_fn(xp, yp, r0), float(divisor), r1 - r0)
                 self._comb.end_node()
             total = self._comb.finish(plan)
+            pieces = sum(len(node) for node in plan.pieces) * self.world
+            # the whole batch's bits: the plan's, unless a sum over samples was off the batch rule
+            # (not for a graph run per block, whose blocks are the pieces: numerics.md §42)
+            self.whole_batch = plan.whole_batch and (pieces <= 1 or self._per_block or not self._comb.sample_mismatch)
+            self.sample_mismatch = "" if self._per_block else self._comb.sample_mismatch
         except BaseException:
             self._comb.reset()
             raise
