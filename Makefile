@@ -1,13 +1,13 @@
 # The README's two commands:
 #   make demo   install dependencies, build the CLI, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
-# Other targets: build, package, package-check, bench, bench-round3, bench-dist, bench-gpt, bench-precision, bench-python, bench-serve, contract, crosscheck, onnx-table, onnx-roundtrip,
+# Other targets: build, package, package-check, bench, bench-round3, bench-dist, bench-gpt, bench-precision, bench-python, bench-serve, contract, contract-torch, crosscheck, onnx-table, onnx-roundtrip,
 # sanitize, sanitize-ci, tsan, fuzz, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test package package-check crosscheck sanitize sanitize-ci tsan fuzz bench bench-round3 bench-dist bench-gpt bench-precision bench-python bench-serve contract onnx-table onnx-roundtrip accuracy clean
+.PHONY: deps configure build demo test package package-check crosscheck sanitize sanitize-ci tsan fuzz bench bench-round3 bench-dist bench-gpt bench-precision bench-python bench-serve contract contract-torch onnx-table onnx-roundtrip accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -42,6 +42,10 @@ N ?= 10000
 SEED ?= 20261122
 contract: build
 	@$(BUILD)/bin/contract_fuzz --cases $(N) --seed $(SEED) --keep-going --out $(BUILD)/contract-failures
+# The same with torch's exported idioms among the cases (issue 40; needs Debian's python3-torch).
+contract-torch: build
+	@PYTHONPATH=$(BUILD)/python /usr/bin/python3 tests/python/sample_axis_models.py --export $(BUILD)/torch-idioms
+	@$(BUILD)/bin/contract_fuzz --torch $(BUILD)/torch-idioms --cases $(N) --seed $(SEED) --keep-going --out $(BUILD)/contract-failures
 
 # The ranks that mpirun starts leak OpenMPI's own memory (MPI_Init, MPI_Finalize, its progress
 # thread): tests/lsan.supp suppresses leaks with those libraries on the allocation stack. The

@@ -1,8 +1,10 @@
 #include "contract/case.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <sstream>
 
+#include "bitgrad/error.hpp"
 #include "bitgrad/rng.hpp"
 
 namespace bitgrad::contract {
@@ -262,6 +264,7 @@ void issue29_loss(Case& c, Draw& d) {
 std::vector<std::int64_t> shape_after(const Layer& l, const std::vector<std::int64_t>& in) { return after(l, in); }
 
 bool Case::valid() const {
+  if (!torch.empty()) return batch >= 1 && samples >= 1 && steps >= 1;
   std::vector<std::int64_t> s = shape;
   for (const Layer& l : layers) {
     s = after(l, s);
@@ -291,7 +294,40 @@ bool onnx_writable(const Case& c) {
   return true;
 }
 
+namespace {
+std::vector<TorchIdiom> g_torch;
+}  // namespace
+
+void load_torch_idioms(const std::string& dir) {
+  std::ifstream in(dir + "/manifest.txt");
+  BITGRAD_CHECK(in.good(), "contract_fuzz", "--torch ", dir, ": no manifest.txt (write it with tests/python/sample_axis_models.py --export DIR)");
+  g_torch.clear();
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    std::istringstream f(line);
+    TorchIdiom t;
+    int bn = 0;
+    BITGRAD_CHECK(static_cast<bool>(f >> t.name >> t.file >> t.kind >> t.mode >> bn >> t.seq), "contract_fuzz", dir,
+                  "/manifest.txt: a line is not `name file kind mode batch_statistics seq`: ", line);
+    t.batch_statistics = bn != 0;
+    g_torch.push_back(t);
+  }
+  BITGRAD_CHECK(!g_torch.empty(), "contract_fuzz", dir, "/manifest.txt lists no graph");
+}
+const std::vector<TorchIdiom>& torch_idioms() { return g_torch; }
+const TorchIdiom* torch_idiom(const Case& c) {
+  for (const TorchIdiom& t : g_torch)
+    if (!c.torch.empty() && t.name == c.torch) return &t;
+  return nullptr;
+}
+
+bool splits_over_ranks(const Case& c) {
+  const TorchIdiom* t = torch_idiom(c);
+  return !t || (t->mode != "mixes_samples" && !(t->mode == "per_block" && t->batch_statistics));
+}
+
 bool splits_the_batch(const Case& c) {
+  if (const TorchIdiom* t = torch_idiom(c)) return splits_over_ranks(c) && !t->batch_statistics;  // §42; §31
   for (const Layer& l : c.layers)
     if (l.type == "batchnorm") return false;  // micro-batches refused (numerics §31); ranks exchange the statistics (§20)
   return true;
@@ -325,6 +361,7 @@ std::vector<std::string> features(const Case& c) {
       if (l.num_layers > 1) f.push_back(l.type + "+num_layers");
     }
   }
+  if (!c.torch.empty()) f.push_back("torch:" + c.torch);
   const std::string loss = c.loss_name();
   f.push_back("loss=" + loss);
   if (c.label_smoothing > 0) f.push_back("loss=cross_entropy+label_smoothing");
@@ -335,10 +372,17 @@ std::vector<std::string> features(const Case& c) {
 
 std::string Case::toml() const {
   std::ostringstream o;
-  o << "# contract fuzzer case\nseed = " << seed << "\n\n[data]\ndataset = \"synthetic\"\nsamples = " << samples << "\nshape = [";
-  for (std::size_t i = 0; i < shape.size(); ++i) o << (i ? ", " : "") << shape[i];
-  o << "]\nclasses = " << classes << "\n";
-  if (classes == 0) o << "targets = " << targets << "\n";
+  const TorchIdiom* t = torch_idiom(*this);
+  if (t && t->kind == "tokens") {  // issue 40: a torch language model on the fortunes' characters
+    o << "# contract fuzzer case (torch's " << t->name << ")\nseed = " << seed << "\n\n[data]\ndataset = \"text\"\n"
+      << "path = \"/usr/share/games/fortunes\"\nvocabulary = \"characters\"\nval_fraction = 0.1\nblock_size = " << t->seq << "\n";
+  } else {
+    o << "# contract fuzzer case" << (t ? " (torch's " + t->name + ")" : std::string()) << "\nseed = " << seed
+      << "\n\n[data]\ndataset = \"synthetic\"\nsamples = " << samples << "\nshape = [";
+    for (std::size_t i = 0; i < shape.size(); ++i) o << (i ? ", " : "") << shape[i];
+    o << "]\nclasses = " << classes << "\n";
+    if (classes == 0) o << "targets = " << targets << "\n";
+  }
   o << "\n[model]\n";
   if (onnx) o << "onnx = \"" << onnx_path << "\"\n";  // issue 31: the layers as an ONNX graph
   else o << "layers = [\n";
@@ -484,6 +528,22 @@ Case generate(std::uint64_t seed, std::uint64_t index) {
     // issue 31: one case in four trains its layers as an ONNX graph (its own stream), where the
     // writer (onnx_case.cpp) can say them
     c.onnx = rng::Stream(seed, "contract-onnx-case").u64(index) % 4 == 0 && onnx_writable(c);
+    // issue 40: with graphs torch exported (--torch), one case in three trains one of them (its
+    // own stream: without --torch every case is what it was)
+    if (!g_torch.empty() && rng::Stream(seed, "contract-torch").u64(index) % 3 == 0) {
+      Draw e{rng::Stream(seed, "contract-torch-case").sub(index)};
+      const TorchIdiom& t = g_torch[static_cast<std::size_t>(e.range(0, static_cast<std::int64_t>(g_torch.size()) - 1))];
+      c.torch = t.name, c.onnx = true, c.onnx_path = t.file;
+      c.layers.clear();
+      c.classes = 5, c.targets = 1;
+      c.shape = t.kind == "sequence" ? std::vector<std::int64_t>{4, t.seq} : std::vector<std::int64_t>{8};
+      c.loss.clear(), c.label_smoothing = 0, c.class_weights.clear(), c.ignore_index = -100;
+      c.precision = "fp32", c.stochastic = false;  // the graph's ops are not the layers that round
+      c.batch = e.pick(std::vector<std::int64_t>{32, 48, 64, 96, 128});
+      c.samples = c.batch + e.range(1, 2 * c.batch);
+      c.steps = e.range(2, 3);
+      if (c.lr > 1) c.lr = 0.05, c.steps = 2;  // not the diverging draw: these graphs are not layer lists
+    }
     return c;
   }
 }

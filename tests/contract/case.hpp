@@ -49,6 +49,9 @@ struct Case {
   // onnx_path (set by the driver where it wrote the file)
   bool onnx = false;
   std::string onnx_path;
+  // issue 40: a graph torch exported (tests/python/sample_axis_models.py, --torch DIR): its name
+  // in the manifest; onnx_path is its file, and the data is what it takes (no layers)
+  std::string torch;
   // [train] loss: "" for the default (cross_entropy with classes, else mse); issue 29's
   // losses and cross_entropy's options (numerics.md §30, §41)
   std::string loss;
@@ -61,6 +64,21 @@ struct Case {
   // The shape after each layer is valid (the generator and the shrinker keep only such cases).
   bool valid() const;
 };
+
+// issue 40: the graphs of `sample_axis_models.py --export DIR` (DIR/manifest.txt: name, file,
+// kind — tokens, sequence or vector — what the sample analysis finds, batch statistics, sequence
+// length). With some loaded, one case in three trains one of them instead of its own layers.
+struct TorchIdiom {
+  std::string name, file, kind, mode;
+  bool batch_statistics = false;
+  std::int64_t seq = 0;
+};
+void load_torch_idioms(const std::string& dir);
+const std::vector<TorchIdiom>& torch_idioms();
+const TorchIdiom* torch_idiom(const Case& c);  // null for a case of its own layers
+// Whether `bitgrad train` runs the case on several ranks (not when a torch graph mixes samples,
+// numerics.md §42).
+bool splits_over_ranks(const Case& c);
 
 // The case's layers as an ONNX model (opset 17; onnx_case.cpp): Gemm, Conv, pools, activations
 // (GELU as its erf formula), Dropout in training mode, LayerNormalization, BatchNormalization in

@@ -6,7 +6,9 @@
 // one process with the same accumulate (T6, when built with MPI), and recomputed activations (T9). A pair that must agree and does not
 // fails the case; the case is shrunk and printed as a TOML file and the two command lines.
 //
-//   contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--keep-going] [--print] [--census]
+//   contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--torch DIR] [--keep-going] [--print] [--census]
+// --torch DIR: also the graphs torch exported for issue 40 (sample_axis_models.py --export DIR):
+// one case in three trains one of them; a run the contract refuses for it must be refused alike.
 // --print writes the cases' TOML files to DIR (contract-cases by default) and trains nothing;
 // --census counts the layer types and losses the cases draw, trains nothing, and fails when one
 // that the configuration accepts (and the fuzzer should reach) is never drawn.
@@ -101,7 +103,7 @@ void run_ranks(const Case& c, const Setting& s, const std::string& dir, Outcome&
 // to the TOML, which resolves it against its own directory)
 Case written(Case c, const std::string& file) {
   if (!c.onnx) return c;
-  io::write_file_atomic(file + ".onnx", onnx_model_bytes(c));
+  io::write_file_atomic(file + ".onnx", c.torch.empty() ? onnx_model_bytes(c) : io::read_file(c.onnx_path));
   c.onnx_path = file.substr(file.rfind('/') + 1) + ".onnx";
   return c;
 }
@@ -109,8 +111,8 @@ Case written(Case c, const std::string& file) {
 Outcome run_case(const Case& case_in, const Setting& s) {
   Outcome o;
   const std::string dir = g_root + "/run" + std::to_string(g_runs++);
-  Case c = case_in;  // issue 31: an ONNX case's graph written beside the run
-  if (c.onnx) {
+  Case c = case_in;  // issue 31: an ONNX case's graph written beside the run (a torch graph is read where it is)
+  if (c.onnx && c.torch.empty()) {
     c.onnx_path = dir + ".onnx";
     io::write_file_atomic(c.onnx_path, onnx_model_bytes(c));
   }
@@ -216,6 +218,8 @@ std::vector<Pair> matrix(const Case& c, std::uint64_t seed, std::uint64_t index)
   // that the other pairs stay what they were.
   if (!splits_the_batch(c))
     v.erase(std::remove_if(v.begin(), v.end(), [](const Pair& p) { return p.a.accumulate > 1 || p.b.accumulate > 1; }), v.end());
+  // issue 40: a torch graph that mixes samples trains whole only: its rank pairs go too (§42)
+  if (!splits_over_ranks(c)) v.erase(std::remove_if(v.begin(), v.end(), [](const Pair& p) { return p.a.ranks > 1 || p.b.ranks > 1; }), v.end());
   return v;
 }
 
@@ -242,7 +246,7 @@ Case shrink(Case c, const Pair& p, std::string& why) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--keep-going] [--print] [--census]\n");
+  std::fprintf(stderr, "usage: contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--torch DIR] [--keep-going] [--print] [--census]\n");
   return 2;
 }
 
@@ -250,7 +254,7 @@ int usage() {
 using Census = std::map<std::string, std::int64_t>;
 void count(Census& n, const Case& c) {
   for (const std::string& f : features(c)) ++n[f];
-  ++n[splits_the_batch(c) ? "(accumulate and ranks)" : "(ranks, no accumulate)"];
+  ++n[!splits_over_ranks(c) ? "(whole batch only)" : splits_the_batch(c) ? "(accumulate and ranks)" : "(ranks, no accumulate)"];
   if (c.precision != "fp32") ++n["precision=" + c.precision];
 }
 std::string census_line(const Census& n) {
@@ -288,7 +292,14 @@ int main(int argc, char** argv) {
     }
     if (i + 1 >= argc) return usage();
     const char* v = argv[++i];
-    if (k == "--cases") cases = std::atoll(v);
+    if (k == "--torch") {
+      try {
+        load_torch_idioms(v);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 2;
+      }
+    } else if (k == "--cases") cases = std::atoll(v);
     else if (k == "--seconds") seconds = std::atof(v);
     else if (k == "--seed") seed = std::strtoull(v, nullptr, 10);
     else if (k == "--first") first = std::atoll(v);

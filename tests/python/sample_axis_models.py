@@ -143,3 +143,25 @@ def config(kind, onnx_file, batch=128):
         loss = ""
     return ('seed = 7\n[data]\n%s[model]\nonnx = "%s"\n[train]\nbatch_size = %d\n%s[optimizer]\ntype = "adam"\nlr = 0.003\n'
             % (data, onnx_file, batch, loss))
+
+
+def export_all(out_dir, seed=0):
+    """Every case as out_dir/NAME.onnx, and out_dir/manifest.txt: one line per graph, `NAME FILE
+    KIND MODE BATCH_STATISTICS SEQ` (what the contract fuzzer's --torch reads, tests/contract)."""
+    import os
+    os.makedirs(out_dir, exist_ok=True)
+    lines = []
+    for name in sorted(CASES):
+        path = os.path.abspath(os.path.join(out_dir, name + ".onnx"))
+        export(name, path, seed)
+        _, kind, mode, _ = CASES[name]
+        lines.append("%s %s %s %s %d %d" % (name, path, kind, mode, name == "conv_bn", SEQ))
+    with open(os.path.join(out_dir, "manifest.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    import sys
+    if len(sys.argv) != 3 or sys.argv[1] != "--export":
+        sys.exit("usage: sample_axis_models.py --export DIR")
+    export_all(sys.argv[2])
