@@ -511,7 +511,15 @@ std::shared_ptr<GraphModule> load_bytes(const std::string& bytes, const std::str
   // the shapes checked once, before training: an evaluation forward at the declared input shape
   if (m->input_names().size() == 1) {
     std::vector<std::int64_t> dims = m->input_dims(0);
-    if (!dims.empty() && std::all_of(dims.begin(), dims.end(), [](std::int64_t d) { return d > 0; })) m->output_shape(Shape(dims));
+    if (!dims.empty() && std::all_of(dims.begin(), dims.end(), [](std::int64_t d) { return d > 0; })) {
+      Shape declared;
+      try {
+        declared = Shape(dims);  // its element count checked (issue 41)
+      } catch (const Error& e) {
+        throw Error("onnx: " + name + ": input '" + m->input_names()[0] + "' as declared: " + e.what());
+      }
+      m->output_shape(declared);
+    }
   }
   return m;
 }

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "kernels/index.hpp"
+#include "bitgrad/checked.hpp"
 #include "ops/op_util.hpp"
 
 namespace bitgrad {
@@ -144,7 +145,7 @@ Tensor reshape_infer(const Tensor& x, const std::vector<std::int64_t>& dims, Cal
       infer = static_cast<int>(i);
     } else {
       BITGRAD_CHECK(d[i] >= 0, "reshape", "dimension ", i, " is ", d[i], "; expected >= 0 or -1");
-      known *= d[i];
+      known = checked_mul(known, d[i], "reshape");
     }
   }
   if (infer >= 0) {

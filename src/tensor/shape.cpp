@@ -1,8 +1,31 @@
 #include "bitgrad/shape.hpp"
 
+#include <string>
+
+#include "bitgrad/checked.hpp"
 #include "bitgrad/error.hpp"
 
 namespace bitgrad {
+
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* what) {
+  std::int64_t r = 0;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) || r > kMaxElements)
+    throw Error(std::string(what) + ": " + std::to_string(a) + " x " + std::to_string(b) + " is more than 2^56 (" +
+                std::to_string(kMaxElements) + "), the most elements or bytes a tensor may span");
+  return r;
+}
+
+std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* what) {
+  std::int64_t r = 0;
+  if (a < 0 || b < 0 || __builtin_add_overflow(a, b, &r) || r > kMaxElements)
+    throw Error(std::string(what) + ": " + std::to_string(a) + " + " + std::to_string(b) + " is more than 2^56 (" +
+                std::to_string(kMaxElements) + "), the most elements or bytes a tensor may span");
+  return r;
+}
+
+std::size_t checked_bytes(std::int64_t n, std::size_t item, const char* what) {
+  return static_cast<std::size_t>(checked_mul(n, static_cast<std::int64_t>(item), what));
+}
 
 Shape::Shape(std::initializer_list<std::int64_t> dims) : Shape(std::span<const std::int64_t>(dims.begin(), dims.size())) {}
 
@@ -13,6 +36,7 @@ Shape::Shape(std::span<const std::int64_t> dims) {
     BITGRAD_CHECK(d >= 0, "shape", "dimensions must be >= 0, got ", d);
     d_[n_++] = d;
   }
+  (void)numel();  // a shape's element count fits (checked_mul): a hostile one fails here, named
 }
 
 std::int64_t Shape::at(int i) const {
@@ -26,14 +50,23 @@ int Shape::normalize_axis(int axis, const char* op) const {
 }
 
 std::int64_t Shape::numel() const {
+  for (int i = 0; i < n_; ++i)
+    if (d_[i] == 0) return 0;  // no elements, whatever the other dimensions
   std::int64_t n = 1;
-  for (int i = 0; i < n_; ++i) n *= d_[i];
+  for (int i = 0; i < n_; ++i) {
+    std::int64_t r = 0;
+    if (d_[i] < 0 || __builtin_mul_overflow(n, d_[i], &r) || r > kMaxElements)
+      throw Error("shape: " + str() + (d_[i] < 0 ? " has a negative dimension" : " has more than 2^56 elements, the most a tensor may hold"));
+    n = r;
+  }
   return n;
 }
 
 void Shape::push_back(std::int64_t v) {
   BITGRAD_CHECK(n_ < kMaxDims, "shape", "at most ", kMaxDims, " dimensions are supported");
+  BITGRAD_CHECK(v >= 0, "shape", "dimensions must be >= 0, got ", v);
   d_[n_++] = v;
+  (void)numel();
 }
 
 Shape Shape::without(int axis) const {

@@ -10,6 +10,7 @@
 #include <new>
 #include <vector>
 
+#include "bitgrad/checked.hpp"
 #include "bitgrad/error.hpp"
 
 namespace bitgrad {
@@ -43,6 +44,8 @@ Pool& pool() {
 }  // namespace
 
 std::shared_ptr<Storage> Storage::allocate(std::size_t bytes) {
+  if (bytes > static_cast<std::size_t>(kMaxElements))  // a size from checked arithmetic never is; a raw one may be
+    throw Error("storage: " + std::to_string(bytes) + " bytes is more than 2^56, the most a tensor may span");
   const std::size_t cap = size_class(bytes);
   void* ptr = nullptr;
   Pool& p = pool();

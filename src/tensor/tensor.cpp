@@ -4,6 +4,7 @@
 #include <string>
 #include <type_traits>
 
+#include "bitgrad/checked.hpp"
 #include "bitgrad/half.hpp"
 #include "tensor/strided.hpp"
 
@@ -12,7 +13,7 @@ namespace bitgrad {
 namespace {
 std::shared_ptr<TensorImpl> make_impl(const Shape& shape, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
+  impl->storage = Storage::allocate(checked_bytes(shape.numel(), dtype_size(dtype), "tensor"));
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

@@ -10,6 +10,7 @@
 #include "bitgrad/onnx.hpp"
 #include "bitgrad/runtime.hpp"
 #include "onnx/proto.hpp"
+#include "support/test_util.hpp"
 
 namespace bitgrad::test {
 namespace {
@@ -111,6 +112,32 @@ TEST(OnnxImport, TheReaderRefusesBadBytesWithAnError) {
   Limits tight;
   tight.max_count = 2;
   EXPECT_THROW(parse_model(good, "count.onnx", tight), Error);  // three nodes
+}
+
+TEST(OnnxImport, AHostileShapeIsAnErrorNamingTheNode) {
+  // issue 41: a 200-byte file reshaping 4 values to [2^62 + 1, 4] (4 elements once the product
+  // wraps) and summing them read past the storage; declared inputs of [2^32, 2^32] and [2^62, 4]
+  ModelProto m;
+  m.ir_version = 8;
+  m.opset_import.push_back({"", 17});
+  m.graph.name = "g";
+  TensorProto shape;
+  shape.name = "shape";
+  shape.data_type = kInt64;
+  shape.dims = {2};
+  shape.int64_data = {(std::int64_t{1} << 62) + 1, 4};
+  m.graph.initializer = {shape};
+  m.graph.input = {info("x", {4})};
+  m.graph.output = {info("y", {})};
+  m.graph.node = {node("Reshape", "huge", {"x", "shape"}, {"r"}), node("ReduceSum", "sum", {"r"}, {"y"})};
+  m.has_graph = true;
+  EXPECT_THROW_MSG(load_bytes(serialize_model(m), "hostile.onnx"), "node 'huge' (Reshape)");
+  for (const std::vector<std::int64_t>& dims : {std::vector<std::int64_t>{std::int64_t{1} << 32, std::int64_t{1} << 32},
+                                                std::vector<std::int64_t>{std::int64_t{1} << 62, 4}}) {
+    ModelProto d = linear_relu();
+    d.graph.input = {info("x", dims)};
+    EXPECT_THROW_MSG(load_bytes(serialize_model(d), "declared.onnx"), "more than 2^56 elements");
+  }
 }
 
 TEST(OnnxImport, TheSameBitsAtEveryThreadCount) {

@@ -2,7 +2,9 @@
 #include <cmath>
 #include <cstdint>
 
+#include "bitgrad/checked.hpp"
 #include "support/op_harness.hpp"
+#include "support/test_util.hpp"
 
 namespace bitgrad::test {
 namespace {
@@ -20,6 +22,24 @@ TEST(Shape, BasicsAndBroadcasting) {
   EXPECT_THROW((Shape{1, 2, 3, 4, 5, 6, 7, 8, 9}), Error);
   EXPECT_THROW((Shape{2, -1}), Error);
   EXPECT_THROW(s.at(3), Error);
+}
+
+TEST(Shape, ElementCountsAreCheckedNeverWrapped) {
+  // issue 41: [2^32, 2^32] had numel() 0 and [2^62 + 1, 4] numel() 4 (the product wrapped), so a
+  // reshape of 4 values to it passed and reads ran past the storage
+  const std::int64_t big = std::int64_t{1} << 32;
+  EXPECT_THROW_MSG((Shape{big, big}), "has more than 2^56 elements");
+  EXPECT_THROW_MSG((Shape{(std::int64_t{1} << 62) + 1, 4}), "has more than 2^56 elements");
+  EXPECT_EQ((Shape{std::int64_t{1} << 60, 0}).numel(), 0);  // no elements, whatever the other dimensions
+  Shape s{std::int64_t{1} << 30};
+  EXPECT_THROW(s.push_back(std::int64_t{1} << 30), Error);
+  EXPECT_THROW_MSG(reshape_infer(Tensor::ones(Shape{4}), {(std::int64_t{1} << 62) + 1, 4}), "reshape");
+  EXPECT_THROW_MSG(reshape_infer(Tensor::ones(Shape{4}), {-1, big, big}), "reshape");
+  EXPECT_EQ(checked_mul(3, 4, "t"), 12);
+  EXPECT_THROW_MSG(checked_mul(big, big, "a test"), "a test: 4294967296 x 4294967296 is more than 2^56");
+  EXPECT_THROW(checked_add(kMaxElements, 1, "t"), Error);
+  // 2^56 elements is a shape, but not 2^58 bytes of storage: refused before any allocation
+  EXPECT_THROW_MSG(Tensor::zeros(Shape{std::int64_t{1} << 28, std::int64_t{1} << 28}), "tensor:");
 }
 
 TEST(Tensor, FactoriesAndAccess) {

@@ -26,6 +26,19 @@ numerics_version = _bitgrad.numerics_version
 _NUMPY_OF = {float32: _np.float32, float64: _np.float64, int64: _np.int64, uint8: _np.uint8, float16: _np.float16}
 
 
+def _as_integers(a, target):
+    """a as the integer type `target`; a float that no integer of it holds (NaN, an infinity, an
+    int64 at or past 2^63) raises instead of becoming whatever the conversion gives (issue 41)."""
+    if a.dtype.kind == "f" and _np.dtype(target).kind in "iu":
+        bad = ~_np.isfinite(a)
+        if target == _np.int64:
+            with _np.errstate(invalid="ignore"):
+                bad |= (a < -2.0 ** 63) | (a >= 2.0 ** 63)
+        if bad.any():
+            raise InputError("bitgrad.tensor: %r has no %s value (NaN, an infinity or out of range)" % (a[bad].flat[0].item(), _np.dtype(target).name))
+    return a.astype(target, order="C")
+
+
 def tensor(data, dtype=None, requires_grad=False):
     """A new tensor holding a copy of `data` (a number, nested lists, a NumPy array or a tensor).
 
@@ -63,7 +76,7 @@ def tensor(data, dtype=None, requires_grad=False):
         else:
             if dtype not in _NUMPY_OF:
                 raise TypeError("bitgrad.tensor: dtype must be a bitgrad.dtype, got %r" % (dtype,))
-            t = from_numpy(a.astype(_NUMPY_OF[dtype], order="C"))
+            t = from_numpy(_as_integers(a, _NUMPY_OF[dtype]))
     if requires_grad:
         t.requires_grad = True
     return t
