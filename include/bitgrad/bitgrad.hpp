@@ -3,6 +3,7 @@
 #pragma once
 
 #include "bitgrad/autograd.hpp"
+#include "bitgrad/checked.hpp"
 #include "bitgrad/data.hpp"
 #include "bitgrad/device.hpp"
 #include "bitgrad/dist.hpp"
