@@ -10,42 +10,13 @@
 #include "bitgrad/onnx.hpp"
 #include "bitgrad/runtime.hpp"
 #include "onnx/proto.hpp"
+#include "support/onnx_protos.hpp"
 #include "support/test_util.hpp"
 
 namespace bitgrad::test {
 namespace {
 
 using namespace bitgrad::onnx;
-
-TensorProto floats(const std::string& name, const std::vector<std::int64_t>& dims, const std::vector<float>& v) {
-  TensorProto t;
-  t.name = name;
-  t.data_type = kFloat;
-  t.dims = dims;
-  t.has_raw = true;
-  t.raw_data.assign(reinterpret_cast<const char*>(v.data()), v.size() * 4);
-  return t;
-}
-
-ValueInfoProto info(const std::string& name, std::vector<std::int64_t> dims) {
-  ValueInfoProto v;
-  v.name = name;
-  v.tensor_type = true;
-  v.elem_type = kFloat;
-  v.has_shape = !dims.empty();
-  v.dims = dims;
-  v.dim_params.assign(dims.size(), "");
-  return v;
-}
-
-NodeProto node(const std::string& type, const std::string& name, std::vector<std::string> in, std::vector<std::string> out) {
-  NodeProto n;
-  n.op_type = type;
-  n.name = name;
-  n.input = std::move(in);
-  n.output = std::move(out);
-  return n;
-}
 
 // y = relu(x W + b), x [2, 3]
 ModelProto linear_relu(std::int64_t opset = 17) {
