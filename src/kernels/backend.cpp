@@ -74,8 +74,13 @@ Device ExecContext::device() const { return backend_->device; }
 Isa ExecContext::isa() const { return backend_->isa.load(std::memory_order_relaxed); }
 void ExecContext::set_isa(Isa isa) { backend_->set_isa(isa); }
 int ExecContext::threads() const { return kern::pool_threads(*backend_->pool); }
+namespace {
+constexpr int kMaxThreads = 1024;  // far past any machine's cores; 10^9 was accepted (issue 41)
+}  // namespace
+
 void ExecContext::set_threads(int n) {
-  if (n < 1) throw Error("set_num_threads: expected at least 1 thread, got " + std::to_string(n));
+  if (n < 1 || n > kMaxThreads)
+    throw Error("set_num_threads: expected 1 to " + std::to_string(kMaxThreads) + " threads, got " + std::to_string(n));
   kern::pool_resize(*backend_->pool, n);
 }
 

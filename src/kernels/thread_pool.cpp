@@ -3,12 +3,15 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
+#include "bitgrad/error.hpp"
 #include "bitgrad/runtime.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/kernels.hpp"
@@ -63,7 +66,17 @@ inline void cpu_relax() {
 class Pool {
  public:
   Pool(PoolState* state, int threads) : state_(state), threads_(threads) {
-    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+    try {
+      for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+    } catch (const std::system_error& e) {  // the system's limit on threads (issue 41): an error, not an abort
+      const std::size_t started = workers_.size() + 1;
+      stop_.store(true);
+      generation_.fetch_add(1);
+      wake();
+      for (auto& w : workers_) w.join();
+      throw Error("thread pool: started " + std::to_string(started) + " of " + std::to_string(threads) + " threads (" + e.what() +
+                  "): the system allows fewer; use fewer threads (set_num_threads, --threads)");
+    }
   }
   ~Pool() {
     stop_.store(true);

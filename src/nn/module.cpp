@@ -40,7 +40,20 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
   return out;
 }
 
+namespace {
+// Whether `target` is `m` or a module under it (children before registration: no cycle yet).
+bool holds(const Module& m, const Module* target) {
+  if (&m == target) return true;
+  for (const auto& [name, child] : m.children())
+    if (child && holds(*child, target)) return true;
+  return false;
+}
+}  // namespace
+
 void Module::register_module(const std::string& name, std::shared_ptr<Module> m) {
+  // a module that contained itself would recurse without end in every walk of the tree (issue 41)
+  BITGRAD_CHECK(!m || !holds(*m, this), "module", "cannot register '", name, "' (", m ? m->describe() : std::string(),
+                "): it is this module or contains it, and a module cannot contain itself");
   if (auto* e = find_entry(children_, name)) {
     e->second = std::move(m);
     return;

@@ -11,9 +11,16 @@
 namespace bitgrad::optim {
 
 Optimizer::Optimizer(NamedTensors params) : params_(std::move(params)) {
-  for (auto& [name, p] : params_) {
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const auto& [name, p] = params_[i];
     BITGRAD_CHECK(p.defined() && is_floating(p.dtype()), "optimizer", "parameter '", name, "' is not a floating tensor");
     BITGRAD_CHECK(p.is_contiguous(), "optimizer", "parameter '", name, "' must be contiguous");
+    // one tensor listed twice would be stepped twice per step (issue 41): refused, naming both
+    for (std::size_t j = 0; j < i; ++j) {
+      const Tensor& q = params_[j].second;
+      BITGRAD_CHECK(!(q.impl().storage == p.impl().storage && q.offset() == p.offset()), "optimizer", "parameter '", name,
+                    "' is the same tensor as parameter '", params_[j].first, "' (listed twice, it would be updated twice per step)");
+    }
   }
 }
 
