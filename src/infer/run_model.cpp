@@ -2,6 +2,7 @@
 #include "infer/run_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "bitgrad/autograd.hpp"
@@ -70,13 +71,20 @@ RunModel load_run_model(const std::string& run_dir, const std::string& what, boo
 }
 
 std::int64_t draw_token(const float* logits, std::int64_t V, double temperature, std::int64_t top_k, double u) {
+  // a diverged or overflowing model's logits draw nothing (issue 41): an error, not a token
+  for (std::int64_t i = 0; i < V; ++i)
+    BITGRAD_CHECK(std::isfinite(logits[i]), "sample", "the model's logit for token ", i, " is ", logits[i],
+                  ": its outputs are not finite (a diverged run, or inputs that overflow it), so no token can be drawn");
   std::int64_t best = 0;
   for (std::int64_t i = 1; i < V; ++i)
     if (logits[i] > logits[best]) best = i;  // the first maximum
   if (temperature == 0) return best;
   const auto at = [](std::int64_t i) { return static_cast<std::size_t>(i); };
   std::vector<double> l(at(V));
-  for (std::int64_t i = 0; i < V; ++i) l[at(i)] = static_cast<double>(logits[i]) / temperature;
+  bool finite = true;
+  for (std::int64_t i = 0; i < V; ++i) finite = finite && std::isfinite(l[at(i)] = static_cast<double>(logits[i]) / temperature);
+  if (!finite)  // a temperature so small that logit / T overflows: relative to the maximum, -inf or 0
+    for (std::int64_t i = 0; i < V; ++i) l[at(i)] = (static_cast<double>(logits[i]) - static_cast<double>(logits[best])) / temperature;
   std::vector<bool> keep(at(V), true);
   if (top_k > 0 && top_k < V) {
     std::vector<std::int64_t> ids(at(V));

@@ -2,6 +2,7 @@
 #include "serve/engine.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "bitgrad/autograd.hpp"
@@ -147,6 +148,17 @@ std::int64_t Engine::active() const {
   return static_cast<std::int64_t>(active_.size());
 }
 
+// The end of s[0, end) moved back before a UTF-8 sequence it cuts short: a lead byte whose
+// sequence needs more bytes than end leaves it (at most 3 bytes back).
+static std::size_t whole_characters(const std::string& s, std::size_t end) {
+  std::size_t p = end;
+  while (p > 0 && end - p < 3 && (static_cast<unsigned char>(s[p - 1]) & 0xC0) == 0x80) --p;  // continuation bytes
+  if (p == 0) return end;
+  const unsigned char lead = static_cast<unsigned char>(s[p - 1]);
+  const std::size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  return end - (p - 1) < need ? p - 1 : end;
+}
+
 void Engine::finish(CompletionJob& j, const std::string& reason) {
   if (j.released < j.text.size()) j.pieces.push_back(j.text.substr(j.released));
   j.released = j.text.size();
@@ -217,7 +229,14 @@ void Engine::step(std::vector<std::shared_ptr<CompletionJob>>& batch) {
   for (std::size_t s = 0; s < batch.size(); ++s) {
     CompletionJob& j = *batch[s];
     const auto pos = static_cast<std::uint64_t>(j.seq.tokens.size());  // the position of the token drawn
-    const std::int64_t t = infer::draw_token(logits[s].data(), V, j.req.temperature, j.req.top_k, j.stream.uniform_f64(pos));
+    std::int64_t t = 0;
+    try {
+      t = infer::draw_token(logits[s].data(), V, j.req.temperature, j.req.top_k, j.stream.uniform_f64(pos));
+    } catch (const std::exception& e) {  // non-finite logits (issue 41): this request ends in an error
+      j.error = e.what();
+      finish(j, "error");
+      continue;
+    }
     j.seq.tokens.push_back(t);
     j.generated.push_back(t);
     j.text = m_.corpus->decode(j.generated);
@@ -232,9 +251,11 @@ void Engine::step(std::vector<std::shared_ptr<CompletionJob>>& batch) {
     } else if (static_cast<std::int64_t>(j.generated.size()) >= j.req.max_tokens) {
       finish(j, "length");
     } else {
-      // release what no stop string can still claim, at a character's start
+      // release what no stop string can still claim, at a character's start, and never the first
+      // bytes of a character whose last ones are yet to be drawn (a byte vocabulary, issue 41)
       std::size_t r = j.text.size() > hold ? j.text.size() - hold : 0;
       while (r > j.released && r < j.text.size() && (static_cast<unsigned char>(j.text[r]) & 0xC0) == 0x80) --r;
+      r = std::max(j.released, whole_characters(j.text, r));
       if (r > j.released) {
         j.pieces.push_back(j.text.substr(j.released, r - j.released));
         j.released = r;
@@ -276,6 +297,11 @@ void Engine::predict(std::vector<std::shared_ptr<PredictJob>>& batch) {
       j->per = per;
       const float* lp = logits.data<float>() + row * per;
       j->logits.assign(lp, lp + j->req.samples * per);
+      // outputs that overflowed (inputs near float's largest) are no answer (issue 41)
+      for (std::size_t k = 0; k < j->logits.size() && j->error.empty(); ++k)
+        if (!std::isfinite(j->logits[k]))
+          j->error = "the model's output " + std::to_string(k % static_cast<std::size_t>(per)) + " of sample " +
+                     std::to_string(k / static_cast<std::size_t>(per)) + " is not finite: the inputs overflow its arithmetic";
       if (probs.defined()) {
         const float* pp = probs.data<float>() + row * per;
         j->probabilities.assign(pp, pp + j->req.samples * per);

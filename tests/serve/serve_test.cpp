@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <limits>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -324,6 +326,68 @@ lr = 0.01
   EXPECT_EQ(wrong.status, 422) << wrong.body;
   EXPECT_EQ(json::parse(wrong.body)["error"]["param"], "inputs[0]");
   EXPECT_EQ(post(r, "/v1/completions", R"({"prompt": "A"})").status, 404);
+}
+
+// Issue 41: a byte vocabulary draws a multi-byte character one byte per token step; a stream
+// released its first bytes alone (40 of 40 streams garbled 'é' into U+FFFD U+FFFD). The stream's
+// text is now the completion's, whatever the seed.
+TEST(Serve, AStreamNeverCutsACharacterOfAByteVocabulary) {
+  const std::string d = fresh_dir("utf8_corpus");
+  ASSERT_EQ(std::system(("mkdir -p '" + d + "'").c_str()), 0);
+  {
+    std::ofstream o(d + "/fortunes.txt", std::ios::binary);
+    for (int rep = 0; rep < 20; ++rep) o << "Café crème, naïve façade: ß, ü, 日本語, ✓ déjà vu.\n%\n";
+  }
+  std::string cfg = tiny_gpt();
+  cfg.replace(cfg.find("dropout = 0.1"), 13, "dropout = 0.0");
+  cfg.replace(cfg.find(tiny_corpus()), tiny_corpus().size(), d + "/fortunes.txt");
+  cfg.replace(cfg.find("val_fraction"), 0, "vocabulary = \"bytes\"\n");
+  const std::string dir = train_into(cfg, "serve_bytes", options(6, 1, 0));
+  Running r(dir);
+  int multibyte = 0;
+  for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+    const Reply whole = post(r, "/v1/completions", completion("Caf", 24, 1.0, 0, seed));
+    const Reply streamed = post(r, "/v1/completions", completion("Caf", 24, 1.0, 0, seed, true));
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    ASSERT_EQ(streamed.status, 200) << streamed.body;
+    const std::string text = text_of(whole.body);
+    EXPECT_EQ(text_of(streamed.body), text) << "seed " << seed;
+    for (unsigned char ch : text) multibyte += ch >= 0xC0;
+  }
+  EXPECT_GT(multibyte, 0) << "the model drew no multi-byte character: the test shows nothing";
+}
+
+TEST(Serve, OutputsThatAreNotFiniteAreNoAnswer) {
+  // issue 41: inputs near float's largest overflowed the classifier to NaN, served as 200 with
+  // null logits and argmax 0; a temperature of 1e-308 overflowed logit / T and drew the last token
+  const std::string cfg = R"(seed = 17
+[data]
+dataset = "synthetic"
+shape = [6]
+classes = 3
+samples = 256
+[model]
+layers = [ { type = "linear", out = 16 }, { type = "linear", out = 3 } ]
+[train]
+batch_size = 64
+epochs = 1
+[optimizer]
+type = "adam"
+lr = 0.01
+)";
+  const std::string dir = train_into(cfg, "serve_overflow", options(2, 1, 0));
+  Running r(dir);
+  const float big = 3.4e38f;
+  const Reply over = post(r, "/v1/predict", json{{"inputs", std::vector<float>{big, -big, big, -big, big, -big}}}.dump());
+  EXPECT_EQ(over.status, 422) << over.body;
+  EXPECT_NE(over.body.find("is not finite: the inputs overflow its arithmetic"), std::string::npos) << over.body;
+  EXPECT_EQ(post(r, "/v1/predict", json{{"inputs", std::vector<float>{1, 2, 3, 4, 5, 6}}}.dump()).status, 200);
+
+  std::vector<float> logits{0.5f, 2.0f, -1.0f, 2.0f, 1.5f};
+  EXPECT_EQ(infer::draw_token(logits.data(), 5, 1e-308, 0, 0.999), 3);  // the maxima alone: 1 or 3 (here the second)
+  EXPECT_EQ(infer::draw_token(logits.data(), 5, 1e-308, 0, 0.1), 1);
+  logits[2] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THROW_MSG(infer::draw_token(logits.data(), 5, 1.0, 0, 0.5), "logit for token 2 is nan");
 }
 
 // The command: SIGTERM while requests are in flight; they are answered whole, then exit 0.
