@@ -61,11 +61,15 @@ class RunDir {
   // `expected` (the sizes a checkpoint recorded, file name -> bytes) must then match what is
   // kept: a file cut short (a power loss before it reached the disk), missing or edited is
   // named and nothing is changed.
-  void truncate_after(std::int64_t step, const std::map<std::string, std::int64_t>& expected = {}) const;
+  // `digests` (file name -> xxh128 hex of those bytes, checkpoints since issue 41) must match too.
+  void truncate_after(std::int64_t step, const std::map<std::string, std::int64_t>& expected = {},
+                      const std::map<std::string, std::string>& digests = {}) const;
   // fsync of the metrics and traces, so that a checkpoint never outlives the records before it.
   void sync_records() const;
   // Sizes in bytes of the metrics and traces there are (for a checkpoint to record).
   std::map<std::string, std::int64_t> record_sizes() const;
+  // Their digests (xxh128 of each file's bytes, hex), for a checkpoint to record.
+  std::map<std::string, std::string> record_digests() const;
   // Removes the metrics and traces (a run started again from step 0).
   void clear_records() const;
 

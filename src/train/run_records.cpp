@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "bitgrad/error.hpp"
+#include "bitgrad/fingerprint.hpp"
 #include "bitgrad/io.hpp"
 #include "train/run_dir.hpp"
 
@@ -34,7 +35,23 @@ std::map<std::string, std::int64_t> RunDir::record_sizes() const {
   return sizes;
 }
 
-void RunDir::truncate_after(std::int64_t step, const std::map<std::string, std::int64_t>& expected) const {
+namespace {
+std::string digest_of(const std::string& bytes) {
+  Fingerprint f;
+  f.add_bytes(bytes.data(), bytes.size());
+  return f.digest().hex();
+}
+}  // namespace
+
+std::map<std::string, std::string> RunDir::record_digests() const {
+  std::map<std::string, std::string> d;
+  for (const char* f : kRecords)
+    if (has(f)) d[f] = digest_of(io::read_file(file(f)));
+  return d;
+}
+
+void RunDir::truncate_after(std::int64_t step, const std::map<std::string, std::int64_t>& expected,
+                            const std::map<std::string, std::string>& digests) const {
   for (const auto& [f, bytes] : expected)
     if (!has(f.c_str()))
       throw Error(who_ + ": " + file(f.c_str()) + " is missing, but the checkpoint at step " + std::to_string(step) + " recorded " +
@@ -56,6 +73,7 @@ void RunDir::truncate_after(std::int64_t step, const std::map<std::string, std::
       if (static_cast<std::int64_t>(text.size()) < e->second) throw damaged("was cut short");
       kept = text.substr(0, static_cast<std::size_t>(e->second));
       if (!kept.empty() && kept.back() != '\n') throw damaged("was changed");
+      if (auto d = digests.find(f); d != digests.end() && digest_of(kept) != d->second) throw damaged("was changed");
       std::vector<Json> records;
       try {
         records = parse_json_lines(kept, who_, file(f));

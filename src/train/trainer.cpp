@@ -311,7 +311,7 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
     RunDir& dir = *dir_slot;
     session.restore(*ck, dir.path() + "/checkpoints/" + ck->name);
     start = ck->info.step;
-    dir.truncate_after(start, ck->info.records);
+    dir.truncate_after(start, ck->info.records, ck->info.record_digests);
   } else if (root) {
     dir_slot->write_config(resolved_toml(cfg));
   }
@@ -346,6 +346,7 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
     dir.sync_records();
     CheckpointInfo info = info_at(step);
     info.records = dir.record_sizes();
+    info.record_digests = dir.record_digests();
     dir.save_checkpoint(session.model_state(), session.optimizer().state(), info);
   };
   auto replicas = [&](std::int64_t step) {

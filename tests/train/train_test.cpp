@@ -183,6 +183,15 @@ TEST(Train, ResumeRefusesRecordsCutShortOrChangedAfterTheCheckpoint) {
   io::write_file_atomic(o.out + "/metrics.jsonl", edited);
   EXPECT_THROW_MSG(run(kAdder, resume_options(o.out, 9)), "metrics.jsonl was changed after the checkpoint at step 6");
   EXPECT_EQ(io::read_file(o.out + "/metrics.jsonl"), edited) << "nothing is cut when resume refuses";
+  // issue 41: an edit of the same length (a digit of a hash in the trace) passed the size check;
+  // the checkpoint's digest of the records refuses it
+  std::string same_length = trace;
+  const std::size_t h = same_length.find("\"input\": \"") + 10;
+  same_length[h] = same_length[h] == '0' ? '1' : '0';
+  io::write_file_atomic(o.out + "/metrics.jsonl", metrics);
+  io::write_file_atomic(o.out + "/trace.jsonl", same_length);
+  EXPECT_THROW_MSG(run(kAdder, resume_options(o.out, 9)), "trace.jsonl was changed after the checkpoint at step 6");
+  io::write_file_atomic(o.out + "/trace.jsonl", trace);
   ::unlink((o.out + "/metrics.jsonl").c_str());
   EXPECT_THROW_MSG(run(kAdder, resume_options(o.out, 9)), "metrics.jsonl is missing");
   io::write_file_atomic(o.out + "/metrics.jsonl", metrics);
