@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <vector>
 
 #include "autograd/hooks_internal.hpp"
@@ -14,6 +15,11 @@ namespace bitgrad {
 namespace {
 thread_local bool t_grad_enabled = true;
 std::atomic<std::uint64_t> g_epoch{0};
+// One backward at a time in the process (issue 41): a walk keeps its state in the graph's nodes
+// (their pending gradients) and adds into leaves' .grad, so two threads' backward on one graph, or
+// on graphs sharing a leaf, would race (Python threads run them with the GIL released).
+// Recursive: a backward function may walk again (activation checkpointing) on its own thread.
+std::recursive_mutex g_backward;
 
 void accumulate(Tensor& acc, const Tensor& g) { acc = acc.defined() ? kern::add_same_shape(acc, g) : g; }
 
@@ -126,6 +132,7 @@ void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafS
 }  // namespace
 
 void run_backward(const Tensor& root, const Tensor& seed_in, bool retain_graph) {
+  const std::lock_guard<std::recursive_mutex> one_at_a_time(g_backward);
   const Tensor seed = checked_seed(root, seed_in);
   const std::uint64_t epoch = ++g_epoch;
   std::vector<TensorImpl*> leaves;  // in order of first contribution
@@ -158,6 +165,7 @@ void add_gradient_part(int input, const Tensor& g) {
 
 std::vector<std::vector<Tensor>> grad_parts(const Tensor& root, const Tensor& seed_in, const std::vector<Tensor>& inputs,
                                             std::string* unlisted) {
+  const std::lock_guard<std::recursive_mutex> one_at_a_time(g_backward);
   const Tensor seed = checked_seed(root, seed_in);
   std::vector<std::vector<Tensor>> out(inputs.size());
   walk(root, seed, false, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g) {
@@ -173,6 +181,7 @@ std::vector<std::vector<Tensor>> grad_parts(const Tensor& root, const Tensor& se
 
 std::vector<Tensor> grad(const Tensor& root, const Tensor& seed_in, const std::vector<Tensor>& inputs, bool retain_graph,
                          std::string* unlisted) {
+  const std::lock_guard<std::recursive_mutex> one_at_a_time(g_backward);
   const Tensor seed = checked_seed(root, seed_in);
   std::vector<Tensor> out(inputs.size());
   walk(root, seed, retain_graph, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g) {

@@ -1,5 +1,7 @@
 // Autograd semantics: accumulation order, graph lifetime, misuse errors, no_grad, detach.
 #include <bit>
+#include <thread>
+#include <vector>
 
 #include "autograd/node.hpp"
 #include "support/op_harness.hpp"
@@ -215,6 +217,30 @@ TEST(Autograd, SampleCountCheckNamesTheSumThatTookOtherSamples) {
   }
   EXPECT_EQ(outer.mismatch(), "");
   w.set_grad(Tensor());
+}
+
+TEST(AutogradThreads, BackwardFromSeveralThreadsAddsEveryContributionOnce) {
+  // issue 41: four threads' backward(retain_graph) on one graph added 4-7 times, and graphs sharing
+  // a leaf lost a contribution; backward runs one at a time now (TSan runs this suite)
+  Tensor x = Tensor::full(Shape{64}, 1.5);
+  x.set_requires_grad(true);
+  Tensor shared = sum(mul(x, 2.0));  // d/dx = 2, exact in every sum below
+  constexpr int kThreads = 4, kRounds = 50;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t)
+    ts.emplace_back([&] {
+      for (int r = 0; r < kRounds; ++r) shared.backward(Tensor(), true);
+    });
+  for (auto& t : ts) t.join();
+  for (float v : x.grad().to_vector<float>()) ASSERT_EQ(v, 2.0f * kThreads * kRounds);
+  x.set_grad(Tensor());
+  ts.clear();
+  for (int t = 0; t < kThreads; ++t)
+    ts.emplace_back([&] {
+      for (int r = 0; r < kRounds; ++r) sum(mul(x, 3.0)).backward();  // a graph of its own, the leaf shared
+    });
+  for (auto& t : ts) t.join();
+  for (float v : x.grad().to_vector<float>()) ASSERT_EQ(v, 3.0f * kThreads * kRounds);
 }
 
 }  // namespace

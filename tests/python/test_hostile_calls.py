@@ -58,3 +58,28 @@ def test_a_module_cannot_contain_itself():
     with pytest.raises(bg.InputError, match="cannot register 'child'"):
         b.child = a  # two that contain each other: every walk of the tree recursed to a segfault
     assert [n for n, _ in a.named_modules()] == ["", "child"]
+
+
+def test_backward_from_python_threads_adds_every_contribution_once():
+    # item 6: backward releases the GIL; four threads on one graph (retain_graph) added 4-7 times,
+    # threads with graphs of their own sharing a leaf lost a gradient now and then
+    import threading
+    x = bg.full([256], 1.5, requires_grad=True) if hasattr(bg, "full") else (bg.ones(256) * 1.5).detach().requires_grad_()
+    shared = (x * 2.0).sum()
+
+    def on_shared():
+        for _ in range(40):
+            shared.backward(retain_graph=True)
+
+    def own_graph():
+        for _ in range(40):
+            (x * 3.0).sum().backward()
+
+    for work, per in ((on_shared, 2.0), (own_graph, 3.0)):
+        x.grad = None
+        ts = [threading.Thread(target=work) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert set(x.grad.tolist()) == {per * 4 * 40}, work.__name__
