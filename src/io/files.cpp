@@ -13,9 +13,9 @@
 
 namespace bitgrad::io {
 namespace {
-[[noreturn]] void sys_fail(const std::string& what, const std::string& path) {
-  const std::string msg = "io: " + what + " " + path + ": " + std::strerror(errno);
-  if (errno == ENOENT) throw NotFoundError(msg);
+[[noreturn]] void sys_fail(const std::string& what, const std::string& path, int err = errno) {
+  const std::string msg = "io: " + what + " " + path + ": " + std::strerror(err);
+  if (err == ENOENT) throw NotFoundError(msg);
   throw Error(msg);
 }
 std::string dir_of(const std::string& path) {
@@ -25,6 +25,14 @@ std::string dir_of(const std::string& path) {
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
+  // a device, FIFO or directory is no file to replace (a temporary renamed over /dev/full would
+  // replace the device; issue 41): refused by name
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw Error("io: cannot write " + path + ": it is " +
+                (S_ISDIR(st.st_mode) ? "a directory" : S_ISCHR(st.st_mode) ? "a character device" : S_ISBLK(st.st_mode) ? "a block device"
+                 : S_ISFIFO(st.st_mode) ? "a FIFO" : "not a regular file") +
+                "; bitgrad writes files atomically (a temporary beside it, renamed over it)");
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) sys_fail("cannot create", tmp);
@@ -33,21 +41,24 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
+      const int err = errno;  // what close and unlink might overwrite
       ::close(fd);
       ::unlink(tmp.c_str());
-      sys_fail("cannot write", tmp);
+      sys_fail("cannot write", tmp, err);
     }
     done += static_cast<std::size_t>(n);
   }
   if (::fsync(fd) != 0) {
+    const int err = errno;
     ::close(fd);
     ::unlink(tmp.c_str());
-    sys_fail("cannot sync", tmp);
+    sys_fail("cannot sync", tmp, err);
   }
   ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
     ::unlink(tmp.c_str());
-    sys_fail("cannot rename into", path);
+    sys_fail("cannot rename into", path, err);
   }
   int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {

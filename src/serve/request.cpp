@@ -19,7 +19,11 @@ const char* type_name(const json& v) {
     case json::value_t::string: return "a string";
     case json::value_t::array: return "an array";
     case json::value_t::object: return "an object";
-    case json::value_t::number_float: return "a number with a fraction";
+    case json::value_t::number_float: {  // a whole number past 2^64 is parsed as a float: not "a fraction" (issue 41)
+      const double x = v.get<double>();
+      return std::isfinite(x) && std::floor(x) == x && std::fabs(x) >= 9223372036854775808.0 ? "a whole number too large for 64 bits"
+                                                                                              : "a number with a fraction";
+    }
     default: return "a number";
   }
 }
@@ -171,7 +175,13 @@ PredictRequest parse_predict(std::string_view body, const Shape& sample_shape, c
     std::size_t depth = 0;
     for (const json* p = &in; p->is_array() && !p->empty(); p = &(*p)[0]) ++depth;
     std::vector<std::int64_t> want = dims;
-    if (depth == dims.size() + 1 || !in.is_array() || in.empty()) {
+    // flat samples (issue 41): [numel] is one sample, [[numel], ...] several, when the shape has
+    // more than one axis (a 784-value image of [1, 28, 28] was "must hold 1 elements")
+    const bool flat = dims.size() > 1 && in.is_array() && !in.empty() &&
+                      ((depth == 1 && static_cast<std::int64_t>(in.size()) == numel) ||
+                       (depth == 2 && in[0].is_array() && static_cast<std::int64_t>(in[0].size()) == numel));
+    if (flat) want = {numel};
+    if ((flat && depth == 2) || (!flat && depth == dims.size() + 1) || !in.is_array() || in.empty()) {
       if (!in.is_array()) bad("inputs", std::string("must be an array, got ") + type_name(in));
       if (in.empty()) bad("inputs", "is empty");
       if (static_cast<std::int64_t>(in.size()) > limits.max_samples)

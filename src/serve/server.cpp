@@ -96,6 +96,43 @@ void Server::Impl::routes() {
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.text(engine->waiting(), engine->active()), "text/plain; version=0.0.4");
   });
+  // a known path with another method: 405 naming the one it takes (it was a bare 404; issue 41)
+  auto not_allowed = [this](const char* allow) {
+    return [this, allow](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Allow", allow);
+      fail(res, 405, "", req.method + " " + req.path + " is not served; this endpoint takes " + allow);
+    };
+  };
+  for (const char* p : {"/v1/completions", "/v1/predict"}) {
+    http.Get(p, not_allowed("POST"));
+    http.Put(p, not_allowed("POST"));
+    http.Patch(p, not_allowed("POST"));
+    http.Delete(p, not_allowed("POST"));
+  }
+  for (const char* p : {"/v1/models", "/health", "/metrics"}) {
+    http.Post(p, not_allowed("GET"));
+    http.Put(p, not_allowed("GET"));
+    http.Patch(p, not_allowed("GET"));
+    http.Delete(p, not_allowed("GET"));
+  }
+  // every refusal the HTTP library makes itself (no route, a malformed request line or header, a
+  // body or URI too long) gets the documented JSON body too; one a handler filled is left alone
+  http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    std::string msg;
+    switch (res.status) {
+      case 404:
+        msg = "no endpoint " + req.method + " " + req.path + " (POST /v1/completions, POST /v1/predict, GET /v1/models, GET /health, GET /metrics)";
+        break;
+      case 400: msg = "a malformed HTTP request"; break;
+      case 413: msg = "the request is larger than the server takes"; break;
+      case 414: msg = "the request's URI is too long"; break;
+      case 415: msg = "the request's content type is not taken (send application/json)"; break;
+      default: msg = "HTTP error " + std::to_string(res.status); break;
+    }
+    res.set_content(error_body(res.status, "", msg), "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  }));
 }
 
 void Server::Impl::completions(const httplib::Request& req, httplib::Response& res) {

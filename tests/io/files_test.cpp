@@ -23,6 +23,16 @@ TEST(Files, OnlyRegularFilesAreRead) {
   EXPECT_THROW_MSG(io::read_file(f + ".missing"), "cannot open");
 }
 
+TEST(Files, OnlyRegularFilesAreReplaced) {
+  // issue 41: an atomic write to /dev/full reported "No such file or directory" (the temporary's
+  // errno, overwritten); a device, FIFO or directory is refused by name before anything is made
+  EXPECT_THROW_MSG(io::write_file_atomic("/dev/full", "x"), "cannot write /dev/full: it is a character device");
+  EXPECT_THROW_MSG(io::write_file_atomic(::testing::TempDir(), "x"), "it is a directory");
+  struct stat st {};
+  EXPECT_EQ(::stat("/dev/full", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "the device is still a device";
+}
+
 TEST(Files, ErrorExcerptsAreShortAndPrintable) {
   EXPECT_EQ(printable_excerpt("abc"), "abc");
   EXPECT_EQ(printable_excerpt(std::string("a\x01\xff", 3)), "a\\x01\\xff");

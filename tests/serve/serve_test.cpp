@@ -383,6 +383,23 @@ lr = 0.01
   EXPECT_NE(over.body.find("is not finite: the inputs overflow its arithmetic"), std::string::npos) << over.body;
   EXPECT_EQ(post(r, "/v1/predict", json{{"inputs", std::vector<float>{1, 2, 3, 4, 5, 6}}}.dump()).status, 200);
 
+  // the HTTP library's own refusals have the documented JSON body; a wrong method is 405 (issue 41)
+  auto c = r.client();
+  auto nope = c.Get("/v1/nothing");
+  ASSERT_TRUE(nope);
+  EXPECT_EQ(nope->status, 404);
+  EXPECT_EQ(json::parse(nope->body)["error"]["code"], 404) << nope->body;
+  EXPECT_NE(nope->body.find("no endpoint GET /v1/nothing"), std::string::npos) << nope->body;
+  auto get_predict = c.Get("/v1/predict");
+  ASSERT_TRUE(get_predict);
+  EXPECT_EQ(get_predict->status, 405);
+  EXPECT_EQ(get_predict->get_header_value("Allow"), "POST");
+  EXPECT_EQ(json::parse(get_predict->body)["error"]["code"], 405) << get_predict->body;
+  auto post_health = c.Post("/health", "{}", "application/json");
+  ASSERT_TRUE(post_health);
+  EXPECT_EQ(post_health->status, 405);
+  EXPECT_EQ(post_health->get_header_value("Allow"), "GET");
+
   std::vector<float> logits{0.5f, 2.0f, -1.0f, 2.0f, 1.5f};
   EXPECT_EQ(infer::draw_token(logits.data(), 5, 1e-308, 0, 0.999), 3);  // the maxima alone: 1 or 3 (here the second)
   EXPECT_EQ(infer::draw_token(logits.data(), 5, 1e-308, 0, 0.1), 1);
@@ -501,6 +518,16 @@ TEST(ServeRequest, ParsesTheOpenAISubset) {
   EXPECT_EQ(b.samples, 1);
   EXPECT_EQ(b.inputs, (std::vector<float>{1, 2}));
   EXPECT_THROW_MSG(serve::parse_predict(R"({"inputs_base64":"AACAPw=A"})", Shape{2}, l), "'inputs_base64' is not base64");
+  // issue 41: flat samples of a shape of several axes, and a whole number past 2^64 named as such
+  const serve::PredictRequest flat = serve::parse_predict(R"({"inputs":[1,2,3,4,5,6]})", Shape{1, 2, 3}, l);
+  EXPECT_EQ(flat.samples, 1);
+  EXPECT_EQ(flat.inputs, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  const serve::PredictRequest flats = serve::parse_predict(R"({"inputs":[[1,2,3,4,5,6],[6,5,4,3,2,1]]})", Shape{1, 2, 3}, l);
+  EXPECT_EQ(flats.samples, 2);
+  EXPECT_EQ(flats.inputs.size(), 12u);
+  EXPECT_THROW_MSG(serve::parse_predict(R"({"inputs":[1,2,3,4,5]})", Shape{1, 2, 3}, l), "must hold 1 elements");
+  EXPECT_THROW_MSG(serve::parse_completion(R"({"prompt":"A","seed":18446744073709551616})", l),
+                   "got a whole number too large for 64 bits");
 }
 
 }  // namespace
