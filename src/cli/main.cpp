@@ -132,9 +132,10 @@ int checked_stdout(int rc) {
   return rc;
 }
 
-// `bitgrad serve`: SIGTERM or SIGINT stops accepting connections; the requests in flight are
-// answered, then the command exits 0. The signals are taken by a thread of their own (sigwait),
-// so every thread of the server runs with them blocked.
+// `bitgrad serve`: SIGTERM or SIGINT drains the server: new requests are answered 503, the ones in
+// flight (streams too) run to their end, then the command exits 0; past --drain-timeout the rest
+// end with an error event and it exits 1. The signals are taken by a thread of their own
+// (sigwait), so every thread of the server runs with them blocked.
 int cmd_serve(const std::string& run_dir, const bitgrad::serve::ServeOptions& o) {
   std::signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not the end
   sigset_t stop;
@@ -144,17 +145,20 @@ int cmd_serve(const std::string& run_dir, const bitgrad::serve::ServeOptions& o)
   ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   bitgrad::serve::Server server(run_dir, o);
   std::cout << "bitgrad serve: " << server.describe() << " on http://" << o.host << ":" << server.port() << std::endl;
+  bool drained = true;
   std::thread waiter([&] {
     int sig = 0;
     ::sigwait(&stop, &sig);
-    std::fprintf(stderr, "bitgrad serve: signal %d: no new connections; answering the requests in flight\n", sig);
-    server.stop();
+    std::fprintf(stderr, "bitgrad serve: signal %d: new requests answered 503; draining the requests in flight (up to %g s)\n", sig,
+                 o.drain_seconds);
+    drained = server.drain(o.drain_seconds);
+    if (!drained) std::fprintf(stderr, "bitgrad serve: the drain ran out of time: the requests still running ended with an error\n");
   });
   server.run();
   ::kill(::getpid(), SIGTERM);  // blocked: ends the waiter's sigwait if no signal came
   waiter.join();
   std::cout << "bitgrad serve: stopped" << std::endl;
-  return 0;
+  return drained ? 0 : 1;
 }
 
 }  // namespace
@@ -274,6 +278,8 @@ int run_command(int argc, char** argv) {
   servec->add_option("--threads", srv.threads, "kernel threads of the batches (default 1)")->check(CLI::Range(1, 4096));
   servec->add_option("--max-batch", srv.max_batch, "requests computed together (default 16)")->check(CLI::Range(1, 4096));
   servec->add_option("--max-queue", srv.max_queue, "requests waiting beyond those; more are answered 503 (default 64)")->check(CLI::Range(0, 1 << 20));
+  servec->add_option("--drain-timeout", srv.drain_seconds, "seconds the requests in flight may take after SIGTERM (default 60)")
+      ->check(CLI::Range(0.0, 86400.0));
   servec->add_option("--max-tokens", srv.max_tokens, "largest max_tokens of a completion (default 1024)")->check(CLI::Range(0L, 1L << 24));
   servec->add_option("--max-prompt", srv.max_prompt, "largest prompt in bytes (default 65536)")->check(CLI::Range(1L, 1L << 30));
   // issue 31: a run's weights for other tools

@@ -97,7 +97,7 @@ bool Engine::submit(const std::shared_ptr<CompletionJob>& j) {
   {
     std::lock_guard<std::mutex> l(mu_);
     const auto inside = static_cast<std::int64_t>(waiting_.size() + predicts_.size() + active_.size());
-    if (stopping_ || inside >= static_cast<std::int64_t>(o_.max_batch) + o_.max_queue) return false;
+    if (stopping_ || closed_ || inside >= static_cast<std::int64_t>(o_.max_batch) + o_.max_queue) return false;
     metrics_.tokens(j->prompt_tokens, 0);
     if (j->req.max_tokens == 0) {  // nothing to compute
       finish(*j, "length");
@@ -113,7 +113,7 @@ bool Engine::submit(const std::shared_ptr<PredictJob>& j) {
   {
     std::lock_guard<std::mutex> l(mu_);
     const auto inside = static_cast<std::int64_t>(waiting_.size() + predicts_.size() + active_.size());
-    if (stopping_ || inside >= static_cast<std::int64_t>(o_.max_batch) + o_.max_queue) return false;
+    if (stopping_ || closed_ || inside >= static_cast<std::int64_t>(o_.max_batch) + o_.max_queue) return false;
     predicts_.push_back(j);
   }
   work_.notify_all();
@@ -157,6 +157,41 @@ static std::size_t whole_characters(const std::string& s, std::size_t end) {
   const unsigned char lead = static_cast<unsigned char>(s[p - 1]);
   const std::size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
   return end - (p - 1) < need ? p - 1 : end;
+}
+
+void Engine::close_intake() {
+  std::lock_guard<std::mutex> l(mu_);
+  closed_ = true;
+}
+
+bool Engine::idle() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return waiting_.empty() && predicts_.empty() && active_.empty();
+}
+
+void Engine::abort_all(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto* q : {&waiting_}) {
+      for (auto& j : *q) {
+        j->error = why;
+        finish(*j, "error");
+      }
+      q->clear();
+    }
+    for (auto& j : active_) {
+      j->error = why;
+      finish(*j, "error");
+    }
+    active_.clear();
+    for (auto& j : predicts_) {
+      j->error = why;
+      j->done = true;
+    }
+    predicts_.clear();
+  }
+  progress_.notify_all();
+  work_.notify_all();
 }
 
 void Engine::finish(CompletionJob& j, const std::string& reason) {
@@ -228,6 +263,7 @@ void Engine::step(std::vector<std::shared_ptr<CompletionJob>>& batch) {
   }
   for (std::size_t s = 0; s < batch.size(); ++s) {
     CompletionJob& j = *batch[s];
+    if (j.done) continue;  // ended meanwhile (a drain that ran out of time)
     const auto pos = static_cast<std::uint64_t>(j.seq.tokens.size());  // the position of the token drawn
     std::int64_t t = 0;
     try {

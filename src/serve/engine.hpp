@@ -82,6 +82,11 @@ class Engine {
   void poke();
   std::int64_t waiting() const;
   std::int64_t active() const;
+  // The drain (Server::drain): no new request is taken (submit returns false); idle() says when
+  // the ones inside are done; abort_all ends them with an error.
+  void close_intake();
+  bool idle() const;
+  void abort_all(const std::string& why);
 
  private:
   void loop();
@@ -98,6 +103,7 @@ class Engine {
   std::deque<std::shared_ptr<PredictJob>> predicts_;
   std::vector<std::shared_ptr<CompletionJob>> active_;
   bool stopping_ = false;
+  bool closed_ = false;  // draining: submit refuses
   std::thread thread_;
 };
 

@@ -22,6 +22,7 @@ struct ServeOptions {
   std::int64_t max_tokens = 1024;   // per completion
   std::int64_t max_prompt = 65536;  // bytes of a prompt
   int http_threads = 0;             // connections served at once (0: max_batch + max_queue + 4)
+  double drain_seconds = 60;        // SIGTERM: how long the requests in flight may take to finish
 };
 
 class Server {
@@ -36,8 +37,13 @@ class Server {
   // Serves until stop(); then returns when the requests in flight are answered.
   void run();
   // Stops accepting connections; run() returns after the requests in flight (thread-safe,
-  // callable from any thread; not from a signal handler).
+  // callable from any thread; not from a signal handler). A stream still running is cut.
   void stop();
+  // The graceful end (SIGTERM, issue 41): new requests are answered 503; every request inside,
+  // streams included, runs to its finish event and [DONE]; then stop(). When they take longer
+  // than `seconds`, the unfinished ones end with an error event (finish_reason "error") and this
+  // returns false.
+  bool drain(double seconds);
 
  private:
   struct Impl;

@@ -5,7 +5,9 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "serve/serve.hpp"
@@ -48,6 +50,8 @@ struct Server::Impl {
   httplib::Server http;
   int port = 0;
   int listen_fd = -1;  // the listening socket, to widen its backlog after the bind
+  std::atomic<int> streams{0};        // streamed responses not yet ended (the drain waits for them)
+  std::atomic<bool> draining{false};  // new requests are answered 503
 
   void fail(httplib::Response& res, int status, const std::string& field, const std::string& message) {
     res.status = status;
@@ -148,7 +152,8 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   const bool stream = r.stream;
   auto job = std::make_shared<CompletionJob>(std::move(r), std::move(prompt));
   if (!engine->submit(job)) {
-    fail(res, 503, "", "the server is at capacity (" + std::to_string(o.max_batch) + " running, " + std::to_string(o.max_queue) + " waiting); retry");
+    fail(res, 503, "", draining ? std::string("the server is stopping; retry on another") :
+                                  "the server is at capacity (" + std::to_string(o.max_batch) + " running, " + std::to_string(o.max_queue) + " waiting); retry");
     return;
   }
   const std::string id = "cmpl-" + id_of(name, req.body);
@@ -169,6 +174,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   const auto t0 = Clock::now();
   auto sent = std::make_shared<std::size_t>(0);
   res.set_header("Cache-Control", "no-cache");
+  ++streams;  // until the releaser below runs: the drain waits for the stream's last event
   res.set_chunked_content_provider(
       "text/event-stream",
       [this, job, sent, chunk](std::size_t, httplib::DataSink& sink) {
@@ -188,6 +194,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
         return true;
       },
       [this, job, t0](bool success) {
+        --streams;
         if (!success) {  // the client went away: its slot is freed at the next step
           job->cancelled = true;
           engine->poke();
@@ -281,5 +288,22 @@ std::string Server::describe() const {
 void Server::run() { impl_->http.listen_after_bind(); }
 
 void Server::stop() { impl_->http.stop(); }
+
+bool Server::drain(double seconds) {
+  Impl& p = *impl_;
+  p.draining = true;
+  p.engine->close_intake();
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  auto settled = [&] { return p.engine->idle() && p.streams.load() == 0; };
+  while (!settled() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const bool drained = settled();
+  if (!drained) {  // what is still running ends with an error event, then the server stops
+    p.engine->abort_all("the server stopped before this request ended: it ran past the " + std::to_string(seconds) + " s drain");
+    const auto grace = Clock::now() + std::chrono::seconds(5);
+    while (p.streams.load() > 0 && Clock::now() < grace) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stop();
+  return drained;
+}
 
 }  // namespace bitgrad::serve

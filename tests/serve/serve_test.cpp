@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <limits>
@@ -407,39 +408,54 @@ lr = 0.01
   EXPECT_THROW_MSG(infer::draw_token(logits.data(), 5, 1.0, 0, 0.5), "logit for token 2 is nan");
 }
 
-// The command: SIGTERM while requests are in flight; they are answered whole, then exit 0.
-TEST(ServeCli, SigtermAnswersTheRequestsInFlightAndExitsZero) {
+// The command: SIGTERM while requests are in flight (two streamed, two not); they are answered
+// whole — the streams to their finish event and [DONE], which the first server cut (issue 41) —
+// then exit 0. With a drain timeout they cannot meet, the streams end with an error event and
+// [DONE], and the exit is 1.
+struct Sigtermed {
+  int exit_status = -1;
+  std::string stderr_text;
+  std::vector<int> status;
+  std::vector<std::string> bodies;
+  int refused_while_draining = 0;
+};
+
+Sigtermed sigterm_with_four_in_flight(const char* drain_timeout) {
+  Sigtermed r;
   const std::string dir = gpt_run();
-  int out[2];
-  ASSERT_EQ(::pipe(out), 0);
+  int out[2], err[2];
+  if (::pipe(out) != 0 || ::pipe(err) != 0) return r;
   const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
+  if (pid < 0) return r;
   if (pid == 0) {
     ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
     ::close(out[0]);
+    ::close(err[0]);
     const std::string bin = std::string(BITGRAD_BINARY_DIR) + "/bin/bitgrad";
-    ::execl(bin.c_str(), bin.c_str(), "serve", dir.c_str(), "--port", "0", "--max-tokens", "2000", static_cast<char*>(nullptr));
+    ::execl(bin.c_str(), bin.c_str(), "serve", dir.c_str(), "--port", "0", "--max-tokens", "2000", "--drain-timeout", drain_timeout,
+            static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(out[1]);
+  ::close(err[1]);
   std::string line;
   char c;
   while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
   const auto colon = line.rfind(':');
-  ASSERT_NE(colon, std::string::npos) << line;
+  if (colon == std::string::npos) return r;
   const int port = std::stoi(line.substr(colon + 1));
-  std::vector<int> status(4, 0);
-  std::vector<std::string> bodies(4);
+  r.status.assign(4, 0);
+  r.bodies.assign(4, "");
   std::vector<std::thread> clients;
   for (int i = 0; i < 4; ++i)
     clients.emplace_back([&, i] {
       httplib::Client cl("127.0.0.1", port);
       cl.set_read_timeout(120);
-      auto res = cl.Post("/v1/completions", completion("A", 2000, 1, 0, static_cast<std::uint64_t>(i)), "application/json");
-      status[static_cast<std::size_t>(i)] = res ? res->status : -1;
-      if (res) bodies[static_cast<std::size_t>(i)] = res->body;
+      auto res = cl.Post("/v1/completions", completion("A", 2000, 1, 0, static_cast<std::uint64_t>(i), i % 2 == 1), "application/json");
+      r.status[static_cast<std::size_t>(i)] = res ? res->status : -1;
+      if (res) r.bodies[static_cast<std::size_t>(i)] = res->body;
     });
-  // wait until all four are being computed
   bool running = false;
   for (int i = 0; i < 500 && !running; ++i) {
     httplib::Client cl("127.0.0.1", port);
@@ -447,28 +463,52 @@ TEST(ServeCli, SigtermAnswersTheRequestsInFlightAndExitsZero) {
     running = m && m->body.find("bitgrad_active_requests 4") != std::string::npos;
     if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  ::kill(pid, SIGTERM);
   EXPECT_TRUE(running) << "the four requests were in flight when the signal came";
+  ::kill(pid, SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  {  // a new request while draining: 503
+    httplib::Client cl("127.0.0.1", port);
+    auto res = cl.Post("/v1/completions", completion("A", 3, 0, 0, 1), "application/json");
+    r.refused_while_draining = res ? res->status : -1;
+  }
   for (auto& t : clients) t.join();
   int ws = 0;
-  ASSERT_EQ(::waitpid(pid, &ws, 0), pid);
-  EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) << "status " << ws;
-  std::string rest;
-  while (::read(out[0], &c, 1) == 1) rest += c;
+  if (::waitpid(pid, &ws, 0) == pid && WIFEXITED(ws)) r.exit_status = WEXITSTATUS(ws);
+  while (::read(err[0], &c, 1) == 1) r.stderr_text += c;
   ::close(out[0]);
-  EXPECT_NE(rest.find("bitgrad serve: stopped"), std::string::npos) << rest;
-  for (int i = 0; i < 4; ++i) {
-    EXPECT_EQ(status[static_cast<std::size_t>(i)], 200) << "request " << i;
-    if (status[static_cast<std::size_t>(i)] == 200) {
-      const json j = json::parse(bodies[static_cast<std::size_t>(i)]);
-      EXPECT_EQ(j["usage"]["completion_tokens"], 2000) << "answered whole";
-    }
-  }
-  EXPECT_LT(connect_to(port), 0) << "no new connections";
+  ::close(err[0]);
+  EXPECT_LT(connect_to(port), 0) << "no connections once stopped";
+  return r;
 }
 
-// The decoder alone: sequences stepped together get, bit for bit, the logits each gets stepped
-// alone (prompts shorter and longer than the window, a new one joining mid-way).
+TEST(ServeCli, SigtermAnswersTheRequestsInFlightAndExitsZero) {
+  const Sigtermed r = sigterm_with_four_in_flight("120");
+  EXPECT_EQ(r.exit_status, 0) << r.stderr_text;
+  EXPECT_EQ(r.refused_while_draining, 503) << "a new request while draining";
+  for (int i = 0; i < 4; ++i) {
+    const std::string& body = r.bodies[static_cast<std::size_t>(i)];
+    ASSERT_EQ(r.status[static_cast<std::size_t>(i)], 200) << "request " << i;
+    if (i % 2 == 0) {
+      EXPECT_EQ(json::parse(body)["usage"]["completion_tokens"], 2000) << "answered whole";
+    } else {  // the stream ran to its finish event and [DONE]
+      EXPECT_NE(body.find("\"finish_reason\":\"length\""), std::string::npos) << body.substr(body.size() > 300 ? body.size() - 300 : 0);
+      EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n");
+      EXPECT_EQ(std::count(body.begin(), body.end(), '\n') / 2, 2000 + 2) << "an event per token, the finish, [DONE]";
+    }
+  }
+}
+
+TEST(ServeCli, ADrainThatRunsOutOfTimeEndsTheStreamsWithAnError) {
+  const Sigtermed r = sigterm_with_four_in_flight("0.05");
+  EXPECT_EQ(r.exit_status, 1) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("the drain ran out of time"), std::string::npos) << r.stderr_text;
+  for (int i = 1; i < 4; i += 2) {
+    const std::string& body = r.bodies[static_cast<std::size_t>(i)];
+    EXPECT_NE(body.find("\"finish_reason\":\"error\""), std::string::npos) << body.substr(body.size() > 300 ? body.size() - 300 : 0);
+    EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n");
+  }
+}
+
 TEST(ServeDecoder, SequencesSteppedTogetherGetTheLogitsOfEachAlone) {
   const infer::RunModel m = infer::load_run_model(gpt_run(), "serve", false);
   const std::vector<std::string> prompts = {"A", "Do not read", "Keep it simple, make it work", "e", "He who laughs last"};
