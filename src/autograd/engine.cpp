@@ -4,6 +4,8 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "autograd/hooks_internal.hpp"
@@ -15,11 +17,23 @@ namespace bitgrad {
 namespace {
 thread_local bool t_grad_enabled = true;
 std::atomic<std::uint64_t> g_epoch{0};
-// One backward at a time in the process (issue 41): a walk keeps its state in the graph's nodes
-// (their pending gradients) and adds into leaves' .grad, so two threads' backward on one graph, or
-// on graphs sharing a leaf, would race (Python threads run them with the GIL released).
-// Recursive: a backward function may walk again (activation checkpointing) on its own thread.
-std::recursive_mutex g_backward;
+// Backward from several threads (issue 41). A walk keeps its state in the graph's nodes (their
+// pending gradients), so one graph walked by two threads at once would race: a walk claims its
+// nodes (g_walking: node -> the thread walking it; looked up, never iterated) and a node another
+// thread is walking is refused with a StateError. Walks of other graphs run side by side (the
+// ranks of a test in threads exchange statistics inside their backwards, so they must), and
+// their additions into a shared leaf's .grad take g_leaves, one at a time.
+std::mutex g_claims, g_leaves;
+std::unordered_map<const autograd::Node*, std::thread::id> g_walking;
+
+// The nodes a walk claimed, given back when it ends (or throws).
+struct Claims {
+  std::vector<const autograd::Node*> mine;
+  ~Claims() {
+    std::lock_guard<std::mutex> lock(g_claims);
+    for (const autograd::Node* n : mine) g_walking.erase(n);
+  }
+};
 
 void accumulate(Tensor& acc, const Tensor& g) { acc = acc.defined() ? kern::add_same_shape(acc, g) : g; }
 
@@ -73,24 +87,36 @@ void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafS
     leaf(root.impl_ptr(), seed);
     return;
   }
-  // nodes reachable from the root
+  // nodes reachable from the root, claimed for this thread (a nested walk of this thread may meet
+  // its own claims)
   std::vector<Node*> nodes;
-  std::vector<Node*> stack{rm->grad_fn.get()};
-  rm->grad_fn->visit = epoch;
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
-    if (n->released)
-      detail::fail_as<StateError>("backward", "the graph through '", n->op,
-                   "' was already freed by an earlier backward; pass retain_graph=true to the first call");
-    nodes.push_back(n);
-    for (int i = 0; i < n->n_inputs; ++i) {
-      Node* p = n->input(i).node.get();
-      if (p && p->visit != epoch) {
-        p->visit = epoch;
-        stack.push_back(p);
+  Claims claims;
+  {
+    std::lock_guard<std::mutex> lock(g_claims);
+    const std::thread::id self = std::this_thread::get_id();
+    std::vector<Node*> stack{rm->grad_fn.get()};
+    rm->grad_fn->visit = epoch;
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      if (const auto it = g_walking.find(n); it != g_walking.end() && it->second != self)
+        detail::fail_as<StateError>("backward", "the graph through '", n->op,
+                                    "' is in a backward on another thread; run one backward of a graph at a time (retain_graph=true "
+                                    "lets a graph be walked again, not by two threads at once)");
+      if (n->released)
+        detail::fail_as<StateError>("backward", "the graph through '", n->op,
+                     "' was already freed by an earlier backward; pass retain_graph=true to the first call");
+      nodes.push_back(n);
+      for (int i = 0; i < n->n_inputs; ++i) {
+        Node* p = n->input(i).node.get();
+        if (p && p->visit != epoch) {
+          p->visit = epoch;
+          stack.push_back(p);
+        }
       }
     }
+    for (Node* n : nodes)
+      if (g_walking.emplace(n, self).second) claims.mine.push_back(n);
   }
   std::sort(nodes.begin(), nodes.end(), [](const Node* a, const Node* b) { return a->seq > b->seq; });
   // keep the nodes alive while we walk them even if a release drops the last edge
@@ -132,27 +158,20 @@ void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafS
 }  // namespace
 
 void run_backward(const Tensor& root, const Tensor& seed_in, bool retain_graph) {
-  const std::lock_guard<std::recursive_mutex> one_at_a_time(g_backward);
   const Tensor seed = checked_seed(root, seed_in);
-  const std::uint64_t epoch = ++g_epoch;
-  std::vector<TensorImpl*> leaves;  // in order of first contribution
-  std::vector<std::shared_ptr<TensorImpl>> leaf_refs;
+  // this walk's sum per leaf, kept here (not in the leaf, which another thread's walk may reach),
+  // in order of first contribution; the index is a lookup by identity, never iterated
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, Tensor>> sums;
+  std::unordered_map<const TensorImpl*, std::size_t> at;
   walk(root, seed, retain_graph, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g) {
+    const auto [it, fresh] = at.emplace(impl.get(), sums.size());
+    if (fresh) sums.emplace_back(impl, Tensor());
+    accumulate(sums[it->second].second, g);
+  });
+  const std::lock_guard<std::mutex> lock(g_leaves);  // a leaf another thread's backward adds to as well
+  for (auto& [impl, add] : sums) {
     Tensor lt(impl);
     AutogradMeta& m = meta(lt);
-    if (m.bw_epoch != epoch) {
-      m.bw_epoch = epoch;
-      m.bw_acc = Tensor();
-      leaves.push_back(impl.get());
-      leaf_refs.push_back(impl);
-    }
-    accumulate(m.bw_acc, g);
-  });
-  for (std::size_t i = 0; i < leaves.size(); ++i) {
-    Tensor lt(leaf_refs[i]);
-    AutogradMeta& m = meta(lt);
-    Tensor add = std::move(m.bw_acc);
-    m.bw_acc = Tensor();
     m.grad = m.grad.defined() ? kern::add_same_shape(m.grad, add) : owned(add);
   }
 }
@@ -165,7 +184,6 @@ void add_gradient_part(int input, const Tensor& g) {
 
 std::vector<std::vector<Tensor>> grad_parts(const Tensor& root, const Tensor& seed_in, const std::vector<Tensor>& inputs,
                                             std::string* unlisted) {
-  const std::lock_guard<std::recursive_mutex> one_at_a_time(g_backward);
   const Tensor seed = checked_seed(root, seed_in);
   std::vector<std::vector<Tensor>> out(inputs.size());
   walk(root, seed, false, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g) {
@@ -181,7 +199,6 @@ std::vector<std::vector<Tensor>> grad_parts(const Tensor& root, const Tensor& se
 
 std::vector<Tensor> grad(const Tensor& root, const Tensor& seed_in, const std::vector<Tensor>& inputs, bool retain_graph,
                          std::string* unlisted) {
-  const std::lock_guard<std::recursive_mutex> one_at_a_time(g_backward);
   const Tensor seed = checked_seed(root, seed_in);
   std::vector<Tensor> out(inputs.size());
   walk(root, seed, retain_graph, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g) {
