@@ -75,7 +75,7 @@ def test_backward_from_python_threads_adds_every_contribution_once():
             try:
                 shared.backward(retain_graph=True)
                 done.append(1)
-            except bg.StateError as e:
+            except bg.AutogradError as e:
                 assert "is in a backward on another thread" in str(e)
                 refused.append(1)
 
