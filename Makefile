@@ -42,7 +42,7 @@ N ?= 10000
 SEED ?= 20261122
 contract: build
 	@$(BUILD)/bin/contract_fuzz --cases $(N) --seed $(SEED) --keep-going --out $(BUILD)/contract-failures
-# The same with torch's exported idioms among the cases (issue 40; needs Debian's python3-torch).
+# The same with torch's exported idioms among the cases (needs Debian's python3-torch).
 contract-torch: build
 	@PYTHONPATH=$(BUILD)/python /usr/bin/python3 tests/python/sample_axis_models.py --export $(BUILD)/torch-idioms
 	@$(BUILD)/bin/contract_fuzz --torch $(BUILD)/torch-idioms --cases $(N) --seed $(SEED) --keep-going --out $(BUILD)/contract-failures

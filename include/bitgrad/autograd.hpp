@@ -88,7 +88,7 @@ class OpHookPause {
 };
 void emit_forward(const char* op, const Tensor& out, CallSite site);
 
-// What a backward's sums over samples took (issue 40, numerics §42). Installed around the
+// What a backward's sums over samples took (numerics §42). Installed around the
 // backward of a piece of `rows` samples (dist::GradientCombiner: bitgrad.accumulate, Accumulator,
 // DataParallel), every sum a gradient takes over the leading axis by the batch rule (a weight's,
 // a bias's, a norm's affine parameters', an embedding's, a broadcast's) reports how many entries

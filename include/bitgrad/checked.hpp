@@ -1,4 +1,4 @@
-// Sizes by construction (issue 41): element counts, byte counts and offsets computed with a
+// Sizes by construction: element counts, byte counts and offsets computed with a
 // check, so that a hostile shape (a file's, a request's, a Python call's) is an error naming what
 // it sized, never a product that wraps around to a small number and indexes out of bounds.
 #pragma once

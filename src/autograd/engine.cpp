@@ -17,7 +17,7 @@ namespace bitgrad {
 namespace {
 thread_local bool t_grad_enabled = true;
 std::atomic<std::uint64_t> g_epoch{0};
-// Backward from several threads (issue 41). A walk keeps its state in the graph's nodes (their
+// Backward from several threads. A walk keeps its state in the graph's nodes (their
 // pending gradients), so one graph walked by two threads at once would race: a walk claims its
 // nodes (g_walking: node -> the thread walking it; looked up, never iterated) and a node another
 // thread is walking is refused with a StateError. Walks of other graphs run side by side (the

@@ -71,7 +71,7 @@ RunModel load_run_model(const std::string& run_dir, const std::string& what, boo
 }
 
 std::int64_t draw_token(const float* logits, std::int64_t V, double temperature, std::int64_t top_k, double u) {
-  // a diverged or overflowing model's logits draw nothing (issue 41): an error, not a token
+  // a diverged or overflowing model's logits draw nothing: an error, not a token
   for (std::int64_t i = 0; i < V; ++i)
     BITGRAD_CHECK(std::isfinite(logits[i]), "sample", "the model's logit for token ", i, " is ", logits[i],
                   ": its outputs are not finite (a diverged run, or inputs that overflow it), so no token can be drawn");

@@ -26,7 +26,7 @@ std::string dir_of(const std::string& path) {
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
   // a device, FIFO or directory is no file to replace (a temporary renamed over /dev/full would
-  // replace the device; issue 41): refused by name
+  // replace the device): refused by name
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     throw Error("io: cannot write " + path + ": it is " +

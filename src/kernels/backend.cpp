@@ -75,7 +75,7 @@ Isa ExecContext::isa() const { return backend_->isa.load(std::memory_order_relax
 void ExecContext::set_isa(Isa isa) { backend_->set_isa(isa); }
 int ExecContext::threads() const { return kern::pool_threads(*backend_->pool); }
 namespace {
-constexpr int kMaxThreads = 1024;  // far past any machine's cores; 10^9 was accepted (issue 41)
+constexpr int kMaxThreads = 1024;  // far past any machine's cores; 10^9 was accepted
 }  // namespace
 
 void ExecContext::set_threads(int n) {

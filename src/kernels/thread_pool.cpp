@@ -68,7 +68,7 @@ class Pool {
   Pool(PoolState* state, int threads) : state_(state), threads_(threads) {
     try {
       for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
-    } catch (const std::system_error& e) {  // the system's limit on threads (issue 41): an error, not an abort
+    } catch (const std::system_error& e) {  // the system's limit on threads: an error, not an abort
       const std::size_t started = workers_.size() + 1;
       stop_.store(true);
       generation_.fetch_add(1);

@@ -51,7 +51,7 @@ bool holds(const Module& m, const Module* target) {
 }  // namespace
 
 void Module::register_module(const std::string& name, std::shared_ptr<Module> m) {
-  // a module that contained itself would recurse without end in every walk of the tree (issue 41)
+  // a module that contained itself would recurse without end in every walk of the tree
   BITGRAD_CHECK(!m || !holds(*m, this), "module", "cannot register '", name, "' (", m ? m->describe() : std::string(),
                 "): it is this module or contains it, and a module cannot contain itself");
   if (auto* e = find_entry(children_, name)) {

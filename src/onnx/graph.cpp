@@ -514,7 +514,7 @@ std::shared_ptr<GraphModule> load_bytes(const std::string& bytes, const std::str
     if (!dims.empty() && std::all_of(dims.begin(), dims.end(), [](std::int64_t d) { return d > 0; })) {
       Shape declared;
       try {
-        declared = Shape(dims);  // its element count checked (issue 41)
+        declared = Shape(dims);  // its element count checked
       } catch (const Error& e) {
         throw Error("onnx: " + name + ": input '" + m->input_names()[0] + "' as declared: " + e.what());
       }

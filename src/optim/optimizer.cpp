@@ -15,7 +15,7 @@ Optimizer::Optimizer(NamedTensors params) : params_(std::move(params)) {
     const auto& [name, p] = params_[i];
     BITGRAD_CHECK(p.defined() && is_floating(p.dtype()), "optimizer", "parameter '", name, "' is not a floating tensor");
     BITGRAD_CHECK(p.is_contiguous(), "optimizer", "parameter '", name, "' must be contiguous");
-    // one tensor listed twice would be stepped twice per step (issue 41): refused, naming both
+    // one tensor listed twice would be stepped twice per step: refused, naming both
     for (std::size_t j = 0; j < i; ++j) {
       const Tensor& q = params_[j].second;
       BITGRAD_CHECK(!(q.impl().storage == p.impl().storage && q.offset() == p.offset()), "optimizer", "parameter '", name,

@@ -268,7 +268,7 @@ void Engine::step(std::vector<std::shared_ptr<CompletionJob>>& batch) {
     std::int64_t t = 0;
     try {
       t = infer::draw_token(logits[s].data(), V, j.req.temperature, j.req.top_k, j.stream.uniform_f64(pos));
-    } catch (const std::exception& e) {  // non-finite logits (issue 41): this request ends in an error
+    } catch (const std::exception& e) {  // non-finite logits: this request ends in an error
       j.error = e.what();
       finish(j, "error");
       continue;
@@ -288,7 +288,7 @@ void Engine::step(std::vector<std::shared_ptr<CompletionJob>>& batch) {
       finish(j, "length");
     } else {
       // release what no stop string can still claim, at a character's start, and never the first
-      // bytes of a character whose last ones are yet to be drawn (a byte vocabulary, issue 41)
+      // bytes of a character whose last ones are yet to be drawn (a byte vocabulary)
       std::size_t r = j.text.size() > hold ? j.text.size() - hold : 0;
       while (r > j.released && r < j.text.size() && (static_cast<unsigned char>(j.text[r]) & 0xC0) == 0x80) --r;
       r = std::max(j.released, whole_characters(j.text, r));
@@ -333,7 +333,7 @@ void Engine::predict(std::vector<std::shared_ptr<PredictJob>>& batch) {
       j->per = per;
       const float* lp = logits.data<float>() + row * per;
       j->logits.assign(lp, lp + j->req.samples * per);
-      // outputs that overflowed (inputs near float's largest) are no answer (issue 41)
+      // outputs that overflowed (inputs near float's largest) are no answer
       for (std::size_t k = 0; k < j->logits.size() && j->error.empty(); ++k)
         if (!std::isfinite(j->logits[k]))
           j->error = "the model's output " + std::to_string(k % static_cast<std::size_t>(per)) + " of sample " +

@@ -19,7 +19,7 @@ const char* type_name(const json& v) {
     case json::value_t::string: return "a string";
     case json::value_t::array: return "an array";
     case json::value_t::object: return "an object";
-    case json::value_t::number_float: {  // a whole number past 2^64 is parsed as a float: not "a fraction" (issue 41)
+    case json::value_t::number_float: {  // a whole number past 2^64 is parsed as a float: not "a fraction"
       const double x = v.get<double>();
       return std::isfinite(x) && std::floor(x) == x && std::fabs(x) >= 9223372036854775808.0 ? "a whole number too large for 64 bits"
                                                                                               : "a number with a fraction";
@@ -175,7 +175,7 @@ PredictRequest parse_predict(std::string_view body, const Shape& sample_shape, c
     std::size_t depth = 0;
     for (const json* p = &in; p->is_array() && !p->empty(); p = &(*p)[0]) ++depth;
     std::vector<std::int64_t> want = dims;
-    // flat samples (issue 41): [numel] is one sample, [[numel], ...] several, when the shape has
+    // flat samples: [numel] is one sample, [[numel], ...] several, when the shape has
     // more than one axis (a 784-value image of [1, 28, 28] was "must hold 1 elements")
     const bool flat = dims.size() > 1 && in.is_array() && !in.empty() &&
                       ((depth == 1 && static_cast<std::int64_t>(in.size()) == numel) ||

@@ -39,7 +39,7 @@ class Server {
   // Stops accepting connections; run() returns after the requests in flight (thread-safe,
   // callable from any thread; not from a signal handler). A stream still running is cut.
   void stop();
-  // The graceful end (SIGTERM, issue 41): new requests are answered 503; every request inside,
+  // The graceful end (SIGTERM): new requests are answered 503; every request inside,
   // streams included, runs to its finish event and [DONE]; then stop(). When they take longer
   // than `seconds`, the unfinished ones end with an error event (finish_reason "error") and this
   // returns false.

@@ -100,7 +100,7 @@ void Server::Impl::routes() {
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.text(engine->waiting(), engine->active()), "text/plain; version=0.0.4");
   });
-  // a known path with another method: 405 naming the one it takes (it was a bare 404; issue 41)
+  // a known path with another method: 405 naming the one it takes (it was a bare 404)
   auto not_allowed = [this](const char* allow) {
     return [this, allow](const httplib::Request& req, httplib::Response& res) {
       res.set_header("Allow", allow);

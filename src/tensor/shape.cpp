@@ -7,19 +7,22 @@
 
 namespace bitgrad {
 
+namespace {
+[[noreturn]] void past_bound(const char* what, std::int64_t a, const char* op, std::int64_t b) {
+  throw Error(std::string(what) + ": " + std::to_string(a) + op + std::to_string(b) + " is more than 2^56 (" + std::to_string(kMaxElements) +
+              "), the most elements or bytes a tensor may span");
+}
+}  // namespace
+
 std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* what) {
   std::int64_t r = 0;
-  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) || r > kMaxElements)
-    throw Error(std::string(what) + ": " + std::to_string(a) + " x " + std::to_string(b) + " is more than 2^56 (" +
-                std::to_string(kMaxElements) + "), the most elements or bytes a tensor may span");
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) || r > kMaxElements) past_bound(what, a, " x ", b);
   return r;
 }
 
 std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* what) {
   std::int64_t r = 0;
-  if (a < 0 || b < 0 || __builtin_add_overflow(a, b, &r) || r > kMaxElements)
-    throw Error(std::string(what) + ": " + std::to_string(a) + " + " + std::to_string(b) + " is more than 2^56 (" +
-                std::to_string(kMaxElements) + "), the most elements or bytes a tensor may span");
+  if (a < 0 || b < 0 || __builtin_add_overflow(a, b, &r) || r > kMaxElements) past_bound(what, a, " + ", b);
   return r;
 }
 

@@ -24,7 +24,7 @@ struct CheckpointInfo {
   std::string config_hash;
   std::int64_t accumulate = 0;  // micro-batches per step of the segment that wrote it (0: not recorded)
   std::map<std::string, std::int64_t> records;
-  // their digests (xxh128 of the bytes, issue 41): an edit of the same length is seen too
+  // their digests (xxh128 of the bytes): an edit of the same length is seen too
   std::map<std::string, std::string> record_digests;
   int world = 1;                    // ranks of the run that wrote it (data parallel)
   std::vector<std::string> hosts;   // each rank's host  // sizes of metrics.jsonl, trace.jsonl, ops.jsonl when it was written

@@ -61,7 +61,7 @@ class RunDir {
   // `expected` (the sizes a checkpoint recorded, file name -> bytes) must then match what is
   // kept: a file cut short (a power loss before it reached the disk), missing or edited is
   // named and nothing is changed.
-  // `digests` (file name -> xxh128 hex of those bytes, checkpoints since issue 41) must match too.
+  // `digests` (file name -> xxh128 hex of those bytes, checkpoints that record them) must match too.
   void truncate_after(std::int64_t step, const std::map<std::string, std::int64_t>& expected = {},
                       const std::map<std::string, std::string>& digests = {}) const;
   // fsync of the metrics and traces, so that a checkpoint never outlives the records before it.

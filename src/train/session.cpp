@@ -94,7 +94,7 @@ Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared
                 "get its own statistics and other bits (contract T5, numerics.md §31); use accumulate = 1, on several ranks "
                 "(mpirun) if one process lacks the memory: the ranks exchange the statistics and give the bits of one process");
   p.sharding = bn && world() > 1 ? dist::Sharding::whole_nodes : dist::Sharding::even;
-  if (const onnx::GraphModule* g = imported_graph(*p.state.model)) {  // issue 40: before the first step
+  if (const onnx::GraphModule* g = imported_graph(*p.state.model)) {  // before the first step
     p.samples = g->samples_of_batches(p.train_ds->sample_shape());  // analysed by build_onnx_model: cached
     check_graph_samples(*p.samples, cfg, world());
     p.per_block = p.samples->mode == onnx::SampleAnalysis::Mode::per_block && !p.samples->batch_statistics;

@@ -193,7 +193,7 @@ TEST(Autograd, LeafGradientOwnsItsStorage) {
 }
 
 TEST(Autograd, SampleCountCheckNamesTheSumThatTookOtherSamples) {
-  // issue 40: a piece of 4 samples; linear over [4, 3, 5] sums the 4 samples (the batch rule), over
+  // a piece of 4 samples; linear over [4, 3, 5] sums the 4 samples (the batch rule), over
   // its sequence-first [3, 4, 5] it sums 3 leading entries as samples: the check names that sum
   Tensor w = Tensor::full(Shape{2, 5}, 0.25);
   w.set_requires_grad(true);
@@ -221,7 +221,7 @@ TEST(Autograd, SampleCountCheckNamesTheSumThatTookOtherSamples) {
 }
 
 TEST(AutogradThreads, BackwardFromSeveralThreadsAddsEveryContributionOnce) {
-  // issue 41: four threads' backward(retain_graph) on one graph added 4-7 times, and graphs sharing
+  // four threads' backward(retain_graph) on one graph added 4-7 times, and graphs sharing
   // a leaf lost a contribution. One graph is walked by one thread at a time (another is refused
   // with a StateError, adding nothing); graphs of their own run side by side, and their additions
   // into the shared leaf are each made once (TSan runs this suite)

@@ -375,7 +375,7 @@ std::vector<std::string> features(const Case& c) {
 std::string Case::toml() const {
   std::ostringstream o;
   const TorchIdiom* t = torch_idiom(*this);
-  if (t && t->kind == "tokens") {  // issue 40: a torch language model on the fortunes' characters
+  if (t && t->kind == "tokens") {  // a torch language model on the fortunes' characters
     o << "# contract fuzzer case (torch's " << t->name << ")\nseed = " << seed << "\n\n[data]\ndataset = \"text\"\n"
       << "path = \"/usr/share/games/fortunes\"\nvocabulary = \"characters\"\nval_fraction = 0.1\nblock_size = " << t->seq << "\n";
   } else {
@@ -530,7 +530,7 @@ Case generate(std::uint64_t seed, std::uint64_t index) {
     // issue 31: one case in four trains its layers as an ONNX graph (its own stream), where the
     // writer (onnx_case.cpp) can say them
     c.onnx = rng::Stream(seed, "contract-onnx-case").u64(index) % 4 == 0 && onnx_writable(c);
-    // issue 40: with graphs torch exported (--torch), one case in three trains one of them (its
+    // with graphs torch exported (--torch), one case in three trains one of them (its
     // own stream: without --torch every case is what it was)
     if (!g_torch.empty() && rng::Stream(seed, "contract-torch").u64(index) % 3 == 0) {
       Draw e{rng::Stream(seed, "contract-torch-case").sub(index)};

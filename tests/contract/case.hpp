@@ -49,7 +49,7 @@ struct Case {
   // onnx_path (set by the driver where it wrote the file)
   bool onnx = false;
   std::string onnx_path;
-  // issue 40: a graph torch exported (tests/python/sample_axis_models.py, --torch DIR): its name
+  // a graph torch exported (tests/python/sample_axis_models.py, --torch DIR): its name
   // in the manifest; onnx_path is its file, and the data is what it takes (no layers)
   std::string torch;
   // [train] loss: "" for the default (cross_entropy with classes, else mse); issue 29's
@@ -65,7 +65,7 @@ struct Case {
   bool valid() const;
 };
 
-// issue 40: the graphs of `sample_axis_models.py --export DIR` (DIR/manifest.txt: name, file,
+// the graphs of `sample_axis_models.py --export DIR` (DIR/manifest.txt: name, file,
 // kind — tokens, sequence or vector — what the sample analysis finds, batch statistics, sequence
 // length). With some loaded, one case in three trains one of them instead of its own layers.
 struct TorchIdiom {

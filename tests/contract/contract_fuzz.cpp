@@ -7,7 +7,7 @@
 // fails the case; the case is shrunk and printed as a TOML file and the two command lines.
 //
 //   contract_fuzz [--cases N] [--seconds S] [--seed S] [--first I] [--out DIR] [--torch DIR] [--keep-going] [--print] [--census]
-// --torch DIR: also the graphs torch exported for issue 40 (sample_axis_models.py --export DIR):
+// --torch DIR: also the graphs torch exported (sample_axis_models.py --export DIR):
 // one case in three trains one of them; a run the contract refuses for it must be refused alike.
 // --print writes the cases' TOML files to DIR (contract-cases by default) and trains nothing;
 // --census counts the layer types and losses the cases draw, trains nothing, and fails when one
@@ -218,7 +218,7 @@ std::vector<Pair> matrix(const Case& c, std::uint64_t seed, std::uint64_t index)
   // that the other pairs stay what they were.
   if (!splits_the_batch(c))
     v.erase(std::remove_if(v.begin(), v.end(), [](const Pair& p) { return p.a.accumulate > 1 || p.b.accumulate > 1; }), v.end());
-  // issue 40: a torch graph that mixes samples trains whole only: its rank pairs go too (§42)
+  // a torch graph that mixes samples trains whole only: its rank pairs go too (§42)
   if (!splits_over_ranks(c)) v.erase(std::remove_if(v.begin(), v.end(), [](const Pair& p) { return p.a.ranks > 1 || p.b.ranks > 1; }), v.end());
   return v;
 }

@@ -24,7 +24,7 @@ TEST(Files, OnlyRegularFilesAreRead) {
 }
 
 TEST(Files, OnlyRegularFilesAreReplaced) {
-  // issue 41: an atomic write to /dev/full reported "No such file or directory" (the temporary's
+  // an atomic write to /dev/full reported "No such file or directory" (the temporary's
   // errno, overwritten); a device, FIFO or directory is refused by name before anything is made
   EXPECT_THROW_MSG(io::write_file_atomic("/dev/full", "x"), "cannot write /dev/full: it is a character device");
   EXPECT_THROW_MSG(io::write_file_atomic(::testing::TempDir(), "x"), "it is a directory");

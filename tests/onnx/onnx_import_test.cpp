@@ -86,7 +86,7 @@ TEST(OnnxImport, TheReaderRefusesBadBytesWithAnError) {
 }
 
 TEST(OnnxImport, AHostileShapeIsAnErrorNamingTheNode) {
-  // issue 41: a 200-byte file reshaping 4 values to [2^62 + 1, 4] (4 elements once the product
+  // a 200-byte file reshaping 4 values to [2^62 + 1, 4] (4 elements once the product
   // wraps) and summing them read past the storage; declared inputs of [2^32, 2^32] and [2^62, 4]
   ModelProto m;
   m.ir_version = 8;

@@ -1,4 +1,4 @@
-"""PyTorch idioms whose samples leave axis 0, exported by Debian's torch 1.13 (issue 40): the
+"""PyTorch idioms whose samples leave axis 0, exported by Debian's torch 1.13: the
 graphs of tests/python/test_sample_axis.py, each with what bitgrad's analysis must find
 (numerics.md §42) and the data it trains on from the CLI."""
 import warnings

@@ -243,7 +243,7 @@ def _sequence_model(seq_first):
 
 @pytest.mark.parametrize("seq_first", [False, True])
 def test_a_layer_run_sequence_first_is_not_reported_as_the_whole_batch(seq_first):
-    # issue 40: the Linear's weight gradient sums per time step over the batch when the samples sit
+    # the Linear's weight gradient sums per time step over the batch when the samples sit
     # on axis 1; micro-batches then change its bits, and the accumulator said whole_batch=True
     rng = np.random.default_rng(4)
     X = bg.tensor(rng.standard_normal((64, 10, 6)).astype(np.float32))

@@ -1,4 +1,4 @@
-"""Issue 41, item 8's thread counts and item 9's calls: what a Python program can ask that used to
+"""What a Python program can ask that used to
 abort, recurse without end or go wrong silently is an error naming what was asked."""
 import subprocess
 import sys
@@ -61,7 +61,7 @@ def test_a_module_cannot_contain_itself():
 
 
 def test_backward_from_python_threads_adds_every_contribution_once():
-    # item 6: backward releases the GIL; four threads on one graph (retain_graph) added 4-7 times,
+    # backward releases the GIL; four threads on one graph (retain_graph) added 4-7 times,
     # threads with graphs of their own sharing a leaf lost a gradient now and then. One graph is
     # walked by one thread at a time (the others are refused), separate graphs side by side
     import threading

@@ -1,4 +1,4 @@
-"""Issue 41, item 1 (and item 9's NaN as int64): sizes are checked, never wrapped. A shape whose
+"""Sizes are checked, never wrapped. A shape whose
 element count passes 2^56 or wraps int64 is an error naming what it sized, from Python, from an
 ONNX file through bitgrad.onnx.load and through `bitgrad train` (which exited 139 on a 200-byte
 file); a float no int64 holds is refused by bitgrad.tensor."""

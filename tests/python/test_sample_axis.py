@@ -1,4 +1,4 @@
-"""Issue 40: a model a user brings keeps micro-batches and ranks to one fingerprint, or says why
+"""A model a user brings keeps micro-batches and ranks to one fingerprint, or says why
 not. Every graph of sample_axis_models.py (torch 1.13's exports of MultiheadAttention and
 TransformerEncoder/Decoder in both layouts, embeddings, LSTM/GRU both ways, Conv1d + BatchNorm1d
 over [N, C, T], and forwards that mix samples) is followed by bitgrad's analysis (numerics.md

@@ -272,22 +272,15 @@ TEST(Serve, AClientThatGoesAwayFreesItsSlot) {
   EXPECT_NE(metrics.find("code=\"499\"} 1"), std::string::npos) << metrics;
 }
 
+// A classifier of [6] samples into 3 classes: a linear layer of 16, `middle`, a linear layer of 3.
+std::string classifier(const std::string& middle) {
+  return "seed = 17\n[data]\ndataset = \"synthetic\"\nshape = [6]\nclasses = 3\nsamples = 256\n[model]\nlayers = [ { type = \"linear\", "
+         "out = 16 }, " + middle + "{ type = \"linear\", out = 3 } ]\n[train]\nbatch_size = 64\nepochs = 1\n[optimizer]\ntype = \"adam\"\n"
+         "lr = 0.01\n";
+}
+
 TEST(Serve, PredictionsOfAClassifierDoNotDependOnTheirBatch) {
-  const std::string cfg = R"(seed = 17
-[data]
-dataset = "synthetic"
-shape = [6]
-classes = 3
-samples = 256
-[model]
-layers = [ { type = "linear", out = 16 }, { type = "tanh" }, { type = "linear", out = 3 } ]
-[train]
-batch_size = 64
-epochs = 1
-[optimizer]
-type = "adam"
-lr = 0.01
-)";
+  const std::string cfg = classifier("{ type = \"tanh\" }, ");
   instruments::TrainOptions t = options(2, 1, 0);
   const std::string dir = train_into(cfg, "serve_classifier", t);
   Running r(dir);
@@ -329,7 +322,7 @@ lr = 0.01
   EXPECT_EQ(post(r, "/v1/completions", R"({"prompt": "A"})").status, 404);
 }
 
-// Issue 41: a byte vocabulary draws a multi-byte character one byte per token step; a stream
+// a byte vocabulary draws a multi-byte character one byte per token step; a stream
 // released its first bytes alone (40 of 40 streams garbled 'é' into U+FFFD U+FFFD). The stream's
 // text is now the completion's, whatever the seed.
 TEST(Serve, AStreamNeverCutsACharacterOfAByteVocabulary) {
@@ -359,23 +352,9 @@ TEST(Serve, AStreamNeverCutsACharacterOfAByteVocabulary) {
 }
 
 TEST(Serve, OutputsThatAreNotFiniteAreNoAnswer) {
-  // issue 41: inputs near float's largest overflowed the classifier to NaN, served as 200 with
+  // inputs near float's largest overflowed the classifier to NaN, served as 200 with
   // null logits and argmax 0; a temperature of 1e-308 overflowed logit / T and drew the last token
-  const std::string cfg = R"(seed = 17
-[data]
-dataset = "synthetic"
-shape = [6]
-classes = 3
-samples = 256
-[model]
-layers = [ { type = "linear", out = 16 }, { type = "linear", out = 3 } ]
-[train]
-batch_size = 64
-epochs = 1
-[optimizer]
-type = "adam"
-lr = 0.01
-)";
+  const std::string cfg = classifier("");
   const std::string dir = train_into(cfg, "serve_overflow", options(2, 1, 0));
   Running r(dir);
   const float big = 3.4e38f;
@@ -384,7 +363,7 @@ lr = 0.01
   EXPECT_NE(over.body.find("is not finite: the inputs overflow its arithmetic"), std::string::npos) << over.body;
   EXPECT_EQ(post(r, "/v1/predict", json{{"inputs", std::vector<float>{1, 2, 3, 4, 5, 6}}}.dump()).status, 200);
 
-  // the HTTP library's own refusals have the documented JSON body; a wrong method is 405 (issue 41)
+  // the HTTP library's own refusals have the documented JSON body; a wrong method is 405
   auto c = r.client();
   auto nope = c.Get("/v1/nothing");
   ASSERT_TRUE(nope);
@@ -409,7 +388,7 @@ lr = 0.01
 }
 
 // The command: SIGTERM while requests are in flight (two streamed, two not); they are answered
-// whole — the streams to their finish event and [DONE], which the first server cut (issue 41) —
+// whole — the streams to their finish event and [DONE], which the first server cut —
 // then exit 0. With a drain timeout they cannot meet, the streams end with an error event and
 // [DONE], and the exit is 1.
 struct Sigtermed {
@@ -558,7 +537,7 @@ TEST(ServeRequest, ParsesTheOpenAISubset) {
   EXPECT_EQ(b.samples, 1);
   EXPECT_EQ(b.inputs, (std::vector<float>{1, 2}));
   EXPECT_THROW_MSG(serve::parse_predict(R"({"inputs_base64":"AACAPw=A"})", Shape{2}, l), "'inputs_base64' is not base64");
-  // issue 41: flat samples of a shape of several axes, and a whole number past 2^64 named as such
+  // flat samples of a shape of several axes, and a whole number past 2^64 named as such
   const serve::PredictRequest flat = serve::parse_predict(R"({"inputs":[1,2,3,4,5,6]})", Shape{1, 2, 3}, l);
   EXPECT_EQ(flat.samples, 1);
   EXPECT_EQ(flat.inputs, (std::vector<float>{1, 2, 3, 4, 5, 6}));

@@ -25,7 +25,7 @@ TEST(Shape, BasicsAndBroadcasting) {
 }
 
 TEST(Shape, ElementCountsAreCheckedNeverWrapped) {
-  // issue 41: [2^32, 2^32] had numel() 0 and [2^62 + 1, 4] numel() 4 (the product wrapped), so a
+  // [2^32, 2^32] had numel() 0 and [2^62 + 1, 4] numel() 4 (the product wrapped), so a
   // reshape of 4 values to it passed and reads ran past the storage
   const std::int64_t big = std::int64_t{1} << 32;
   EXPECT_THROW_MSG((Shape{big, big}), "has more than 2^56 elements");

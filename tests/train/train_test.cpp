@@ -183,7 +183,7 @@ TEST(Train, ResumeRefusesRecordsCutShortOrChangedAfterTheCheckpoint) {
   io::write_file_atomic(o.out + "/metrics.jsonl", edited);
   EXPECT_THROW_MSG(run(kAdder, resume_options(o.out, 9)), "metrics.jsonl was changed after the checkpoint at step 6");
   EXPECT_EQ(io::read_file(o.out + "/metrics.jsonl"), edited) << "nothing is cut when resume refuses";
-  // issue 41: an edit of the same length (a digit of a hash in the trace) passed the size check;
+  // an edit of the same length (a digit of a hash in the trace) passed the size check;
   // the checkpoint's digest of the records refuses it
   std::string same_length = trace;
   const std::size_t h = same_length.find("\"input\": \"") + 10;

@@ -28,7 +28,7 @@ _NUMPY_OF = {float32: _np.float32, float64: _np.float64, int64: _np.int64, uint8
 
 def _as_integers(a, target):
     """a as the integer type `target`; a float that no integer of it holds (NaN, an infinity, an
-    int64 at or past 2^63) raises instead of becoming whatever the conversion gives (issue 41)."""
+    int64 at or past 2^63) raises instead of becoming whatever the conversion gives."""
     if a.dtype.kind == "f" and _np.dtype(target).kind in "iu":
         bad = ~_np.isfinite(a)
         if target == _np.int64:
