@@ -120,23 +120,6 @@ bool Engine::submit(const std::shared_ptr<PredictJob>& j) {
   return true;
 }
 
-std::vector<std::string> Engine::wait(const std::shared_ptr<CompletionJob>& j, std::size_t from, bool& done) {
-  std::unique_lock<std::mutex> l(mu_);
-  j->progress.wait(l, [&] { return j->done || j->pieces.size() > from; });
-  done = j->done;
-  return std::vector<std::string>(j->pieces.begin() + static_cast<std::ptrdiff_t>(std::min(from, j->pieces.size())), j->pieces.end());
-}
-
-void Engine::wait_done(const std::shared_ptr<CompletionJob>& j) {
-  std::unique_lock<std::mutex> l(mu_);
-  j->progress.wait(l, [&] { return j->done; });
-}
-
-void Engine::wait(const std::shared_ptr<PredictJob>& j) {
-  std::unique_lock<std::mutex> l(mu_);
-  progress_.wait(l, [&] { return j->done; });
-}
-
 void Engine::poke() { work_.notify_all(); }
 
 std::int64_t Engine::waiting() const {
@@ -187,10 +170,10 @@ void Engine::abort_all(const std::string& why) {
     for (auto& j : predicts_) {
       j->error = why;
       j->done = true;
+      if (j->on_done) j->on_done();
     }
     predicts_.clear();
   }
-  progress_.notify_all();
   work_.notify_all();
 }
 
@@ -199,7 +182,7 @@ void Engine::finish(CompletionJob& j, const std::string& reason) {
   j.released = j.text.size();
   j.done = true;
   j.finish_reason = reason;
-  j.progress.notify_all();
+  if (j.on_progress) j.on_progress(j);
 }
 
 void Engine::loop() {
@@ -298,7 +281,7 @@ void Engine::step(std::vector<std::shared_ptr<CompletionJob>>& batch) {
       } else {
         j.pieces.emplace_back();  // one piece per token step, empty or not
       }
-      j.progress.notify_all();  // only this request's waiter wakes
+      if (j.on_progress) j.on_progress(j);
     }
   }
   metrics_.tokens(0, static_cast<std::int64_t>(batch.size()));
@@ -345,8 +328,8 @@ void Engine::predict(std::vector<std::shared_ptr<PredictJob>>& batch) {
     }
     row += j->req.samples;
     j->done = true;
+    if (j->on_done) j->on_done();
   }
-  progress_.notify_all();
 }
 
 }  // namespace bitgrad::serve

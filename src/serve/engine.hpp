@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,7 +32,10 @@ struct CompletionJob {
   rng::Stream stream;  // (seed, "sample"): token i of the text drawn with uniform_f64(i)
   std::vector<std::int64_t> generated;
   std::atomic<bool> cancelled{false};  // the client went away
-  std::condition_variable progress;    // with the engine's lock: new pieces, or done
+  // Called under the engine's lock, on the thread that moved the job: new pieces, or done. It
+  // must be quick and must not call the engine (the server posts the bytes to the connection).
+  std::function<void(CompletionJob&)> on_progress;
+  std::size_t delivered = 0;  // pieces the server has written (guarded by the engine's lock)
   // guarded by the engine's lock
   std::string text;                 // the completion so far (cut at a stop string at the end)
   std::vector<std::string> pieces;  // the text released per token step (streaming: one event each)
@@ -47,6 +51,7 @@ struct PredictJob {
   std::int64_t per = 0;                      // outputs per sample
   bool done = false;
   std::string error;
+  std::function<void()> on_done;  // under the engine's lock, as CompletionJob::on_progress
 };
 
 // Prometheus text of the counters (GET /metrics).
@@ -74,10 +79,6 @@ class Engine {
   // false: the queue is full (answer 503)
   bool submit(const std::shared_ptr<CompletionJob>& j);
   bool submit(const std::shared_ptr<PredictJob>& j);
-  // Waits until j has pieces from `from` on, or is done; returns those pieces.
-  std::vector<std::string> wait(const std::shared_ptr<CompletionJob>& j, std::size_t from, bool& done);
-  void wait(const std::shared_ptr<PredictJob>& j);
-  void wait_done(const std::shared_ptr<CompletionJob>& j);
   // Wakes the scheduler so that it sees a cancelled job now.
   void poke();
   std::int64_t waiting() const;
@@ -98,7 +99,7 @@ class Engine {
   Metrics& metrics_;
   std::unique_ptr<infer::Decoder> decoder_;
   mutable std::mutex mu_;
-  std::condition_variable work_, progress_;  // progress_: predictions
+  std::condition_variable work_;
   std::deque<std::shared_ptr<CompletionJob>> waiting_;
   std::deque<std::shared_ptr<PredictJob>> predicts_;
   std::vector<std::shared_ptr<CompletionJob>> active_;

@@ -11,6 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "serve/http.hpp"
+
 namespace bitgrad::serve {
 
 struct ServeOptions {
@@ -21,7 +23,7 @@ struct ServeOptions {
   int max_queue = 64;               // requests waiting beyond those; more are answered 503
   std::int64_t max_tokens = 1024;   // per completion
   std::int64_t max_prompt = 65536;  // bytes of a prompt
-  int http_threads = 0;             // connections served at once (0: max_batch + max_queue + 4)
+  HttpLimits http;                  // connections, sizes and timeouts of the HTTP front
   double drain_seconds = 60;        // SIGTERM: how long the requests in flight may take to finish
 };
 

@@ -4,6 +4,7 @@
 // away frees its slot; SIGTERM answers the requests in flight and exits 0. A tiny GPT (and a
 // tiny classifier) are trained in the test.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -24,6 +25,7 @@
 #include "infer/run_model.hpp"
 #include "serve/request.hpp"
 #include "support/runs.hpp"
+#include "support/sockets.hpp"
 #include "support/test_util.hpp"
 #include "support/text_corpus.hpp"
 
@@ -231,18 +233,40 @@ TEST(Serve, AFullQueueIsAnswered503WithRetryAfter) {
   EXPECT_GE(busy, 1) << "one running and one waiting: the rest are turned away";
 }
 
-// a raw connection, so that the test can walk away mid-stream
-int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
+// The threads of the process.
+int threads_now() {
+  int n = 0;
+  if (DIR* d = ::opendir("/proc/self/task")) {
+    while (const dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    ::closedir(d);
   }
-  return fd;
+  return n;
+}
+
+// A waiting request is data, not a thread: a queue of 20000 costs no thread, and 200 requests
+// held at once (a full batch, the rest waiting) run on the same few.
+TEST(Serve, TheQueueIsDataNotThreads) {
+  const int before = threads_now();
+  serve::ServeOptions o;
+  o.max_batch = 2;
+  o.max_queue = 20000;
+  o.max_tokens = 100000;
+  Running r(gpt_run(), o);
+  const int serving = threads_now() - before;
+  EXPECT_LE(serving, o.http.workers + 4) << "the front's workers, its loop, the engine and its kernel threads";
+  std::vector<int> held;
+  for (int i = 0; i < 200; ++i) {
+    held.push_back(connect_to(r.server->port()));
+    const std::string body = completion("A", 100000, 1, 0, static_cast<std::uint64_t>(i), true);
+    send_all(held.back(), "POST /v1/completions HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(threads_now() - before, serving) << "200 requests inside, no thread more";
+  auto health = r.client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  for (int fd : held) ::close(fd);
 }
 
 TEST(Serve, AClientThatGoesAwayFreesItsSlot) {
