@@ -2,12 +2,12 @@
 #   make demo   install dependencies, build the CLI, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
 # Other targets: build, package, package-check, bench, bench-round3, bench-dist, bench-gpt, bench-precision, bench-python, bench-serve, contract, contract-torch, crosscheck, onnx-table, onnx-roundtrip,
-# sanitize, sanitize-ci, tsan, fuzz, accuracy, clean.
+# soak, sanitize, sanitize-ci, tsan, fuzz, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test package package-check crosscheck sanitize sanitize-ci tsan fuzz bench bench-round3 bench-dist bench-gpt bench-precision bench-python bench-serve contract contract-torch onnx-table onnx-roundtrip accuracy clean
+.PHONY: deps configure build demo test package package-check crosscheck sanitize sanitize-ci tsan fuzz bench bench-round3 bench-dist bench-gpt bench-precision bench-python bench-serve contract contract-torch soak onnx-table onnx-roundtrip accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -46,6 +46,13 @@ contract: build
 contract-torch: build
 	@PYTHONPATH=$(BUILD)/python /usr/bin/python3 tests/python/sample_axis_models.py --export $(BUILD)/torch-idioms
 	@$(BUILD)/bin/contract_fuzz --torch $(BUILD)/torch-idioms --cases $(N) --seed $(SEED) --keep-going --out $(BUILD)/contract-failures
+
+# The server's soak (tests/serve/soak_test.cpp, docs/serving.md "Limits"): SOAK_SECONDS of
+# honest clients comparing bytes beside dripping, half-closing, vanishing and random ones. The
+# suite runs it for 6 seconds.
+SOAK_SECONDS ?= 300
+soak: build
+	@BITGRAD_SOAK_SECONDS=$(SOAK_SECONDS) $(BUILD)/bin/bitgrad_tests --gtest_filter='ServeSoak.*'
 
 # The ranks that mpirun starts leak OpenMPI's own memory (MPI_Init, MPI_Finalize, its progress
 # thread): tests/lsan.supp suppresses leaks with those libraries on the allocation stack. The

@@ -25,6 +25,10 @@ struct LoadOptions {
   // nn::Dropout; batch statistics, running statistics updated with PyTorch's momentum rule);
   // false: always evaluation semantics (no dropout, the running statistics), whatever the context.
   bool training = true;
+  // The storage the import may hold at once (its initializers, the constants folded at load and
+  // the load-time forward at the declared input shape), checked before each allocation: past it,
+  // load raises naming the step (0: the memory the system has available).
+  double memory_bytes = 0;
 };
 
 struct GraphInfo;  // the compiled graph (src/onnx/graph_impl.hpp)

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "bitgrad/device.hpp"
 
@@ -39,6 +40,8 @@ class Storage {
   std::uint64_t version_ = 0;
   Device device_ = Device::cpu;
   std::shared_ptr<void> owner_;  // wrap(): the buffer's owner
+  std::uint64_t budget_ = 0;             // the serial of the memory::Budget it was charged to (0: none)
+  const void* budget_thread_ = nullptr;  // and its thread's (a storage freed elsewhere gives nothing back)
 };
 
 namespace memory {
@@ -47,6 +50,29 @@ std::size_t peak_bytes_in_use();
 void reset_peak();
 std::size_t bytes_cached();     // bytes parked in the pool
 void release_cached();          // returns pooled buffers to the system
+double available_bytes();       // what the system can still give (MemAvailable; 0 when unknown)
+
+// A bound on the storage this thread takes while the scope lives (an ONNX import: its
+// initializers, folded constants and load-time forward). An allocation that would hold more than
+// `bytes` at once throws Error before any memory is taken, naming what() and the sizes; freed
+// storage is given back. Scopes nest: an allocation counts in every enclosing one.
+class Budget {
+ public:
+  Budget(double bytes, std::string what);
+  ~Budget();
+  Budget(const Budget&) = delete;
+  Budget& operator=(const Budget&) = delete;
+  void set_what(std::string what);  // the step now running, for the error
+  double held() const { return held_; }
+  double peak() const { return peak_; }  // the most held at once
+
+ private:
+  friend class bitgrad::Storage;
+  double limit_, held_ = 0, peak_ = 0;
+  std::string what_;
+  std::uint64_t serial_;
+  Budget* parent_;
+};
 }  // namespace memory
 
 }  // namespace bitgrad

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <new>
 #include <queue>
 #include <set>
@@ -172,7 +173,7 @@ std::int64_t default_opset(const ModelProto& m, const std::string& where) {
 
 }  // namespace
 
-std::shared_ptr<GraphInfo> compile(const std::string& bytes, const std::string& name, const LoadOptions& options) {
+std::shared_ptr<GraphInfo> compile(const std::string& bytes, const std::string& name, const LoadOptions& options, memory::Budget& budget) {
   auto g = std::make_shared<GraphInfo>();
   g->file = name;
   g->options = options;
@@ -196,6 +197,7 @@ std::shared_ptr<GraphInfo> compile(const std::string& bytes, const std::string& 
     Initializer in;
     in.name = t.name;
     in.slot = new_slot(t.name, "initializer");
+    budget.set_what(where + ": initializer '" + printable_excerpt(t.name) + "'");
     const Value v = value_of(t, where + ": initializer '" + printable_excerpt(t.name) + "'");
     in.ty = v.ty;
     in.t = v.t;
@@ -322,6 +324,7 @@ std::shared_ptr<GraphInfo> compile(const std::string& bytes, const std::string& 
       continue;
     }
     NoGradGuard no_grad;
+    budget.set_what(where + ": " + n.label() + ", folded at load");
     Call c{n, *g, false, eval, {}, {}};
     for (const int i : n.in) c.ins.push_back(i >= 0 ? &g->constants[static_cast<std::size_t>(i)] : nullptr);
     try {
@@ -506,8 +509,18 @@ std::string GraphModule::to_onnx_bytes() const {
   return serialize_model(m);
 }
 
+// The import's memory: initializers, folded constants and the load-time forward, held at once,
+// bounded before each allocation (memory::Budget) by LoadOptions::memory_bytes or what the
+// system has available.
+static double import_budget(const LoadOptions& options) {
+  if (options.memory_bytes > 0) return options.memory_bytes;
+  const double have = memory::available_bytes();
+  return have > 0 ? have : std::numeric_limits<double>::infinity();
+}
+
 std::shared_ptr<GraphModule> load_bytes(const std::string& bytes, const std::string& name, const LoadOptions& options) {
-  auto m = std::make_shared<GraphModule>(compile(bytes, name, options));
+  memory::Budget budget(import_budget(options), "onnx: " + name);
+  auto m = std::make_shared<GraphModule>(compile(bytes, name, options, budget));
   // the shapes checked once, before training: an evaluation forward at the declared input shape
   if (m->input_names().size() == 1) {
     std::vector<std::int64_t> dims = m->input_dims(0);
@@ -518,6 +531,7 @@ std::shared_ptr<GraphModule> load_bytes(const std::string& bytes, const std::str
       } catch (const Error& e) {
         throw Error("onnx: " + name + ": input '" + m->input_names()[0] + "' as declared: " + e.what());
       }
+      budget.set_what("onnx: " + name + ": the load-time forward at the declared input shape " + declared.str());
       m->output_shape(declared);
     }
   }
@@ -528,7 +542,10 @@ std::shared_ptr<GraphModule> load(const std::string& path, const LoadOptions& op
   return load_bytes(io::read_file(path, Limits().max_file_bytes), path, options);
 }
 
-void check_bytes(const std::string& bytes, const std::string& name) { compile(bytes, name, LoadOptions()); }
+void check_bytes(const std::string& bytes, const std::string& name) {
+  memory::Budget budget(import_budget(LoadOptions()), "onnx: " + name);
+  compile(bytes, name, LoadOptions(), budget);
+}
 
 bool uses_op(const std::string& path, const std::string& op_type) {
   const ModelProto m = parse_model(io::read_file(path, Limits().max_file_bytes), path);

@@ -1,6 +1,8 @@
 // bitgrad.onnx (issue 31; docs/onnx.md "Bring your PyTorch model"): ONNX models as bitgrad
 // modules. load() gives an onnx::GraphModule, an nn.Module whose parameters are the graph's float
 // initializers under their names.
+#include <limits>
+
 #include "bitgrad/io.hpp"
 #include "bitgrad/onnx.hpp"
 #include "python/bind.hpp"
@@ -51,13 +53,18 @@ void init_onnx(py::module_& top) {
         const std::string bytes = nogil([&] { return g.to_onnx_bytes(); });
         io::write_file_atomic(path, bytes);
       }, py::arg("path"), "Writes the model as ONNX with the current parameters and buffers as its initializers.");
-  m.def("load", [](const std::string& path, bool training) {
+  m.def("load", [](const std::string& path, bool training, double memory_bytes) {
+    BITGRAD_CHECK(memory_bytes >= 0 && memory_bytes < std::numeric_limits<double>::infinity(), "onnx.load",
+                  "memory_bytes must be a finite number of bytes >= 0 (0: the memory available), got ", memory_bytes);
     onnx::LoadOptions o;
     o.training = training;
+    o.memory_bytes = memory_bytes;
     return nogil([&] { return onnx::load(path, o); });
-  }, py::arg("path"), py::arg("training") = true,
+  }, py::arg("path"), py::arg("training") = true, py::arg("memory_bytes") = 0.0,
         "An ONNX file (opsets 13-17) as a module. training=True: Dropout and BatchNormalization follow ctx.training; False: always "
-        "evaluation semantics. Anything bitgrad lacks is one error naming the op type, the node and what is missing.");
+        "evaluation semantics. Anything bitgrad lacks is one error naming the op type, the node and what is missing. The import's "
+        "storage held at once (initializers, constants folded at load, the load-time forward at the declared input shape) is "
+        "bounded by memory_bytes (0: the memory the system has available), checked before each allocation.");
   m.def("op_types", &onnx::op_types, "The ONNX op types the importer runs.");
 }
 

@@ -35,6 +35,7 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
   int port() const;
+  std::int64_t connections() const;  // HTTP connections open now
   std::string describe() const;  // the model: "gpt run R (step N, vocabulary V)" or a classifier's
   // Serves until stop(); then returns when the requests in flight are answered.
   void run();

@@ -255,6 +255,8 @@ Server::~Server() {
 
 int Server::port() const { return impl_->port; }
 
+std::int64_t Server::connections() const { return impl_->front->connections(); }
+
 std::string Server::describe() const {
   const Impl& s = *impl_;
   return s.name + " (" + (s.model.text() ? "text, vocabulary " + std::to_string(s.model.classes) + ", block " + std::to_string(s.model.cfg.data.block_size)

@@ -4,7 +4,11 @@
 // op writes its whole output before it is read.
 #include "bitgrad/storage.hpp"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <new>
@@ -41,12 +45,42 @@ Pool& pool() {
   return *p;
 }
 
+// the innermost memory::Budget of this thread, and the serials that tell a charged storage's
+// budgets apart from later ones
+thread_local memory::Budget* t_budget = nullptr;
+std::uint64_t next_budget_serial() {
+  static std::mutex mu;
+  static std::uint64_t next = 1;
+  std::lock_guard<std::mutex> lock(mu);
+  return next++;
+}
+
+std::string human(double bytes) {
+  const char* unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (u < 5 && bytes >= 1024.0) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  char b[32];
+  std::snprintf(b, sizeof b, u == 0 ? "%.0f %s" : "%.3g %s", bytes, unit[u]);
+  return b;
+}
+
 }  // namespace
 
 std::shared_ptr<Storage> Storage::allocate(std::size_t bytes) {
   if (bytes > static_cast<std::size_t>(kMaxElements))  // a size from checked arithmetic never is; a raw one may be
     throw Error("storage: " + std::to_string(bytes) + " bytes is more than 2^56, the most a tensor may span");
   const std::size_t cap = size_class(bytes);
+  for (memory::Budget* b = t_budget; b; b = b->parent_)  // checked before any memory is taken
+    if (b->held_ + static_cast<double>(cap) > b->limit_)
+      throw Error(b->what_ + ": needs more than the " + human(b->limit_) + " of memory it may take (" + human(b->held_) + " held, " +
+                  human(static_cast<double>(cap)) + " more asked)");
+  for (memory::Budget* b = t_budget; b; b = b->parent_) {
+    b->held_ += static_cast<double>(cap);
+    if (b->held_ > b->peak_) b->peak_ = b->held_;
+  }
   void* ptr = nullptr;
   Pool& p = pool();
   {
@@ -68,7 +102,12 @@ std::shared_ptr<Storage> Storage::allocate(std::size_t bytes) {
       throw Error("storage: out of memory allocating " + std::to_string(bytes) + " bytes");
     }
   }
-  return std::shared_ptr<Storage>(new Storage(ptr, bytes, cap));
+  auto s = std::shared_ptr<Storage>(new Storage(ptr, bytes, cap));
+  if (t_budget) {
+    s->budget_ = t_budget->serial_;
+    s->budget_thread_ = &t_budget;
+  }
+  return s;
 }
 
 std::shared_ptr<Storage> Storage::wrap(void* data, std::size_t bytes, std::shared_ptr<void> owner) {
@@ -80,6 +119,10 @@ std::shared_ptr<Storage> Storage::wrap(void* data, std::size_t bytes, std::share
 
 Storage::~Storage() {
   if (owner_) return;  // owner_ (a member) releases the buffer after this body
+  // given back to the budgets of this thread that were charged for it (not those opened since)
+  if (budget_ && budget_thread_ == &t_budget)
+    for (memory::Budget* b = t_budget; b; b = b->parent_)
+      if (b->serial_ <= budget_) b->held_ -= static_cast<double>(capacity_);
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mu);
   p.in_use -= capacity_;
@@ -116,6 +159,24 @@ void release_cached() {
   }
   pool().cached = 0;
 }
+
+double available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key, unit;
+  double kb = 0;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024.0;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && size > 0 ? static_cast<double>(pages) * static_cast<double>(size) : 0.0;
+}
+
+Budget::Budget(double bytes, std::string what) : limit_(bytes), what_(std::move(what)), serial_(next_budget_serial()), parent_(t_budget) {
+  t_budget = this;
+}
+
+Budget::~Budget() { t_budget = parent_; }
+
+void Budget::set_what(std::string what) { what_ = std::move(what); }
 }  // namespace memory
 
 }  // namespace bitgrad

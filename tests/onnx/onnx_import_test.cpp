@@ -111,6 +111,42 @@ TEST(OnnxImport, AHostileShapeIsAnErrorNamingTheNode) {
   }
 }
 
+// An import's storage held at once is bounded before it is taken: a declared input of
+// [2^30, 3] drove the loader to the OOM killer, six folded ConstantOfShape nodes of 2^27 each
+// reached 4.1 GB under a per-node cap. Each is now refused at the allocation past the budget,
+// naming the step (LoadOptions::memory_bytes, or what the system has available).
+TEST(OnnxImport, AnImportsMemoryIsBoundedBeforeItIsTaken) {
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  LoadOptions quarter;
+  quarter.memory_bytes = 0.25 * gib;
+  ModelProto wide = linear_relu();
+  wide.graph.input = {info("x", {std::int64_t{1} << 30, 3})};
+  EXPECT_THROW_MSG(load_bytes(serialize_model(wide), "wide.onnx", quarter),
+                   "onnx: wide.onnx: the load-time forward at the declared input shape [1073741824, 3]: needs more than the 256 MiB of memory "
+                   "it may take (128 bytes held, 12 GiB more asked)");
+  ModelProto huge = linear_relu();  // 16 TiB: past what any machine here has, refused by the default budget
+  huge.graph.input = {info("x", {std::int64_t{1} << 40, 4})};
+  EXPECT_THROW_MSG(load_bytes(serialize_model(huge), "huge.onnx"), "of memory it may take (128 bytes held, 16 TiB more asked)");
+  std::vector<NodeProto> nodes;
+  std::vector<std::string> made;
+  for (int k = 0; k < 6; ++k) {
+    made.push_back("c" + std::to_string(k));
+    nodes.push_back(node("ConstantOfShape", made.back(), {"n"}, {made.back()}));
+  }
+  nodes.push_back(node("Sum", "all", made, {"s"}));
+  nodes.push_back(node("Add", "add", {"x", "s"}, {"y"}));
+  LoadOptions some;
+  some.memory_bytes = 1.25 * gib;
+  EXPECT_THROW_MSG(load_bytes(serialize_model(model_of(nodes, {int64s("n", {1}, {std::int64_t{1} << 27})}, {info("x", {1})})), "six.onnx", some),
+                   "onnx: six.onnx: node 'c2' (ConstantOfShape), folded at load: needs more than the 1.25 GiB of memory it may take (1 GiB held, "
+                   "512 MiB more asked)");
+  // within the budget, the storage it held is given back
+  memory::Budget outer(1e18, "outer");
+  auto g = load_bytes(serialize_model(linear_relu()), "small.onnx", quarter);
+  EXPECT_GT(outer.peak(), 0);
+  EXPECT_LT(outer.held(), outer.peak()) << "the load-time forward's storage was given back";
+}
+
 TEST(OnnxImport, TheSameBitsAtEveryThreadCount) {
   std::vector<float> x(2 * 3);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.37f - 1.f;
