@@ -95,7 +95,7 @@ FUZZ_SECONDS ?= 0
 fuzz: deps
 	@cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DBITGRAD_FUZZ=ON \
 	  -DBITGRAD_BUILD_TESTS=OFF -DBITGRAD_BUILD_BENCH=OFF -DBITGRAD_BUILD_TOOLS=OFF >/dev/null
-	@ninja -C build-fuzz -j $(JOBS) fuzz_safetensors fuzz_idx fuzz_config fuzz_csv fuzz_records fuzz_onnx fuzz_serve_request
+	@ninja -C build-fuzz -j $(JOBS) fuzz_safetensors fuzz_idx fuzz_config fuzz_csv fuzz_records fuzz_onnx fuzz_serve_request fuzz_http_head fuzz_onnx_model
 	@bash scripts/fuzz.sh build-fuzz $(FUZZ_RUNS) $(FUZZ_SECONDS)
 
 bench: build

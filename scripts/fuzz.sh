@@ -8,7 +8,7 @@ set -euo pipefail
 build=$1 runs=$2 seconds=$3
 root=$(cd "$(dirname "$0")/.." && pwd)
 status=0
-for t in ${FUZZ_TARGETS:-safetensors idx config csv records onnx serve_request}; do
+for t in ${FUZZ_TARGETS:-safetensors idx config csv records onnx serve_request http_head onnx_model}; do
   mkdir -p "$build/corpus/$t" "$build/findings/$t"
   limit=(-runs="$runs")
   [ "$seconds" -gt 0 ] && limit=(-max_total_time="$seconds")
