@@ -25,8 +25,8 @@ PKGS=(
   # ONNX import round trips (issue 31): torchvision's model definitions (ResNet-18) exported by PyTorch
   python3-torchvision
   # the Python module (src/python) and its tests
-  python3-dev pybind11-dev libdlpack-dev python3-pytest
-  # bitgrad serve: HTTP/1.1 (docs/serving.md; the compiled library and its pkg-config file)
+  python3-dev pybind11-dev libdlpack-dev python3-pytest python3-hypothesis
+  # the serve tests' HTTP/1.1 client (tests/serve; the compiled library and its pkg-config file)
   libcpp-httplib-dev
   # packaging: man pages from the CLI's help, the Debian package's dependencies (dpkg-shlibdeps,
   # file), `man` to check the pages

@@ -26,9 +26,12 @@ std::atomic<std::uint64_t> g_epoch{0};
 std::mutex g_claims, g_leaves;
 std::unordered_map<const autograd::Node*, std::thread::id> g_walking;
 
-// The nodes a walk claimed, given back when it ends (or throws).
+// The nodes a walk claimed, given back when it ends (or throws), and the nodes it keeps alive
+// meanwhile. The claims go first: a node freed while still claimed could be reborn at its address
+// in another thread's graph and be refused there (members die after the destructor's body).
 struct Claims {
   std::vector<const autograd::Node*> mine;
+  std::vector<autograd::NodePtr> hold;
   ~Claims() {
     std::lock_guard<std::mutex> lock(g_claims);
     for (const autograd::Node* n : mine) g_walking.erase(n);
@@ -120,7 +123,7 @@ void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafS
   }
   std::sort(nodes.begin(), nodes.end(), [](const Node* a, const Node* b) { return a->seq > b->seq; });
   // keep the nodes alive while we walk them even if a release drops the last edge
-  std::vector<NodePtr> hold(nodes.begin(), nodes.end());
+  claims.hold = std::vector<NodePtr>(nodes.begin(), nodes.end());
   rm->grad_fn->grad = seed;
   std::vector<Tensor> gin;
   std::vector<std::vector<Tensor>> parts;

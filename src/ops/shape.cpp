@@ -138,20 +138,29 @@ Tensor reshape(const Tensor& x, const Shape& shape, CallSite site) {
 Tensor reshape_infer(const Tensor& x, const std::vector<std::int64_t>& dims, CallSite site) {
   std::vector<std::int64_t> d = dims;
   int infer = -1;
+  // the product of the others; past 2^56 (`huge`) only 0 elements can take the shape, with the
+  // inferred dimension 0, as torch reshapes them (Shape checks the rest)
   std::int64_t known = 1;
+  bool huge = false;
   for (std::size_t i = 0; i < d.size(); ++i) {
     if (d[i] == -1) {
       BITGRAD_CHECK(infer < 0, "reshape", "only one dimension can be -1");
       infer = static_cast<int>(i);
     } else {
       BITGRAD_CHECK(d[i] >= 0, "reshape", "dimension ", i, " is ", d[i], "; expected >= 0 or -1");
-      known = checked_mul(known, d[i], "reshape");
+      if (d[i] == 0) known = 0;
+      else if (known != 0 && (huge || known > kMaxElements / d[i])) huge = true;
+      else if (known != 0) known *= d[i];
     }
   }
   if (infer >= 0) {
-    BITGRAD_CHECK(known > 0 && x.numel() % known == 0, "reshape", "cannot infer dimension ", infer, " of shape with ",
-                  x.numel(), " elements from the others (product ", known, ")");
-    d[static_cast<std::size_t>(infer)] = x.numel() / known;
+    const bool none = x.numel() == 0 && known != 0;  // the others hold no 0: the inferred dimension is 0
+    BITGRAD_CHECK(none || (!huge && known > 0 && x.numel() % known == 0), "reshape", "cannot infer dimension ", infer, " of shape with ",
+                  x.numel(), " elements from the others (product ", huge ? std::string("past 2^56") : std::to_string(known), ")");
+    d[static_cast<std::size_t>(infer)] = none ? 0 : x.numel() / known;
+  } else if (huge && known != 0) {  // no 0 among them: the product passes 2^56, named as reshape's
+    std::int64_t p = 1;
+    for (const std::int64_t v : d) p = checked_mul(p, v, "reshape");
   }
   return reshape(x, Shape(d), site);
 }

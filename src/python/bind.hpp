@@ -82,6 +82,8 @@ struct Output {
 std::optional<std::vector<int>> axes_arg(const py::object& axis);
 // A shape given as ints or as one sequence: f(2, 3) or f((2, 3)).
 std::vector<std::int64_t> shape_arg(const py::args& args, const char* op);
+// A Python int as int64, or an Error naming the op and what it is ("dimension 2").
+std::int64_t int64_arg(py::handle h, const char* op, const std::string& what);
 Shape to_shape(const std::vector<std::int64_t>& dims, const char* op);
 // An undefined tensor becomes None.
 py::object tensor_or_none(const Tensor& t);

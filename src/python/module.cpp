@@ -1,5 +1,6 @@
 // The extension module bitgrad._bitgrad: the C++ library itself, bound with pybind11. The
 // package bitgrad (bitgrad/__init__.py) re-exports it with a few pure-Python conveniences.
+#include <limits>
 #include "python/bind.hpp"
 #include "python/pymodule.hpp"
 
@@ -31,21 +32,32 @@ std::optional<std::vector<int>> axes_arg(const py::object& axis) {
   return axis.cast<std::vector<int>>();
 }
 
+std::int64_t int64_arg(py::handle h, const char* op, const std::string& what) {
+  try {
+    return h.cast<std::int64_t>();
+  } catch (const py::cast_error&) {  // a Python int past int64: pybind11 said only "Unable to cast"
+    throw Error(std::string(op) + ": " + what + " is " + std::string(py::str(h)) + ", which no int64 holds");
+  }
+}
+
 std::vector<std::int64_t> shape_arg(const py::args& args, const char* op) {
+  auto not_a_shape = [op](py::handle h) {
+    return py::type_error(std::string(op) + ": expected a shape (ints, or one sequence of ints), got " +
+                          std::string(py::str(py::type::of(h).attr("__name__"))));
+  };
+  py::sequence items = args;
   if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) {
-    try {
-      return args[0].cast<std::vector<std::int64_t>>();
-    } catch (const py::cast_error&) {
-      throw py::type_error(std::string(op) + ": expected a shape (ints, or one sequence of ints), got " +
-                  std::string(py::str(py::type::of(args[0]).attr("__name__"))));
-    }
+    if (!py::isinstance<py::sequence>(args[0]) || py::isinstance<py::str>(args[0])) throw not_a_shape(args[0]);
+    items = args[0].cast<py::sequence>();
   }
   std::vector<std::int64_t> dims;
-  for (const py::handle h : args) {
-    if (!py::isinstance<py::int_>(h))
-      throw py::type_error(std::string(op) + ": expected a shape (ints, or one sequence of ints), got " +
-                  std::string(py::str(py::type::of(h).attr("__name__"))));
-    dims.push_back(h.cast<std::int64_t>());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    py::object h = items[i];
+    if (!py::isinstance<py::int_>(h)) {  // a NumPy integer, or anything else with __index__
+      if (py::isinstance<py::float_>(h) || !py::hasattr(h, "__index__")) throw not_a_shape(h);
+      h = h.attr("__index__")();
+    }
+    dims.push_back(int64_arg(h, op, "dimension " + std::to_string(i)));
   }
   return dims;
 }
@@ -96,7 +108,14 @@ PYBIND11_MODULE(_bitgrad, m) {
   init_onnx(m);
   init_random(m);  // issue 30: manual_seed and the generator's state
 
-  m.def("set_num_threads", &set_num_threads, py::arg("n"),
+  m.def("set_num_threads", [](const py::int_& n) {
+    // an int past C++'s int is refused with the same words as any count out of range (pybind11
+    // said "called with (int); accepted: set_num_threads(n: int)")
+    const std::int64_t v = int64_arg(n, "set_num_threads", "n");
+    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+      throw Error("set_num_threads: expected 1 to 1024 threads, got " + std::to_string(v));
+    set_num_threads(static_cast<int>(v));
+  }, py::arg("n"),
         "Kernel threads (n >= 1). Cannot change a result: the canonical orders depend on shapes only.");
   m.def("get_num_threads", &num_threads, "Kernel threads in use.");
   m.def("set_isa", [](const std::string& name) { set_isa(parse_isa(name)); }, py::arg("isa"),

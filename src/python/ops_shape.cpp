@@ -49,7 +49,7 @@ py::list split_py(const Tensor& x, const py::object& sizes, int axis) {
   std::vector<Tensor> parts;
   const CallSite site = py_site();
   if (py::isinstance<py::int_>(sizes)) {
-    const auto each = sizes.cast<std::int64_t>();
+    const std::int64_t each = int64_arg(sizes, "split", "the split size");
     BITGRAD_CHECK(each >= 1, "split", "split size is ", each, "; expected >= 1");
     BITGRAD_CHECK(x.defined(), "split", "the input is undefined");
     const std::int64_t n = x.shape()[x.shape().normalize_axis(axis, "split")];

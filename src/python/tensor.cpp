@@ -50,7 +50,7 @@ Tensor get_item(const Tensor& t, const py::object& index) {
     const std::int64_t size = x.dim(axis);
     if (py::isinstance<py::bool_>(it)) throw py::type_error("index: a bool is not an index");
     if (py::isinstance<py::int_>(it)) {
-      std::int64_t i = it.cast<std::int64_t>();
+      std::int64_t i = int64_arg(it, "index", "index");
       const std::int64_t orig = i;
       if (i < 0) i += size;
       if (i < 0 || i >= size)
