@@ -282,6 +282,11 @@ int run_command(int argc, char** argv) {
       ->check(CLI::Range(0.0, 86400.0));
   servec->add_option("--max-tokens", srv.max_tokens, "largest max_tokens of a completion (default 1024)")->check(CLI::Range(0L, 1L << 24));
   servec->add_option("--max-prompt", srv.max_prompt, "largest prompt in bytes (default 65536)")->check(CLI::Range(1L, 1L << 30));
+  servec->add_option("--max-connections", srv.http.max_connections, "connections open at once; more are answered 503 (default 1024)")
+      ->check(CLI::Range(1, 1 << 20));
+  std::int64_t max_body_mib = 64;
+  servec->add_option("--max-body", max_body_mib, "largest request body in MiB, refused with 413 before it is read (default 64)")
+      ->check(CLI::Range(1L, 1L << 14));
   // issue 31: a run's weights for other tools
   std::string export_dir;
   bitgrad::infer::ExportOptions exo;
@@ -338,7 +343,11 @@ int run_command(int argc, char** argv) {
       std::cout << bitgrad::infer::sample(sample_dir, smp).text << "\n";
       return 0;
     }
-    if (servec->parsed()) return cmd_serve(serve_dir, srv);
+    if (servec->parsed()) {
+      srv.http.max_body = max_body_mib << 20;
+      srv.http.body_budget = 4 * srv.http.max_body;  // four bodies of the largest size at once
+      return cmd_serve(serve_dir, srv);
+    }
     if (env->parsed()) {
       std::cout << bitgrad::instruments::machine_manifest_json();
       return 0;
