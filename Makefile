@@ -2,12 +2,12 @@
 #   make demo   install dependencies, build the CLI, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
 # Other targets: build, package, package-check, bench, bench-round3, bench-dist, bench-gpt, bench-precision, bench-python, bench-serve, contract, contract-torch, crosscheck, onnx-table, onnx-roundtrip,
-# soak, sanitize, sanitize-ci, tsan, fuzz, accuracy, clean.
+# soak, pip-check, sanitize, sanitize-ci, tsan, fuzz, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test package package-check crosscheck sanitize sanitize-ci tsan fuzz bench bench-round3 bench-dist bench-gpt bench-precision bench-python bench-serve contract contract-torch soak onnx-table onnx-roundtrip accuracy clean
+.PHONY: deps configure build demo test package package-check crosscheck sanitize sanitize-ci tsan fuzz bench bench-round3 bench-dist bench-gpt bench-precision bench-python bench-serve contract contract-torch soak pip-check onnx-table onnx-roundtrip accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -53,6 +53,11 @@ contract-torch: build
 SOAK_SECONDS ?= 300
 soak: build
 	@BITGRAD_SOAK_SECONDS=$(SOAK_SECONDS) $(BUILD)/bin/bitgrad_tests --gtest_filter='ServeSoak.*'
+
+# `pip install .` from a fresh virtual environment and a fresh build of the module, offline
+# (scripts/pip-check.sh; the suite's Python.test_pip_install reuses the build tree instead).
+pip-check: deps
+	@bash scripts/pip-check.sh $(BUILD)
 
 # The ranks that mpirun starts leak OpenMPI's own memory (MPI_Init, MPI_Finalize, its progress
 # thread): tests/lsan.supp suppresses leaks with those libraries on the allocation stack. The

@@ -26,6 +26,8 @@ PKGS=(
   python3-torchvision
   # the Python module (src/python) and its tests
   python3-dev pybind11-dev libdlpack-dev python3-pytest python3-hypothesis
+  # pip install . into a virtual environment (packaging/python/bitgrad_build.py)
+  python3-venv
   # the serve tests' HTTP/1.1 client (tests/serve; the compiled library and its pkg-config file)
   libcpp-httplib-dev
   # packaging: man pages from the CLI's help, the Debian package's dependencies (dpkg-shlibdeps,
