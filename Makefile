@@ -76,7 +76,7 @@ sanitize: deps
 
 # What CI runs of it (.ci/run): every test but the long suites below, which `make sanitize` runs
 # (their code is also under ASan in the suites CI keeps; docs/ci.md lists what each costs).
-SANITIZE_CI_EXCLUDE := ^(Faults\.KilledRunsResumeToTheBytesOfAStraightRun|Audit\.TheAdderExperimentGivesSevenBySevenZeroMatrices|Sensitivity\.DivergenceOfTheFashionMlpGrows|Report\.RendersInHeadlessChromiumWithEveryPlotDrawn|DistTrain\.FashionMnistMlpAndCnnOnOneToFourRanks|Dist\.Combine\.P[4-8]|Issue29Examples\..*|MixedPrecision\.Bf16AndFp16GptKeepTheContract|GoldenTraining\.Gpt(Bf16|Fp16)?StepsArePinned|DistTrain\.(ASignalStopsEveryRankAfterTheSameStep|MixedPrecisionOnRanksGivesTheBitsOfOneProcess|ABatchNormModelOnRanksGivesTheBitsOfOneProcess))$$
+SANITIZE_CI_EXCLUDE := ^(DistHosts\..*|Faults\.KilledRunsResumeToTheBytesOfAStraightRun|Audit\.TheAdderExperimentGivesSevenBySevenZeroMatrices|Sensitivity\.DivergenceOfTheFashionMlpGrows|Report\.RendersInHeadlessChromiumWithEveryPlotDrawn|DistTrain\.FashionMnistMlpAndCnnOnOneToFourRanks|Dist\.Combine\.P[4-8]|Issue29Examples\..*|MixedPrecision\.Bf16AndFp16GptKeepTheContract|GoldenTraining\.Gpt(Bf16|Fp16)?StepsArePinned|DistTrain\.(ASignalStopsEveryRankAfterTheSameStep|MixedPrecisionOnRanksGivesTheBitsOfOneProcess|ABatchNormModelOnRanksGivesTheBitsOfOneProcess))$$
 sanitize-ci:
 	@$(MAKE) --no-print-directory sanitize SANITIZE_EXCLUDE='$(SANITIZE_CI_EXCLUDE)'
 

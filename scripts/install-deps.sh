@@ -10,6 +10,8 @@ PKGS=(
   libclang-rt-14-dev
   # data parallel (MPI)
   openmpi-bin libopenmpi-dev
+  # hosts over a real network in one machine (tests/dist/hosts_netns.sh): ip, tc, unshare
+  iproute2 util-linux
   # runtime libraries
   libxxhash-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev zlib1g-dev
   # data of the main job

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Data parallel across hosts over a real network (docs/distributed.md "Across hosts"): three
+# network namespaces made here, each a host with an address of its own behind a veth pair on a
+# bridge, OpenMPI started across them by its own launcher (an rsh agent that enters the host's
+# namespace and UTS namespace), the ranks talking over TCP only. Checked:
+#   - one process, 2 hosts x 1 rank and 2 hosts x 2 ranks give the same fingerprint, and bytes
+#     crossed the hosts' links;
+#   - with 50 ms of delay and 1% loss on a link (tc netem) the same fingerprint, where the kernel
+#     has netem (said when it has not);
+#   - a host's link cut mid-run ends the job within seconds with OpenMPI's message naming the
+#     host, and the run resumes from its last checkpoint on the 2 remaining hosts with the bits of a
+#     straight run.
+# Needs root (namespaces); exits 77 (skipped) with a message where they cannot be made.
+# Usage: hosts_netns.sh BITGRAD MPIRUN WORKDIR
+set -uo pipefail
+bin=$1 mpirun=$2 work=$3
+skip() { echo "DistHosts: skipped: $*"; exit 77; }
+fail() { echo "DistHosts: FAILED: $*"; exit 1; }
+[ "$(id -u)" = 0 ] || skip "not root: network namespaces need CAP_SYS_ADMIN"
+command -v ip >/dev/null || skip "no ip (iproute2)"
+tag=bg$(($$ % 100000))
+net=10.$((200 + $$ % 50)).$(($$ % 250))
+ip netns add "${tag}h1" 2>/dev/null || skip "cannot make a network namespace ($(ip netns add "${tag}h1" 2>&1))"
+
+cleanup() {
+  for h in 1 2 3; do
+    for p in $(ip netns pids "${tag}h$h" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+    ip netns del "${tag}h$h" 2>/dev/null
+  done
+  ip link del "${tag}br" 2>/dev/null
+}
+trap cleanup EXIT
+ip link add "${tag}br" type bridge || fail "cannot make a bridge"
+ip addr add "$net.1/24" dev "${tag}br"
+ip link set "${tag}br" up
+for h in 1 2 3; do
+  [ "$h" = 1 ] || ip netns add "${tag}h$h"
+  ip link add "${tag}v$h" type veth peer name "${tag}p$h" || fail "cannot make a veth pair"
+  ip link set "${tag}v$h" master "${tag}br"
+  ip link set "${tag}v$h" up
+  ip link set "${tag}p$h" netns "${tag}h$h"
+  ip netns exec "${tag}h$h" ip addr add "$net.$((10 + h))/24" dev "${tag}p$h"
+  ip netns exec "${tag}h$h" ip link set "${tag}p$h" up
+  ip netns exec "${tag}h$h" ip link set lo up  # OpenMPI's processes on one host talk over it
+done
+
+# OpenMPI's rsh agent: "agent HOST COMMAND": COMMAND in HOST's network namespace, under its name
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || fail "no work directory $work"
+cat >agent <<EOF
+#!/bin/sh
+host=\$1; shift
+h=\$(( \${host##*.} - 10 ))
+exec ip netns exec "${tag}h\$h" unshare --uts /bin/sh -c "hostname host\$h; \$*"
+EOF
+chmod +x agent
+# TCP only, on the hosts' network; keepalives on mpirun's links to its daemons, so that a host
+# that disappears ends the job in seconds (the default waits 300 s before the first probe)
+mpi=("$mpirun" --allow-run-as-root --oversubscribe --bind-to none --mca plm_rsh_agent "$work/agent" --mca plm_rsh_no_tree_spawn 1
+  --mca btl tcp,self --mca btl_tcp_if_include "$net.0/24" --mca oob_tcp_if_include "$net.0/24"
+  --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3)
+hosts() { local s="" h; for h in "$@"; do s="$s,$net.$((10 + ${h%:*})):${h#*:}"; done; echo "${s#,}"; }
+cat >s.toml <<'EOF'
+seed = 17
+[data]
+dataset = "synthetic"
+shape = [12]
+classes = 5
+samples = 1000
+test_samples = 100
+[model]
+layers = [ { type = "linear", out = 24 }, { type = "tanh" }, { type = "dropout", p = 0.1 }, { type = "linear", out = 5 } ]
+[train]
+batch_size = 256
+epochs = 3
+drop_last = false
+[optimizer]
+type = "adamw"
+lr = 0.01
+weight_decay = 0.01
+EOF
+fingerprint() { awk '/^fingerprint/ {print $2}' "$1"; }
+bytes() { cat "/sys/class/net/${tag}v$1/statistics/tx_bytes"; }
+ranks() {  # ranks LOG HOSTS P ARGS...: `bitgrad train s.toml ARGS` across the hosts, bounded
+  local log=$1 list=$2 p=$3
+  shift 3
+  timeout -k 5 120 "${mpi[@]}" --host "$list" -n "$p" "$bin" train s.toml --no-progress "$@" >"$log.out" 2>"$log.err"
+}
+
+timeout 120 "$bin" train s.toml --out one --no-progress --steps 9 >one.out 2>one.err || fail "one process: $(tail -3 one.err)"
+want=$(fingerprint one.out)
+before=$(bytes 2)
+ranks two "$(hosts 1:1 2:1)" 2 --out two --steps 9 || fail "2 hosts x 1 rank: $(tail -5 two.err)"
+[ "$(fingerprint two.out)" = "$want" ] || fail "2 hosts x 1 rank: $(fingerprint two.out), one process: $want"
+grep -q "ranks     2 (MPI, on host1, host2)" two.out || fail "the ranks were not on two hosts: $(grep '^ranks' two.out)"
+crossed=$(($(bytes 2) - before))
+[ "$crossed" -gt 10000 ] || fail "only $crossed bytes crossed host 2's link"
+ranks four "$(hosts 1:2 2:2)" 4 --out four --steps 9 || fail "2 hosts x 2 ranks: $(tail -5 four.err)"
+[ "$(fingerprint four.out)" = "$want" ] || fail "2 hosts x 2 ranks: $(fingerprint four.out), one process: $want"
+echo "DistHosts: one process, 2 hosts x 1 rank, 2 hosts x 2 ranks over TCP: fingerprint $want ($crossed bytes over host 2's link)"
+
+if netem=$(tc qdisc add dev "${tag}v2" root netem delay 50ms loss 1% 2>&1); then
+  start=$SECONDS
+  ranks lossy "$(hosts 1:1 2:1)" 2 --out lossy --steps 9 || fail "with delay and loss: $(tail -5 lossy.err)"
+  [ "$(fingerprint lossy.out)" = "$want" ] || fail "with delay and loss: $(fingerprint lossy.out), one process: $want"
+  echo "DistHosts: 50 ms delay and 1% loss on host 2's link: the same fingerprint ($((SECONDS - start)) s)"
+  tc qdisc del dev "${tag}v2" root
+else
+  echo "DistHosts: the delay and loss case is not run: this kernel has no tc netem ($netem)"
+fi
+
+# a host's link cut mid-run: the job ends in bounded time, naming the host; the run resumes on two
+"${mpi[@]}" --host "$(hosts 1:1 2:1 3:1)" -n 3 "$bin" train s.toml --out cut --no-progress --steps 100000 --checkpoint-every 4 \
+  --dist-timeout 10 >cut.out 2>cut.err &
+job=$!
+for _ in $(seq 600); do [ -e cut/checkpoints/step-000000004 ] && break; sleep 0.1; done
+[ -e cut/checkpoints/step-000000004 ] || { kill -9 $job; fail "the 3-host run wrote no checkpoint in 60 s: $(tail -5 cut.err)"; }
+ip link set "${tag}v3" down
+start=$SECONDS
+for _ in $(seq 600); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+if kill -0 $job 2>/dev/null; then kill -9 $job; fail "the job did not end within 60 s of the cut"; fi
+wait $job
+code=$?
+took=$((SECONDS - start))
+[ "$code" -ne 0 ] || fail "the job with a cut link exited 0"
+grep -q "lost communication with a remote daemon" cut.err || grep -q "without an answer from the other ranks" cut.err ||
+  fail "no message naming the lost host: $(tail -8 cut.err)"
+last=$(sed 's/step-0*//' cut/checkpoints/latest)
+to=$((last + 13))
+timeout 120 "$bin" train s.toml --out straight --no-progress --steps "$to" >straight.out 2>straight.err || fail "the straight run: $(tail -3 straight.err)"
+ranks resumed "$(hosts 1:1 2:1)" 2 --resume cut --steps "$to" || fail "the resume on 2 hosts: $(tail -5 resumed.err)"
+[ "$(fingerprint resumed.out)" = "$(fingerprint straight.out)" ] || fail "resumed on 2 hosts: $(fingerprint resumed.out), straight: $(fingerprint straight.out)"
+echo "DistHosts: host 3's link cut at step ~$last: the job ended in $took s (exit $code: $(grep -m1 -o 'lost communication with a remote daemon\|without an answer from the other ranks' cut.err)); resumed on 2 hosts from step $last to $to: the straight run's fingerprint"
