@@ -7,7 +7,7 @@ SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test package package-check crosscheck sanitize sanitize-ci tsan fuzz bench bench-round3 bench-dist bench-gpt bench-precision bench-python bench-serve contract contract-torch soak pip-check onnx-table onnx-roundtrip accuracy clean
+.PHONY: deps configure build demo test package package-check crosscheck sanitize sanitize-ci tsan fuzz bench bench-round3 bench-dist bench-dist-hosts bench-gpt bench-precision bench-python bench-serve contract contract-torch soak pip-check onnx-table onnx-roundtrip accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -140,6 +140,10 @@ bench-serve: build
 # training step under mpirun against one process; DIST_RANKS="2 4", DIST_ONLY=combine|train.
 bench-dist: build
 	@bash bench/dist.sh $(BUILD)
+# the same combine on 2 ranks over TCP between two network-namespace hosts, then over shared
+# memory (tests/dist/hosts_netns.sh --bench; root; docs/distributed.md "Across hosts")
+bench-dist-hosts: build
+	@bash tests/dist/hosts_netns.sh $(BUILD)/bin/bitgrad $$(command -v mpirun) $(BUILD)/dist-hosts-bench --bench $(BUILD)/bin/dist_combine_bench
 
 # The character-level GPT against the same model in PyTorch (docs/benchmarks.md): the same
 # initial parameters, batches and learning rates; the validation curves side by side, then step

@@ -11,9 +11,11 @@
 #     host, and the run resumes from its last checkpoint on the 2 remaining hosts with the bits of a
 #     straight run.
 # Needs root (namespaces); exits 77 (skipped) with a message where they cannot be made.
-# Usage: hosts_netns.sh BITGRAD MPIRUN WORKDIR
+# Usage: hosts_netns.sh BITGRAD MPIRUN WORKDIR [--bench DIST_COMBINE_BENCH]
+# With --bench, no checks: the deterministic combine's cost (bench/dist_combine_bench.cpp) on 2
+# ranks over TCP between two hosts, then on 2 ranks of one host over shared memory (make bench-dist-hosts).
 set -uo pipefail
-bin=$1 mpirun=$2 work=$3
+bin=$1 mpirun=$2 work=$3 bench=${5:-}
 skip() { echo "DistHosts: skipped: $*"; exit 77; }
 fail() { echo "DistHosts: FAILED: $*"; exit 1; }
 [ "$(id -u)" = 0 ] || skip "not root: network namespaces need CAP_SYS_ADMIN"
@@ -86,6 +88,16 @@ ranks() {  # ranks LOG HOSTS P ARGS...: `bitgrad train s.toml ARGS` across the h
   timeout -k 5 120 "${mpi[@]}" --host "$list" -n "$p" "$bin" train s.toml --no-progress "$@" >"$log.out" 2>"$log.err"
 }
 
+if [ -n "$bench" ]; then
+  {
+    echo "TCP between two hosts (2 hosts x 1 rank, --mca btl tcp,self):"
+    timeout 600 "${mpi[@]}" --host "$(hosts 1:1 2:1)" -n 2 "$bench" --reps 30 --warmup 3 || fail "the bench over TCP"
+    echo "shared memory on one host (2 ranks, OpenMPI's vader):"
+    timeout 600 "$mpirun" --allow-run-as-root --oversubscribe --bind-to none --mca btl vader,self -n 2 "$bench" --reps 30 --warmup 3 ||
+      fail "the bench over shared memory"
+  }
+  exit 0
+fi
 timeout 120 "$bin" train s.toml --out one --no-progress --steps 9 >one.out 2>one.err || fail "one process: $(tail -3 one.err)"
 want=$(fingerprint one.out)
 before=$(bytes 2)
