@@ -10,7 +10,8 @@
 #   - a host's link cut mid-run ends the job within seconds with OpenMPI's message naming the
 #     host, and the run resumes from its last checkpoint on the 2 remaining hosts with the bits of a
 #     straight run.
-# Needs root (namespaces); exits 77 (skipped) with a message where they cannot be made.
+# Needs root (namespaces); exits 77 (skipped) with a message where namespaces, bridges or veth
+# pairs cannot be made.
 # Usage: hosts_netns.sh BITGRAD MPIRUN WORKDIR [--bench DIST_COMBINE_BENCH]
 # With --bench, no checks: the deterministic combine's cost (bench/dist_combine_bench.cpp) on 2
 # ranks over TCP between two hosts, then on 2 ranks of one host over shared memory (make bench-dist-hosts).
@@ -32,12 +33,12 @@ cleanup() {
   ip link del "${tag}br" 2>/dev/null
 }
 trap cleanup EXIT
-ip link add "${tag}br" type bridge || fail "cannot make a bridge"
+ip link add "${tag}br" type bridge 2>/dev/null || skip "cannot make a bridge ($(ip link add "${tag}br" type bridge 2>&1))"
 ip addr add "$net.1/24" dev "${tag}br"
 ip link set "${tag}br" up
 for h in 1 2 3; do
   [ "$h" = 1 ] || ip netns add "${tag}h$h"
-  ip link add "${tag}v$h" type veth peer name "${tag}p$h" || fail "cannot make a veth pair"
+  ip link add "${tag}v$h" type veth peer name "${tag}p$h" 2>/dev/null || skip "cannot make a veth pair ($(ip link add "${tag}v$h" type veth peer name "${tag}p$h" 2>&1))"
   ip link set "${tag}v$h" master "${tag}br"
   ip link set "${tag}v$h" up
   ip link set "${tag}p$h" netns "${tag}h$h"
