@@ -63,25 +63,7 @@ mpi=("$mpirun" --allow-run-as-root --oversubscribe --bind-to none --mca plm_rsh_
   --mca btl tcp,self --mca btl_tcp_if_include "$net.0/24" --mca oob_tcp_if_include "$net.0/24"
   --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3)
 hosts() { local s="" h; for h in "$@"; do s="$s,$net.$((10 + ${h%:*})):${h#*:}"; done; echo "${s#,}"; }
-cat >s.toml <<'EOF'
-seed = 17
-[data]
-dataset = "synthetic"
-shape = [12]
-classes = 5
-samples = 1000
-test_samples = 100
-[model]
-layers = [ { type = "linear", out = 24 }, { type = "tanh" }, { type = "dropout", p = 0.1 }, { type = "linear", out = 5 } ]
-[train]
-batch_size = 256
-epochs = 3
-drop_last = false
-[optimizer]
-type = "adamw"
-lr = 0.01
-weight_decay = 0.01
-EOF
+cp "$here/synth.toml" s.toml  # the model of DistTrain.* (tests/dist/train_ranks_test.cpp)
 fingerprint() { awk '/^fingerprint/ {print $2}' "$1"; }
 bytes() { cat "/sys/class/net/${tag}v$1/statistics/tx_bytes"; }
 ranks() {  # ranks LOG HOSTS P ARGS...: `bitgrad train s.toml ARGS` across the hosts, bounded
@@ -111,6 +93,29 @@ crossed=$(($(bytes 2) - before))
 ranks four "$(hosts 1:2 2:2)" 4 --out four --steps 9 || fail "2 hosts x 2 ranks: $(tail -5 four.err)"
 [ "$(fingerprint four.out)" = "$want" ] || fail "2 hosts x 2 ranks: $(fingerprint four.out), one process: $want"
 echo "DistHosts: one process, 2 hosts x 1 rank, 2 hosts x 2 ranks over TCP: fingerprint $want ($crossed bytes over host 2's link)"
+
+# a host's link cut mid-run: the job ends in bounded time, naming the host; the run resumes on two
+"${mpi[@]}" --host "$(hosts 1:1 2:1 3:1)" -n 3 "$bin" train s.toml --out cut --no-progress --steps 100000 --checkpoint-every 4 \
+  --dist-timeout 10 >cut.out 2>cut.err &
+job=$!
+for _ in $(seq 600); do [ -e cut/checkpoints/step-000000004 ] && break; sleep 0.1; done
+[ -e cut/checkpoints/step-000000004 ] || { kill -9 $job; fail "the 3-host run wrote no checkpoint in 60 s: $(tail -5 cut.err)"; }
+ip link set "${tag}v3" down
+start=$SECONDS
+for _ in $(seq 600); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+if kill -0 $job 2>/dev/null; then kill -9 $job; fail "the job did not end within 60 s of the cut"; fi
+wait $job
+code=$?
+took=$((SECONDS - start))
+[ "$code" -ne 0 ] || fail "the job with a cut link exited 0"
+grep -q "lost communication with a remote daemon" cut.err || grep -q "without an answer from the other ranks" cut.err ||
+  fail "no message naming the lost host: $(tail -8 cut.err)"
+last=$(sed 's/step-0*//' cut/checkpoints/latest)
+to=$((last + 13))
+timeout 120 "$bin" train s.toml --out straight --no-progress --steps "$to" >straight.out 2>straight.err || fail "the straight run: $(tail -3 straight.err)"
+ranks resumed "$(hosts 1:1 2:1)" 2 --resume cut --steps "$to" || fail "the resume on 2 hosts: $(tail -5 resumed.err)"
+[ "$(fingerprint resumed.out)" = "$(fingerprint straight.out)" ] || fail "resumed on 2 hosts: $(fingerprint resumed.out), straight: $(fingerprint straight.out)"
+echo "DistHosts: host 3's link cut at step ~$last: the job ended in $took s (exit $code: $(grep -m1 -o 'lost communication with a remote daemon\|without an answer from the other ranks' cut.err)); resumed on 2 hosts from step $last to $to: the straight run's fingerprint"
 
 # 50 ms of delay and 1% loss between hosts 1 and 2: tc netem on host 2's link where the kernel has
 # it, else a link of their own carried in user space (lossy_link.py: two TUN devices, the packets
@@ -147,26 +152,3 @@ else
   [ -n "$carried" ] && [ "${carried% *}" -gt 0 ] && [ "${carried#* }" -gt 0 ] || fail "the lossy link carried or dropped nothing: $(cat link.log)"
   echo "DistHosts: 50 ms delay and 1% loss between hosts 1 and 2 (no tc netem in this kernel: a user-space link, ${carried% *} packets carried, ${carried#* } dropped): the same fingerprint ($lossy_seconds s)"
 fi
-
-# a host's link cut mid-run: the job ends in bounded time, naming the host; the run resumes on two
-"${mpi[@]}" --host "$(hosts 1:1 2:1 3:1)" -n 3 "$bin" train s.toml --out cut --no-progress --steps 100000 --checkpoint-every 4 \
-  --dist-timeout 10 >cut.out 2>cut.err &
-job=$!
-for _ in $(seq 600); do [ -e cut/checkpoints/step-000000004 ] && break; sleep 0.1; done
-[ -e cut/checkpoints/step-000000004 ] || { kill -9 $job; fail "the 3-host run wrote no checkpoint in 60 s: $(tail -5 cut.err)"; }
-ip link set "${tag}v3" down
-start=$SECONDS
-for _ in $(seq 600); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
-if kill -0 $job 2>/dev/null; then kill -9 $job; fail "the job did not end within 60 s of the cut"; fi
-wait $job
-code=$?
-took=$((SECONDS - start))
-[ "$code" -ne 0 ] || fail "the job with a cut link exited 0"
-grep -q "lost communication with a remote daemon" cut.err || grep -q "without an answer from the other ranks" cut.err ||
-  fail "no message naming the lost host: $(tail -8 cut.err)"
-last=$(sed 's/step-0*//' cut/checkpoints/latest)
-to=$((last + 13))
-timeout 120 "$bin" train s.toml --out straight --no-progress --steps "$to" >straight.out 2>straight.err || fail "the straight run: $(tail -3 straight.err)"
-ranks resumed "$(hosts 1:1 2:1)" 2 --resume cut --steps "$to" || fail "the resume on 2 hosts: $(tail -5 resumed.err)"
-[ "$(fingerprint resumed.out)" = "$(fingerprint straight.out)" ] || fail "resumed on 2 hosts: $(fingerprint resumed.out), straight: $(fingerprint straight.out)"
-echo "DistHosts: host 3's link cut at step ~$last: the job ended in $took s (exit $code: $(grep -m1 -o 'lost communication with a remote daemon\|without an answer from the other ranks' cut.err)); resumed on 2 hosts from step $last to $to: the straight run's fingerprint"

@@ -30,25 +30,8 @@ const std::string kBin = std::string(BITGRAD_BINARY_DIR) + "/bin/bitgrad";
 const std::string kFaultBin = std::string(BITGRAD_BINARY_DIR) + "/bin/fault_train";
 
 // 8 blocks of 32 per batch; 1000 samples: 3 full batches and a short one of 232 (8 blocks,
-// the last of 8 samples) per epoch; dropout keyed by the sample's row.
-const char* kSynth = R"(seed = 17
-[data]
-dataset = "synthetic"
-shape = [12]
-classes = 5
-samples = 1000
-test_samples = 100
-[model]
-layers = [ { type = "linear", out = 24 }, { type = "tanh" }, { type = "dropout", p = 0.1 }, { type = "linear", out = 5 } ]
-[train]
-batch_size = 256
-epochs = 3
-drop_last = false
-[optimizer]
-type = "adamw"
-lr = 0.01
-weight_decay = 0.01
-)";
+// the last of 8 samples) per epoch; dropout keyed by the sample's row (DistHosts trains it too).
+const std::string kSynth = io::read_file(std::string(BITGRAD_SOURCE_DIR) + "/tests/dist/synth.toml");
 
 struct Result {
   int code = -1;

@@ -57,3 +57,25 @@ def test_a_hostile_onnx_file_is_an_error_naming_its_node(cli, tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, (r.returncode, r.stderr)  # 139 (a segfault) before
     assert "node 'huge' (Reshape): reshape" in r.stderr and "2^56" in r.stderr, r.stderr
+
+
+def test_the_run_memory_check_measures_an_imported_graph(cli, tmp_path):
+    # x [N, 1] expanded to [N, 2^22] (16 MiB a sample), summed back, then a linear layer: at a batch
+    # of 8192 its forward alone holds 128 GiB. The pre-check ran the graph at the whole batch to
+    # learn its shapes; it now measures a probe forward of 3 samples and refuses the run before
+    # the loader takes anything, naming what it needs.
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])
+    wide = helper.make_tensor("wide", TensorProto.INT64, [2], [1, 2 ** 22])
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [1, 3], [0.1, -0.2, 0.3])
+    g = helper.make_graph([helper.make_node("Expand", ["x", "wide"], ["e"], name="expand"),
+                           helper.make_node("ReduceSum", ["e", "axes"], ["s"], name="sum", keepdims=1),
+                           helper.make_node("MatMul", ["s", "w"], ["y"], name="mm")], "wide", [x], [y], [wide, axes, w])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "wide.onnx"))
+    (tmp_path / "t.toml").write_text('seed = 1\n[data]\ndataset = "synthetic"\nsamples = 8192\nshape = [1]\nclasses = 3\n'
+                                     '[model]\nonnx = "wide.onnx"\n[train]\nbatch_size = 8192\n[optimizer]\ntype = "sgd"\nlr = 0.1\n')
+    r = subprocess.run([cli, "train", str(tmp_path / "t.toml"), "--steps", "1", "--out", str(tmp_path / "run")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "train: this run needs about" in r.stderr and "GiB available" in r.stderr, r.stderr

@@ -72,7 +72,7 @@ TEST(HttpHead, ParsesARequestAndRefusesWhatIsMalformed) {
            {"GET / HTTP/1.1\r\n folded\r\n\r\n", 400, "folded header line"},
            {"GET / HTTP/1.1\r\nNoColon\r\n\r\n", 400, "malformed header line"},
            {"GET / HTTP/1.1\r\nBad Name: x\r\n\r\n", 400, "malformed header name"},
-           {std::string("GET / HTTP/1.1\r\nA: x\0y\r\n\r\n", 24), 400, "control character"},
+           {std::string("GET / HTTP/1.1\r\nA: x\0y\r\n\r\n", 26), 400, "control character"},
            {"POST / HTTP/1.1\r\nContent-Length: -5\r\n\r\n", 400, "not a whole number of bytes"},
            {"POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n", 400, "not a whole number of bytes"},
            {"POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", 400, "two different Content-Length"},
