@@ -385,8 +385,12 @@ void fault_run(const std::string& w, int sig, const std::string& extra, Fault* f
   const pid_t mp = spawn_sh("cd '" + w + "' && exec " + mpirun(3, "s.toml --out run --no-progress --steps 100000 --checkpoint-every 4 " + extra) +
                             " >fault.out 2>fault.err");
   const auto t0 = std::chrono::steady_clock::now();
-  while (!io::exists(w + "/run/checkpoints/step-000000004") &&
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 60)
+  // the latest checkpoint past step 0 (a given one is pruned within milliseconds of the next)
+  auto past0 = [&] {
+    const std::string latest = w + "/run/checkpoints/latest";
+    return io::exists(latest) && io::read_file(latest).rfind("step-000000000", 0) != 0;
+  };
+  while (!past0() && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 60)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   const std::string lock = io::exists(w + "/run/.lock") ? io::read_file(w + "/run/.lock") : "";
   const pid_t root = static_cast<pid_t>(std::atol(lock.c_str()));
