@@ -11,13 +11,22 @@ a rotating order:
 A target (ratio ≤ goal) is "met" when the median meets it, "within noise" when the median
 misses it but the spread reaches it, "missed" otherwise.
 
-  benchlib.py machine FILE.json start|end   records /proc/cpuinfo's CPU and the load average
-                                            in FILE.json (bench/run.sh, peer.sh, gpt_peer.sh)
+The FMA-bound limit of a step (issue 42): its multiply-adds in matrix products (step_bench's
+`multiply_adds`: every GEMM call of a step, forward, both gradients, convolutions through their
+lowering, attention's products) ÷ the FMA peak measured on the machine (bench/fma_peak.cpp, the
+fastest of its ISAs, per core) × the threads. No step can beat it; elementwise work, the
+optimizer and the loader are not counted, so the true bound is higher. Both sides' ratios to it
+say how far each is from the hardware.
+
+  benchlib.py machine FILE.json start|end [BUILD]   records /proc/cpuinfo's CPU and the load average
+                                            in FILE.json (bench/run.sh, peer.sh, gpt_peer.sh); with
+                                            BUILD at the start, also BUILD/bin/fma_peak's peak
   benchlib.py line FILE.json                prints the line machine_line() gives
 """
 import json
 import os
 import statistics
+import subprocess
 import sys
 
 
@@ -54,13 +63,47 @@ def cpu_line(c=None):
                                                   c.get("name", "?"), c.get("cpus", "?"))
 
 
-def record(path, when):
-    """path (a JSON file): the CPU, and the load average at `when` (start or end)."""
+def measure_fma_peak(build):
+    """GFLOP/s per core (f32): the fastest ISA of BUILD/bin/fma_peak, or None without it."""
+    exe = os.path.join(build, "bin", "fma_peak")
+    if not os.path.exists(exe):
+        return None
+    res = subprocess.run([exe, "--benchmark_format=json"], capture_output=True, text=True, check=True)
+    return max(b["GFLOPS"] / 1e9 for b in json.loads(res.stdout)["benchmarks"])
+
+
+def fma_limit_ms(multiply_adds, threads, peak_gflops):
+    """The FMA-bound limit of a step in ms: 2 flops per multiply-add at the peak on every thread."""
+    if not multiply_adds or not peak_gflops:
+        return None
+    return 2.0 * multiply_adds / (peak_gflops * 1e9 * threads) * 1e3
+
+
+def fma_peak_of(path):
+    """The peak recorded in a machine JSON file by record(..., build), or None."""
+    if path and os.path.exists(path):
+        return json.load(open(path)).get("fma_peak_gflops")
+    return None
+
+
+def limit_cells(limit_ms, ours_ms, peer_ms):
+    """limit | bitgrad ÷ limit | PyTorch ÷ limit, as markdown cells."""
+    if not limit_ms:
+        return "– | – | –"
+    f = lambda x: "%.2f" % (x / limit_ms) if x else "–"
+    return "%.3f | %s | %s" % (limit_ms, f(ours_ms), f(peer_ms))
+
+
+def record(path, when, build=None):
+    """path (a JSON file): the CPU, and the load average at `when` (start or end); with a build
+    directory, the FMA peak its fma_peak measures."""
     m = {}
     if when != "start" and os.path.exists(path):
         m = json.load(open(path))
     m["cpu"] = cpu()
     m["load_" + when] = loadavg()
+    if build:
+        m["fma_peak_gflops"] = measure_fma_peak(build)
     with open(path, "w") as f:
         json.dump(m, f, indent=1)
     return m
@@ -121,8 +164,8 @@ def ratio_cells(st, goal):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "machine":
-        record(sys.argv[2], sys.argv[3])
+    if len(sys.argv) in (4, 5) and sys.argv[1] == "machine":
+        record(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) == 5 else None)
     elif len(sys.argv) == 3 and sys.argv[1] == "line":
         print(machine_line(sys.argv[2]))
     elif len(sys.argv) == 2 and sys.argv[1] == "cpu":

@@ -45,7 +45,7 @@ setups=$(runnable_setups $setups)
 [ "$time_steps" -le "$steps" ] || time_steps=$steps
 mkdir -p "$out"
 { lscpu | grep -E '^(Model name|CPU family|Model|CPU\(s\)):'; uptime; } >"$out/machine.txt"
-/usr/bin/python3 "$here/benchlib.py" machine "$out/machine.json" start
+/usr/bin/python3 "$here/benchlib.py" machine "$out/machine.json" start "$build"
 warm_args=()
 [ -n "$warmup" ] && warm_args=(--warmup "$warmup")
 
@@ -60,6 +60,8 @@ if want curve; then
 fi
 
 if want timing; then
+  # the step's multiply-adds, for its FMA-bound limit (bench/benchlib.py: fma_limit_ms)
+  "$build/bin/step_bench" --config "$config" --steps 1 --trace none >"$out/count.json"
   rm -rf "$out/time"
   mkdir -p "$out/time"
   runs=()

@@ -55,7 +55,7 @@ if [ ! -d "$blis_dir" ]; then
   echo "peer: $blis_dir missing (scripts/install-deps.sh installs libblis-openmp-dev); PyTorch with BLIS is left out" >&2
   read -r -a setups <<<"$(tr ' ' '\n' <<<"${setups[*]}" | grep -v blis | tr '\n' ' ')"
 fi
-/usr/bin/python3 "$here/benchlib.py" machine "$out/peer-machine.json" start
+/usr/bin/python3 "$here/benchlib.py" machine "$out/peer-machine.json" start "$build"
 for r in $(seq 1 "$reps"); do
   for model in $models; do
     for t in ${PEER_THREADS:-1 2}; do

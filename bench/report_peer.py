@@ -49,6 +49,15 @@ def peer_medians():
     return medians(load("peer.jsonl"), lambda r: (key_model(r), r["threads"], r["framework"]))
 
 
+def peak():
+    return benchlib.fma_peak_of(os.path.join(out, "peer-machine.json")) or benchlib.fma_peak_of(os.path.join(out, "machine.json"))
+
+
+def multiply_adds(rows, keyf):
+    """{key: the step's multiply-adds} from bitgrad's lines (step_bench)."""
+    return {keyf(r): r["multiply_adds"] for r in rows if r.get("multiply_adds")}
+
+
 def peer_rounds():
     """{(model, threads, set-up): {round: ms}}; lines without a round (older runs) count their
     occurrences instead."""
@@ -74,8 +83,12 @@ elif what == "peer":
     print(benchlib.machine_line(os.path.join(out, "peer-machine.json")) + "\n")
     print("Median ms per step (samples/s over the measured steps in brackets); rounds per cell: "
           + str(min(v["n"] for v in m.values())) + ".\n")
-    print("| model | threads | bitgrad | " + " | ".join(TORCH) + " | bitgrad ÷ fastest PyTorch | target |")
-    print("|---|---|---|" + "---|" * len(TORCH) + "---|---|")
+    madds = multiply_adds(load("peer.jsonl"), key_model)
+    pk = peak()
+    print("FMA limit: the step's multiply-adds in matrix products ÷ the measured FMA peak ("
+          + ("%.1f GFLOP/s per core" % pk if pk else "not measured") + ") × the threads; each side as a multiple of it.\n")
+    print("| model | threads | bitgrad | " + " | ".join(TORCH) + " | bitgrad ÷ fastest PyTorch | target | FMA limit ms | bitgrad ÷ limit | fastest PyTorch ÷ limit |")
+    print("|---|---|---|" + "---|" * len(TORCH) + "---|---|---|---|---|")
     for model in ["mlp", "cnn", "adder"]:
         for t in [1, 2]:
             b = m.get((model, t, "bitgrad"))
@@ -91,7 +104,8 @@ elif what == "peer":
             rr = peer_rounds()
             st = benchlib.ratio_stats(rr.get((model, t, "bitgrad"), {}), {s: rr[(model, t, s)] for s in TORCH if (model, t, s) in rr})
             verdict = "–" if tgt is None else f"≤ {tgt}: {benchlib.verdict(st, tgt)}"
-            print(f"| {model} | {t} | {b['ms']:.3f} ({b['sps']:,.0f}) | " + " | ".join(cells) + f" | {ratio:.2f} ({best}) | {verdict} |")
+            lim = benchlib.limit_cells(benchlib.fma_limit_ms(madds.get(model), t, pk), b["ms"], best_ms)
+            print(f"| {model} | {t} | {b['ms']:.3f} ({b['sps']:,.0f}) | " + " | ".join(cells) + f" | {ratio:.2f} ({best}) | {verdict} | {lim} |")
     print("\nPeak resident memory (MB, median):\n")
     print("| model | threads | bitgrad | " + " | ".join(TORCH) + " | bitgrad ÷ smallest PyTorch |")
     print("|---|---|---|" + "---|" * len(TORCH) + "---|")
@@ -123,17 +137,23 @@ elif what == "peer":
 elif what == "scaling":
     rows = load("scaling.jsonl")
     m = medians(rows, lambda r: (r["framework"] if r["framework"] == "bitgrad" else "pytorch", r["threads"], r["batch"], r["width"]))
+    madds = multiply_adds(rows, lambda r: (r["batch"], r["width"]))
+    pk = peak()
     setups = {r["threads"]: r["framework"] for r in rows if r["framework"] != "bitgrad"}
     print("MLP 784-W-W-10 training step, median ms over 100 steps; PyTorch set-up: "
           + ", ".join(f"{t} thread{'s' if t > 1 else ''}: {s}" for t, s in sorted(setups.items())) + ".\n")
-    print("| batch | width | bitgrad 1 thread | PyTorch 1 thread | ratio | bitgrad 2 threads | PyTorch 2 threads | ratio |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("FMA limit: the step's multiply-adds in matrix products ÷ the measured FMA peak ("
+          + ("%.1f GFLOP/s per core" % pk if pk else "not measured") + ") × the threads; each side as a multiple of it.\n")
+    print("| batch | width | bitgrad 1 thread | PyTorch 1 thread | ratio | FMA limit 1 thread | bitgrad ÷ limit | PyTorch ÷ limit "
+          "| bitgrad 2 threads | PyTorch 2 threads | ratio | FMA limit 2 threads | bitgrad ÷ limit | PyTorch ÷ limit |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     points = sorted({(k[2], k[3]) for k in m}, key=lambda p: (p[1] != 512, p[1], p[0]))
     for b, w in points:
         cells = []
         for t in [1, 2]:
             x, y = m.get(("bitgrad", t, b, w)), m.get(("pytorch", t, b, w))
-            cells += [f"{x['ms']:.3f}" if x else "–", f"{y['ms']:.3f}" if y else "–", f"{x['ms'] / y['ms']:.2f}" if x and y else "–"]
+            cells += [f"{x['ms']:.3f}" if x else "–", f"{y['ms']:.3f}" if y else "–", f"{x['ms'] / y['ms']:.2f}" if x and y else "–",
+                      benchlib.limit_cells(benchlib.fma_limit_ms(madds.get((b, w)), t, pk), x and x["ms"], y and y["ms"])]
         print(f"| {b} | {w} | " + " | ".join(cells) + " |")
     # a run directory for `bitgrad report`
     d = os.path.join(out, "scaling")

@@ -26,7 +26,7 @@ here=$(dirname "$0")
 rm -rf "$out"
 mkdir -p "$out"
 "$build/bin/bitgrad" env >"$out/env.json"
-/usr/bin/python3 "$here/benchlib.py" machine "$out/machine.json" start
+/usr/bin/python3 "$here/benchlib.py" machine "$out/machine.json" start "$build"
 start=$(date +%s)
 if want peer; then
   PEER_THREADS=${ROUND3_THREADS:-1 2} PEER_REPS=$reps PEER_MODELS="mlp cnn" PEER_STEPS=${ROUND3_STEPS:-150} \

@@ -23,7 +23,7 @@ mkdir -p "$out"
 "$build/bin/bitgrad" env >"$out/env.json"
 # the CPU (vendor, family, model) and the load average at the start; every report prints them with
 # the load average at its own end (bench/benchlib.py)
-/usr/bin/python3 "$here/benchlib.py" machine "$out/machine.json" start
+/usr/bin/python3 "$here/benchlib.py" machine "$out/machine.json" start "$build"
 if want gemm; then
 "$build/bin/fma_peak" --benchmark_format=json >"$out/peak.json" 2>/dev/null
 for r in $(seq 1 "$reps"); do

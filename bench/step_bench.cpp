@@ -7,10 +7,14 @@
 //                        [--width W] [--trace steps|none] [--label NAME] [--recompute none|blocks|all]
 // --batch and --width override the configuration (batch size; the hidden width of an MLP whose
 // hidden linear layers all have the same width), for the scaling tables.
+// The line also gives the step's multiply-adds in matrix products (`multiply_adds`: every GEMM
+// call of one more step, counted through a substitute kernel table after the timing), from which
+// the reports derive the step's FMA-bound limit (bench/benchlib.py: fma_limit_ms).
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +27,21 @@
 #include "bitgrad/runtime.hpp"
 #include "bitgrad/session.hpp"
 #include "instruments/step_tracer.hpp"
+#include "kernels/kernels.hpp"
+
+namespace {
+// The canonical table the counting one forwards to, and the count: GEMM calls can come from the
+// pool's threads (a convolution's blocks of samples), hence a relaxed atomic. A statistic, never
+// part of a result.
+const bitgrad::kern::Table<float>* g_canonical = nullptr;
+std::atomic<std::uint64_t> g_multiply_adds{0};
+
+void counting_gemm(const bitgrad::kern::GemmArgs<float>& g) {
+  g_multiply_adds.fetch_add(static_cast<std::uint64_t>(g.M) * static_cast<std::uint64_t>(g.N) * static_cast<std::uint64_t>(g.K),
+                            std::memory_order_relaxed);
+  g_canonical->gemm(g);
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace bitgrad;
@@ -91,16 +110,25 @@ int main(int argc, char** argv) {
     const double total = std::chrono::duration<double>(Clock::now() - start).count();
     tracer.reset();
     std::remove(path.c_str());
+    // one more step on a table that counts the multiply-adds of every GEMM call (after the
+    // timing and the memory peak; the tracer is gone, so nothing else runs meanwhile)
+    g_canonical = &kern::context_table_f32();
+    kern::Table<float> counting = *g_canonical;
+    counting.gemm = &counting_gemm;
+    kern::set_substitute_f32(&counting);
+    session.step(warmup + measured);
+    kern::set_substitute_f32(nullptr);
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     std::string stem = config.substr(config.find_last_of('/') + 1);  // the file name without ".toml"
     stem = stem.substr(0, stem.rfind(".toml"));
     std::printf(
         "{\"framework\": \"%s\", \"config\": \"%s\", \"threads\": %d, \"workers\": %d, \"batch\": %lld, \"width\": %ld, \"trace\": \"%s\", "
-        "\"isa\": \"%s\", \"steps\": %lld, \"ms_per_step\": %.4f, \"samples_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"recompute\": \"%s\", \"step_peak_mb\": %.2f}\n",
+        "\"isa\": \"%s\", \"steps\": %lld, \"ms_per_step\": %.4f, \"samples_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"recompute\": \"%s\", \"step_peak_mb\": %.2f, \"multiply_adds\": %llu}\n",
         label.c_str(), stem.c_str(), threads, workers, static_cast<long long>(cfg.train.batch_size), width, trace.c_str(),
         isa_name(active_isa()), static_cast<long long>(measured), bench::median(ms), static_cast<double>(measured * cfg.train.batch_size) / total,
-        static_cast<double>(ru.ru_maxrss) / 1024.0, nn::recompute_name(cfg.model.recompute), step_peak_mb);
+        static_cast<double>(ru.ru_maxrss) / 1024.0, nn::recompute_name(cfg.model.recompute), step_peak_mb,
+        static_cast<unsigned long long>(g_multiply_adds.load()));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "step_bench: %s\n", e.what());
     return 2;
