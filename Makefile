@@ -160,8 +160,11 @@ bench-gpt: build
 bench-precision: build
 	@bash bench/precision.sh $(BUILD)
 
+# the elementary functions against MPFR, then f32 GEMM and row sums against f64 beside PyTorch
+# and NumPy (docs/numerics.md, §5's table)
 accuracy: build
 	@$(BUILD)/bin/mathfn_accuracy --n 10000000
+	@PYTHONPATH=$(BUILD)/python /usr/bin/python3 bench/accuracy.py
 
 clean:
 	@rm -rf $(BUILD) build-asan build-tsan build-clang-O0 build-fuzz

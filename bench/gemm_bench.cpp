@@ -24,38 +24,40 @@ constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
 using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 SgemmFn g_sgemm = nullptr;
 
-using bitgrad::kern::KOrder;
-
 struct Shape {
   const char* name;
   long m, n, k;
   bool ta, tb;  // operand stored transposed
-  KOrder order;
 };
 
 const Shape kShapes[] = {
-    {"256^3", 256, 256, 256, false, false, KOrder::chain},
-    {"512^3", 512, 512, 512, false, false, KOrder::chain},
-    {"1024^3", 1024, 1024, 1024, false, false, KOrder::chain},
-    {"2048^3", 2048, 2048, 2048, false, false, KOrder::chain},
-    {"fwd_128x512x784_NT", 128, 512, 784, false, true, KOrder::chain},
-    {"wgrad_784x512x128_TN", 784, 512, 128, true, false, KOrder::batch_tree},
-    {"fwd_128x10x512_NT", 128, 10, 512, false, true, KOrder::chain},
-    {"dgrad_128x784x512_NN", 128, 784, 512, false, false, KOrder::chain},
+    {"256^3", 256, 256, 256, false, false},
+    {"512^3", 512, 512, 512, false, false},
+    {"1024^3", 1024, 1024, 1024, false, false},
+    {"2048^3", 2048, 2048, 2048, false, false},
+    {"fwd_128x512x784_NT", 128, 512, 784, false, true},
+    {"wgrad_784x512x128_TN", 784, 512, 128, true, false},
+    {"fwd_128x10x512_NT", 128, 10, 512, false, true},
+    {"dgrad_128x784x512_NN", 128, 784, 512, false, false},
     // fashion_cnn: the GEMMs its convolutions run — forward and input gradient over a block of
     // samples side by side (6 samples of conv1, 8 of conv2: src/ops/conv.cpp), the weight
     // gradient per sample on im2row's rows
-    {"conv1_fwd_6x4704x25_NN", 6, 4704, 25, false, false, KOrder::chain},
-    {"conv1_wgrad_6x25x784_NN", 6, 25, 784, false, false, KOrder::chain},
-    {"conv2_fwd_16x800x150_NN", 16, 800, 150, false, false, KOrder::chain},
-    {"conv2_wgrad_16x150x100_NN", 16, 150, 100, false, false, KOrder::chain},
-    {"conv2_dgrad_150x800x16_TN", 150, 800, 16, true, false, KOrder::chain},
+    {"conv1_fwd_6x4704x25_NN", 6, 4704, 25, false, false},
+    {"conv1_wgrad_6x25x784_NN", 6, 25, 784, false, false},
+    {"conv2_fwd_16x800x150_NN", 16, 800, 150, false, false},
+    {"conv2_wgrad_16x150x100_NN", 16, 150, 100, false, false},
+    {"conv2_dgrad_150x800x16_TN", 150, 800, 16, true, false},
     // the same per sample, as bitgrad 0.1 ran them (wgrad on the cols, transposed)
-    {"conv1_fwd_6x784x25_NN", 6, 784, 25, false, false, KOrder::chain},
-    {"conv1_wgrad_6x25x784_NT", 6, 25, 784, false, true, KOrder::chain},
-    {"conv2_fwd_16x100x150_NN", 16, 100, 150, false, false, KOrder::chain},
-    {"conv2_wgrad_16x150x100_NT", 16, 150, 100, false, true, KOrder::chain},
-    {"conv2_dgrad_150x100x16_TN", 150, 100, 16, true, false, KOrder::chain},
+    {"conv1_fwd_6x784x25_NN", 6, 784, 25, false, false},
+    {"conv1_wgrad_6x25x784_NT", 6, 25, 784, false, true},
+    {"conv2_fwd_16x100x150_NN", 16, 100, 150, false, false},
+    {"conv2_wgrad_16x150x100_NT", 16, 150, 100, false, true},
+    {"conv2_dgrad_150x100x16_TN", 150, 100, 16, true, false},
+    // small outputs over long k (split-K at 2 threads): a decode step's MLP of the large GPT
+    // (one token, 384 -> 1536 -> 384), and a long dot product per output
+    {"decode_1x1536x384_NT", 1, 1536, 384, false, true},
+    {"decode_1x384x1536_NT", 1, 384, 1536, false, true},
+    {"splitk_16x64x16384_NN", 16, 64, 16384, false, false},
 };
 
 std::vector<float> data(std::size_t n, std::uint64_t seed) {
@@ -71,7 +73,7 @@ void run(benchmark::State& st, const Shape& s, bool ours) {
   g.M = s.m, g.N = s.n, g.K = s.k;
   g.A = A.data(), g.rsa = s.ta ? 1 : s.k, g.csa = s.ta ? s.m : 1;
   g.B = B.data(), g.rsb = s.tb ? 1 : s.n, g.csb = s.tb ? s.k : 1;
-  g.C = C.data(), g.ldc = s.n, g.order = s.order;
+  g.C = C.data(), g.ldc = s.n;
   const auto& tb = bitgrad::kern::active<float>();
   for (auto _ : st) {
     if (ours) {

@@ -1,17 +1,17 @@
 // GEMM frame, BLIS style, written once for every code path: panels of A (MR rows) and B (NR
-// columns) are packed k-major, cache blocks kc / mc / nc bound the working sets, threads split
-// the output, and the batch tree merges block results. The microkernel traits UK
-// (gemm_ukernel.hpp: RegTile) bring the register tile, its block sizes and the ISA. The
-// canonical order is kept exactly:
-//   chain      every C element is one fma chain over k = 0..K-1 from +0; blocking over k
-//              carries the accumulator through C (load C into the registers), so the chain
-//              is unchanged; + bias after the last k.
-//   batch_tree every block of kBatchBlock k's is a chain from +0 (one microkernel call);
-//              block tiles are merged by the pairwise stack per tile; chunks of kTreeChunk
-//              k's (a power-of-two number of blocks, so each is a complete subtree) are
-//              merged by the same stack over whole sub-matrices.
-// Threads split the output into column (or row) panels; each element is computed by one
-// thread with the full k range, so the partition never changes a bit.
+// columns) are packed k-major, cache blocks (a chunk of k) / mc / nc bound the working sets,
+// threads split the output, and the pairwise tree merges what the blocks of k give. The
+// microkernel traits UK (gemm_ukernel.hpp: RegTile) bring the register tile, its block sizes and
+// the ISA. The canonical order (numerics §5) is kept exactly: k in blocks of kBatchBlock, each
+// an fma chain from +0, the blocks merged by the pairwise tree, then + bias. How:
+//   * a chunk of k is a power-of-two number of blocks (kChunk), so each chunk's tree is a
+//     complete subtree; the microkernel computes it in registers (chunk_tree), and the chunks'
+//     results are merged by the same stack per tile, kept in memory between chunks;
+//   * threads split the output into column (or row) panels; where the output has too few
+//     panels to feed the threads, they split k instead (split-K): the blocks are cut at the
+//     tree's own nodes (subtrees of the canonical recursion), each thread computes whole
+//     subtrees, and the nodes above them are added as the tree adds them. Neither the
+//     partition of the output nor that of k can change a bit.
 //
 // Included inside an ISA namespace after gemm_ukernel.hpp (its inline code is compiled with
 // that ISA's flags, so nothing leaks from one code path to another).
@@ -35,10 +35,6 @@ struct AlignedBuf {
     return p;
   }
 };
-
-inline constexpr std::int64_t kTreeChunk = 4096;  // k per batch_tree chunk: 128 blocks
-static_assert(kTreeChunk % kBatchBlock == 0 && ((kTreeChunk / kBatchBlock) & (kTreeChunk / kBatchBlock - 1)) == 0,
-              "a tree chunk must hold a power-of-two number of blocks");
 
 template <class UK>
 struct GemmFrame {
@@ -133,20 +129,44 @@ struct GemmFrame {
     return b;
   }
 
-  // C[i0:i1, j0:j1] in chain order
-  static void run_chain(const GemmArgs<T>& g, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+  // k per chunk: the largest power-of-two number of blocks within the code path's kc
+  static constexpr std::int64_t kChunk = UK::kFullChunk;
+  static_assert(kChunk / kBatchBlock < (std::int64_t(1) << (UK::kChunkLevels - 1)), "a chunk's stack would overflow");
+
+  // out[i0:i1, j0:j1] (row stride ldo) = the canonical tree over k in [kb, ke) of A B, + bias
+  // (a vector over j, or null). [kb, ke) starts on a block boundary and is a subtree of the
+  // canonical recursion (all of k, or a split-K leaf), so its own tree is the subtree's.
+  static void run_range(const GemmArgs<T>& g, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1, std::int64_t kb,
+                        std::int64_t ke, T* out, std::int64_t ldo, const T* bias) {
     alignas(64) T tile[MR * NR];
     alignas(64) T biasp[NR];
-    T* Bp = bbuf().get(static_cast<std::size_t>(KC * ((NC + NR - 1) / NR) * NR));
-    T* Ap = abuf().get(static_cast<std::size_t>(KC * MC));
+    alignas(64) T kslots[UK::kChunkLevels * MR * NR];
+    T* Bp = bbuf().get(static_cast<std::size_t>(kChunk * ((NC + NR - 1) / NR) * NR));
+    T* Ap = abuf().get(static_cast<std::size_t>(kChunk * MC));
+    // the chunks' stack, per tile of the current msub x nc block: slot (e, t) at
+    // cslots[(e * tiles + t) * MR * NR]; every tile goes through the same chunks, so one
+    // level list serves them all
+    thread_local std::vector<T> cslots;  // kept across calls: no heap allocation per GEMM
+    const std::int64_t msub = i1 - i0, tiles_m = (msub + MR - 1) / MR;
+    const bool a_rows = g.csa == 1 && g.rsa >= 1;  // row-major A is read in place by full panels
     for (std::int64_t jc = j0; jc < j1; jc += NC) {
       const std::int64_t nc = j1 - jc < NC ? j1 - jc : NC;
-      for (std::int64_t pc = 0; pc < g.K; pc += KC) {
-        const std::int64_t kc = g.K - pc < KC ? g.K - pc : KC;
-        const bool first = pc == 0, last = pc + kc == g.K;
+      const std::int64_t tiles_n = (nc + NR - 1) / NR, tiles = tiles_m * tiles_n;
+      int clevel[64];
+      int cn = 0;
+      if (ke - kb > kChunk) {
+        int levels = 1;
+        while ((std::int64_t(1) << (levels - 1)) * kChunk < ke - kb) ++levels;
+        cslots.resize(static_cast<std::size_t>(levels * tiles * MR * NR));
+      }
+      for (std::int64_t pc = kb; pc < ke; pc += kChunk) {
+        const std::int64_t kc = ke - pc < kChunk ? ke - pc : kChunk;
+        const bool last = pc + kc == ke;
+        // this chunk's result merges with the waiting entries of its level and lands at `top`
+        // (the last chunk folds every waiting entry, from the top down)
+        int top = last ? 0 : cn, lv = 0;
+        while (!last && top > 0 && clevel[top - 1] == lv) --top, ++lv;
         pack_b(kc, nc, g.B + pc * g.rsb + jc * g.csb, g.rsb, g.csb, Bp);
-        // row-major A is read in place by full panels; only its last partial panel is packed
-        const bool a_rows = g.csa == 1 && g.rsa >= 1;
         for (std::int64_t ic = i0; ic < i1; ic += MC) {
           const std::int64_t mc = i1 - ic < MC ? i1 - ic : MC;
           if (!a_rows) {
@@ -158,130 +178,49 @@ struct GemmFrame {
           for (std::int64_t q0 = 0; q0 < nc; q0 += NR) {
             const std::int64_t jj = jc + q0;
             const int nv = static_cast<int>(nc - q0 < NR ? nc - q0 : NR);
-            const T* bp = nullptr;
-            if (last && g.bias) {
-              if (nv == NR) {
-                bp = g.bias + jj;
-              } else {
-                for (int j = 0; j < NR; ++j) biasp[j] = j < nv ? g.bias[jj + j] : T(0);
-                bp = biasp;
-              }
-            }
             const T* bpanel = Bp + (q0 / NR) * kc * NR;
             for (std::int64_t p0 = 0; p0 < mc; p0 += MR) {
               const std::int64_t ii = ic + p0;
               const int mv = static_cast<int>(mc - p0 < MR ? mc - p0 : MR);
-              const T* apanel = Ap + (p0 / MR) * kc * MR;
-              T* cp = g.C + ii * g.ldc + jj;
-              const bool in_place = a_rows && mv == MR;
-              const T* arow = g.A + ii * g.rsa + pc;
-              if (mv == MR && nv == NR) {
-                if (in_place) UK::chain_rows(kc, arow, g.rsa, bpanel, cp, g.ldc, !first, bp);
-                else UK::chain(kc, apanel, bpanel, cp, g.ldc, !first, bp);
+              typename UK::A acc;
+              if (a_rows && mv == MR) {
+                const T* arow = g.A + ii * g.rsa + pc;
+                const std::int64_t lda = g.rsa;
+                UK::chunk_tree(acc, kc, [arow, lda](int i, std::int64_t k) { return arow[i * lda + k]; }, bpanel, kslots);
               } else {
-                if (!first)
-                  for (int i = 0; i < MR; ++i)
-                    for (int j = 0; j < NR; ++j) tile[i * NR + j] = (i < mv && j < nv) ? cp[i * g.ldc + j] : T(0);
-                if (in_place) UK::chain_rows(kc, arow, g.rsa, bpanel, tile, NR, !first, bp);
-                else UK::chain(kc, apanel, bpanel, tile, NR, !first, bp);
+                const T* apanel = Ap + (p0 / MR) * kc * MR;
+                UK::chunk_tree(acc, kc, [apanel](int i, std::int64_t k) { return apanel[k * MR + i]; }, bpanel, kslots);
+              }
+              const std::int64_t t = ((ii - i0) / MR) * tiles_n + q0 / NR;
+              auto slot = [&](int e) { return cslots.data() + static_cast<std::size_t>((e * tiles + t) * MR * NR); };
+              for (int e = cn - 1; e >= top; --e) acc.add_left(slot(e), NR);
+              if (!last) {
+                acc.store_raw(slot(top), NR);
+                continue;
+              }
+              if (bias) {
+                if (nv == NR) {
+                  acc.add_bias(bias + jj);
+                } else {
+                  for (int j = 0; j < NR; ++j) biasp[j] = j < nv ? bias[jj + j] : T(0);
+                  acc.add_bias(biasp);
+                }
+              }
+              T* op = out + (ii - i0) * ldo + (jj - j0);
+              if (mv == MR && nv == NR) {
+                acc.store(op, ldo);
+              } else {
+                acc.store(tile, NR);
                 for (int i = 0; i < mv; ++i)
-                  for (int j = 0; j < nv; ++j) cp[i * g.ldc + j] = tile[i * NR + j];
+                  for (int j = 0; j < nv; ++j) op[i * ldo + j] = tile[i * NR + j];
               }
             }
           }
         }
-      }
-    }
-  }
-
-  // Pairwise stack of whole tiles / sub-matrices: slot n holds the newest partial.
-  static void merge_push(T* slots, int* level, int& n, std::size_t size) {
-    // the newest partial was written to slot n - 1 with level 0
-    while (n >= 2 && level[n - 2] == level[n - 1]) {
-      T* left = slots + static_cast<std::size_t>(n - 2) * size;
-      const T* right = slots + static_cast<std::size_t>(n - 1) * size;
-      for (std::size_t e = 0; e < size; ++e) left[e] = left[e] + right[e];
-      level[n - 2] += 1;
-      --n;
-    }
-  }
-  static void merge_total(T* slots, int n, std::size_t size) {  // result in slot n - 1
-    T* r = slots + static_cast<std::size_t>(n - 1) * size;
-    for (int i = n - 2; i >= 0; --i) {
-      const T* left = slots + static_cast<std::size_t>(i) * size;
-      for (std::size_t e = 0; e < size; ++e) r[e] = left[e] + r[e];
-    }
-  }
-
-  // C[i0:i1, j0:j1] in batch_tree order
-  static void run_tree(const GemmArgs<T>& g, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
-    constexpr int kMaxTileLevels = 10;  // 128 blocks per chunk: 8 levels suffice
-    alignas(64) T tslots[kMaxTileLevels * MR * NR];
-    int tlevel[kMaxTileLevels];
-    const std::int64_t chunk = g.K <= kTreeChunk ? g.K : kTreeChunk;
-    const std::int64_t nchunks = (g.K + chunk - 1) / chunk;
-    const std::int64_t msub = i1 - i0;
-    T* Bp = bbuf().get(static_cast<std::size_t>(chunk * ((NC + NR - 1) / NR) * NR));
-    T* Ap = abuf().get(static_cast<std::size_t>(chunk * MC));
-    // chunk-level stack over sub-matrices msub x nc (only when K spans several chunks)
-    thread_local std::vector<T> cslots;  // kept across calls: no heap allocation per GEMM
-    thread_local std::vector<int> clevel;
-    for (std::int64_t jc = j0; jc < j1; jc += NC) {
-      const std::int64_t nc = j1 - jc < NC ? j1 - jc : NC;
-      const std::size_t csize = static_cast<std::size_t>(msub * nc);
-      int cn = 0;
-      if (nchunks > 1) {
-        int levels = 2;
-        while ((std::int64_t(1) << (levels - 2)) < nchunks) ++levels;
-        cslots.assign(csize * static_cast<std::size_t>(levels), T(0));
-        clevel.assign(static_cast<std::size_t>(levels), 0);
-      }
-      for (std::int64_t pc = 0; pc < g.K; pc += chunk) {
-        const std::int64_t kc = g.K - pc < chunk ? g.K - pc : chunk;
-        // destination of this chunk's result
-        T* dst;
-        std::int64_t ldd;
-        if (nchunks > 1) {
-          dst = cslots.data() + static_cast<std::size_t>(cn) * csize;
-          ldd = nc;
-        } else {
-          dst = g.C + i0 * g.ldc + jc;
-          ldd = g.ldc;
+        if (!last) {
+          clevel[top] = lv;
+          cn = top + 1;
         }
-        pack_b(kc, nc, g.B + pc * g.rsb + jc * g.csb, g.rsb, g.csb, Bp);
-        for (std::int64_t ic = i0; ic < i1; ic += MC) {
-          const std::int64_t mc = i1 - ic < MC ? i1 - ic : MC;
-          pack_a(mc, kc, g.A + ic * g.rsa + pc * g.csa, g.rsa, g.csa, Ap);
-          for (std::int64_t q0 = 0; q0 < nc; q0 += NR) {
-            const int nv = static_cast<int>(nc - q0 < NR ? nc - q0 : NR);
-            const T* bpanel = Bp + (q0 / NR) * kc * NR;
-            for (std::int64_t p0 = 0; p0 < mc; p0 += MR) {
-              const int mv = static_cast<int>(mc - p0 < MR ? mc - p0 : MR);
-              const T* apanel = Ap + (p0 / MR) * kc * MR;
-              int tn = 0;
-              for (std::int64_t b0 = 0; b0 < kc; b0 += kBatchBlock) {
-                const std::int64_t kb = kc - b0 < kBatchBlock ? kc - b0 : kBatchBlock;
-                UK::tree_block(kb, apanel + b0 * MR, bpanel + b0 * NR, tslots, tlevel, tn);
-              }
-              merge_total(tslots, tn, static_cast<std::size_t>(MR * NR));
-              const T* res = tslots + (tn - 1) * MR * NR;
-              T* out = dst + (ic - i0 + p0) * ldd + q0;
-              for (int i = 0; i < mv; ++i)
-                for (int j = 0; j < nv; ++j) out[i * ldd + j] = canon(res[i * NR + j]);
-            }
-          }
-        }
-        if (nchunks > 1) {
-          clevel[static_cast<std::size_t>(cn)] = 0;
-          ++cn;
-          merge_push(cslots.data(), clevel.data(), cn, csize);
-        }
-      }
-      if (nchunks > 1) {
-        merge_total(cslots.data(), cn, csize);
-        const T* res = cslots.data() + static_cast<std::size_t>(cn - 1) * csize;
-        for (std::int64_t i = 0; i < msub; ++i)
-          for (std::int64_t j = 0; j < nc; ++j) g.C[(i0 + i) * g.ldc + jc + j] = canon(res[i * nc + j]);
       }
     }
   }
@@ -294,7 +233,7 @@ struct GemmFrame {
   static void run(const GemmArgs<T>& g) {
     if (g.M == 0 || g.N == 0) return;
     // A narrow C wastes most of each NR-wide tile: compute C^T = B^T A^T instead (each
-    // element is the same fma chain, fma(a, b, c) == fma(b, a, c)) and transpose it back.
+    // element is the same tree of the same fmas, fma(a, b, c) == fma(b, a, c)) and transpose it back.
     if (g.K > 0 && g.N < NR && fill(g.N, g.M) > 1.5 * fill(g.M, g.N)) run_transposed(g);
     else run_split(g);
   }
@@ -314,7 +253,6 @@ struct GemmFrame {
     s.csb = g.rsa;
     s.C = ct.data();
     s.ldc = g.M;
-    s.order = g.order;
     run_split(s);
     for (std::int64_t i = 0; i < g.M; ++i)
       for (std::int64_t j = 0; j < g.N; ++j) {
@@ -323,20 +261,92 @@ struct GemmFrame {
       }
   }
 
+  // The leaves of a split-K: subtrees of the canonical recursion over blocks [lo, hi) (tree =
+  // tree of the first h blocks + tree of the rest, h the largest power of two below the count),
+  // cut until each holds at most `most` blocks. Nodes in post order: a leaf is {lo, hi, -1, -1},
+  // an inner node names its two children.
+  struct KNode {
+    std::int64_t lo, hi;
+    int left, right;
+  };
+  static int split_k(std::int64_t lo, std::int64_t hi, std::int64_t most, std::vector<KNode>& nodes) {
+    if (hi - lo <= most) {
+      nodes.push_back({lo, hi, -1, -1});
+      return static_cast<int>(nodes.size()) - 1;
+    }
+    std::int64_t h = 1;
+    while (h * 2 < hi - lo) h *= 2;
+    const int l = split_k(lo, lo + h, most, nodes);
+    const int r = split_k(lo + h, hi, most, nodes);
+    nodes.push_back({lo, hi, l, r});
+    return static_cast<int>(nodes.size()) - 1;
+  }
+
+  static void run_split_k(const GemmArgs<T>& g, int threads) {
+    const std::int64_t nblocks = (g.K + kBatchBlock - 1) / kBatchBlock;
+    // leaves of about a quarter of a thread's share, so that whole leaves balance the threads
+    const std::int64_t share = (nblocks + 4 * threads - 1) / (4 * threads);
+    std::vector<KNode> nodes;
+    const int root = split_k(0, nblocks, share < 1 ? 1 : share, nodes);
+    std::vector<int> leaves;
+    for (int i = 0; i < static_cast<int>(nodes.size()); ++i)
+      if (nodes[static_cast<std::size_t>(i)].left < 0) leaves.push_back(i);
+    const std::size_t mn = static_cast<std::size_t>(g.M * g.N);
+    std::vector<T> part(mn * nodes.size());
+    // whole leaves to each thread, contiguous in k, about nblocks / threads blocks each
+    std::vector<std::size_t> first(static_cast<std::size_t>(threads) + 1, leaves.size());
+    first[0] = 0;
+    for (std::size_t l = 0, th = 1; l < leaves.size() && th < static_cast<std::size_t>(threads); ++l)
+      if (nodes[static_cast<std::size_t>(leaves[l])].hi * static_cast<std::int64_t>(threads) >= static_cast<std::int64_t>(th) * nblocks)
+        first[th++] = l + 1;
+    for (std::size_t th = 1; th <= static_cast<std::size_t>(threads); ++th)
+      if (first[th] < first[th - 1]) first[th] = first[th - 1];
+    parallel_for(threads, 1, [&](std::int64_t a, std::int64_t b) {
+      for (std::int64_t th = a; th < b; ++th)
+        for (std::size_t l = first[static_cast<std::size_t>(th)]; l < first[static_cast<std::size_t>(th) + 1]; ++l) {
+          const KNode& nd = nodes[static_cast<std::size_t>(leaves[l])];
+          const std::int64_t ke = nd.hi * kBatchBlock < g.K ? nd.hi * kBatchBlock : g.K;
+          run_range(g, 0, g.M, 0, g.N, nd.lo * kBatchBlock, ke, part.data() + static_cast<std::size_t>(leaves[l]) * mn, g.N, nullptr);
+        }
+    });
+    // the nodes above the leaves, as the tree adds them: left + right (post order: children first)
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      if (nodes[i].left < 0) continue;
+      const T* l = part.data() + static_cast<std::size_t>(nodes[i].left) * mn;
+      const T* r = part.data() + static_cast<std::size_t>(nodes[i].right) * mn;
+      T* o = part.data() + i * mn;
+      for (std::size_t e = 0; e < mn; ++e) o[e] = l[e] + r[e];
+    }
+    const T* res = part.data() + static_cast<std::size_t>(root) * mn;
+    for (std::int64_t i = 0; i < g.M; ++i)
+      for (std::int64_t j = 0; j < g.N; ++j) {
+        const T v = res[static_cast<std::size_t>(i * g.N + j)];
+        g.C[i * g.ldc + j] = canon(g.bias ? v + g.bias[j] : v);
+      }
+  }
+
   static void run_split(const GemmArgs<T>& g) {
     if (g.M == 0 || g.N == 0) return;
     if (g.K == 0) {
       for (std::int64_t i = 0; i < g.M; ++i)
-        for (std::int64_t j = 0; j < g.N; ++j)
-          g.C[i * g.ldc + j] = canon((g.order == KOrder::chain && g.bias) ? T(0) + g.bias[j] : T(0));
+        for (std::int64_t j = 0; j < g.N; ++j) g.C[i * g.ldc + j] = canon(g.bias ? T(0) + g.bias[j] : T(0));
       return;
     }
     // split the larger panel count over threads; at least ~2^18 fmas per chunk
+    constexpr std::int64_t kGrain = std::int64_t(1) << 18;
     const std::int64_t mp = (g.M + MR - 1) / MR, np = (g.N + NR - 1) / NR;
     const bool split_n = np >= mp;
     const std::int64_t panels = split_n ? np : mp;
     const std::int64_t per_panel = (split_n ? g.M * NR : g.N * MR) * g.K;
-    const std::int64_t grain = per_panel >= (1 << 18) ? 1 : (1 << 18) / (per_panel > 0 ? per_panel : 1);
+    const std::int64_t grain = per_panel >= kGrain ? 1 : kGrain / (per_panel > 0 ? per_panel : 1);
+    // split-K where the output's panels leave threads idle and k holds the work for them
+    const int threads = in_parallel_region() ? 1 : pool_threads();
+    const std::int64_t out_chunks = (panels + grain - 1) / grain;
+    const std::int64_t nblocks = (g.K + kBatchBlock - 1) / kBatchBlock;
+    if (threads > 1 && out_chunks < threads && nblocks >= 2 && g.M * g.N * g.K >= 2 * kGrain && g.M * g.N <= (std::int64_t(1) << 20)) {
+      const std::int64_t by_work = g.M * g.N * g.K / kGrain, use = by_work < threads ? by_work : threads;
+      if (use > out_chunks) return run_split_k(g, static_cast<int>(use < nblocks ? use : nblocks));
+    }
     parallel_for(panels, grain, [&](std::int64_t a, std::int64_t b) {
       std::int64_t i0 = 0, i1 = g.M, j0 = 0, j1 = g.N;
       if (split_n) {
@@ -346,8 +356,7 @@ struct GemmFrame {
         i0 = a * MR;
         i1 = b * MR < g.M ? b * MR : g.M;
       }
-      if (g.order == KOrder::chain) run_chain(g, i0, i1, j0, j1);
-      else run_tree(g, i0, i1, j0, j1);
+      run_range(g, i0, i1, j0, j1, 0, g.K, g.C + i0 * g.ldc + j0, g.ldc, g.bias);
     });
   }
 };

@@ -1,9 +1,9 @@
 // GEMM microkernels (BLIS's part that knows the ISA): an MR x NR tile of C held in registers,
 // written once over the lane types of simd.hpp, with the cache blocks of the code path. An
 // ISA file names its tiles, e.g. RegTile<float, 6, 2, 384, 72, 2048>, and hands them to the
-// frame (gemm_impl.hpp), which owns packing, blocking, threading and the batch-tree merges.
-// Every microkernel call extends each element's fma chain in k order: that is all the
-// canonical order asks of it.
+// frame (gemm_impl.hpp), which owns packing, blocking, threading and the merges of chunks.
+// A microkernel call computes one chunk of k of a tile in the canonical order (numerics §5):
+// blocks of kBatchBlock k's, each an fma chain from +0, merged by the pairwise stack.
 //
 // Included inside an ISA namespace after fast_impl.hpp.
 
@@ -33,6 +33,13 @@ struct Acc {
     for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) Tr::store(c + i * ldc + j * W, v[i][j]);
+  }
+  // without canonicalizing NaNs: partial sums kept for the tree (the result's store does it)
+  inline void store_raw(T* c, std::int64_t ldc) const {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) Tr::store_raw(c + i * ldc + j * W, v[i][j]);
   }
   // v = v + bias (one bias row for every row of the tile)
   inline void add_bias(const T* bias) {
@@ -85,42 +92,44 @@ struct RegTile {
     if constexpr (std::is_same_v<T, float>) transpose_f32_block(src, lds, dst, ldd);
   }
 
-  // C tile (+)= packed A panel (k-major, MR per k) x packed B panel (k-major, NR per k).
-  static inline void chain(std::int64_t kc, const T* __restrict a, const T* __restrict b, T* c, std::int64_t ldc, bool load_c,
-                           const T* bias) {
-    A acc;
-    if (load_c) acc.load(c, ldc);
-    else acc.zero();
-    acc.chain(kc, [a](int i, std::int64_t k) { return a[k * MR + i]; }, b);
-    if (bias) acc.add_bias(bias);
-    acc.store(c, ldc);
+  // Levels of a chunk's pairwise stack: chunks hold at most 2^(kChunkLevels - 1) blocks.
+  static constexpr int kChunkLevels = 8;
+  // k per chunk: the largest power-of-two number of blocks within kc (the frame's chunk)
+  static constexpr std::int64_t chunk_of(std::int64_t kc) {
+    std::int64_t c = kBatchBlock;
+    while (c * 2 <= kc) c *= 2;
+    return c;
   }
+  static constexpr std::int64_t kFullChunk = chunk_of(KC_);
 
-  // The same reading row-major A in place (row stride lda): saves packing A.
-  static inline void chain_rows(std::int64_t kc, const T* __restrict a, std::int64_t lda, const T* __restrict b, T* c,
-                                std::int64_t ldc, bool load_c, const T* bias) {
-    A acc;
-    if (load_c) acc.load(c, ldc);
-    else acc.zero();
-    acc.chain(kc, [a, lda](int i, std::int64_t k) { return a[i * lda + k]; }, b);
-    if (bias) acc.add_bias(bias);
-    acc.store(c, ldc);
-  }
-
-  // One canonical block of the batch tree: a chain over the block's k from +0, then the
-  // pairwise stack of tiles (slots, levels, n) absorbs it in registers: while the top slot
-  // has the same level, acc = top + acc (left + right).
-  static inline void tree_block(std::int64_t kb, const T* __restrict a, const T* __restrict b, T* slots, int* level, int& n) {
-    A acc;
-    acc.zero();
-    acc.chain(kb, [a](int i, std::int64_t k) { return a[k * MR + i]; }, b);
-    int lv = 0;
-    while (n > 0 && level[n - 1] == lv) {
-      acc.add_left(slots + (n - 1) * MR * NR, NR);
-      --n;
-      ++lv;
+  // acc = the pairwise tree of one chunk of kc k's (kc >= 1): blocks of kBatchBlock k's (the
+  // last possibly short), each an fma chain from +0, a(i, k) and the k-major packed B panel b
+  // (NR per k). Finished blocks wait in `slots` (kChunkLevels tiles, L1) with their levels;
+  // the last block is folded with every waiting one from the top down, which is what pushing
+  // it and folding the stack does (numerics §2).
+  template <class AAt>
+  static inline void chunk_tree(A& acc, std::int64_t kc, AAt a_at, const T* __restrict b, T* slots) {
+    int level[kChunkLevels];
+    int n = 0;
+    std::int64_t b0 = 0;
+    for (;;) {
+      const std::int64_t kb = kc - b0 < kBatchBlock ? kc - b0 : kBatchBlock;
+      acc.zero();
+      acc.chain(kb, [a_at, b0](int i, std::int64_t k) { return a_at(i, b0 + k); }, b + b0 * NR);
+      b0 += kb;
+      if (b0 >= kc) break;
+      int lv = 0;
+      while (n > 0 && level[n - 1] == lv) {
+        acc.add_left(slots + (n - 1) * MR * NR, NR);
+        --n;
+        ++lv;
+      }
+      acc.store_raw(slots + n * MR * NR, NR);
+      level[n++] = lv;
     }
-    acc.store(slots + n * MR * NR, NR);
-    level[n++] = lv;
+    while (n > 0) {
+      --n;
+      acc.add_left(slots + n * MR * NR, NR);
+    }
   }
 };

@@ -23,10 +23,12 @@ enum class Precision : std::uint8_t;
 
 namespace bitgrad::kern {
 
-// ---- numerics constants (unchanged since version 1) ----------------------------------------------------
-inline constexpr int kBatchBlock = 32;   // samples per canonical block (batch rule)
+// ---- numerics constants ------------------------------------------------------------------------
+// samples per canonical block of the batch rule (since version 1), and k per block of every GEMM
+// (since version 6): the same 32, so that a weight gradient's blocks of k are blocks of samples
+inline constexpr int kBatchBlock = 32;
 inline constexpr int kLanes = 16;        // logical lanes of the row rule
-inline constexpr int kRowBlock = 1024;   // elements per block of the row rule
+inline constexpr int kRowBlock = 128;    // elements per block of the row rule (1024 before numerics 6)
 
 // ---- NaN results (numerics.md §2) --------------------------------------------------------------
 // Every NaN a kernel computes is stored as the canonical quiet NaN: sign +, quiet bit, payload 0.
@@ -48,10 +50,8 @@ inline T canon(T v) {
 }
 
 // ---- GEMM: C[i,j] = sum_k A[i,k] B[k,j] (+ bias[j]) -------------------------------------
-// chain:      one fma chain over k = 0..K-1 from +0, then + bias[j]
-// batch_tree: k split in blocks of kBatchBlock, each block an fma chain from +0, block
-//             results combined by the streaming pairwise tree (left + right); no bias
-enum class KOrder : std::uint8_t { chain, batch_tree };
+// The one order of numerics §5: k split in blocks of kBatchBlock, each block an fma chain from
+// +0, the block results combined by the streaming pairwise tree (left + right), then + bias[j].
 
 template <class T>
 struct GemmArgs {
@@ -63,7 +63,6 @@ struct GemmArgs {
   T* C = nullptr;
   std::int64_t ldc = 0;  // C[i,j] = C[i*ldc + j]
   const T* bias = nullptr;
-  KOrder order = KOrder::chain;
 };
 
 // ---- elementwise ----------------------------------------------------------------------------

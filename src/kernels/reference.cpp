@@ -150,20 +150,15 @@ void gemm(const GemmArgs<T>& g) {
       for (std::int64_t j = 0; j < g.N; ++j) {
         auto a = [&](std::int64_t k) { return g.A[i * g.rsa + k * g.csa]; };
         auto b = [&](std::int64_t k) { return g.B[k * g.rsb + j * g.csb]; };
-        T c;
-        if (g.order == KOrder::chain) {
-          c = T(0);
-          for (std::int64_t k = 0; k < g.K; ++k) c = std::fma(a(k), b(k), c);
-          if (g.bias) c = c + g.bias[j];
-        } else {
-          PairwiseStack<T> st;
-          for (std::int64_t k0 = 0; k0 < g.K; k0 += kBatchBlock) {
-            T blk = T(0);
-            for (std::int64_t k = k0; k < k0 + kBatchBlock && k < g.K; ++k) blk = std::fma(a(k), b(k), blk);
-            st.push(blk);
-          }
-          c = st.total();
+        // blocks of 32 k's, each a chain from +0; the pairwise tree over the blocks; + bias
+        PairwiseStack<T> st;
+        for (std::int64_t k0 = 0; k0 < g.K; k0 += kBatchBlock) {
+          T blk = T(0);
+          for (std::int64_t k = k0; k < k0 + kBatchBlock && k < g.K; ++k) blk = std::fma(a(k), b(k), blk);
+          st.push(blk);
         }
+        T c = st.total();
+        if (g.bias) c = c + g.bias[j];
         g.C[i * g.ldc + j] = canon(c);
       }
     }

@@ -212,6 +212,7 @@ void pool_resize(PoolState& ps, int threads) {
 }
 
 int pool_threads() { return pool_threads(current_pool()); }
+bool in_parallel_region() { return t_in_parallel; }
 void pool_resize(int threads) { pool_resize(current_pool(), threads); }
 
 RegionStats region_stats() {

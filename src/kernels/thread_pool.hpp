@@ -55,6 +55,9 @@ void take_back_idle_work(Backend& b);
 
 // Threads the next parallel_for may use (the calling thread's context).
 int pool_threads();
+// Whether the calling thread runs a chunk of a parallel region (a nested parallel_for then runs
+// serially): a kernel may then skip work that only pays with more threads.
+bool in_parallel_region();
 void pool_resize(int threads);
 
 // What the calling thread's context's parallel regions since the last reset did, so that a

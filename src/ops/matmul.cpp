@@ -11,7 +11,6 @@
 namespace bitgrad {
 namespace {
 using autograd::Node;
-using kern::KOrder;
 
 using ops::row_major;
 
@@ -40,7 +39,7 @@ void linear_bw(Node& n, const Tensor& g, Tensor* gi) {
     if (n.in[1].needs_grad()) {
       Tensor dW = Tensor::empty(n.in_shape[1], g.dtype());
       auto dw = [&](std::int64_t r0, std::int64_t R, T* to) {
-        ops::gemm<T>(out, in, R, row_major(pg + r0 * out, out, R, true), row_major(px + r0 * in, R, in), to, KOrder::batch_tree);
+        ops::gemm<T>(out, in, R, row_major(pg + r0 * out, out, R, true), row_major(px + r0 * in, R, in), to);
       };
       if (s.samples == N) dw(0, N, kern::out_ptr<T>(dW));
       else ops::batch_rule_over_samples<T>(s.samples, out * in, g.dtype(), [&](std::int64_t i, T* part) { dw(i * rows, rows, part); }, kern::out_ptr<T>(dW));
@@ -98,8 +97,7 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
         db = Tensor::empty(Shape{B, K, N}, g.dtype());
         T* pd = kern::out_ptr<T>(db);
         for (std::int64_t i = 0; i < B; ++i)
-          ops::gemm<T>(K, N, M, row_major(pa + (Ba == 1 ? 0 : i) * M * K, K, M, true), row_major(pg + i * M * N, M, N), pd + i * K * N,
-                       KOrder::batch_tree);
+          ops::gemm<T>(K, N, M, row_major(pa + (Ba == 1 ? 0 : i) * M * K, K, M, true), row_major(pg + i * M * N, M, N), pd + i * K * N);
       } else {
         // b shared: a sample's rows (of all its batches) by the batch tree, then the samples by
         // the batch rule (with one batch dimension; without, every row is a sample)
@@ -107,7 +105,7 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
         const std::int64_t samples = B == 1 ? M : s.samples, rows = B * M / samples;
         autograd::SampleCountCheck::note("matmul's shared-operand gradient", samples, n.in_shape[0]);
         auto part_db = [&](std::int64_t r0, std::int64_t R, T* to) {
-          ops::gemm<T>(K, N, R, row_major(pa + r0 * K, K, R, true), row_major(pg + r0 * N, R, N), to, KOrder::batch_tree);
+          ops::gemm<T>(K, N, R, row_major(pa + r0 * K, K, R, true), row_major(pg + r0 * N, R, N), to);
         };
         if (samples == B * M) part_db(0, B * M, kern::out_ptr<T>(db));
         else ops::batch_rule_over_samples<T>(samples, K * N, g.dtype(), [&](std::int64_t i, T* part) { part_db(i * rows, rows, part); }, kern::out_ptr<T>(db));
@@ -139,7 +137,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, CallSit
   Tensor y = Tensor::empty(out_shape, x.dtype());
   BITGRAD_DISPATCH_FLOAT(x.dtype(), "linear", T, [&] {
     ops::gemm<T>(rows, out, in, row_major(xc.data<T>(), rows, in), row_major(wc.data<T>(), in, out, true), kern::out_ptr<T>(y),
-                 KOrder::chain, bc.defined() ? bc.data<T>() : nullptr);
+                 bc.defined() ? bc.data<T>() : nullptr);
   });
   Node* n = bias.defined() ? ops::record("linear", linear_bw, {&x, &weight, &bias}, y, site)
                            : ops::record("linear", linear_bw, {&x, &weight}, y, site);

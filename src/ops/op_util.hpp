@@ -48,17 +48,16 @@ template <class T>
 Mat<T> row_major(const T* p, std::int64_t rows, std::int64_t cols, bool transposed = false) {
   return transposed ? Mat<T>{p, 1, rows} : Mat<T>{p, cols, 1};
 }
-// c[M, N] (row-major) = a[M, K] b[K, N] in `order` (then + bias[j]) on the active kernel table.
+// c[M, N] (row-major) = a[M, K] b[K, N] (then + bias[j]) in the canonical order (numerics §5) on
+// the active kernel table.
 template <class T>
-void gemm(std::int64_t M, std::int64_t N, std::int64_t K, Mat<T> a, Mat<T> b, T* c, kern::KOrder order = kern::KOrder::chain,
-          const T* bias = nullptr) {
+void gemm(std::int64_t M, std::int64_t N, std::int64_t K, Mat<T> a, Mat<T> b, T* c, const T* bias = nullptr) {
   kern::GemmArgs<T> g;
   g.M = M, g.N = N, g.K = K;
   g.A = a.p, g.rsa = a.rs, g.csa = a.cs;
   g.B = b.p, g.rsb = b.rs, g.csb = b.cs;
   g.C = c, g.ldc = N;
   g.bias = bias;
-  g.order = order;
   kern::active<T>().gemm(g);
 }
 

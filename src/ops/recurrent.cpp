@@ -108,7 +108,7 @@ void recurrent_product_bw(Node& n, const Tensor& g, Tensor* gi) {
     if (dw) {
       Tensor dW = Tensor::empty(n.in_shape[1], g.dtype());
       auto part_dw = [&](std::int64_t r0, std::int64_t R, T* to) {
-        ops::gemm<T>(GH, H, R, ops::row_major(pG + r0 * GH, GH, R, true), ops::row_major(pX + r0 * H, R, H), to, kern::KOrder::batch_tree);
+        ops::gemm<T>(GH, H, R, ops::row_major(pG + r0 * GH, GH, R, true), ops::row_major(pX + r0 * H, R, H), to);
       };
       if (Ts == 1) part_dw(0, N, kern::out_ptr<T>(dW));
       else ops::batch_rule_over_samples<T>(N, GH * H, g.dtype(), [&](std::int64_t i, T* part) { part_dw(i * Ts, Ts, part); }, kern::out_ptr<T>(dW));
@@ -132,7 +132,7 @@ Tensor recurrent_product(const Tensor& h, const Tensor& w, const Tensor& b, std:
   Tensor y = Tensor::empty(Shape{N, GH}, h.dtype());
   BITGRAD_DISPATCH_FLOAT(h.dtype(), "rnn", T, [&] {
     ops::gemm<T>(N, GH, H, ops::row_major(hc.data<T>(), N, H), ops::row_major(wc.data<T>(), H, GH, true), kern::out_ptr<T>(y),
-                 kern::KOrder::chain, bc.defined() ? bc.data<T>() : nullptr);
+                 bc.defined() ? bc.data<T>() : nullptr);
   });
   Node* n = b.defined() ? ops::record("rnn_hh", recurrent_product_bw, {&h, &w, &b}, y, site)
                         : ops::record("rnn_hh", recurrent_product_bw, {&h, &w}, y, site);

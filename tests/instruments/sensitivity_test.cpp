@@ -28,7 +28,9 @@ TEST(Sensitivity, DivergenceOfTheFashionMlpGrows) {
   const double d1 = per[0]["distance_mean"], d60 = per[59]["distance_mean"];
   EXPECT_GT(d1, 0.0) << "another order changes the bits from the first step";
   EXPECT_LT(d1, 1e-5) << "... by rounding only";
-  EXPECT_GT(d60, 1000 * d1) << "and the difference grows\n" << out.str();
+  // and the difference grows (by how much depends on how accurate the canonical sums are: more
+  // than x1000 over 60 steps with numerics 5's single GEMM chains, x13 with version 6's blocks)
+  EXPECT_GT(d60, d1) << "and the difference grows\n" << out.str();
   EXPECT_GT(j["growth_rate_per_step"].get<double>(), 0.0);
   for (const auto& s : per) EXPECT_LE(s["distance_mean"].get<double>(), s["distance_max"].get<double>());
   ASSERT_EQ(j["final_accuracy"].size(), 3u);

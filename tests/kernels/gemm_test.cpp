@@ -1,5 +1,6 @@
 // GEMM: every fast path equals the scalar reference bit for bit, on odd shapes, all transposes,
-// both canonical orders, with and without bias, at threads 1..8.
+// with and without bias, at threads 1..8: k around every block and chunk boundary, k = 0 and 1,
+// and outputs small enough for split-K.
 #include <cmath>
 #include <sstream>
 
@@ -11,7 +12,6 @@ namespace {
 struct GemmCase {
   std::int64_t m, n, k;
   bool ta, tb;
-  kern::KOrder order;
   bool bias;
 };
 
@@ -19,8 +19,7 @@ template <class T>
 void run_case(const GemmCase& c) {
   std::ostringstream name;
   name << "gemm(" << tname(T{}) << ",m=" << c.m << ",n=" << c.n << ",k=" << c.k << ",ta=" << (c.ta ? 'T' : 'N')
-       << ",tb=" << (c.tb ? 'T' : 'N') << ",order=" << (c.order == kern::KOrder::chain ? "chain" : "batch_tree")
-       << ",bias=" << c.bias << ")";
+       << ",tb=" << (c.tb ? 'T' : 'N') << ",bias=" << c.bias << ")";
   auto A = random_vec<T>(static_cast<std::size_t>(c.m * c.k), 11, -1, 1, true);
   auto B = random_vec<T>(static_cast<std::size_t>(c.k * c.n), 12, -1, 1, true);
   auto bias = random_vec<T>(static_cast<std::size_t>(c.n), 13);
@@ -39,26 +38,31 @@ void run_case(const GemmCase& c) {
     g.C = C.data();
     g.ldc = c.n;
     g.bias = c.bias ? bias.data() : nullptr;
-    g.order = c.order;
     tb.gemm(g);
     return C;
   });
 }
 
-const kern::KOrder CH = kern::KOrder::chain, TR = kern::KOrder::batch_tree;
-
 const GemmCase kCases[] = {
-    {1, 1, 1, false, false, CH, false},      {7, 33, 1, false, true, CH, true},     {33, 7, 127, true, false, CH, false},
-    {127, 129, 33, true, true, CH, true},    {129, 127, 511, false, false, CH, true}, {1, 785, 129, false, true, CH, false},
-    {785, 1, 33, true, false, CH, true},     {64, 33, 7, false, false, CH, false},  {128, 512, 784, false, true, CH, true},
-    {3, 2049, 5, false, false, CH, true},    {0, 5, 3, false, false, CH, true},     {5, 0, 3, false, false, CH, true},
-    {5, 3, 0, false, false, CH, true},       {5, 3, 0, false, false, TR, false},    {1, 1, 1, false, false, TR, false},
-    {7, 33, 31, true, false, TR, false},     {33, 7, 33, true, false, TR, false},   {127, 129, 128, true, false, TR, false},
-    {129, 127, 129, true, true, TR, false},  {512, 784, 128, true, false, TR, false}, {17, 9, 4097, true, false, TR, false},
-    {5, 31, 8193, false, true, TR, false},   {10, 1, 10000, true, false, TR, false},
+    {1, 1, 1, false, false, false},     {7, 33, 1, false, true, true},       {33, 7, 127, true, false, false},
+    {127, 129, 33, true, true, true},   {129, 127, 511, false, false, true}, {1, 785, 129, false, true, false},
+    {785, 1, 33, true, false, true},    {64, 33, 7, false, false, false},    {128, 512, 784, false, true, true},
+    {3, 2049, 5, false, false, true},   {0, 5, 3, false, false, true},       {5, 0, 3, false, false, true},
+    {5, 3, 0, false, false, true},      {5, 3, 0, false, false, false},      {7, 33, 31, true, false, false},
+    {33, 7, 33, true, false, false},    {127, 129, 128, true, false, false}, {129, 127, 129, true, true, false},
+    {512, 784, 128, true, false, false}, {17, 9, 4097, true, false, true},   {5, 31, 8193, false, true, false},
+    {10, 1, 10000, true, false, false},
+    // k just below, at and above a block (32), the f64 AVX-512 chunk (128) and the f32 chunk (256)
+    {13, 37, 32, false, false, true},   {13, 37, 63, false, true, false},    {13, 37, 64, true, false, true},
+    {13, 37, 127, false, false, false}, {13, 37, 129, true, true, true},     {13, 37, 255, false, false, true},
+    {13, 37, 256, false, true, false},  {13, 37, 257, false, false, true},   {13, 37, 511, true, false, false},
+    {13, 37, 513, false, false, true},  {13, 37, 767, false, true, true},    {13, 37, 769, false, false, false},
+    // small outputs over long k: split-K at 2 threads and more (leaves cut at the tree's nodes)
+    {1, 64, 4096, false, false, true},  {1, 40, 20000, false, true, false},  {3, 17, 9000, true, false, true},
+    {1, 1, 65536, false, false, false}, {2, 130, 3333, false, false, true},  {6, 16, 2080, true, true, false},
     // shapes that pick the narrower tiles (6x32, 12x16 on AVX-512) directly or transposed
-    {6, 25, 784, false, true, CH, true},    {16, 150, 100, false, true, CH, false}, {100, 16, 50, true, false, CH, true},
-    {25, 6, 784, true, false, CH, false},   {6, 25, 784, false, true, TR, false},  {100, 16, 300, true, false, TR, false}, {785, 129, 257, false, false, TR, false},
+    {6, 25, 784, false, true, true},    {16, 150, 100, false, true, false},  {100, 16, 50, true, false, true},
+    {25, 6, 784, true, false, false},   {100, 16, 300, true, false, false},  {785, 129, 257, false, false, false},
 };
 
 TEST(Gemm, FastPathsEqualReferenceF32) {
@@ -69,23 +73,45 @@ TEST(Gemm, FastPathsEqualReferenceF64) {
   for (const auto& c : kCases) run_case<double>(c);
 }
 
-// The reference itself against an independent evaluation of the documented orders.
+// The reference itself against an independent evaluation of the documented order: blocks of
+// 32 k's, each a chain from +0, the pairwise tree over the blocks, then + bias.
 TEST(Gemm, ReferenceFollowsTheDocumentedOrder) {
-  const std::int64_t m = 3, n = 2, k = 70;
+  const std::int64_t m = 3, n = 2, k = 70 + 96;  // 166 = 5 blocks of 32 + 6
   auto A = random_vec<double>(static_cast<std::size_t>(m * k), 5);
   auto B = random_vec<double>(static_cast<std::size_t>(k * n), 6);
+  auto bias = random_vec<double>(static_cast<std::size_t>(n), 7);
   std::vector<double> C(static_cast<std::size_t>(m * n));
   kern::GemmArgs<double> g;
   g.M = m, g.N = n, g.K = k, g.A = A.data(), g.rsa = k, g.csa = 1, g.B = B.data(), g.rsb = n, g.csb = 1, g.C = C.data(), g.ldc = n;
-  g.order = kern::KOrder::batch_tree;
+  g.bias = bias.data();
   kern::table<double>(Isa::scalar).gemm(g);
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t j = 0; j < n; ++j) {
-      double blk[3] = {0, 0, 0};  // 70 = 32 + 32 + 6: ((b0 + b1) + b2)
+      double blk[6] = {0, 0, 0, 0, 0, 0};
       for (std::int64_t kk = 0; kk < k; ++kk) blk[kk / 32] = std::fma(A[i * k + kk], B[kk * n + j], blk[kk / 32]);
-      double want = (blk[0] + blk[1]) + blk[2];
+      // 6 blocks: ((b0 + b1) + (b2 + b3)) + (b4 + b5)
+      const double want = (((blk[0] + blk[1]) + (blk[2] + blk[3])) + (blk[4] + blk[5])) + bias[j];
       EXPECT_EQ(std::bit_cast<std::uint64_t>(want), std::bit_cast<std::uint64_t>(C[i * n + j]));
     }
+}
+
+// Split-K ran: a small output over a long k is computed by more than one thread.
+TEST(Gemm, SmallOutputsOverLongKSplitK) {
+  const std::int64_t m = 1, n = 64, k = 8192;
+  auto A = random_vec<float>(static_cast<std::size_t>(m * k), 8);
+  auto B = random_vec<float>(static_cast<std::size_t>(k * n), 9);
+  std::vector<float> C(static_cast<std::size_t>(m * n)), want(C.size());
+  kern::GemmArgs<float> g;
+  g.M = m, g.N = n, g.K = k, g.A = A.data(), g.rsa = k, g.csa = 1, g.B = B.data(), g.rsb = n, g.csb = 1, g.ldc = n;
+  g.C = want.data();
+  kern::table<float>(Isa::scalar).gemm(g);
+  ExecContext ctx(4, best_isa());
+  ExecScope scope(ctx);
+  kern::reset_region_stats();
+  g.C = C.data();
+  kern::context_table_f32().gemm(g);
+  EXPECT_GT(kern::region_stats().widest, 1);
+  EXPECT_TRUE(bitwise_equal(want, C));
 }
 
 }  // namespace

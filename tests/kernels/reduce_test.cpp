@@ -8,7 +8,8 @@ namespace bitgrad::test {
 namespace {
 
 const std::pair<std::int64_t, std::int64_t> kRowShapes[] = {{1, 0}, {3, 1}, {5, 7}, {7, 16}, {2, 17}, {4, 33},
-                                                            {3, 1023}, {2, 1025}, {1, 5000}, {129, 10}, {300, 512}};
+                                                            {3, 1023}, {2, 1025}, {1, 5000}, {129, 10}, {300, 512},
+                                                            {2, 127}, {2, 128}, {3, 129}, {2, 255}, {2, 257}, {1, 16 * 128 + 3}};
 
 template <class T>
 void row_cases() {
@@ -78,7 +79,7 @@ void row_cases() {
 template <class T>
 void negative_zero_lanes() {
   const T tiny = sizeof(T) == 4 ? T(1e-30) : T(1e-200);
-  for (std::int64_t L : {17, 33, 1024 + 21}) {  // a short group after a full one in the row's last block
+  for (std::int64_t L : {17, 33, 128 + 21, 1024 + 21}) {  // a short group after a full one in the row's last block
     // every product -tiny * tiny rounds to -0, so every lane of the reference holds -0
     std::vector<T> y(static_cast<std::size_t>(L), tiny), g(static_cast<std::size_t>(L), -tiny);
     g.back() = T(-0.0);

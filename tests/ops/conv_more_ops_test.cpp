@@ -7,6 +7,7 @@
 
 #include "kernels/reference.hpp"
 #include "bitgrad/ops_spatial.hpp"
+#include "support/dot_order.hpp"
 #include "support/op_harness.hpp"
 
 namespace bitgrad::test {
@@ -39,25 +40,25 @@ struct Geo {
   }
 };
 
-// y: one fma chain per output over its group's (c, kh, kw), from +0 (no bias)
+// y: the dot order (numerics §5) per output over its group's (c, kh, kw) (no bias)
 Vec fwd(const Geo& g, const Vec& x, const Vec& w) {
   Vec y(g.yn());
   for (std::int64_t n = 0; n < g.N; ++n)
     for (std::int64_t o = 0; o < g.OC; ++o)
       for (std::int64_t oh = 0; oh < g.OH(); ++oh)
         for (std::int64_t ow = 0; ow < g.OW(); ++ow) {
-          float acc = 0.0f;
+          DotOrder<float> acc;
           for (std::int64_t c = 0; c < g.Cg(); ++c)
             for (std::int64_t kh = 0; kh < g.KH; ++kh)
               for (std::int64_t kw = 0; kw < g.KW; ++kw) {
                 const std::int64_t a = g.at(n, (o / g.OCg()) * g.Cg() + c, oh, ow, kh, kw);
-                acc = std::fma(a < 0 ? 0.0f : x[static_cast<std::size_t>(a)], w[g.wi(o, c, kh, kw)], acc);
+                acc.add(a < 0 ? 0.0f : x[static_cast<std::size_t>(a)], w[g.wi(o, c, kh, kw)]);
               }
-          y[g.yi(n, o, oh, ow)] = acc;
+          y[g.yi(n, o, oh, ow)] = acc.total();
         }
   return y;
 }
-// dx: for each (c, kh, kw, oh, ow) in row-major order, the chain over the group's oc of w dy,
+// dx: for each (c, kh, kw, oh, ow) in row-major order, the dot order over the group's oc of w dy,
 // added into its pixel from +0
 Vec input_grad(const Geo& g, const Vec& w, const Vec& dy) {
   Vec dx(g.xn(), 0.0f);
@@ -68,15 +69,15 @@ Vec input_grad(const Geo& g, const Vec& w, const Vec& dy) {
           for (std::int64_t oh = 0; oh < g.OH(); ++oh)
             for (std::int64_t ow = 0; ow < g.OW(); ++ow) {
               const std::int64_t grp = c / g.Cg();
-              float acc = 0.0f;
-              for (std::int64_t o = grp * g.OCg(); o < (grp + 1) * g.OCg(); ++o)
-                acc = std::fma(w[g.wi(o, c % g.Cg(), kh, kw)], dy[g.yi(n, o, oh, ow)], acc);
+              DotOrder<float> dot;
+              for (std::int64_t o = grp * g.OCg(); o < (grp + 1) * g.OCg(); ++o) dot.add(w[g.wi(o, c % g.Cg(), kh, kw)], dy[g.yi(n, o, oh, ow)]);
+              const float acc = dot.total();
               const std::int64_t a = g.at(n, c, oh, ow, kh, kw);
               if (a >= 0) dx[static_cast<std::size_t>(a)] = dx[static_cast<std::size_t>(a)] + acc;
             }
   return dx;
 }
-// dw: per sample the chain over (oh, ow) of dy x, then the batch rule over the samples
+// dw: per sample the dot order over (oh, ow) of dy x, then the batch rule over the samples
 Vec weight_grad(const Geo& g, const Vec& x, const Vec& dy) {
   const std::size_t WN = g.wn();
   Vec part(static_cast<std::size_t>(g.N) * WN);
@@ -85,13 +86,13 @@ Vec weight_grad(const Geo& g, const Vec& x, const Vec& dy) {
       for (std::int64_t c = 0; c < g.Cg(); ++c)
         for (std::int64_t kh = 0; kh < g.KH; ++kh)
           for (std::int64_t kw = 0; kw < g.KW; ++kw) {
-            float acc = 0.0f;
+            DotOrder<float> acc;
             for (std::int64_t oh = 0; oh < g.OH(); ++oh)
               for (std::int64_t ow = 0; ow < g.OW(); ++ow) {
                 const std::int64_t a = g.at(n, (o / g.OCg()) * g.Cg() + c, oh, ow, kh, kw);
-                acc = std::fma(dy[g.yi(n, o, oh, ow)], a < 0 ? 0.0f : x[static_cast<std::size_t>(a)], acc);
+                acc.add(dy[g.yi(n, o, oh, ow)], a < 0 ? 0.0f : x[static_cast<std::size_t>(a)]);
               }
-            part[static_cast<std::size_t>(n) * WN + g.wi(o, c, kh, kw)] = acc;
+            part[static_cast<std::size_t>(n) * WN + g.wi(o, c, kh, kw)] = acc.total();
           }
   Vec dw(WN);
   kern::ref::table_f32().sum_cols(part.data(), g.N, static_cast<std::int64_t>(WN), dw.data());

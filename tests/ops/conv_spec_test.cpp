@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/reference.hpp"
+#include "support/dot_order.hpp"
 #include "support/op_harness.hpp"
 
 namespace bitgrad::test {
@@ -32,13 +33,12 @@ Spec direct(const SpecGeo& g, const std::vector<float>& x, const std::vector<flo
     for (std::int64_t o = 0; o < g.OC; ++o)
       for (std::int64_t oh = 0; oh < OH; ++oh)
         for (std::int64_t ow = 0; ow < OW; ++ow) {
-          float acc = 0.0f;
+          DotOrder<float> acc;
           for (std::int64_t c = 0; c < g.C; ++c)
             for (std::int64_t kh = 0; kh < g.KH; ++kh)
               for (std::int64_t kw = 0; kw < g.KW; ++kw)
-                acc = std::fma(xpad(n, c, oh * g.s + kh - g.p, ow * g.s + kw - g.p),
-                               w[static_cast<std::size_t>(((o * g.C + c) * g.KH + kh) * g.KW + kw)], acc);
-          s.y[static_cast<std::size_t>((n * g.OC + o) * P + oh * OW + ow)] = acc + b[static_cast<std::size_t>(o)];
+                acc.add(xpad(n, c, oh * g.s + kh - g.p, ow * g.s + kw - g.p), w[static_cast<std::size_t>(((o * g.C + c) * g.KH + kh) * g.KW + kw)]);
+          s.y[static_cast<std::size_t>((n * g.OC + o) * P + oh * OW + ow)] = acc.total() + b[static_cast<std::size_t>(o)];
         }
   // weight and bias gradients: per sample, then the batch rule over the samples
   std::vector<float> pw(static_cast<std::size_t>(g.N * g.OC * CKK)), pb(static_cast<std::size_t>(g.N * g.OC));
@@ -47,12 +47,11 @@ Spec direct(const SpecGeo& g, const std::vector<float>& x, const std::vector<flo
       for (std::int64_t c = 0; c < g.C; ++c)
         for (std::int64_t kh = 0; kh < g.KH; ++kh)
           for (std::int64_t kw = 0; kw < g.KW; ++kw) {
-            float acc = 0.0f;
+            DotOrder<float> acc;
             for (std::int64_t oh = 0; oh < OH; ++oh)
               for (std::int64_t ow = 0; ow < OW; ++ow)
-                acc = std::fma(dy[static_cast<std::size_t>((n * g.OC + o) * P + oh * OW + ow)],
-                               xpad(n, c, oh * g.s + kh - g.p, ow * g.s + kw - g.p), acc);
-            pw[static_cast<std::size_t>((n * g.OC + o) * CKK + (c * g.KH + kh) * g.KW + kw)] = acc;
+                acc.add(dy[static_cast<std::size_t>((n * g.OC + o) * P + oh * OW + ow)], xpad(n, c, oh * g.s + kh - g.p, ow * g.s + kw - g.p));
+            pw[static_cast<std::size_t>((n * g.OC + o) * CKK + (c * g.KH + kh) * g.KW + kw)] = acc.total();
           }
     }
   const auto& ref = kern::ref::table_f32();
@@ -61,7 +60,7 @@ Spec direct(const SpecGeo& g, const std::vector<float>& x, const std::vector<flo
   s.db.resize(static_cast<std::size_t>(g.OC));
   ref.sum_cols(pw.data(), g.N, g.OC * CKK, s.dw.data());
   ref.sum_cols(pb.data(), g.N, g.OC, s.db.data());
-  // input gradient: dcols = w^T dy (chains over oc), then col2im in row-major (c, kh, kw, oh, ow)
+  // input gradient: dcols = w^T dy (the dot order over oc), then col2im in row-major (c, kh, kw, oh, ow)
   s.dx.assign(x.size(), 0.0f);
   for (std::int64_t n = 0; n < g.N; ++n)
     for (std::int64_t c = 0; c < g.C; ++c)
@@ -69,10 +68,10 @@ Spec direct(const SpecGeo& g, const std::vector<float>& x, const std::vector<flo
         for (std::int64_t kw = 0; kw < g.KW; ++kw)
           for (std::int64_t oh = 0; oh < OH; ++oh)
             for (std::int64_t ow = 0; ow < OW; ++ow) {
-              float acc = 0.0f;
+              DotOrder<float> dot;
               for (std::int64_t o = 0; o < g.OC; ++o)
-                acc = std::fma(w[static_cast<std::size_t>(((o * g.C + c) * g.KH + kh) * g.KW + kw)],
-                               dy[static_cast<std::size_t>((n * g.OC + o) * P + oh * OW + ow)], acc);
+                dot.add(w[static_cast<std::size_t>(((o * g.C + c) * g.KH + kh) * g.KW + kw)], dy[static_cast<std::size_t>((n * g.OC + o) * P + oh * OW + ow)]);
+              const float acc = dot.total();
               const std::int64_t ih = oh * g.s + kh - g.p, iw = ow * g.s + kw - g.p;
               if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
               float& d = s.dx[static_cast<std::size_t>(((n * g.C + c) * g.H + ih) * g.W + iw)];
