@@ -436,8 +436,10 @@ struct Lanes16 {
     for (int v = 0; v < NV; ++v) t[v] = acc[v];
     for (int nv = NV; nv > 1; nv /= 2)
       for (int v = 0; v < nv / 2; ++v) t[v] = t[v] + t[v + nv / 2];
-    T l[Tr::W];
-    for (int i = 0; i < Tr::W; ++i) l[i] = Tr::lane(t[0], i);
+    // one store of the vector, then the halving in scalar (extracting lane by lane went through
+    // memory once per lane)
+    alignas(64) T l[Tr::W];
+    Tr::store_raw(l, t[0]);
     for (int h = Tr::W / 2; h >= 1; h /= 2)
       for (int j = 0; j < h; ++j) l[j] = l[j] + l[j + h];
     return l[0];
