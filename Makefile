@@ -161,10 +161,11 @@ bench-precision: build
 	@bash bench/precision.sh $(BUILD)
 
 # the elementary functions against MPFR, then f32 GEMM and row sums against f64 beside PyTorch
-# and NumPy (docs/numerics.md, §5's table)
+# and NumPy, then training steps against their f64 twins (docs/numerics.md, §5's tables)
 accuracy: build
 	@$(BUILD)/bin/mathfn_accuracy --n 10000000
 	@PYTHONPATH=$(BUILD)/python /usr/bin/python3 bench/accuracy.py
+	@/usr/bin/python3 bench/step_accuracy.py --bitgrad $(BUILD)/bin/bitgrad
 
 clean:
 	@rm -rf $(BUILD) build-asan build-tsan build-clang-O0 build-fuzz

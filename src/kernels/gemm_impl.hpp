@@ -339,13 +339,14 @@ struct GemmFrame {
     const std::int64_t panels = split_n ? np : mp;
     const std::int64_t per_panel = (split_n ? g.M * NR : g.N * MR) * g.K;
     const std::int64_t grain = per_panel >= kGrain ? 1 : kGrain / (per_panel > 0 ? per_panel : 1);
-    // split-K where the output's panels leave threads idle and k holds the work for them
-    const int threads = in_parallel_region() ? 1 : pool_threads();
+    // split-K where the output's panels leave threads idle and k holds the work for them (the
+    // pool is asked only then: most GEMMs have panels enough)
     const std::int64_t out_chunks = (panels + grain - 1) / grain;
     const std::int64_t nblocks = (g.K + kBatchBlock - 1) / kBatchBlock;
-    if (threads > 1 && out_chunks < threads && nblocks >= 2 && g.M * g.N * g.K >= 2 * kGrain && g.M * g.N <= (std::int64_t(1) << 20)) {
+    if (out_chunks < 64 && nblocks >= 2 && g.M * g.N * g.K >= 2 * kGrain && g.M * g.N <= (std::int64_t(1) << 20) && !in_parallel_region()) {
+      const int threads = pool_threads();
       const std::int64_t by_work = g.M * g.N * g.K / kGrain, use = by_work < threads ? by_work : threads;
-      if (use > out_chunks) return run_split_k(g, static_cast<int>(use < nblocks ? use : nblocks));
+      if (out_chunks < threads && use > out_chunks) return run_split_k(g, static_cast<int>(use < nblocks ? use : nblocks));
     }
     parallel_for(panels, grain, [&](std::int64_t a, std::int64_t b) {
       std::int64_t i0 = 0, i1 = g.M, j0 = 0, j1 = g.N;
