@@ -131,6 +131,13 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
       if (l.type == LayerKind::conv2d && shape.ndim() == 4)
         count = static_cast<double>(shape[1]) * static_cast<double>(l.out) * static_cast<double>(l.kernel) * static_cast<double>(l.kernel) +
                 (l.bias ? static_cast<double>(l.out) : 0.0);
+      if (l.type == LayerKind::conv || l.type == LayerKind::conv1d || l.type == LayerKind::conv_transpose2d) {
+        // weight [out, C / groups, k...] (transposed: [C, out / groups, k...]), and a bias of out
+        const bool one_d = l.type == LayerKind::conv1d || (l.type == LayerKind::conv && shape.ndim() == 3);
+        const double k = static_cast<double>(l.kernel), taps = one_d ? k : k * k;
+        count = static_cast<double>(shape[1]) * static_cast<double>(l.out) / static_cast<double>(l.groups > 0 ? l.groups : 1) * taps +
+                (l.bias ? static_cast<double>(l.out) : 0.0);
+      }
       if (l.type == LayerKind::layernorm) count = 2 * last;
       if (l.type == LayerKind::batchnorm) count = 2 * static_cast<double>(shape[1]);
       if (l.type == LayerKind::embedding) count = static_cast<double>(ds.num_classes() + shape[1]) * static_cast<double>(l.out);

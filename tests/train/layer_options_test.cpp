@@ -84,5 +84,22 @@ TEST(LayerOptions, ErrorsNameFileLineAndKey) {
   fails(R"({ type = "conv", out = 2, kernel = 2, pads = [1, -1, 0, 0] },)", "t.toml:10: model.layers[0] pads must be a non-empty array of at most 8 integers in [0, 64]");
 }
 
+// The memory pre-check counts every convolution kind's parameters before the layer allocates
+// them (it skipped conv, conv1d and conv_transpose2d): 65536 x 65536 x 64 x 64 weights are refused.
+TEST(LayerOptions, OversizedConvolutionsAreRefusedBeforeTheyAllocate) {
+  for (const char* kind : {"conv", "conv_transpose2d"}) {
+    SCOPED_TRACE(kind);
+    const std::string layers = std::string(R"({ type = "conv", out = 65536, kernel = 1 },
+  { type = ")") + kind + R"(", out = 65536, kernel = 64, padding = 32 },)";
+    EXPECT_THROW_MSG(
+        {
+          const train::Config c = train::parse_config(config(layers), "t.toml");
+          auto ds = train::train_dataset(c);
+          train::build_model(c, *ds);
+        },
+        "t.toml:11: model.layers[1] (" + std::string(kind) + "): the model up to this layer needs about");
+  }
+}
+
 }  // namespace
 }  // namespace bitgrad::test
