@@ -109,8 +109,11 @@ struct RegTile {
   // it and folding the stack does (numerics §2).
   template <class AAt>
   static inline void chunk_tree(A& acc, std::int64_t kc, AAt a_at, const T* __restrict b, T* slots) {
+    // the stack as a moving top pointer, so that a store or a merge is one base register plus
+    // constant offsets (per-entry indices made the compiler keep, and spill, 12 addresses)
     int level[kChunkLevels];
-    int n = 0;
+    int* lv_top = level;
+    T* top = slots;
     std::int64_t b0 = 0;
     for (;;) {
       const std::int64_t kb = kc - b0 < kBatchBlock ? kc - b0 : kBatchBlock;
@@ -119,17 +122,19 @@ struct RegTile {
       b0 += kb;
       if (b0 >= kc) break;
       int lv = 0;
-      while (n > 0 && level[n - 1] == lv) {
-        acc.add_left(slots + (n - 1) * MR * NR, NR);
-        --n;
+      while (lv_top != level && lv_top[-1] == lv) {
+        top -= MR * NR;
+        acc.add_left(top, NR);
+        --lv_top;
         ++lv;
       }
-      acc.store_raw(slots + n * MR * NR, NR);
-      level[n++] = lv;
+      acc.store_raw(top, NR);
+      top += MR * NR;
+      *lv_top++ = lv;
     }
-    while (n > 0) {
-      --n;
-      acc.add_left(slots + n * MR * NR, NR);
+    while (top != slots) {
+      top -= MR * NR;
+      acc.add_left(top, NR);
     }
   }
 };
