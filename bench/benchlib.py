@@ -11,7 +11,7 @@ a rotating order:
 A target (ratio ≤ goal) is "met" when the median meets it, "within noise" when the median
 misses it but the spread reaches it, "missed" otherwise.
 
-The FMA-bound limit of a step (issue 42): its multiply-adds in matrix products (step_bench's
+The FMA-bound limit of a step: its multiply-adds in matrix products (step_bench's
 `multiply_adds`: every GEMM call of a step, forward, both gradients, convolutions through their
 lowering, attention's products) ÷ the FMA peak measured on the machine (bench/fma_peak.cpp, the
 fastest of its ISAs, per core) × the threads. No step can beat it; elementwise work, the

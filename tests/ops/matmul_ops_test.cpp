@@ -16,6 +16,7 @@ TEST(MatmulOps, Gradients) {
       {"matmul", {{3, 4}, {2, 4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
       {"matmul", {{2, 3, 4}, {2, 4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
       {"matmul (k crosses a block)", {{3, 40}, {40, 2}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul (k crosses a chunk)", {{2, 300}, {300, 2}}, [](V x) { return matmul(x[0], x[1]); }},
       {"matmul (m crosses a block)", {{35, 3}, {3, 2}}, [](V x) { return matmul(x[0], x[1]); }},
       {"linear", {{5, 4}, {3, 4}, {3}}, [](V x) { return linear(x[0], x[1], x[2]); }},
       {"linear", {{2, 3, 4}, {3, 4}}, [](V x) { return linear(x[0], x[1]); }},
@@ -25,13 +26,16 @@ TEST(MatmulOps, Gradients) {
 }
 
 // Big enough for the GEMM's split (kernels/gemm_impl.hpp: panels of at least ~2^18 fmas per
-// chunk) and, in the backward, for the batch rule over more than one block of rows.
+// chunk) and, in the backward, for the batch rule over more than one block of rows; the last two
+// have outputs too narrow for the threads and a long k, so their forward splits k (split-K).
 TEST(MatmulOps, DeterminismSplitOverThreads) {
   std::vector<OpCase> cases = {
       {"matmul", {{128, 128}, {128, 160}}, [](V x) { return matmul(x[0], x[1]); }},
       {"matmul", {{2, 128, 128}, {2, 128, 160}}, [](V x) { return matmul(x[0], x[1]); }},
       {"matmul", {{2, 128, 128}, {128, 160}}, [](V x) { return matmul(x[0], x[1]); }},
       {"linear", {{130, 128}, {160, 128}, {160}}, [](V x) { return linear(x[0], x[1], x[2]); }},
+      {"linear (split-K)", {{2, 65536}, {16, 65536}, {16}}, [](V x) { return linear(x[0], x[1], x[2]); }},
+      {"matmul (split-K)", {{4, 65536}, {65536, 8}}, [](V x) { return matmul(x[0], x[1]); }},
   };
   check_split_determinism(cases);
 }
@@ -41,7 +45,7 @@ TEST(MatmulOps, LinearEqualsMatmulPlusBias) {
   Tensor x = Tensor::from<float>(xv, Shape{5, 8}), w = Tensor::from<float>(wv, Shape{3, 8}), b = Tensor::from<float>(bv, Shape{3});
   Tensor a = linear(x, w, b);
   Tensor c = add(matmul(x, transpose(w, 0, 1)), b);
-  EXPECT_TRUE(bitwise_equal(a.to_vector<float>(), c.to_vector<float>())) << "both are one fma chain over k, then + bias";
+  EXPECT_TRUE(bitwise_equal(a.to_vector<float>(), c.to_vector<float>())) << "both are the dot order over k, then + bias";
 }
 
 TEST(MatmulOps, Errors) {
