@@ -399,12 +399,14 @@ struct HttpFront::Impl {
     auto it = conns.find(id);
     if (it == conns.end()) return;
     Conn& c = it->second;
+    // counted out before the close: a client that has seen its end of file never reads a count
+    // that still holds its connection
+    --open;
+    if (c.counted) --unanswered;
     ::close(c.fd);
     release(c);
-    if (c.counted) --unanswered;
     std::shared_ptr<Reply> r = c.answered ? nullptr : c.reply;
     conns.erase(it);
-    --open;
     if (r) r->went_away();
   }
 
