@@ -1,4 +1,4 @@
-"""What the benchmark reports share (issue 33, "Method"): the machine a table was measured on
+"""What the benchmark reports share (docs/benchmarks.md, "the method"): the machine a table was measured on
 (CPU vendor, family, model from /proc/cpuinfo; the load average at the start and the end of the
 run) and the statistics of a ratio measured in interleaved rounds.
 

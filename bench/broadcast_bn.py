@@ -1,4 +1,4 @@
-"""Broadcasting over any axis and batch norm: bitgrad against PyTorch in one process (issue 29, item 5).
+"""Broadcasting over any axis and batch norm: bitgrad against PyTorch in one process.
 
 Each case runs NUMBER times per sample, REPEAT samples, alternating bitgrad and torch; the median per
 call and the ratio bitgrad / torch (same run) are printed as a Markdown table. Both at THREADS threads.

@@ -126,7 +126,7 @@ def main():
     ap.add_argument("--deterministic", action="store_true")
     ap.add_argument("--warmup", type=int, default=-1, help="steps left out of the median (default min(10, steps/10))")
     ap.add_argument("--report")
-    ap.add_argument("--target", type=float, default=0.75, help="--report: the ratio goal (issue 33: 0.75; 0.8 for the large GPT)")
+    ap.add_argument("--target", type=float, default=0.75, help="--report: the ratio goal (0.75; 0.8 for the large GPT)")
     a = ap.parse_args()
     if a.report:
         return report(a.report, a.target)
@@ -293,7 +293,7 @@ def report(d, target=0.75):
                     lines.append("  %s / fastest PyTorch at %d thread%s (%s, %.2f ms): %.2f" %
                                  (b, t, "s" if t > 1 else "", bs, tab[bs]["ms_per_step_median"], r["vs_torch_fastest_same_threads"]))
                 out["ratios"][b] = r
-        # the method of issue 33: each round's run medians; the ratio of the medians, of the best
+        # the method (docs/benchmarks.md): each round's run medians; the ratio of the medians, of the best
         # runs and its spread at the same thread count
         mline = benchlib.machine_line(os.path.join(d, "machine.json"))
         out["machine_line"] = mline

@@ -14,7 +14,7 @@
 #      rounds, the order rotating every round
 #      (the first GPT_WARMUP steps of a run are left out of its median: default min(10, steps/10));
 #      each ratio gets its median, best and spread over the rounds and a verdict against
-#      GPT_TARGET (default 0.75, issue 33) — bench/benchlib.py
+#      GPT_TARGET (default 0.75) — bench/benchlib.py
 # Usage: bench/gpt_peer.sh BUILD_DIR [RESULTS_DIR]   (default BUILD_DIR/bench-results-gpt);
 # GPT_ONLY=curve or timing runs one part (timing needs RESULTS_DIR/export from a curve run);
 # GPT_ONLY=export,timing writes the export without PyTorch's curve run (a timing-only run:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One LSTM step, forward and backward, bitgrad against PyTorch (issue 29, item 5).
+"""One LSTM step, forward and backward, bitgrad against PyTorch.
 
 Batch 32, input 256, hidden 256 (torch.nn.LSTMCell's arguments; bitgrad.lstm_cell with the same
 weights): x, h, c -> (h', c'), loss = sum(h' * g1) + sum(c' * g2), backward to the weights and

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Tables of the peer benchmark (bench/peer.sh) and the scaling sweep (bench/scaling.sh) for
 docs/benchmarks.md: medians over rounds, ratios against PyTorch's fastest set-up measured in the
-same run, and the targets (issue 33: MLP ≤ 0.70, CNN ≤ 0.75 at 1 and 2 threads). Every ratio
+same run, and the targets (MLP ≤ 0.70, CNN ≤ 0.75 at 1 and 2 threads). Every ratio
 has its median, its best and its spread over the rounds, and a verdict met / within noise /
 missed (bench/benchlib.py); every table is headed by the CPU and the load average.
 
@@ -79,7 +79,7 @@ if what == "best":
     print(best_torch(m, "mlp", 1)[1] or "torch-openblas", best_torch(m, "mlp", 2)[1] or "torch-openblas")
 elif what == "peer":
     m = peer_medians()
-    targets = {"mlp": 0.70, "cnn": 0.75, "adder": None}  # issue 33 (issue 5/13 had 0.77 / 0.8)
+    targets = {"mlp": 0.70, "cnn": 0.75, "adder": None}  # the goals (earlier ones were 0.77 / 0.8)
     print(benchlib.machine_line(os.path.join(out, "peer-machine.json")) + "\n")
     print("Median ms per step (samples/s over the measured steps in brackets); rounds per cell: "
           + str(min(v["n"] for v in m.values())) + ".\n")

@@ -19,7 +19,7 @@ for line in open(sys.argv[1]):
     rows.setdefault((d["config"].replace(".toml", ""), d["threads"], d["blas"]), []).append(d)
 
 print(benchlib.machine_line(os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "machine.json")) + "\n")
-print("| model | threads | free GEMM | rounds | canonical ms/step | free ms/step | tax (median) | tax (range) | goal (issue 33) |")
+print("| model | threads | free GEMM | rounds | canonical ms/step | free ms/step | tax (median) | tax (range) | goal |")
 print("|---|---|---|---|---|---|---|---|---|")
 for (cfg, t, blas), v in sorted(rows.items()):
     c = statistics.median(x["canonical_ms"] for x in v)

@@ -28,8 +28,8 @@ for (t, isa, mode, steps), v in sorted(rows.items()):
     o = [x[2] for x in v]
     print(f"| {t} | {mode} | {len(v)} | {a:.3f} | {b:.3f} | {statistics.median(o):+.2f}% | {min(o):+.2f}% … {max(o):+.2f}% |")
 
-# the target of issue 33: the trace costs at most 2% of the step at 1 and 2 threads (issues 5
-# and 13: 3%); met at the median, within noise when the range reaches it
+# the target: the trace costs at most 2% of the step at 1 and 2 threads (earlier:
+# 3%); met at the median, within noise when the range reaches it
 print()
 for (t, isa, mode, steps), v in sorted(rows.items()):
     o = statistics.median(x[2] for x in v)

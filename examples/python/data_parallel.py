@@ -33,7 +33,7 @@ def build_model(kind, sample_shape, classes):
 
 
 class CNN(nn.Module):
-    """The CNN as a PyTorch user writes it: a Python-defined module (issue 30)."""
+    """The CNN as a PyTorch user writes it: a Python-defined module."""
 
     def __init__(self, sample_shape, classes):
         super().__init__()

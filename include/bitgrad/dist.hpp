@@ -33,7 +33,7 @@ void finalize();
 
 }  // namespace bitgrad::dist
 
-// ---- data parallel and gradient accumulation in a loop of one's own (issue 30: Python's
+// ---- data parallel and gradient accumulation in a loop of one's own (Python's
 // bitgrad.distributed and bitgrad.accumulate; numerics.md §18, §20). The pieces the training step
 // uses, for a caller that writes its own step: the layout of a batch over the ranks, the bytes
 // every rank exchanges, and the gradient combine by the canonical tree. ----

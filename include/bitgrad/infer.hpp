@@ -35,7 +35,7 @@ SampleResult sample(const std::string& run_dir, const SampleOptions& o);
 
 }  // namespace bitgrad::infer
 
-// ---- bitgrad export (issue 31): a run's latest checkpoint as files other tools read ----------
+// ---- bitgrad export: a run's latest checkpoint as files other tools read ----------
 namespace bitgrad::infer {
 
 struct ExportOptions {

@@ -70,7 +70,7 @@ class Module {
   std::uint64_t site() const { return site_; }
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
 
-  // ---- PyTorch's module features (issue 30) --------------------------------------------------
+  // ---- PyTorch's module features --------------------------------------------------
   // This module ("") and every descendant depth-first in registration order, named by path.
   std::vector<std::pair<std::string, Module*>> named_modules();
   // The state under PyTorch's keys and in its order: each module's parameters, then its
@@ -212,7 +212,7 @@ class Embedding : public Module {  // i64 indices [..] -> [.., dim]
   Tensor weight;
 };
 
-// ---- batch norm (issue 29; numerics.md §31) -------------------------------------------
+// ---- batch norm (numerics.md §31) -------------------------------------------
 // PyTorch's BatchNorm1d ([N, C] or [N, C, L]) and BatchNorm2d ([N, C, H, W]): parameters weight
 // (gamma, 1) and bias (beta, 0) when affine; buffers running_mean (0), running_var (1) and
 // num_batches_tracked (i64). Training: normalised by the batch's statistics; the running
@@ -318,7 +318,7 @@ class Sequential : public Module {
   Recompute recompute_ = Recompute::none;
 };
 
-// ---- normalisation and recurrent layers (issue 29 item 4; numerics.md §33, §34) -------------------
+// ---- normalisation and recurrent layers (numerics.md §33, §34) -------------------
 // RMSNorm over the last `dims` axes of the shape `shape` (gamma of that shape when affine, 1 at init).
 class RMSNorm : public Module {
  public:

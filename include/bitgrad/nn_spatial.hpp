@@ -1,5 +1,5 @@
-// Modules of the convolution variants, adaptive and global pooling and upsampling (issue 29,
-// item 4; the ops in bitgrad/ops_spatial.hpp, their orders in numerics.md §35-§37).
+// Modules of the convolution variants, adaptive and global pooling and upsampling (the ops in
+// bitgrad/ops_spatial.hpp, their orders in numerics.md §35-§37).
 #pragma once
 
 #include <cstdint>
@@ -71,7 +71,7 @@ class Upsample : public Module {
   bool bilinear_, align_;
 };
 
-// ---- residual block (issue 29 item 8) ---------------------------------------------------------
+// ---- residual block ---------------------------------------------------------
 // torchvision's BasicBlock of x [N, in, H, W]: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)),
 // conv1 3x3 with `stride` and padding 1, conv2 3x3 padding 1, both without bias; the shortcut is x,
 // or downsample = (1x1 convolution with `stride`, no bias; batch norm) when the stride is not 1 or

@@ -1,4 +1,4 @@
-// ONNX import and export (issue 31; docs/onnx.md "Bring your PyTorch model"). onnx::load reads a
+// ONNX import and export (docs/onnx.md "Bring your PyTorch model"). onnx::load reads a
 // model file (opsets 13-17 of the default domain) into a GraphModule: an nn::Module whose forward
 // runs the graph's nodes with bitgrad's ops in topological order, whose parameters are the
 // graph's float initializers under their names (in the graph's initializer order; PyTorch's

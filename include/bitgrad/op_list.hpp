@@ -42,7 +42,7 @@
   X(square, kernel, simple, -2, 2, 0, "", "x * x.")                                                       \
   X(reciprocal, act_y, simple, 0.2, 5, 1, "torch.reciprocal", "1 / x.")                                  \
   X(softplus, act_x, math, -5, 5, 0, "torch.nn.functional.softplus", "log(1 + e^x); x itself beyond 20.") \
-  /* issue 29: more elementwise ops (numerics.md §32) */                                                      \
+  /* more elementwise ops (numerics.md §32)          */                                                      \
   X(sign, zero, simple, -1, 1, 1, "torch.sign", "1 where x > 0, -1 where x < 0, x itself at +-0 and NaN.")   \
   X(tan, act_y, math, -1.2, 1.2, 1, "torch.tan", "Tangent (bitgrad's own, numerics.md).")                  \
   X(floor, zero, simple, -3, 3, 1, "torch.floor", "The largest integer <= x.")                               \

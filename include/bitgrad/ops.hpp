@@ -52,7 +52,7 @@ Tensor clamp(const Tensor& x, double lo, double hi, CallSite site = CallSite::cu
 // cond: any dtype, nonzero is true; a and b broadcast with cond
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
 
-// ---- issue 29: activations with parameters, comparisons, masks, cast (numerics.md §32) -----
+// ---- activations with parameters, comparisons, masks, cast (numerics.md §32) -----
 // One per line of BITGRAD_PARAM_OPS (bitgrad/op_list.hpp): leaky_relu(x, alpha = 0.01), ...
 #define BITGRAD_OPLIST_DECLARE_PARAM(name, cost, nparams, a, da, b, db, ...) \
   Tensor name(const Tensor& x, BITGRAD_OPLIST_PARAMS_DECL(nparams, a, da, b, db), CallSite site = CallSite::current());
@@ -171,7 +171,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
 Tensor cross_entropy_sample_means(const Tensor& logits, const Tensor& targets, CallSite site = CallSite::current());
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, CallSite site = CallSite::current());
 
-// ---- shape and index, more (issue 29; orders and conventions: numerics.md §27) ----------------
+// ---- shape and index, more (orders and conventions: numerics.md §27) ----------------
 // Negative axes count from the end. Errors name the op and the shapes/values expected.
 // squeeze: removes the given axes, each of size 1 (else an error); no axes: every axis of size 1
 Tensor squeeze(const Tensor& x, const std::vector<int>& axes = {}, CallSite site = CallSite::current());
@@ -240,7 +240,7 @@ ValuesIndices sort(const Tensor& x, int axis = -1, bool descending = false, Call
 // (its bits); anything else is refused with the reason.
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands, CallSite site = CallSite::current());
 
-// ---- reductions over axes, scans, more losses (issue 29; numerics.md §28-§30) ---------------------
+// ---- reductions over axes, scans, more losses (numerics.md §28-§30) ---------------------
 // axes: any set of axes (negative ones count from the end); an EMPTY list reduces over ALL axes
 // (ONNX's default; `sum(x, {})` above keeps its own meaning, no reduction). keepdim: ones at
 // the reduced axes. Float inputs (f32, f64) unless stated.
@@ -304,7 +304,7 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction
 // batch_mean: the sum divided by N (PyTorch's reduction='batchmean'; reduction is then ignored)
 Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean, bool log_target = false,
               bool batch_mean = false, CallSite site = CallSite::current());
-// ---- batch norm (issue 29; numerics.md §31) -------------------------------------
+// ---- batch norm (numerics.md §31) -------------------------------------
 // PyTorch's F.batch_norm: x [N, C] or [N, C, *spatial]; gamma (weight), beta (bias),
 // running_mean, running_var [C], each may be undefined. training: normalised by this batch's
 // statistics per channel over N and the spatial positions (biased variance); running stats,
@@ -314,7 +314,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& beta = Tensor(), bool training = true, double momentum = 0.1, double eps = 1e-5,
                   CallSite site = CallSite::current());
 
-// ---- normalisation and recurrent layers (issue 29 item 4; numerics.md §33, §34) ---------------------
+// ---- normalisation and recurrent layers (numerics.md §33, §34) ---------------------
 // Compositions of the ops above, so their bits (and threads-invariance) are those ops'.
 // rms_norm: over the axes [axis, ndim): y = (x / sqrt(sum_square(x) / n + eps)) * gamma; gamma
 // (optional) of shape x.shape[axis:]

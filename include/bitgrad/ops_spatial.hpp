@@ -1,5 +1,5 @@
 // Convolution variants, pooling with options, adaptive and global pooling, upsampling
-// (issue 29, item 4; numerics.md §35-§37). Differentiable ops as those of bitgrad/ops.hpp: each
+// (numerics.md §35-§37). Differentiable ops as those of bitgrad/ops.hpp: each
 // records a node when grad is enabled, the last argument is the caller's source location.
 #pragma once
 
@@ -11,7 +11,7 @@
 
 namespace bitgrad {
 
-// ---- pooling and upsampling, more (issue 29, item 4; numerics.md §35, §36) ---------------------
+// ---- pooling and upsampling, more (numerics.md §35, §36) ---------------------
 // x [N, C, H, W], or [N, C, L] for one spatial axis (kernel of one entry). Per axis: stride
 // (empty: the kernel), dilation (empty: 1; max only), pads in ONNX's order [begin..., end...]
 // (empty: 0). ceil_mode: the output size rounds up, a last window starting past the input and
@@ -44,7 +44,7 @@ Tensor upsample_nearest2d(const Tensor& x, std::int64_t out_h, std::int64_t out_
 Tensor upsample_bilinear2d(const Tensor& x, std::int64_t out_h, std::int64_t out_w, bool align_corners, double scale_h = 0,
                            double scale_w = 0, CallSite site = CallSite::current());
 
-// ---- convolution variants (issue 29, item 4; numerics.md §37) -------------------------------------
+// ---- convolution variants (numerics.md §37) -------------------------------------
 // Per spatial axis (two for x [N, C, H, W], one for x [N, C, L]): stride (empty: 1), pads in
 // ONNX's order [begin..., end...] (empty: 0), dilation (empty: 1); groups split the channels
 // (groups = C: depthwise). output_padding: conv_transpose only, added at the end of each axis.

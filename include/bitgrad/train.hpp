@@ -20,17 +20,17 @@ namespace bitgrad::train {
 // Every choice of the configuration file is parsed once into one of these; names() lists the
 // spellings the file uses (errors quote them), to_string gives them back.
 enum class DatasetKind { fashion_mnist, csv, adder, synthetic, text };
-// issue 29: l1, smooth_l1 (beta), huber (delta), bce_with_logits on real-valued targets
+// l1, smooth_l1 (beta), huber (delta), bce_with_logits on real-valued targets
 enum class LossKind { cross_entropy, mse, l1, smooth_l1, huber, bce_with_logits };
 enum class OptimizerKind { sgd, adam, adamw };
 enum class LayerKind {
   linear, conv2d, flatten, relu, gelu, tanh, sigmoid, dropout, maxpool2d, avgpool2d, layernorm,
   embedding, transformer_block, tied_head,  // token models (text datasets)
   batchnorm,                                 // BatchNorm1d / 2d by the input's dimensions
-  rmsnorm, groupnorm, instancenorm, rnn, lstm, gru,  // issue 29: normalisation, recurrence
-  // issue 29 (bitgrad/nn_spatial.hpp): conv = Conv1d/2d with every option, by the input's rank
+  rmsnorm, groupnorm, instancenorm, rnn, lstm, gru,  // normalisation, recurrence
+  // bitgrad/nn_spatial.hpp: conv = Conv1d/2d with every option, by the input's rank
   conv, conv1d, conv_transpose2d, adaptive_avgpool2d, global_avgpool, upsample,
-  resblock  // issue 29 item 8: torchvision's BasicBlock (nn::BasicBlock)
+  resblock  // torchvision's BasicBlock (nn::BasicBlock)
 };
 const char* to_string(DatasetKind k);
 const char* to_string(LossKind k);
@@ -46,17 +46,17 @@ struct LayerSpec {
   double momentum = 0.1;  // batchnorm (its `affine` is `bias`)
   bool bias = true;
   std::int64_t n_head = 0;  // transformer_block
-  // issue 29: groupnorm's groups (and conv's); rmsnorm, groupnorm, instancenorm's affine; rnn, lstm, gru:
+  // groupnorm's groups (and conv's); rmsnorm, groupnorm, instancenorm's affine; rnn, lstm, gru:
   // hidden size in `out`, num_layers, relu (rnn's nonlinearity), last_only (output = "last")
   std::int64_t groups = 1, num_layers = 1;
   bool affine = true, relu = false, last_only = false;
-  // issue 29: conv, conv1d, conv_transpose2d (dilation, output_padding); adaptive_avgpool2d
+  // conv, conv1d, conv_transpose2d (dilation, output_padding); adaptive_avgpool2d
   // (size); upsample (scale or size, bilinear, align_corners)
   int dilation = 1, output_padding = 0;
   std::int64_t size = 0;
   double scale = 0.0;
   bool bilinear = false, align_corners = false;
-  // issue 29: conv's pads in ONNX's order [begin..., end...] (asymmetric; empty: `padding` on
+  // conv's pads in ONNX's order [begin..., end...] (asymmetric; empty: `padding` on
   // every side); maxpool2d / avgpool2d with `padding`, `dilation` (max), ceil_mode, count_include_pad (avg)
   std::vector<int> pads;
   bool ceil_mode = false, count_include_pad = true;
@@ -89,7 +89,7 @@ struct ModelConfig {  // [model]
   std::vector<LayerSpec> layers;  // for type = "gpt", the layers it stands for
   nn::Init init = nn::Init::kaiming_uniform;
   nn::Recompute recompute = nn::Recompute::none;  // activation checkpointing (T9: not in the hash)
-  // issue 31: an ONNX file as the model (onnx = "..."; a relative path is resolved against the
+  // an ONNX file as the model (onnx = "..."; a relative path is resolved against the
   // configuration file's directory when it is read); empty: the layers
   std::string onnx;
   struct Gpt {
@@ -116,7 +116,7 @@ struct TrainConfig {  // [train]
   bool stochastic_rounding = false;          // rounding = "stochastic" (training's forward only)
   double loss_scale = 1;                     // 0: dynamic (fp16's default); else fixed, a power of two
   std::int64_t loss_scale_interval = 2000;   // dynamic: steps without overflow before the scale doubles
-  // issue 29: the loss's options (numerics.md §38); each in the hash only where it is not the
+  // the loss's options (numerics.md §38); each in the hash only where it is not the
   // default, so every configuration written before them hashes as it did
   double label_smoothing = 0.0;        // cross_entropy
   std::vector<double> class_weights;   // cross_entropy: one per class, empty for none

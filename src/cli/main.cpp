@@ -287,7 +287,7 @@ int run_command(int argc, char** argv) {
   std::int64_t max_body_mib = 64;
   servec->add_option("--max-body", max_body_mib, "largest request body in MiB, refused with 413 before it is read (default 64)")
       ->check(CLI::Range(1L, 1L << 14));
-  // issue 31: a run's weights for other tools
+  // a run's weights for other tools
   std::string export_dir;
   bitgrad::infer::ExportOptions exo;
   CLI::App* exportc = app.add_subcommand("export", "A run's latest weights as safetensors (PyTorch's names for an ONNX model) or as ONNX");

@@ -1,4 +1,4 @@
-// bitgrad export RUN --safetensors FILE --onnx FILE (issue 31): the latest checkpoint's
+// bitgrad export RUN --safetensors FILE --onnx FILE: the latest checkpoint's
 // parameters and buffers for other tools. A [model] onnx run's names are the ONNX initializers'
 // (the Sequential's "0." dropped), so PyTorch's load_state_dict(..., strict=True) takes them
 // (BatchNorm's num_batches_tracked included); --onnx writes the run's ONNX graph with the trained

@@ -155,7 +155,7 @@ inline D softplus_lanes(D x) {
 }
 inline D softplus_grad_lanes(D x, D g) { return select(x > D(20.0), g, g * sigmoid_f64(x)); }
 
-// issue 29's activations: silu_d, mish_d and their gradients, sign_one, hardswish_one of reference.cpp
+// the activations of numerics.md §32: silu_d, mish_d and their gradients, sign_one, hardswish_one of reference.cpp
 constexpr double kTwoOverSqrtPiD = 0x1.20dd750429b6dp+0;
 inline D silu_lanes(D x) { return x * sigmoid_f64(x); }
 inline D silu_grad_lanes(D x, D g) {

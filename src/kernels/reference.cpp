@@ -47,7 +47,7 @@ inline double softplus_d(double x) {
 }
 inline double softplus_grad_d(double x, double g) { return x > 20.0 ? g : g * math::sigmoid(x); }
 
-// issue 29's activations (numerics.md §32), in f64
+// the activations of numerics.md §32, in f64
 constexpr double kTwoOverSqrtPi = 0x1.20dd750429b6dp+0;  // 2/sqrt(pi) rounded
 inline double silu_d(double x) { return x * math::sigmoid(x); }
 inline double silu_grad_d(double x, double g) {

@@ -61,7 +61,7 @@ void Module::register_module(const std::string& name, std::shared_ptr<Module> m)
   children_.emplace_back(name, std::move(m));
 }
 
-// ---- PyTorch's module features (issue 30) ----------------------------------------------------
+// ---- PyTorch's module features ----------------------------------------------------
 bool Module::unregister(const std::string& name) {
   auto drop = [&](auto& v) {
     const auto n = v.size();

@@ -1,4 +1,4 @@
-// RMSNorm, GroupNorm and InstanceNorm modules over the ops of src/ops/norm_more.cpp.
+// RMSNorm, GroupNorm and InstanceNorm modules over the ops of src/ops/norm_composed.cpp.
 #include "bitgrad/nn.hpp"
 #include "nn/layer_util.hpp"
 

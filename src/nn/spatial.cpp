@@ -102,7 +102,7 @@ Pool::Pool(bool max, PoolOptions o) : max_(max), o_(std::move(o)) {
   BITGRAD_CHECK(o_.kernel.size() == 2, max ? "MaxPool2d" : "AvgPool2d", "expects 2 kernel sizes, got ", ints(o_.kernel));
 }
 Tensor Pool::forward(const Tensor& x, const Context&) { return max_ ? max_pool(x, o_) : avg_pool(x, o_); }
-Shape Pool::output_shape(const Shape& in) const {  // the ops' sizes (src/ops/pool_more.cpp)
+Shape Pool::output_shape(const Shape& in) const {  // the ops' sizes (src/ops/pool_padded.cpp)
   BITGRAD_CHECK(in.ndim() == 4, describe().c_str(), "expects inputs [N, C, H, W], got ", in.str());
   std::vector<std::int64_t> out = {in[0], in[1]};
   for (std::size_t a = 0; a < 2; ++a) {

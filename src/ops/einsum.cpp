@@ -1,4 +1,4 @@
-// einsum (issue 29) for what reduces to one (batched) GEMM: the operands are permuted and
+// einsum for what reduces to one (batched) GEMM: the operands are permuted and
 // reshaped to A [B, M, K] and B [B, K, N] and multiplied by matmul, so the bits are matmul's
 // (numerics.md §5); the result is reshaped and permuted to the output's order. An index in one
 // operand only and not in the output is summed out of that operand first (sum, §6). '...' names

@@ -55,8 +55,8 @@ bool pattern(const Shape& small, const Shape& out, bool& row, std::int64_t& oute
   return false;
 }
 
-// A broadcast that no single kernel pattern covers, such as [N, C, H, W] op [1, C, 1, 1]
-// (issue 29): out's dimensions (ones dropped) collapse into runs where `small` is
+// A broadcast that no single kernel pattern covers, such as [N, C, H, W] op [1, C, 1, 1]:
+// out's dimensions (ones dropped) collapse into runs where `small` is
 // either whole or 1. The last two runs are one row or col kernel call; it repeats over the
 // outer runs, the repeats split over the kernel threads (a call inside a chunk runs serially).
 // Each element is still one operation on the same two operands: the bits of the expanded copy.

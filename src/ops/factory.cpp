@@ -1,4 +1,4 @@
-// Factories (issue 29), not differentiable: one_hot, arange (ONNX Range), eye, eye_like and the
+// Factories, not differentiable: one_hot, arange (ONNX Range), eye, eye_like and the
 // random factories, each a pure function of its arguments; the random ones keyed by a Stream and
 // the index of their first element, like every draw in bitgrad (numerics.md §12, §27).
 #include <cmath>

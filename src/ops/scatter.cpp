@@ -1,4 +1,4 @@
-// Scatter and N-d gather (issue 29): scatter (ONNX ScatterElements, torch.scatter / scatter_add),
+// Scatter and N-d gather: scatter (ONNX ScatterElements, torch.scatter / scatter_add),
 // gather_nd (ONNX GatherND), scatter_nd (ONNX ScatterND). Each is written as rows of `inner`
 // contiguous elements moved between a source position p (in row-major order of the index) and a
 // target row of the data: the order of every sum is the order of p (numerics.md §27).

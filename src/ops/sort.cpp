@@ -1,4 +1,4 @@
-// topk and sort along an axis (issue 29). The order of each lane is a stable sort on a total
+// topk and sort along an axis. The order of each lane is a stable sort on a total
 // order (NaN above +inf, -0 equal to +0), so ties keep the lower index first; the values are
 // then gather(x, axis, indices), whose backward sends each gradient to its selected element
 // (one source per destination: exact). Numerics.md §27.

@@ -27,17 +27,17 @@ void set_python_error(std::exception_ptr p);
 void init_tensor(py::module_& m);
 void init_interop(py::module_& m, py::class_<Tensor>& cls);  // NumPy, the buffer protocol, DLPack
 void init_ops(py::module_& m);
-void init_ops_shape(py::module_& m);  // issue 29: shape, index and factory ops (ops_shape.cpp)
+void init_ops_shape(py::module_& m);  // shape, index and factory ops (ops_shape.cpp)
 void init_nn(py::module_& m);
-void init_norm_rnn(py::module_& m);  // issue 29: RMSNorm, GroupNorm, InstanceNorm, RNN/LSTM/GRU (norm_rnn.cpp)
-void init_ops_spatial(py::module_& m);  // issue 29: convolution, pooling, upsampling (ops_spatial.cpp)
-void init_nn_spatial(py::module_& nn);  // issue 29: their modules in bitgrad.nn (nn_spatial.cpp)
+void init_norm_rnn(py::module_& m);  // RMSNorm, GroupNorm, InstanceNorm, RNN/LSTM/GRU (norm_rnn.cpp)
+void init_ops_spatial(py::module_& m);  // convolution, pooling, upsampling (ops_spatial.cpp)
+void init_nn_spatial(py::module_& nn);  // their modules in bitgrad.nn (nn_spatial.cpp)
 void init_optim(py::module_& m);
 void init_data(py::module_& m);
 void init_train(py::module_& m);
 void init_instruments(py::module_& m);
-void init_distributed(py::module_& m);  // issue 30: bitgrad.distributed, the accumulation helper's combine (distributed.cpp)
-void init_onnx(py::module_& m);  // issue 31: bitgrad.onnx (onnx.cpp)
+void init_distributed(py::module_& m);  // bitgrad.distributed, the accumulation helper's combine (distributed.cpp)
+void init_onnx(py::module_& m);  // bitgrad.onnx (onnx.cpp)
 
 // Where the Python code that called an op is (file and line), for op traces and anomaly
 // reports; looked up only while an op hook is installed. Call with the GIL held.

@@ -1,5 +1,5 @@
 // bitgrad._bitgrad.distributed: data parallel and gradient accumulation for a training loop
-// written in Python (issue 30; docs/python.md "Gradient accumulation" and "Data parallel"). The
+// written in Python (docs/python.md "Gradient accumulation" and "Data parallel"). The
 // C++ pieces of bitgrad/dist.hpp — MPI started as the CLI starts it, the step's plan over the
 // ranks, the gradient combine by the canonical tree, bytes exchanged between ranks — and a
 // loader that builds only this rank's shard of each batch. The Python package

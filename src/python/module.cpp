@@ -104,9 +104,9 @@ PYBIND11_MODULE(_bitgrad, m) {
   init_data(m);
   init_train(m);
   init_instruments(m);
-  init_distributed(m);  // issue 30: data parallel and accumulation from Python (distributed.cpp)
+  init_distributed(m);  // data parallel and accumulation from Python (distributed.cpp)
   init_onnx(m);
-  init_random(m);  // issue 30: manual_seed and the generator's state
+  init_random(m);  // manual_seed and the generator's state
 
   m.def("set_num_threads", [](const py::int_& n) {
     // an int past C++'s int is refused with the same words as any count out of range (pybind11

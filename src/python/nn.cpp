@@ -13,7 +13,7 @@ namespace {
 using nn::Module;
 using ModulePtr = std::shared_ptr<Module>;
 
-// seed: None draws the layer's initialisation seed from the program's generator (issue 30)
+// seed: None draws the layer's initialisation seed from the program's generator
 template <class M>
 std::shared_ptr<M> initialised(std::shared_ptr<M> m, const std::optional<std::uint64_t>& seed, const std::string& weights) {
   nn::initialize(*m, nn::parse_init(weights), module_seed(seed));
@@ -115,7 +115,7 @@ void init_nn(py::module_& top) {
         }
       }, py::arg("set_to_none") = true, "Drops every parameter's gradient (set_to_none=False: fills it with zeros).")
       .def("__repr__", &Module::describe);
-  // issue 30: what a module written in Python (bitgrad/nn.py) builds on
+  // what a module written in Python (bitgrad/nn.py) builds on
   module_cls.def_property_readonly("training", &Module::training, "Training mode (train()) or evaluation (eval()).")
       .def("_train", [](Module& mod, bool on) { mod.train(on); }, py::arg("mode"))
       .def_property_readonly("_python", [](const Module& mod) { return dynamic_cast<const PyModule*>(&mod) != nullptr; })
@@ -183,7 +183,7 @@ void init_nn(py::module_& top) {
            py::arg("features"), py::arg("eps") = 1e-5, py::arg("bias") = true)
       .def_readonly("weight", &nn::LayerNorm::gamma)
       .def_property_readonly("bias", [](const nn::LayerNorm& l) { return tensor_or_none(l.beta); });
-  // batch norm (issue 29): BatchNorm1d(...) and BatchNorm2d(...) are factories of one class
+  // batch norm: BatchNorm1d(...) and BatchNorm2d(...) are factories of one class
   py::class_<nn::BatchNorm, Module, std::shared_ptr<nn::BatchNorm>>(m, "_BatchNorm",
                                                                      "Batch normalisation over channels (numerics.md §31): the batch's "
                                                                      "statistics in training, the running ones in evaluation.")

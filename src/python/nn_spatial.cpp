@@ -31,7 +31,7 @@ std::shared_ptr<nn::Conv> make_conv(const char* op, std::size_t sp, bool transpo
   o.groups = groups;
   if (transpose) o.output_padding = ints(output_padding, sp, op, "output_padding");
   auto m = std::make_shared<nn::Conv>(in, out, ints(k, sp, op, "kernel_size"), o, bias, transpose);
-  nn::initialize(*m, nn::parse_init(w), module_seed(seed));  // issue 30: without seed, the generator's
+  nn::initialize(*m, nn::parse_init(w), module_seed(seed));  // without seed, the generator's
   return m;
 }
 
@@ -100,7 +100,7 @@ void init_nn_spatial(py::module_& m) {
            }),
            py::arg("size") = py::none(), py::arg("scale_factor") = py::none(), py::arg("mode") = "nearest",
            py::arg("align_corners") = py::none());
-  // issue 29 item 8: torchvision's BasicBlock, its children and parameters named as torchvision's
+  // torchvision's BasicBlock, its children and parameters named as torchvision's
   py::class_<nn::BasicBlock, nn::Module, std::shared_ptr<nn::BasicBlock>>(
       m, "BasicBlock", "torchvision's BasicBlock: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)); downsample (1x1 conv, batch norm) "
                        "when the stride is not 1 or the channels change. Parameters named as torchvision's.")

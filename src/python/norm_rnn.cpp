@@ -1,4 +1,4 @@
-// Issue 29, item 4: RMSNorm, GroupNorm, InstanceNorm and the recurrent cells as bitgrad.<op>, and
+// RMSNorm, GroupNorm, InstanceNorm and the recurrent cells as bitgrad.<op>, and
 // their modules in bitgrad.nn (RMSNorm, GroupNorm, InstanceNorm, RNN, LSTM, GRU with PyTorch's
 // arguments and parameter names). Each op takes the Python caller's site and runs without the GIL.
 #include "python/bind.hpp"
@@ -23,7 +23,7 @@ using RecurrentPtr = std::shared_ptr<nn::Recurrent>;
 RecurrentPtr make_recurrent(RnnMode mode, std::int64_t in, std::int64_t hidden, std::int64_t layers, bool bias, bool batch_first,
                             bool last_only, std::optional<std::uint64_t> seed) {
   auto r = std::make_shared<nn::Recurrent>(mode, in, hidden, layers, bias, batch_first, last_only);
-  nn::initialize(*r, nn::Init::kaiming_uniform, module_seed(seed));  // issue 30: without seed, the generator's  // the module's own initialisation (PyTorch's)
+  nn::initialize(*r, nn::Init::kaiming_uniform, module_seed(seed));  // without seed, the generator's  // the module's own initialisation (PyTorch's)
   return r;
 }
 

@@ -1,4 +1,4 @@
-// bitgrad.onnx (issue 31; docs/onnx.md "Bring your PyTorch model"): ONNX models as bitgrad
+// bitgrad.onnx (docs/onnx.md "Bring your PyTorch model"): ONNX models as bitgrad
 // modules. load() gives an onnx::GraphModule, an nn.Module whose parameters are the graph's float
 // initializers under their names.
 #include <limits>

@@ -81,7 +81,7 @@ void init_ops(py::module_& m) {
   }, py::arg("x"), py::arg("min") = py::none(), py::arg("max") = py::none(),
         "minimum(maximum(x, min), max); either bound may be absent; min > max gives max (ONNX's Clip).");
 
-  // issue 29: activations with parameters (BITGRAD_PARAM_OPS), comparisons, masks, cast
+  // activations with parameters (BITGRAD_PARAM_OPS), comparisons, masks, cast
 #define BITGRAD_OPLIST_BIND_PARAM(name, cost, nparams, a, da, b, db, lo, hi, torch, doc) \
   BITGRAD_OPLIST_BIND_PARAM_##nparams(name, a, da, b, db, doc)
 #define BITGRAD_OPLIST_BIND_PARAM_1(name, a, da, b, db, doc)              \
@@ -229,7 +229,7 @@ void init_ops(py::module_& m) {
     return nogil([&] { return layer_norm(x, opt_tensor(g), opt_tensor(b), eps, site); });
   }, py::arg("x"), py::arg("weight") = py::none(), py::arg("bias") = py::none(), py::arg("eps") = 1e-5,
         "Normalises over the last dimension.");
-  // batch norm (issue 29)
+  // batch norm
   m.def("batch_norm", [](const Tensor& x, const std::optional<Tensor>& rm, const std::optional<Tensor>& rv, const std::optional<Tensor>& w,
                          const std::optional<Tensor>& b, bool training, double momentum, double eps) {
     const CallSite site = py_site();
@@ -238,7 +238,7 @@ void init_ops(py::module_& m) {
         py::arg("bias") = py::none(), py::arg("training") = false, py::arg("momentum") = 0.1, py::arg("eps") = 1e-5,
         "torch.nn.functional.batch_norm: x [N, C, *]; per channel over N and the spatial positions (numerics.md §31). "
         "training: this batch's statistics, the running ones (if given) updated in place; else the running statistics.");
-  // issue 30: without seed, the program's generator draws a new mask each call (pymodule.hpp)
+  // without seed, the program's generator draws a new mask each call (pymodule.hpp)
   m.def("dropout", [](const Tensor& x, double p, bool training, std::optional<std::uint64_t> seed, std::optional<std::uint64_t> stream,
                       std::uint64_t first_index) {
     if (!training) return x;
@@ -324,7 +324,7 @@ void init_ops(py::module_& m) {
         "fn(x) without keeping its intermediates: the backward runs fn again (contract T9). Every tensor inside fn that "
         "requires grad must be x or in params.");
 
-  // ---- reductions over axes, scans, more losses (issue 29; numerics.md §28-§30) ----
+  // ---- reductions over axes, scans, more losses (numerics.md §28-§30) ----
   {
     using RF = Tensor (*)(const Tensor&, const std::vector<int>&, bool, CallSite);
     auto red = [&m](const char* name, RF f, const char* doc) {

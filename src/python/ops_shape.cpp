@@ -1,4 +1,4 @@
-// The shape, index and factory ops of issue 29 as bitgrad.<op> (bitgrad/ops.hpp, "shape and
+// The shape, index and factory ops as bitgrad.<op> (bitgrad/ops.hpp, "shape and
 // index, more"), and the Tensor methods PyTorch users reach for among them (squeeze, unsqueeze,
 // repeat, flip, tril, triu, split, chunk, topk, sort). Each takes the Python caller's site and runs with the GIL released.
 #include "python/bind.hpp"
@@ -35,7 +35,7 @@ py::list tensor_list(const std::vector<Tensor>& ts) {
 rng::Stream factory_stream(std::uint64_t seed, const char* purpose, std::uint64_t stream) {
   return rng::Stream(seed, purpose).sub(stream);
 }
-// issue 30: seed=None draws from the program's generator (a new stream each call)
+// seed=None draws from the program's generator (a new stream each call)
 rng::Stream factory_stream(std::optional<std::uint64_t> seed, const char* purpose, std::uint64_t stream) {
   if (!seed) {
     BITGRAD_CHECK(stream == 0, purpose, "stream= keys values with seed=; without seed the generator draws new values each call");

@@ -1,5 +1,5 @@
-// Convolution, pooling and upsampling as bitgrad.<op> with PyTorch's arguments (issue 29, item 4;
-// bitgrad/ops.hpp): conv2d / conv1d with stride, padding, dilation and groups per axis (the
+// Convolution, pooling and upsampling as bitgrad.<op> with PyTorch's arguments
+// (bitgrad/ops.hpp): conv2d / conv1d with stride, padding, dilation and groups per axis (the
 // plain case runs the original conv2d), conv_transpose2d / 1d; max_pool2d / avg_pool2d with padding,
 // dilation, ceil_mode and count_include_pad (square windows without them run the original
 // max_pool2d / avg_pool2d), the 1-d forms, adaptive and global pooling, interpolate.

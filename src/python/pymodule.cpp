@@ -1,4 +1,4 @@
-// Issue 30: the trampoline of Python modules, the program's generator and the ambient context
+// The trampoline of Python modules, the program's generator and the ambient context
 // (pymodule.hpp). The rest of a Python module (attribute registration, __call__, train/eval,
 // the containers) is Python: bitgrad/nn.py.
 #include "python/pymodule.hpp"
@@ -33,7 +33,7 @@ py::function override_of(const nn::Module* m, const char* name) {
 }
 
 // seeds given without stream= or first_index= to functional dropout: a second use would repeat
-// the mask (the trap of issue 30), so it is an error outside a checkpoint's recomputation
+// the mask (the trap docs/python.md describes), so it is an error outside a checkpoint's recomputation
 std::set<std::uint64_t>& fixed_dropout_seeds() {
   static auto* s = new std::set<std::uint64_t>();
   return *s;

@@ -1,4 +1,4 @@
-// Issue 30: modules written in Python and randomness without traps (docs/python.md, "Modules in
+// Modules written in Python and randomness without traps (docs/python.md, "Modules in
 // Python" and "Randomness"). PyModule is the trampoline that makes a Python subclass of
 // bitgrad.nn.Module a C++ nn::Module (so optimizers, Sequential, initialisation, casts and
 // fingerprints take it as any layer); the program's generator keys what a caller leaves unkeyed;

@@ -256,7 +256,7 @@ void init_tensor(py::module_& m) {
         const CallSite site = py_site();
         return nogil([&] { return norm(t, site); });
       });
-  // more reductions and scans as methods (issue 29; axis None or (): all axes)
+  // more reductions and scans as methods (axis None or (): all axes)
   {
     using RF = Tensor (*)(const Tensor&, const std::vector<int>&, bool, CallSite);
     auto red = [&cls](const char* name, RF f) {

@@ -39,7 +39,7 @@ constexpr EnumName<DatasetKind> kDatasets[] = {
     {DatasetKind::fashion_mnist, "fashion-mnist"}, {DatasetKind::csv, "csv"}, {DatasetKind::adder, "adder"}, {DatasetKind::synthetic, "synthetic"},
     {DatasetKind::text, "text"}};
 constexpr EnumName<LossKind> kLosses[] = {{LossKind::cross_entropy, "cross_entropy"}, {LossKind::mse, "mse"},
-                                          // issue 29 (numerics.md §30, §41)
+                                          // numerics.md §30, §41
                                           {LossKind::l1, "l1"}, {LossKind::smooth_l1, "smooth_l1"}, {LossKind::huber, "huber"},
                                           {LossKind::bce_with_logits, "bce_with_logits"}};
 constexpr EnumName<OptimizerKind> kOptimizers[] = {{OptimizerKind::sgd, "sgd"}, {OptimizerKind::adam, "adam"}, {OptimizerKind::adamw, "adamw"}};
@@ -280,7 +280,7 @@ void layer_schema(V& v, L& l) {
       v.require("kernel", kind + "'kernel'");
       v.integer("kernel", l.kernel, 0, 1, 64);
       v.integer("stride", l.stride, l.kernel, 1, 64);
-      // issue 29 (numerics.md §35): PyTorch's options, each written only where not the default
+      // numerics.md §35: PyTorch's options, each written only where not the default
       v.integer("padding", l.padding, 0, 0, 32, l.padding == 0 ? kReadOnly : 0u);
       if (l.type == LayerKind::maxpool2d) v.integer("dilation", l.dilation, 1, 1, 64, l.dilation == 1 ? kReadOnly : 0u);
       v.boolean("ceil_mode", l.ceil_mode, false, l.ceil_mode ? 0u : kReadOnly);
@@ -329,7 +329,7 @@ void layer_schema(V& v, L& l) {
       v.boolean("bias", l.bias, true);
       v.choice("output", l.last_only, false, kRnnOutputs);
       break;
-    // issue 29 (numerics.md §35-§37)
+    // numerics.md §35-§37
     case LayerKind::conv:
     case LayerKind::conv1d:
     case LayerKind::conv_transpose2d:
@@ -357,7 +357,7 @@ void layer_schema(V& v, L& l) {
       v.boolean("bilinear", l.bilinear, false);
       v.boolean("align_corners", l.align_corners, false);
       break;
-    case LayerKind::resblock:  // issue 29 item 8: nn::BasicBlock (its momentum and eps: its batch norms')
+    case LayerKind::resblock:  // nn::BasicBlock (its momentum and eps: its batch norms')
       v.require("out", kind + "'out'");
       v.integer("out", l.out, 0, 1, 1 << 16);
       v.integer("stride", l.stride, 1, 1, 64);
@@ -423,7 +423,7 @@ void schema(V& v, C& c) {
   v.choice("init", c.model.init, c.model.gpt.on ? nn::Init::gpt2 : nn::Init::kaiming_uniform, kInits);
   v.choice("recompute", c.model.recompute, nn::Recompute::none, kRecomputes, kUnhashed);  // T9: the same bits
   v.choice("type", c.model.gpt.on, false, kModelTypes, kEarly | (c.model.gpt.on ? 0u : kReadOnly));
-  // issue 31: an ONNX file as the model; written (and hashed) only when set, so no other hash changes
+  // an ONNX file as the model; written (and hashed) only when set, so no other hash changes
   if (v.has("onnx") || !c.model.onnx.empty()) {
     v.string("onnx", c.model.onnx, "", kEarly);
     v.check(!c.model.onnx.empty(), "onnx", "[model] onnx is empty; give an ONNX file");
@@ -451,7 +451,7 @@ void schema(V& v, C& c) {
   v.integer("epochs", c.train.epochs, 1, 0, 1 << 20);
   v.integer("steps", c.train.steps, 0, 0, kBig);
   v.choice("loss", c.train.loss, LossKind::cross_entropy, kLosses);
-  // issue 29: the loss's options; cross_entropy's only where not the default (kReadOnly: neither
+  // the loss's options; cross_entropy's only where not the default (kReadOnly: neither
   // in the resolved file nor in the hash), so the configurations written before them hash as before
   if (c.train.loss == LossKind::cross_entropy) {
     v.number("label_smoothing", c.train.label_smoothing, 0.0, 0.0, 1.0, c.train.label_smoothing == 0 ? kReadOnly : 0u);

@@ -67,7 +67,7 @@ void check_class_weights(const Config& c, std::int64_t classes) {
 }
 }  // namespace
 
-// issue 31: [model] onnx = "...": the graph as the one layer of a Sequential (its parameters are
+// [model] onnx = "...": the graph as the one layer of a Sequential (its parameters are
 // "0." + the ONNX initializer names; bitgrad export writes them without the "0."), checked
 // against the dataset as a layer list is
 std::shared_ptr<nn::Sequential> build_onnx_model(const Config& c, const data::Dataset& ds) {
@@ -180,7 +180,7 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
         case LayerKind::dropout: m = std::make_shared<nn::Dropout>(l.p, dropout_id++); break;
         case LayerKind::maxpool2d:
         case LayerKind::avgpool2d:
-          if (l.padding > 0 || l.dilation != 1 || l.ceil_mode || !l.count_include_pad) {  // issue 29: PyTorch's options (numerics.md §35)
+          if (l.padding > 0 || l.dilation != 1 || l.ceil_mode || !l.count_include_pad) {  // PyTorch's options (numerics.md §35)
             if (shape.ndim() != 4) fail_in_config(c.file, l.line, where + " expects images [N, C, H, W], the layer before gives " + shape.str());
             PoolOptions o;
             o.kernel.assign(2, l.kernel);
@@ -247,7 +247,7 @@ std::shared_ptr<nn::Sequential> build_model(const Config& c, const data::Dataset
           m = l.size > 0 ? std::make_shared<nn::Upsample>(l.size, l.size, 0.0, 0.0, l.bilinear, l.align_corners)
                          : std::make_shared<nn::Upsample>(0, 0, l.scale, l.scale, l.bilinear, l.align_corners);
           break;
-        case LayerKind::resblock:  // issue 29 item 8
+        case LayerKind::resblock:  // torchvision's BasicBlock
           if (shape.ndim() != 4) fail_in_config(c.file, l.line, where + " expects images [N, C, H, W], the layer before gives " + shape.str());
           m = std::make_shared<nn::BasicBlock>(shape[1], l.out, l.stride, l.eps, l.momentum);
           break;

@@ -23,7 +23,7 @@ bool has_tied_weights(const Config& c) {
 }
 
 bool has_batch_norm(const Config& c) {
-  if (!c.model.onnx.empty()) return onnx::uses_op(c.model.onnx, "BatchNormalization");  // issue 31: an imported graph's
+  if (!c.model.onnx.empty()) return onnx::uses_op(c.model.onnx, "BatchNormalization");  // an imported graph's
   for (const LayerSpec& l : c.model.layers)
     if (l.type == LayerKind::batchnorm || l.type == LayerKind::resblock) return true;  // a resblock holds batch norms
   return false;
@@ -31,7 +31,7 @@ bool has_batch_norm(const Config& c) {
 
 bool has_batch_norm(const nn::Module& model) {
   if (dynamic_cast<const nn::BatchNorm*>(&model)) return true;
-  if (const auto* g = dynamic_cast<const onnx::GraphModule*>(&model))  // issue 31: an imported graph's batch norm
+  if (const auto* g = dynamic_cast<const onnx::GraphModule*>(&model))  // an imported graph's batch norm
     return g->training_semantics() && g->runs_op("BatchNormalization");
   for (const auto& [name, child] : model.children())
     if (child && has_batch_norm(*child)) return true;

@@ -36,7 +36,7 @@ std::vector<std::int64_t> after(const Layer& l, std::vector<std::int64_t> in) {
     for (auto d : in) n *= d;
     return {n};
   }
-  if (t == "maxpool2d" || t == "avgpool2d") {  // PyTorch's sizes, with issue 29's options (numerics.md §35)
+  if (t == "maxpool2d" || t == "avgpool2d") {  // PyTorch's sizes, with their options (numerics.md §35)
     if (in.size() != 3 || 2 * l.padding > l.kernel || (t == "avgpool2d" && l.dilation != 1)) return {};
     std::vector<std::int64_t> o{in[0]};
     for (std::size_t a = 1; a < 3; ++a) {
@@ -55,7 +55,7 @@ std::vector<std::int64_t> after(const Layer& l, std::vector<std::int64_t> in) {
     if (in[1] + 2 * pad < l.kernel || in[2] + 2 * pad < l.kernel || h < 1 || w < 1) return {};
     return {t == "conv2d" ? l.out : in[0], h, w};
   }
-  // issue 29 (numerics.md §33-§37): the conv variants (conv: 1-d on [C, L], 2-d on [C, H, W])
+  // numerics.md §33-§37: the conv variants (conv: 1-d on [C, L], 2-d on [C, H, W])
   if (t == "conv" || t == "conv1d" || t == "conv_transpose2d") {
     const std::size_t rank = t == "conv1d" ? 2 : t == "conv_transpose2d" ? 3 : in.size();
     if (in.size() != rank || (rank != 2 && rank != 3)) return {};
@@ -114,13 +114,13 @@ std::string num(double v) {
   return s;
 }
 
-// issue 29's layers (numerics.md §33-§37), from the case's stream of its own: a layer stack of
+// the option-rich layers (numerics.md §33-§37), from the case's stream of its own: a layer stack of
 // images through the conv variants (stride, dilation, groups up to depthwise, transposed),
 // upsampling (nearest, bilinear, by scale or size) and pooling (overlapping, adaptive, global);
 // sequences [T, F] through conv1d and a recurrent layer (rnn, lstm, gru; one or two layers; all
 // steps or the last); vectors through the new norms. Each block only where its shape fits, a
 // sample at most 1024 values after each layer (bounded cost).
-void issue29_layers(Case& c, Draw& d) {
+void option_rich_layers(Case& c, Draw& d) {
   const std::vector<std::string> acts = {"relu", "gelu", "tanh", "sigmoid"};
   const std::int64_t outputs = c.classes > 0 ? c.classes : c.targets;
   for (;;) {
@@ -242,10 +242,10 @@ void issue29_layers(Case& c, Draw& d) {
   }
 }
 
-// issue 29's losses (numerics.md §30, §41): regression cases train with mse, l1, smooth_l1 (beta),
+// the losses beyond cross-entropy and MSE (numerics.md §30, §41): regression cases train with mse, l1, smooth_l1 (beta),
 // huber (delta) or bce_with_logits; class cases with cross_entropy's label smoothing, class
 // weights and ignore_index (at least one of them).
-void issue29_loss(Case& c, Draw& d) {
+void drawn_loss(Case& c, Draw& d) {
   if (c.classes == 0) {
     c.loss = d.pick(std::vector<std::string>{"mse", "l1", "smooth_l1", "huber", "bce_with_logits"});
     c.beta = d.pick(std::vector<double>{0.0, 0.5, 1.0, 2.0});
@@ -386,7 +386,7 @@ std::string Case::toml() const {
     if (classes == 0) o << "targets = " << targets << "\n";
   }
   o << "\n[model]\n";
-  if (onnx) o << "onnx = \"" << onnx_path << "\"\n";  // issue 31: the layers as an ONNX graph
+  if (onnx) o << "onnx = \"" << onnx_path << "\"\n";  // the layers as an ONNX graph
   else o << "layers = [\n";
   for (const Layer& l : onnx ? std::vector<Layer>{} : layers) {
     o << "  { type = \"" << l.type << "\"";
@@ -505,11 +505,11 @@ Case generate(std::uint64_t seed, std::uint64_t index) {
     c.warmup = d.range(0, 2);
     c.clip = d.coin(30) ? 0.5 : 0.0;
     if (!c.valid()) continue;
-    // issue 29 (streams of their own, so that every case they leave alone stays what it was):
+    // the option-rich layers and the losses (streams of their own, so that every case they leave alone stays what it was):
     // one case in two gets a stack of the new layers instead of its own; every regression case
     // a loss drawn from five, one class case in two cross_entropy's options
-    if (Draw e{rng::Stream(seed, "contract-issue29").sub(index)}; e.coin()) issue29_layers(c, e);
-    if (Draw e{rng::Stream(seed, "contract-loss").sub(index)}; c.classes == 0 || e.coin()) issue29_loss(c, e);
+    if (Draw e{rng::Stream(seed, "contract-layers").sub(index)}; e.coin()) option_rich_layers(c, e);
+    if (Draw e{rng::Stream(seed, "contract-loss").sub(index)}; c.classes == 0 || e.coin()) drawn_loss(c, e);
     // About one case in 12 diverges: SGD at lr 1e6 (the largest allowed) for 7 steps overflows
     // weights and losses to inf and NaN, whose bits the contract covers too (numerics.md §1).
     // A stream of its own, so that every other case stays what it was before this draw existed.
@@ -518,7 +518,7 @@ Case generate(std::uint64_t seed, std::uint64_t index) {
     }
     // one case in four gets a batchnorm after its first layer (its own stream: every other case
     // stays what it was); its matrix then leaves out accumulate > 1 and ranks, which `bitgrad
-    // train` refuses for it (numerics.md §31; issue 29).
+    // train` refuses for it (numerics.md §31).
     if (c.layers.size() >= 2 && rng::Stream(seed, "contract-batchnorm").u64(index) % 4 == 0)
       c.layers.insert(c.layers.begin() + 1, Layer{"batchnorm"});
     // one case in two in mixed precision (its own stream too): bf16 to nearest, bf16
@@ -527,7 +527,7 @@ Case generate(std::uint64_t seed, std::uint64_t index) {
       c.precision = m == 2 ? "fp16" : "bf16";
       c.stochastic = m == 1;
     }
-    // issue 31: one case in four trains its layers as an ONNX graph (its own stream), where the
+    // one case in four trains its layers as an ONNX graph (its own stream), where the
     // writer (onnx_case.cpp) can say them
     c.onnx = rng::Stream(seed, "contract-onnx-case").u64(index) % 4 == 0 && onnx_writable(c);
     // with graphs torch exported (--torch), one case in three trains one of them (its

@@ -13,13 +13,13 @@ namespace bitgrad::contract {
 
 struct Layer {
   std::string type;  // linear conv2d flatten relu gelu tanh sigmoid dropout maxpool2d avgpool2d layernorm batchnorm, and
-                     // issue 29's: conv conv1d conv_transpose2d adaptive_avgpool2d global_avgpool upsample rmsnorm
+                     // the option-rich: conv conv1d conv_transpose2d adaptive_avgpool2d global_avgpool upsample rmsnorm
                      // groupnorm instancenorm rnn lstm gru
   std::int64_t out = 0;  // rnn, lstm, gru: hidden
   int kernel = 0, stride = 1, padding = 0;
   double p = 0.0;
   bool bias = true;
-  // issue 29 (the keys of docs/cli.md's layer table)
+  // the option-rich layers (the keys of docs/cli.md's layer table)
   int dilation = 1, output_padding = 0;
   std::int64_t groups = 1, num_layers = 1, size = 0;  // size: adaptive_avgpool2d, upsample (0: scale)
   double scale = 2.0;
@@ -45,14 +45,14 @@ struct Case {
   std::string precision = "fp32";  // [train] precision (mixed precision: bf16, fp16)
   bool stochastic = false;         // [train] rounding = "stochastic"
   std::int64_t steps = 4;
-  // issue 31: the layers written as an ONNX graph (onnx_model_bytes) and trained as [model] onnx =
+  // the layers written as an ONNX graph (onnx_model_bytes) and trained as [model] onnx =
   // onnx_path (set by the driver where it wrote the file)
   bool onnx = false;
   std::string onnx_path;
   // a graph torch exported (tests/python/sample_axis_models.py, --torch DIR): its name
   // in the manifest; onnx_path is its file, and the data is what it takes (no layers)
   std::string torch;
-  // [train] loss: "" for the default (cross_entropy with classes, else mse); issue 29's
+  // [train] loss: "" for the default (cross_entropy with classes, else mse); the others:
   // losses and cross_entropy's options (numerics.md §30, §41)
   std::string loss;
   double label_smoothing = 0, beta = 1, delta = 1;

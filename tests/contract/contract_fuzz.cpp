@@ -111,7 +111,7 @@ Case written(Case c, const std::string& file) {
 Outcome run_case(const Case& case_in, const Setting& s) {
   Outcome o;
   const std::string dir = g_root + "/run" + std::to_string(g_runs++);
-  Case c = case_in;  // issue 31: an ONNX case's graph written beside the run (a torch graph is read where it is)
+  Case c = case_in;  // an ONNX case's graph written beside the run (a torch graph is read where it is)
   if (c.onnx && c.torch.empty()) {
     c.onnx_path = dir + ".onnx";
     io::write_file_atomic(c.onnx_path, onnx_model_bytes(c));
@@ -263,7 +263,7 @@ std::string census_line(const Census& n) {
   return s;
 }
 // Every layer type the configuration accepts for the data the fuzzer makes (not the token
-// models' embedding, transformer_block, tied_head), with the options of issue 29, and every loss.
+// models' embedding, transformer_block, tied_head), with every option, and every loss.
 const char* const kMustDraw[] = {
     "linear", "conv2d", "flatten", "relu", "gelu", "tanh", "sigmoid", "dropout", "maxpool2d", "avgpool2d", "layernorm", "batchnorm",
     "rmsnorm", "groupnorm", "instancenorm", "rnn", "lstm", "gru", "conv", "conv(1d)", "conv1d", "conv_transpose2d", "conv+stride",

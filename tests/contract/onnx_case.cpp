@@ -1,4 +1,4 @@
-// A contract case's layers as an ONNX graph (issue 31): the contract fuzzer trains it through
+// A contract case's layers as an ONNX graph: the contract fuzzer trains it through
 // [model] onnx and checks T1-T9 on it as on the layer list. Weights are drawn here (the importer
 // keeps a file's weights): uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) from (seed, "contract-onnx").
 #include <cmath>

@@ -1,4 +1,4 @@
-// The public data-parallel API for a step of one's own (bitgrad/dist.hpp; issue 30): plan_step
+// The public data-parallel API for a step of one's own (bitgrad/dist.hpp): plan_step
 // is the training step's layout (dist/plan.hpp) and the loader's shard, and GradientCombiner over
 // micro-batches of a power-of-two number of 32-sample blocks gives the whole batch's gradient and
 // loss bit for bit (T5); other micro-batches get the tree over micro-batches. Over MPI ranks it is

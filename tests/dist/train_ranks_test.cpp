@@ -133,7 +133,7 @@ TEST_F(DistTrain, AGptOnRanksGivesTheBitsOfOneProcess) {
   EXPECT_NE(r.err.find("the model ties weights"), std::string::npos) << r.err;
 }
 
-// batchnorm (issue 29; numerics §20, §31): the statistics of the whole batch on every rank
+// batchnorm (numerics §20, §31): the statistics of the whole batch on every rank
 // (SyncBatchNorm), each rank holding one node of the batch's tree: the fingerprint, metrics
 // and step trace of one process on 1 to 4 ranks, with threads, recomputation and a short last
 // batch (300 samples in batches of 128: the third is 44, 2 blocks, so 3 and 4 ranks leave some
@@ -535,7 +535,7 @@ TEST_F(DistTrain, AuditAndDiffAcrossRanks) {
   EXPECT_NE(r.out.find("run.ranks: 1 | 3"), std::string::npos) << r.out;
 }
 
-// issue 29: cross_entropy with class weights, ignore_index and label smoothing divides by W,
+// cross_entropy with class weights, ignore_index and label smoothing divides by W,
 // the weight of the whole batch's targets: every rank gathers every rank's labels first
 // (numerics.md §41), so 2 to 4 ranks (the third without samples in the short last batch of 44) and
 // micro-batches give the bits of one process.

@@ -19,7 +19,7 @@ void records(const std::uint8_t* data, std::size_t size);      // metrics/trace 
 void serve_request(const std::uint8_t* data, std::size_t size);  // a `bitgrad serve` request body
 void http_head(const std::uint8_t* data, std::size_t size);      // the head of an HTTP request
 void onnx_model(const std::uint8_t* data, std::size_t size);     // a model the bytes choose, loaded and trained a step
-void onnx(const std::uint8_t* data, std::size_t size);         // an ONNX model (issue 31): the protobuf reader and the importer
+void onnx(const std::uint8_t* data, std::size_t size);         // an ONNX model: the protobuf reader and the importer
 
 struct Target {
   const char* name;

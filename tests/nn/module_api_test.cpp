@@ -1,4 +1,4 @@
-// Issue 30: PyTorch's module features in the C++ API: named_modules, state_dict with PyTorch's keys
+// PyTorch's module features in the C++ API: named_modules, state_dict with PyTorch's keys
 // and order, load_state_dict (strict and not), train/eval, registration replaced in place and
 // removed, persistent and non-persistent buffers.
 #include "bitgrad/fingerprint.hpp"

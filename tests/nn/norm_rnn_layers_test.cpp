@@ -1,4 +1,4 @@
-// The normalisation and recurrent layers (issue 29, item 4) as modules and in the configuration's
+// The normalisation and recurrent layers as modules and in the configuration's
 // layer list: parameter names and order (PyTorch's), initialisation keyed by the parameter index,
 // output shapes, and trainings whose fingerprints hold over threads (and micro-batches where
 // numerics.md §33/§34 promise T5).

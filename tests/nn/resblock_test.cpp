@@ -1,4 +1,4 @@
-// torchvision's BasicBlock (nn::BasicBlock, `resblock` in the layer list; issue 29 item 8): output
+// torchvision's BasicBlock (nn::BasicBlock, `resblock` in the layer list): output
 // shapes, torchvision's parameter and buffer names, the bits of the ops it is made of (forward,
 // gradients, running statistics; at several thread counts), the f64 gradient of that composition,
 // and the configuration's keys and errors.

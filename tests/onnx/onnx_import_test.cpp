@@ -1,4 +1,4 @@
-// The ONNX importer from C++ (issue 31): models built with the reader's own structs, written by
+// The ONNX importer from C++: models built with the reader's own structs, written by
 // its writer and read back; the one-line error for what bitgrad lacks; the reader's refusals; the
 // same bits at every thread count. The PyTorch round trips are tests/python/test_onnx_*.py.
 #include <gtest/gtest.h>

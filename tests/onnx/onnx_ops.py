@@ -1132,7 +1132,7 @@ for _kind in ("RNN", "GRU", "LSTM"):
     op(_kind, types=[F, F, F, F, IDX, F, F, F])(_recurrent(_kind))
 
 
-# ---- shape and index ops of issue 29 (bitgrad.tril, one_hot, scatter, topk, einsum ...) ----------------
+# ---- shape and index ops (bitgrad.tril, one_hot, scatter, topk, einsum ...) ----------------
 def _str(v):
     return v.decode() if isinstance(v, bytes) else v
 

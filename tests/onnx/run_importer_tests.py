@@ -1,4 +1,4 @@
-"""ONNX's backend node tests through the C++ importer (issue 31, item 4): every test model read by
+"""ONNX's backend node tests through the C++ importer: every test model read by
 bitgrad.onnx.load and run by GraphModule.run, outputs compared as tests/onnx/run_node_tests.py does
 (rtol 1e-3, atol 1e-7, NaN equal to NaN; integers and bools exactly). Counted separately for the
 single-node tests and the multi-node `*_expanded` ones; a model the importer refuses (an opset

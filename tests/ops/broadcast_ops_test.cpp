@@ -1,4 +1,4 @@
-// Broadcasts over middle axes (issue 29): [N, C, H, W] op [1, C, 1, 1] and other
+// Broadcasts over middle axes: [N, C, H, W] op [1, C, 1, 1] and other
 // patterns that no single row/col kernel call covers run as repeated calls; the bits must be
 // those of the same op on expanded copies, on every code path and thread count.
 #include "support/op_harness.hpp"

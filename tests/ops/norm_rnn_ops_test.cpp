@@ -1,4 +1,4 @@
-// RMSNorm, GroupNorm, InstanceNorm and the recurrent cells and layers (issue 29, item 4):
+// RMSNorm, GroupNorm, InstanceNorm and the recurrent cells and layers:
 // gradients (f64 finite differences), determinism (the scalar reference at 1 thread == every
 // code path at threads 1, 2, 3, 4, 7, 8), batch invariance (a sample's rows do not depend on the
 // batch), micro-batch sums (T5) where numerics.md §33/§34 promise them, semantics and errors.

@@ -1,4 +1,4 @@
-"""The three PyTorch models of issue 31's round trips (tests/python/test_onnx_roundtrip.py,
+"""The three PyTorch models of the ONNX round trips (tests/python/test_onnx_roundtrip.py,
 `make onnx-roundtrip`), small enough for ctest: torchvision's ResNet-18 (num_classes=10, 32x32
 inputs), a TransformerEncoder language model with a causal mask, an LSTM language model; and
 what both libraries need to train them the same way: the export, the batches, the loss."""

@@ -1,4 +1,4 @@
-"""Gradient accumulation from Python (issue 30, contract T5; numerics.md §18): bitgrad.accumulate and
+"""Gradient accumulation from Python (contract T5; numerics.md §18): bitgrad.accumulate and
 bitgrad.Accumulator combine the micro-batches' gradients on the canonical tree, so 2, 4 and 8
 micro-batches of a power-of-two number of 32-sample blocks give the bits of the whole batch — the
 gradient of every parameter and the loss — on an MLP (with dropout keyed by row), a CNN and a
@@ -19,7 +19,7 @@ def mlp():
 
 
 def cnn():
-    # a Sequential for now; a Python nn.Module subclass (issue 30 item 1) slots in the same way
+    # a Sequential for now; a Python nn.Module subclass slots in the same way
     return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Dropout(0.1, layer_id=0),
                          nn.Linear(4 * 4 * 4, 5), seed=4)
 

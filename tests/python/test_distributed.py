@@ -1,4 +1,4 @@
-"""Data parallel from Python (issue 30, contract T6; numerics.md §20): `mpirun -n P python3
+"""Data parallel from Python (contract T6; numerics.md §20): `mpirun -n P python3
 examples/python/data_parallel.py` gives a Python-defined MLP and CNN the fingerprint of one process
 for P = 1, 2, 3, 4, at threads 1, 2, 3 and loader workers 0, 2 (accumulate varied too); a run
 checkpointed on 4 ranks continues on 2 and then 1 to the bits of an uninterrupted run (elastic
@@ -7,7 +7,7 @@ stops every rank when one was initialised differently; one rank's error ends the
 mpirun the module imports and trains without starting MPI, and the step's plan is the CLI's.
 
 Every mpirun is bounded in time (and BITGRAD_DIST_TIMEOUT bounds a wait between ranks). The MLP is
-a C++ Sequential, the CNN a Python nn.Module subclass (issue 30: the example's class CNN)."""
+a C++ Sequential, the CNN a Python nn.Module subclass (the example's class CNN)."""
 import os
 import shutil
 import subprocess

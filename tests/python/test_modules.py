@@ -1,4 +1,4 @@
-"""Issue 30, item 1: modules written in Python (subclasses of bitgrad.nn.Module): registration by
+"""Modules written in Python (subclasses of bitgrad.nn.Module): registration by
 assignment in order, state_dict with PyTorch's keys, train()/eval() reaching dropout and batch
 norm inside, the containers, and the rest of bitgrad taking them as any module (optimizers,
 checkpoint, mixed precision, fingerprints, safetensors, the step trace and diff)."""

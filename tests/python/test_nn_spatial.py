@@ -1,4 +1,4 @@
-"""bitgrad.nn's modules of issue 29's convolution variants, adaptive pooling and upsampling against
+"""bitgrad.nn's modules of the convolution variants, adaptive pooling and upsampling against
 torch.nn's with the same parameters (forward and the parameters' gradients, float64), the shapes
 they promise, and the plain Conv2d path's bits through bitgrad.conv2d."""
 import copy

@@ -1,4 +1,4 @@
-"""An imported model through the CLI (issue 31): torchvision's ResNet-18 exported by torch 1.13 and
+"""An imported model through the CLI: torchvision's ResNet-18 exported by torch 1.13 and
 trained with `[model] onnx = "resnet18.onnx"` has the same fingerprint at threads 1/2/3, on 2 ranks and
 loader workers 0/2 (contract T1, T2); `bitgrad export RUN --safetensors` gives PyTorch's names, so
 load_state_dict(..., strict=True) takes the trained weights and BatchNorm's buffers, and

@@ -1,4 +1,4 @@
-"""Issue 31's round trips: three real PyTorch models exported with torch.onnx.export (torch 1.13,
+"""The ONNX round trips: three real PyTorch models exported with torch.onnx.export (torch 1.13,
 opset 17, training mode), imported with bitgrad.onnx.load, checked against PyTorch:
 
 * the names: bitgrad's parameters and buffers load into the torch module with strict=True;

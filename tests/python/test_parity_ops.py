@@ -187,7 +187,7 @@ for _name, _lo, _hi, _expr, _a, _b in bg._bitgrad._param_ops:
         case(_name + "_listed", dict(x=U(5, 7, lo=_lo, hi=_hi)), lambda x, f=getattr(bg, _name): f(x),
              lambda x, e=_expr, a=_a, b=_b: eval(e, {"torch": torch, "x": x, "a": a, "b": b}))
 
-# ---- issue 29: one-sided clamps, numbers in maximum/minimum, prelu, masked_fill, cast ----------------
+# ---- one-sided clamps, numbers in maximum/minimum, prelu, masked_fill, cast ----------------
 case("clamp_min_fn", dict(x=U(5, 7, avoid=[-0.5], gap=0.01)), lambda x: bg.clamp_min(x, -0.5), lambda x: torch.clamp_min(x, -0.5))
 case("clamp_max_fn", dict(x=U(5, 7, avoid=[0.5], gap=0.01)), lambda x: bg.clamp_max(x, 0.5), lambda x: torch.clamp_max(x, 0.5))
 case("clamp_only_max", dict(x=U(5, 7, avoid=[0.25], gap=0.01)), lambda x: bg.clamp(x, max=0.25), lambda x: torch.clamp(x, max=0.25))
@@ -338,7 +338,7 @@ for red in ("mean", "sum", "none"):
          lambda x, t, red=red: bg.cross_entropy(x, t, reduction=red),
          lambda x, t, red=red: F.cross_entropy(x, t, reduction=red))
 
-# ---- batch norm (issue 29): per channel over N and the spatial positions -------------------
+# ---- batch norm: per channel over N and the spatial positions -------------------
 _RM, _RV = [0.3, -0.2, 0.1], [0.5, 2.0, 1.5]
 case("batch_norm_train_2d_affine", dict(x=N(37, 3, 5, 4, scale=2.0), g=N(3), b=N(3)),
      lambda x, g, b: bg.batch_norm(x, None, None, g, b, training=True),
@@ -409,7 +409,7 @@ case("checkpoint_recomputes", dict(x=N(4, 6), w=N(6, 5)),
      lambda x, w: bg.checkpoint(lambda t: bg.gelu(t @ w) * t.sum(axis=1, keepdim=True), x, [w]),
      lambda x, w: F.gelu(x @ w) * x.sum(dim=1, keepdim=True))
 
-# ---- shape and index ops of issue 29 (src/python/ops_shape.cpp) ------------------------------------------
+# ---- shape and index ops (src/python/ops_shape.cpp) ------------------------------------------
 def _torch_pad(pads):
     """ONNX pads [begins..., ends...] as torch.nn.functional.pad's (begin, end) pairs from the last axis"""
     r = len(pads) // 2
@@ -497,7 +497,7 @@ case("composite_mlp_loss", dict(x=N(9, 6), w1=N(8, 6), b1=N(8), w2=N(4, 8), t=IN
      lambda x, w1, b1, w2, t: F.cross_entropy(F.linear(F.gelu(F.linear(x, w1, b1)), w2), t))
 
 
-# ---- reductions over axes, scans, more losses (issue 29; numerics.md §28-§30) ------------------------
+# ---- reductions over axes, scans, more losses (numerics.md §28-§30) ------------------------
 def _prod_axes(x, keep, drop):  # torch.prod takes one dim: the reduced axes moved last and flattened
     return x.permute(*keep, *drop).reshape(*[x.shape[d] for d in keep], -1).prod(dim=-1)
 
@@ -606,7 +606,7 @@ case("softmax_cross_entropy_plain_2d", dict(x=N(7, 4), t=INTS(7, high=4)),
      lambda x, t: bg.softmax_cross_entropy(x, t), lambda x, t: F.cross_entropy(x, t))
 
 
-# ---- normalisation and recurrent cells of issue 29 (src/python/norm_rnn.cpp; numerics.md §33, §34) ----
+# ---- normalisation and recurrent cells (src/python/norm_rnn.cpp; numerics.md §33, §34) ----
 # torch 1.13 has no RMSNorm: its formula (x * rsqrt(mean(x²) + eps) * weight) written out.
 def _th_rms(x, w, eps, dims):
     y = x / torch.sqrt(x.pow(2).mean(dim=dims, keepdim=True) + eps)
@@ -637,7 +637,7 @@ case("lstm_cell_h_and_c", _LSTM,
 case("gru_cell", dict(_CELL, wi=N(15, 4, scale=0.5), wh=N(15, 5, scale=0.5), bi=N(15), bh=N(15)),
      lambda x, h, wi, wh, bi, bh: bg.gru_cell(x, h, wi, wh, bi, bh),
      lambda x, h, wi, wh, bi, bh: torch._VF.gru_cell(x, h, wi, wh, bi, bh))
-# ---- pooling with options, adaptive and global pooling, interpolation (issue 29) ---------------------
+# ---- pooling with options, adaptive and global pooling, interpolation ---------------------
 case("max_pool2d_k3_s2_pad1_ceil", dict(x=N(2, 3, 8, 9)),
      lambda x: bg.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True), lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True))
 case("max_pool2d_k2x3_dilation2", dict(x=N(2, 2, 9, 10)),
@@ -686,7 +686,7 @@ case("interpolate_bilinear_down", dict(x=N(2, 2, 7, 6)),
      lambda x: F.interpolate(x, size=(4, 3), mode="bilinear", align_corners=False))
 
 
-# ---- convolution variants (issue 29) --------------------------------------------------------------
+# ---- convolution variants --------------------------------------------------------------
 case("conv2d_groups2_stride_dilation_asym", dict(x=N(2, 4, 9, 8), w=N(6, 2, 3, 2), b=N(6)),
      lambda x, w, b: bg.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2),
      lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2))
@@ -856,13 +856,13 @@ def test_every_differentiable_op_is_covered():
         "is_grad_enabled", "set_grad_enabled", "load_config", "parse_config", "selftest", "train",
         # random: torch cannot draw bitgrad's Philox masks / stochastic roundings
         "dropout", "round_to",
-        # issue 29's factories (not differentiable; the random ones drawn from bitgrad's Philox streams)
+        # the factories (not differentiable; the random ones drawn from bitgrad's Philox streams)
         "one_hot", "eye", "eye_like", "rand", "randn", "rand_like", "randn_like",
         # masks, no gradient: test_masks_match_torch
         "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf",
     }
-    not_covered |= {"any", "all"}  # u8 results, not differentiable (tests/ops/reduce_more_ops_test.cpp)
-    not_covered |= {"manual_seed", "initial_seed", "get_rng_state", "set_rng_state"}  # issue 30: the generator, not ops
+    not_covered |= {"any", "all"}  # u8 results, not differentiable (tests/ops/reduce_axes_ops_test.cpp)
+    not_covered |= {"manual_seed", "initial_seed", "get_rng_state", "set_rng_state"}  # the generator, not ops
     fns = {n for n in dir(bg._bitgrad) if not n.startswith("_") and callable(getattr(bg._bitgrad, n))
            and not isinstance(getattr(bg._bitgrad, n), type)}
     missing = sorted(f for f in fns - not_covered if not any(c.name == f or c.name.startswith(f + "_") for c in CASES))

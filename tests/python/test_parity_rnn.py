@@ -1,4 +1,4 @@
-"""The recurrent and normalisation modules of issue 29 against PyTorch's with the same weights:
+"""The recurrent and normalisation modules against PyTorch's with the same weights:
 bitgrad.nn.RNN / LSTM / GRU (PyTorch's parameter names, copied into torch.nn.RNN / LSTM / GRU),
 GroupNorm, InstanceNorm, RMSNorm (written out: torch 1.13 has none). Outputs, final states and
 every parameter's and the input's gradient, in float32 (bitgrad's modules hold f32 parameters).
@@ -142,7 +142,7 @@ def test_recurrent_last_only_and_initialisation():
 
 
 def _copy_into_torch_named(m_bg, m_th):
-    # state_dict has PyTorch's keys (issue 30): the norms' gamma and beta are weight and bias there
+    # state_dict has PyTorch's keys: the norms' gamma and beta are weight and bias there
     state = {k: torch.from_numpy(v.detach().numpy().copy()) for k, v in m_bg.state_dict().items()}
     m_th.load_state_dict(state, strict=True)
 

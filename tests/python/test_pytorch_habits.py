@@ -1,4 +1,4 @@
-"""Issue 30, item 5: dim= as axis=, numbers as second arguments, clamp(min=), .T and .mT on N-d,
+"""dim= as axis=, numbers as second arguments, clamp(min=), .T and .mT on N-d,
 stack, randn/rand/*_like, and wrong keywords or types naming what is accepted."""
 import numpy as np
 import pytest

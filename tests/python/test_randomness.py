@@ -1,4 +1,4 @@
-"""Issue 30, item 2: randomness without traps. The three traps of the trial are impossible or an
+"""Randomness without traps. The three traps of the trial are impossible or an
 error; unkeyed draws come from the program's generator (bitgrad.manual_seed), whose state is
 saved and restored; explicit seed= and layer_id= keep their meaning."""
 import pytest

@@ -213,7 +213,7 @@ def test_data_parallel_runs_a_per_block_graph_by_blocks_on_any_split_and_ranks(g
 
 @pytest.mark.parametrize("kind", ["transformer", "lstm"])
 def test_the_round_trip_models_are_per_block_and_a_fixed_batch_is_named(tmp_path, kind):
-    # issue 31's round-trip models are exported without a free batch axis: followed at their batch
+    # the ONNX round-trip models are exported without a free batch axis: followed at their batch
     # of 2 they run per block; at another batch the failing node's error says why and what to do
     import onnx_models as om
     m, example, _ = om.make(kind)

@@ -1,4 +1,4 @@
-"""The shape, index and factory ops of issue 29 from Python, where the PyTorch parity cases
+"""The shape, index and factory ops from Python, where the PyTorch parity cases
 (test_parity_ops.py) cannot reach: the random factories' keying, one_hot, arange's two forms,
 eye, the integer paths, ties and NaN in sort/topk, and the errors."""
 import numpy as np

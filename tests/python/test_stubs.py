@@ -26,7 +26,7 @@ STUBS = {
     "bitgrad.data": "data.pyi",
     "bitgrad.io": "io.pyi",
     "bitgrad.instruments": "instruments.pyi",
-    "bitgrad.distributed": "distributed.pyi",  # issue 30
+    "bitgrad.distributed": "distributed.pyi",
     "bitgrad.onnx": "onnx.pyi",
 }
 

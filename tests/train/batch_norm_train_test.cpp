@@ -1,4 +1,4 @@
-// A CNN with batchnorm layers through `bitgrad train` (issue 29): the same bits at other
+// A CNN with batchnorm layers through `bitgrad train`: the same bits at other
 // thread counts and loader workers (T2, T3), with recomputation (T9: the running statistics are
 // updated once per step), after a resume (T7: the running statistics are in the checkpoint), and
 // a clear refusal of accumulate > 1 (T5 would not hold; numerics.md §31).

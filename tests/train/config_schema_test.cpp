@@ -146,7 +146,7 @@ TEST(ConfigSchema, EveryShippedConfigurationHashesAsBefore) {
     for (const auto& e : std::filesystem::directory_iterator(std::string(BITGRAD_SOURCE_DIR) + "/" + dir))
       if (e.path().extension() == ".toml") files.push_back(e.path().string());
   ASSERT_GE(files.size(), 8u);
-  // issue 29's layer kinds (batchnorm, lstm, resblock, ...) had no hash before the schema: a
+  // the later layer kinds (batchnorm, lstm, resblock, ...) had no hash before the schema: a
   // configuration using them reads back from its resolved TOML to the same hash
   auto legacy_layers = [](const train::Config& c) {
     for (const LayerSpec& l : c.model.layers)

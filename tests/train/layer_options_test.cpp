@@ -1,4 +1,4 @@
-// The TOML's pooling options and asymmetric convolution padding (issue 29; numerics.md §35, §37):
+// The TOML's pooling options and asymmetric convolution padding (numerics.md §35, §37):
 // the model a configuration builds has PyTorch's shapes, trains, keeps T5, and a wrong value is an
 // error naming the file, line and key.
 #include "bitgrad/runtime.hpp"

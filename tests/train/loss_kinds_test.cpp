@@ -1,4 +1,4 @@
-// [train] loss beyond cross_entropy and mse (issue 29; numerics.md §41): l1, smooth_l1 (beta),
+// [train] loss beyond cross_entropy and mse (numerics.md §41): l1, smooth_l1 (beta),
 // huber (delta), bce_with_logits, and cross_entropy with label_smoothing, class_weights and
 // ignore_index. Each trains, keeps T5 (accumulate 1, 2, 4: the same bits), gives as the step's
 // loss the bits of the op's own mean (the op PyTorch checks, tests/python/test_parity_ops.py)

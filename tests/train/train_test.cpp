@@ -377,7 +377,7 @@ TEST(Train, ConfigurationErrorsNameFileLineAndKey) {
   wrong.replace(wrong.find("batch_size = 100"), 16, "batch_size = \"100\"");
   expect_config_error(wrong, "cfg.toml:10: [train] batch_size must be an integer, got a string");
   std::string layer = base;
-  layer.replace(layer.find("type = \"linear\""), 15, "type = \"capsule\"");  // (lstm is a layer since issue 29)
+  layer.replace(layer.find("type = \"linear\""), 15, "type = \"capsule\"");  // (lstm is a layer now)
   expect_config_error(layer, "cfg.toml:8: model.layers[0] type is 'capsule'; expected one of linear");
   std::string hidden = base;
   hidden.replace(hidden.find("type = \"linear\", out = 1"), 24, "type = \"lstm\"");

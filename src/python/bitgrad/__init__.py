@@ -13,11 +13,11 @@ from ._bitgrad import Tensor, dtype, float32, float64, int64, uint8, bfloat16, f
 # the Python modules bitgrad.nn, ... (not the extension's submodules of those names)
 del nn, optim, data, io, instruments  # noqa: F821
 from . import nn, optim, data, io, instruments  # noqa: F401,E402
-# issue 30: gradient accumulation on the canonical tree; data parallel from Python
+# gradient accumulation on the canonical tree; data parallel from Python
 from ._accumulate import accumulate, Accumulator  # noqa: F401,E402
 del distributed  # noqa: F821  (the extension's submodule; the Python module below)
 from . import distributed  # noqa: F401,E402
-del onnx  # noqa: F821  (issue 31)
+del onnx  # noqa: F821
 from . import onnx  # noqa: F401,E402
 
 __version__ = _bitgrad.__version__
@@ -100,7 +100,7 @@ def _no_grad_call(self, fn):
 no_grad.__call__ = _no_grad_call
 
 
-# ---- issue 30: randomness without traps, recomputation of Python forwards, PyTorch's habits ----
+# ---- randomness without traps, recomputation of Python forwards, PyTorch's habits ----
 _checkpoint = _bitgrad.checkpoint
 
 

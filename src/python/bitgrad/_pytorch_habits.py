@@ -1,4 +1,4 @@
-"""Issue 30, item 5: PyTorch's habits where they cost nothing to the contract.
+"""PyTorch's habits where they cost nothing to the contract.
 
 * `dim=` as an alias of `axis=` (functions and Tensor methods that take an axis);
 * a wrong keyword or argument type names what the function accepts, instead of pybind11's

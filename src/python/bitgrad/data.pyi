@@ -44,7 +44,7 @@ class Batch:
     @property
     def rows(self) -> int: ...
     @property
-    def first(self) -> int: ...  # issue 30: the row of the whole batch x starts at (data parallel: the rank's shard)
+    def first(self) -> int: ...  # the row of the whole batch x starts at (data parallel: the rank's shard)
     def __iter__(self) -> Iterator[Tensor]: ...
 
 class DataLoader:

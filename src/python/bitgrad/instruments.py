@@ -6,7 +6,7 @@ globals().update({k: v for k, v in vars(_b.instruments).items() if not k.startsw
 
 
 class StepTrace:
-    """The step trace of a training loop written in Python (issue 30): `out_dir/manifest.json`
+    """The step trace of a training loop written in Python: `out_dir/manifest.json`
     and `out_dir/trace.jsonl` with one record per step (fingerprints of the batch, the gradients
     and the updated parameters, and the loss's bits), which `diff` compares as a CLI run's.
 

@@ -1,6 +1,6 @@
 """bitgrad.nn: modules (Linear, Conv2d, pools, LayerNorm, Embedding, Dropout, activations,
 Sequential, the transformer blocks) and nn.Context, the training/evaluation switch that keys
-dropout. Subclass nn.Module in Python as torch.nn.Module (issue 30). See docs/python.md."""
+dropout. Subclass nn.Module in Python as torch.nn.Module. See docs/python.md."""
 import collections as _collections
 import contextlib as _contextlib
 
@@ -14,9 +14,9 @@ Context = _b.nn.Context
 _Tensor = _b.Tensor
 from ._pytorch_habits import install_nn as _install_nn  # noqa: E402
 
-_install_nn(globals())  # a wrong keyword or type names what is accepted (issue 30)
+_install_nn(globals())  # a wrong keyword or type names what is accepted
 
-# ---- issue 30: modules written in Python ------------------------------------------------------
+# ---- modules written in Python ------------------------------------------------------
 # A Python subclass of Module is a C++ nn::Module through a trampoline (src/python/pymodule.cpp):
 # its parameters, buffers and children are registered in C++, in assignment order, so the
 # optimizers, Sequential, fingerprints, initialisation and casts take it as any layer. What

@@ -31,7 +31,7 @@ class IncompatibleKeys(NamedTuple):
 _M = TypeVar("_M", bound="Module")
 
 class Module:
-    # Subclass it in Python as torch.nn.Module (issue 30): super().__init__(), assign layers,
+    # Subclass it in Python as torch.nn.Module: super().__init__(), assign layers,
     # parameters (nn.Parameter) and buffers, define forward(self, ...).
     def __init__(self) -> None: ...
     def forward(self, *args: Any, **kwargs: Any) -> Any: ...
@@ -200,7 +200,7 @@ class Sequential(Module):
     def __len__(self) -> int: ...
     def __getitem__(self, index: int) -> Module: ...
 
-# normalisation and recurrent layers of issue 29 (src/python/norm_rnn.cpp)
+# normalisation and recurrent layers (src/python/norm_rnn.cpp)
 class RMSNorm(Module):
     def __init__(self, normalized_shape: Union[int, Sequence[int]], eps: float = 1e-05, elementwise_affine: bool = True) -> None: ...
     @property
@@ -242,7 +242,7 @@ def GRU(input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = Tru
 
 def initialize(module: Module, weights: _Init, seed: int) -> None: ...
 
-# BatchNorm1d(...) and BatchNorm2d(...) are factories of this one class (issue 29)
+# BatchNorm1d(...) and BatchNorm2d(...) are factories of this one class
 class _BatchNorm(Module):
     @property
     def weight(self) -> Optional[Tensor]: ...
@@ -258,7 +258,7 @@ class _BatchNorm(Module):
 def BatchNorm1d(num_features: int, eps: float = 1e-05, momentum: float = 0.1, affine: bool = True) -> _BatchNorm: ...
 def BatchNorm2d(num_features: int, eps: float = 1e-05, momentum: float = 0.1, affine: bool = True) -> _BatchNorm: ...
 
-# ---- issue 29: convolution variants, adaptive pooling, upsampling (src/python/nn_spatial.cpp) ----
+# ---- convolution variants, adaptive pooling, upsampling (src/python/nn_spatial.cpp) ----
 # Conv1d(...), ConvNd2d(...), ConvTranspose1d(...) and ConvTranspose2d(...) are factories of this one class
 class Conv(Module):
     @property
@@ -337,7 +337,7 @@ class Upsample(Module):
         align_corners: Optional[bool] = None,
     ) -> None: ...
 
-# ---- issue 29 item 8: torchvision's residual block (src/python/nn_spatial.cpp) ----
+# ---- torchvision's residual block (src/python/nn_spatial.cpp) ----
 class BasicBlock(Module):
     def __init__(
         self,

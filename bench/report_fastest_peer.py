@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""The table of docs/benchmarks.md "Speed, round three" from a bench/round3.sh results directory:
+"""The table of docs/benchmarks.md "Speed, round three" from a bench/fastest_peer.sh results directory:
 bitgrad's best set-up ÷ PyTorch's fastest per workload and thread count, each with the ratio of
-the medians, of the best runs, the spread over the rounds and the verdict against issue 33's goal.
+the medians, of the best runs, the spread over the rounds and the verdict against the goal.
 
-  report_round3.py OUT_DIR     (then the full tables: report_peer.py OUT_DIR/peer peer)"""
+  report_fastest_peer.py OUT_DIR     (then the full tables: report_peer.py OUT_DIR/peer peer)"""
 import json
 import os
 import subprocess

@@ -1,4 +1,4 @@
-// More shape ops (issue 29): squeeze, unsqueeze, stack, split, chunk, tile, flip, pad, tril,
+// More shape ops: squeeze, unsqueeze, stack, split, chunk, tile, flip, pad, tril,
 // triu. Most are compositions of the ops of shape.cpp, so their gradients are those ops' (and
 // their orders numerics.md §11 and §6); pad's constant mode and tril/triu are nodes of their own
 // (copies and masks, no arithmetic). Orders: numerics.md §27.

@@ -1,4 +1,4 @@
-// The shape and index ops of issue 29: gradients (f64 finite differences), determinism on every
+// The composed shape and index ops: gradients (f64 finite differences), determinism on every
 // code path and thread count (the op harness), exact values, ONNX's conventions, errors.
 #include <cmath>
 
@@ -23,7 +23,7 @@ void expect_error(F&& f, const std::string& part) {
   }
 }
 
-TEST(ShapeMoreOps, Gradients) {
+TEST(ShapeComposeOps, Gradients) {
   std::vector<OpCase> cases = {
       {"squeeze(axes={1,-1})", {{3, 1, 4, 1}}, [](V x) { return mul(squeeze(x[0], {1, -1}), 2.0); }},
       {"squeeze(all)", {{1, 3, 1}}, [](V x) { return squeeze(x[0]); }},
@@ -56,7 +56,7 @@ TEST(ShapeMoreOps, Gradients) {
 
 // The compositions that reach a threaded kernel: flip and pad's reflect/edge (index_select),
 // tile's backward (expand's sum_to), einsum (matmul). The rest copy or mask on one thread.
-TEST(ShapeMoreOps, DeterminismSplitOverThreads) {
+TEST(ShapeComposeOps, DeterminismSplitOverThreads) {
   std::vector<OpCase> cases = {
       {"flip(axes={0})", {{2048, 32}}, [](V x) { return flip(x[0], {0}); }},
       {"pad(reflect,{500,0,600,0})", {{1200, 32}}, [](V x) { return pad(x[0], {500, 0, 600, 0}, PadMode::reflect); }},
@@ -66,7 +66,7 @@ TEST(ShapeMoreOps, DeterminismSplitOverThreads) {
   check_split_determinism(cases);
 }
 
-TEST(ShapeMoreOps, Values) {
+TEST(ShapeComposeOps, Values) {
   Tensor x = Tensor::arange(6, DType::f64);
   Tensor m = reshape(x, Shape{2, 3});
   EXPECT_EQ(unsqueeze(m, {1}).shape(), (Shape{2, 1, 3}));
@@ -99,7 +99,7 @@ TEST(ShapeMoreOps, Values) {
 }
 
 // pad's reflect backward: each element's copies summed in increasing output position, from +0
-TEST(ShapeMoreOps, PadReflectBackwardOrder) {
+TEST(ShapeComposeOps, PadReflectBackwardOrder) {
   Tensor x = Tensor::zeros({3}, DType::f32).set_requires_grad(true);
   Tensor y = pad(x, {2, 2}, PadMode::reflect);  // sources 2 1 | 0 1 2 | 1 0
   const float big = 1e8f;
@@ -109,7 +109,7 @@ TEST(ShapeMoreOps, PadReflectBackwardOrder) {
   EXPECT_EQ(x.grad().to_vector<float>()[1], ((0.0f + big) + 1.0f) - big);
 }
 
-TEST(ShapeMoreOps, Errors) {
+TEST(ShapeComposeOps, Errors) {
   Tensor x = Tensor::zeros({2, 3});
   expect_error([&] { squeeze(x, {0}); }, "axis 0 of shape [2, 3] has size 2");
   expect_error([&] { unsqueeze(x, {3}); }, "axis 3 is out of range for a result of 3 dimensions");

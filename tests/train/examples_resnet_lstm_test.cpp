@@ -1,4 +1,4 @@
-// The examples of issue 29 item 8 stay valid and keep their promise on a few steps (the full runs
+// The ResNet and LSTM examples stay valid and keep their promise on a few steps (the full runs
 // and their numbers are in README.md): examples/fashion_resnet.toml (resblocks with batch norm,
 // augmentation) and examples/fortunes_lstm.toml (a character LSTM) train with the same bits at
 // other thread and loader-worker counts, and the LSTM's run samples the same text at every thread
@@ -18,7 +18,7 @@ namespace {
 
 std::string example_text(const std::string& name) { return io::read_file(std::string(BITGRAD_SOURCE_DIR) + "/examples/" + name); }
 
-TEST(Issue29Examples, FashionResnetStepsKeepTheirBits) {
+TEST(ResnetLstmExamples, FashionResnetStepsKeepTheirBits) {
   RuntimeGuard g;
   const std::string text = example_text("fashion_resnet.toml");
   const train::RunResult base = run_text(text, options(2, 1, 0));
@@ -27,7 +27,7 @@ TEST(Issue29Examples, FashionResnetStepsKeepTheirBits) {
   EXPECT_EQ(run_text(text, options(2, 2, 2)).fingerprint.hex(), base.fingerprint.hex()) << "threads 2, workers 2";
 }
 
-TEST(Issue29Examples, FortunesLstmStepsKeepTheirBitsAndSample) {
+TEST(ResnetLstmExamples, FortunesLstmStepsKeepTheirBitsAndSample) {
   if (::access("/usr/share/games/fortunes", R_OK)) GTEST_SKIP() << "fortunes is not installed (apt-get install fortunes)";
   RuntimeGuard g;
   const std::string text = example_text("fortunes_lstm.toml");

@@ -13,7 +13,7 @@ using V = const std::vector<Tensor>&;
 
 Tensor like(const Tensor& ref, const std::vector<double>& v, const Shape& s) { return Tensor::from<double>(v, s).cast(ref.dtype()); }
 
-TEST(ReduceMoreOps, Gradients) {
+TEST(ReduceAxesOps, Gradients) {
   std::vector<OpCase> cases = {
       {"prod", {{3, 4}}, [](V x) { return prod(x[0]); }, 0.5, 1.5},
       {"prod(axes={1},keepdim)", {{3, 4, 2}}, [](V x) { return prod(x[0], {1}, true); }, -1.5, 1.5},
@@ -103,7 +103,7 @@ TEST(LossOps, Gradients) {
 }
 
 // Big enough that the row and batch kernels, prod's and cumsum's loops split over all threads.
-TEST(ReduceMoreOps, DeterminismSplitOverThreads) {
+TEST(ReduceAxesOps, DeterminismSplitOverThreads) {
   std::vector<OpCase> cases = {
       {"sum_square", {{64, 4096}}, [](V x) { return sum_square(x[0]); }},
       {"sum_square(axes={0})", {{512, 1024}}, [](V x) { return sum_square(x[0], {0}); }},
@@ -129,7 +129,7 @@ std::uint64_t bits(T v) {
   else return std::bit_cast<std::uint64_t>(v);
 }
 
-TEST(ReduceMoreOps, DocumentedOrders) {
+TEST(ReduceAxesOps, DocumentedOrders) {
   const std::int64_t N = 70, D = 20;
   auto v = random_vec<float>(static_cast<std::size_t>(N * D), 31);
   Tensor x = Tensor::from<float>(v, Shape{N, D});
@@ -249,7 +249,7 @@ TEST(LossOps, Errors) {
   EXPECT_NE(msg([&] { softmax_cross_entropy(x, i64_tensor({0, 1, 2}, Shape{3}), Tensor(), -100, 1.5); }).find("label_smoothing"), std::string::npos);
 }
 
-TEST(ReduceMoreOps, Semantics) {
+TEST(ReduceAxesOps, Semantics) {
   Tensor x = Tensor::from<float>(std::vector<float>{1, 3, 3, -2, 0, 5}, Shape{2, 3});
   // empty axes: all axes (ONNX); keepdim keeps ones
   EXPECT_EQ(prod(x).shape(), Shape{});

@@ -53,10 +53,10 @@ std::vector<OpCase> small_cases() {
   };
 }
 
-TEST(PoolMoreOps, GradientsAndDeterminism) { run_all_modes(small_cases()); }
+TEST(PoolPaddedOps, GradientsAndDeterminism) { run_all_modes(small_cases()); }
 
 // Big enough for the grains (planes of about 4096 taps per task, at least one plane)
-TEST(PoolMoreOps, DeterminismSplitOverThreads) {
+TEST(PoolPaddedOps, DeterminismSplitOverThreads) {
   std::vector<OpCase> cases = {
       {"max_pool(k=3,s=2,pads=1,ceil)", {{8, 8, 33, 33}}, [](V x) { return max_pool(x[0], opts({3, 3}, {2, 2}, {1, 1, 1, 1}, {}, true)); }},
       {"avg_pool(k=3,s=2,pads=1,incl)", {{8, 8, 33, 33}}, [](V x) { return avg_pool(x[0], opts({3, 3}, {2, 2}, {1, 1, 1, 1}, {}, false, true)); }},
@@ -78,7 +78,7 @@ void expect_same_bits(const Tensor& a, const Tensor& b, const std::string& what)
 
 // With no padding, dilation or ceil mode the general op is the original one, bit for bit,
 // forward and backward (the documented orders are the same)
-TEST(PoolMoreOps, WithoutOptionsGivesTheOriginalPoolingsBits) {
+TEST(PoolPaddedOps, WithoutOptionsGivesTheOriginalPoolingsBits) {
   RuntimeGuard guard;
   const auto xv = random_vec<float>(2 * 3 * 9 * 11, 5, -1, 1, true);
   const auto gv = random_vec<float>(2 * 3 * 4 * 5, 6);
@@ -95,7 +95,7 @@ TEST(PoolMoreOps, WithoutOptionsGivesTheOriginalPoolingsBits) {
   }
 }
 
-TEST(PoolMoreOps, KnownValues) {
+TEST(PoolPaddedOps, KnownValues) {
   Tensor l = Tensor::from<float>(std::vector<float>{1, 2, 3, 4, 5}, Shape{1, 1, 5});
   // PyTorch's bins of 5 into 3: [0, 2), [1, 4), [3, 5)
   EXPECT_EQ(adaptive_avg_pool1d(l, 3).to_vector<float>(), (std::vector<float>{1.5f, 3, 4.5f}));
@@ -122,7 +122,7 @@ TEST(PoolMoreOps, KnownValues) {
             (std::vector<float>{0, 1, 3, 4}));
 }
 
-TEST(PoolMoreOps, NaNWinsAndTheGradientGoesToTheFirstMaximum) {
+TEST(PoolPaddedOps, NaNWinsAndTheGradientGoesToTheFirstMaximum) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor x = Tensor::from<float>(std::vector<float>{3, 5, 5, nan, 1, 9}, Shape{1, 1, 6});
   x.set_requires_grad(true);
@@ -134,7 +134,7 @@ TEST(PoolMoreOps, NaNWinsAndTheGradientGoesToTheFirstMaximum) {
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{0, 10, 0, 20, 0, 0}));
 }
 
-TEST(PoolMoreOps, Errors) {
+TEST(PoolPaddedOps, Errors) {
   EXPECT_THROW(max_pool(Tensor::zeros({1, 1, 4, 4}), opts({5, 5})), Error);
   EXPECT_THROW(max_pool(Tensor::zeros({1, 1, 4, 4}), opts({2})), Error);
   EXPECT_THROW(max_pool(Tensor::zeros({1, 1, 4, 4}), opts({2, 2}, {1})), Error);

@@ -153,7 +153,7 @@ const std::vector<Geo>& geos() {
   return g;
 }
 
-TEST(ConvMoreSpec, ConvMatchesTheDirectDefinitionBitwise) {
+TEST(ConvGroupedSpec, ConvMatchesTheDirectDefinitionBitwise) {
   RuntimeGuard guard;
   for (const Geo& g : geos()) {
     const bool one_d = g.H == 1 && g.KH == 1;
@@ -184,7 +184,7 @@ TEST(ConvMoreSpec, ConvMatchesTheDirectDefinitionBitwise) {
 // conv_transpose with the geometry g read the other way: its input is the conv's output
 // [N, OC, OH, OW] and its output the conv's input [N, C, H, W]; weight [OC, C / G, KH, KW]
 // (conv_transpose's [C_in, C_out / groups, ...]). output_padding recovers H and W.
-TEST(ConvMoreSpec, ConvTransposeIsTheAdjointBitwise) {
+TEST(ConvGroupedSpec, ConvTransposeIsTheAdjointBitwise) {
   RuntimeGuard guard;
   for (const Geo& g : geos()) {
     const bool one_d = g.H == 1 && g.KH == 1;
@@ -225,7 +225,7 @@ ConvOptions co(std::vector<int> s, std::vector<int> p, std::vector<int> d, int g
   return o;
 }
 
-TEST(ConvMoreOps, GradientsAndDeterminism) {
+TEST(ConvGroupedOps, GradientsAndDeterminism) {
   std::vector<OpCase> cases = {
       {"conv(groups=2,asym pads,dil)", {{2, 4, 6, 7}, {4, 2, 3, 2}, {4}},
        [](V x) { return conv(x[0], x[1], x[2], co({2, 1}, {1, 0, 2, 1}, {1, 2}, 2)); }},
@@ -240,7 +240,7 @@ TEST(ConvMoreOps, GradientsAndDeterminism) {
   run_all_modes(cases);
 }
 
-TEST(ConvMoreOps, DeterminismSplitOverThreads) {
+TEST(ConvGroupedOps, DeterminismSplitOverThreads) {
   std::vector<OpCase> cases = {
       {"conv(groups=2,asym pads,dil)", {{16, 4, 12, 12}, {6, 2, 3, 3}, {6}},
        [](V x) { return conv(x[0], x[1], x[2], co({2, 1}, {1, 0, 2, 1}, {1, 2}, 2)); }},
@@ -252,7 +252,7 @@ TEST(ConvMoreOps, DeterminismSplitOverThreads) {
 
 // T5: the weight and bias gradients of 64 samples are those of two micro-batches of 32 added
 // (the batch rule's tree over two blocks), for conv and conv_transpose alike
-TEST(ConvMoreOps, MicroBatchesCombineToTheWholeBatch) {
+TEST(ConvGroupedOps, MicroBatchesCombineToTheWholeBatch) {
   RuntimeGuard guard;
   const ConvOptions o = co({2, 1}, {1, 0, 2, 1}, {1, 2}, 2, {});
   const ConvOptions t = co({2, 2}, {1, 1, 1, 1}, {}, 2, {1, 1});
@@ -277,7 +277,7 @@ TEST(ConvMoreOps, MicroBatchesCombineToTheWholeBatch) {
   }
 }
 
-TEST(ConvMoreOps, Errors) {
+TEST(ConvGroupedOps, Errors) {
   EXPECT_THROW(conv(Tensor::zeros({1, 4, 5, 5}), Tensor::zeros({3, 2, 3, 3}), Tensor(), co({}, {}, {}, 2)), Error);  // 3 % 2
   EXPECT_THROW(conv(Tensor::zeros({1, 4, 5, 5}), Tensor::zeros({4, 4, 3, 3}), Tensor(), co({}, {}, {}, 2)), Error);  // C/g = 2
   EXPECT_THROW(conv(Tensor::zeros({1, 1, 5, 5}), Tensor::zeros({1, 1, 3, 3}), Tensor(), co({}, {}, {3, 3}, 1)), Error);  // span 7 > 5
