@@ -19,6 +19,7 @@
 #include "bitgrad/session.hpp"
 #include "dist/comm.hpp"
 #include "dist/plan.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/kernels.hpp"
 #include "train/checkpoint.hpp"
 #include "train/grad_reducer.hpp"
@@ -62,13 +63,24 @@ struct Session::Parts {
   std::unique_ptr<GradReducer> reducer;
 };
 
-// Sets this thread's order perturbation for a scope (a step, an evaluation).
+// Sets this thread's order perturbation for a scope (a step, an evaluation) and gives back
+// what it found: seed, step and count of calls (an evaluation inside a perturbed step leaves
+// the step perturbed, its call count where it was).
 struct PerturbScope {
-  PerturbScope(const std::optional<std::uint64_t>& p, std::int64_t step) {
+  PerturbScope(const std::optional<std::uint64_t>& p, std::int64_t step) : saved_(kern::current_backend().perturb) {
     kern::set_perturbation(p.has_value(), p.value_or(0));
     kern::perturb_step(static_cast<std::uint64_t>(step));
   }
-  ~PerturbScope() { kern::set_perturbation(false); }
+  ~PerturbScope() {
+    kern::Backend& b = kern::current_backend();
+    b.perturb = saved_;
+    b.resolve();
+  }
+  PerturbScope(const PerturbScope&) = delete;
+  PerturbScope& operator=(const PerturbScope&) = delete;
+
+ private:
+  kern::Backend::Perturb saved_;
 };
 
 }  // namespace bitgrad::train

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <functional>
 #include <set>
 #include <string>
@@ -164,5 +165,13 @@ inline void check_split_determinism(const std::vector<OpCase>& cases) {
 }
 
 inline Tensor i64_tensor(const std::vector<std::int64_t>& v, const Shape& s) { return Tensor::from<std::int64_t>(v, s); }
+// values given in f64, as a tensor of ref's dtype
+inline Tensor tensor_like(const Tensor& ref, const std::vector<double>& v, const Shape& s) { return Tensor::from<double>(v, s).cast(ref.dtype()); }
+// an f32 or f64's bits
+template <class T>
+std::uint64_t bits(T v) {
+  if constexpr (sizeof(T) == 4) return std::bit_cast<std::uint32_t>(v);
+  else return std::bit_cast<std::uint64_t>(v);
+}
 
 }  // namespace bitgrad::test
