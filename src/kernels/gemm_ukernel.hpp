@@ -16,9 +16,12 @@ struct Acc {
   static constexpr int NR = NV * W;
   V v[MR][NV];
 
+  // The row-range forms [R0, R1) let the microkernel finish one half of a tile while the
+  // other still holds its last block (chunk_tree); the whole-tile forms are R0 = 0, R1 = MR.
+  template <int R0 = 0, int R1 = MR>
   inline void zero() {
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
+    for (int i = R0; i < R1; ++i)
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) v[i][j] = V(T(0));
   }
@@ -35,9 +38,10 @@ struct Acc {
       for (int j = 0; j < NV; ++j) Tr::store(c + i * ldc + j * W, v[i][j]);
   }
   // without canonicalizing NaNs: partial sums kept for the tree (the result's store does it)
+  template <int R0 = 0, int R1 = MR>
   inline void store_raw(T* c, std::int64_t ldc) const {
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
+    for (int i = R0; i < R1; ++i)
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) Tr::store_raw(c + i * ldc + j * W, v[i][j]);
   }
@@ -49,21 +53,22 @@ struct Acc {
       for (int j = 0; j < NV; ++j) v[i][j] = v[i][j] + Tr::load(bias + j * W);
   }
   // v = left + v, for the pairwise tree
+  template <int R0 = 0, int R1 = MR>
   inline void add_left(const T* left, std::int64_t ld) {
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
+    for (int i = R0; i < R1; ++i)
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) v[i][j] = Tr::load(left + i * ld + j * W) + v[i][j];
   }
   // v[i] = fma(a(i, k), b[k], v[i]) for k = 0 .. kc-1: the canonical chain
-  template <class AAt>
+  template <int R0 = 0, int R1 = MR, class AAt>
   inline void chain(std::int64_t kc, AAt a_at, const T* __restrict b) {
     for (std::int64_t k = 0; k < kc; ++k) {
       V bv[NV];
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) bv[j] = Tr::load(b + j * W);
 #pragma GCC unroll 16
-      for (int i = 0; i < MR; ++i) {
+      for (int i = R0; i < R1; ++i) {
         const V av = V(a_at(i, k));
 #pragma GCC unroll 4
         for (int j = 0; j < NV; ++j) v[i][j] = fma(av, bv[j], v[i][j]);
@@ -105,32 +110,50 @@ struct RegTile {
   // acc = the pairwise tree of one chunk of kc k's (kc >= 1): blocks of kBatchBlock k's (the
   // last possibly short), each an fma chain from +0, a(i, k) and the k-major packed B panel b
   // (NR per k). Finished blocks wait in `slots` (kChunkLevels tiles, L1) with their levels;
-  // the last block is folded with every waiting one from the top down, which is what pushing
-  // it and folding the stack does (numerics §2).
+  // a finished block is folded with the waiting ones of its level from the top down and pushed,
+  // the last one folded with every waiting one (numerics §2).
+  // A finished block leaves the registers one half of the tile at a time: the upper rows are
+  // folded, stored and start the next block's first kLead k's before the lower rows follow.
+  // Each element's sequence of operations is the same; the stores of a tile no longer come in
+  // one burst, which on Zen 3 cost a tenth of the GEMM (docs/benchmarks.md).
+  static constexpr int kHalf = MR_ / 2;
+  static constexpr std::int64_t kLead = 2;
+  template <int R0, int R1, class AAt>
+  [[gnu::always_inline]] static inline void next_block_rows(A& acc, T* top, T* dst, std::int64_t lead, AAt a_at, const T* __restrict b) {
+    for (T* t = top; t != dst;) {
+      t -= MR * NR;
+      acc.template add_left<R0, R1>(t, NR);
+    }
+    acc.template store_raw<R0, R1>(dst, NR);
+    acc.template zero<R0, R1>();
+    acc.template chain<R0, R1>(lead, a_at, b);
+  }
+  // always inlined: a call would take the tile by reference, out of its registers
   template <class AAt>
-  static inline void chunk_tree(A& acc, std::int64_t kc, AAt a_at, const T* __restrict b, T* slots) {
+  [[gnu::always_inline]] static inline void chunk_tree(A& acc, std::int64_t kc, AAt a_at, const T* __restrict b, T* slots) {
     // the stack as a moving top pointer, so that a store or a merge is one base register plus
     // constant offsets (per-entry indices made the compiler keep, and spill, 12 addresses)
     int level[kChunkLevels];
     int* lv_top = level;
     T* top = slots;
-    std::int64_t b0 = 0;
-    for (;;) {
-      const std::int64_t kb = kc - b0 < kBatchBlock ? kc - b0 : kBatchBlock;
-      acc.zero();
-      acc.chain(kb, [a_at, b0](int i, std::int64_t k) { return a_at(i, b0 + k); }, b + b0 * NR);
-      b0 += kb;
-      if (b0 >= kc) break;
-      int lv = 0;
-      while (lv_top != level && lv_top[-1] == lv) {
-        top -= MR * NR;
-        acc.add_left(top, NR);
-        --lv_top;
-        ++lv;
-      }
-      acc.store_raw(top, NR);
-      top += MR * NR;
+    std::int64_t b0 = kc < kBatchBlock ? kc : kBatchBlock;
+    acc.zero();
+    acc.chain(b0, a_at, b);
+    while (b0 < kc) {
+      // the finished block merges with the m waiting entries of its level and lands at dst
+      int lv = 0, m = 0;
+      while (lv_top - m != level && lv_top[-1 - m] == lv) ++m, ++lv;
+      T* const dst = top - m * MR * NR;
+      const std::int64_t kb = kc - b0 < kBatchBlock ? kc - b0 : kBatchBlock, lead = kb < kLead ? kb : kLead;
+      auto at = [a_at, b0](int i, std::int64_t k) { return a_at(i, b0 + k); };
+      const T* bb = b + b0 * NR;
+      next_block_rows<0, kHalf>(acc, top, dst, lead, at, bb);
+      next_block_rows<kHalf, MR>(acc, top, dst, lead, at, bb);
+      if (kb > lead) acc.chain(kb - lead, [a_at, b0, lead](int i, std::int64_t k) { return a_at(i, b0 + lead + k); }, bb + lead * NR);
+      lv_top -= m;
       *lv_top++ = lv;
+      top = dst + MR * NR;
+      b0 += kb;
     }
     while (top != slots) {
       top -= MR * NR;
