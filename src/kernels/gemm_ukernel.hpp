@@ -117,7 +117,7 @@ struct RegTile {
   // Each element's sequence of operations is the same; the stores of a tile no longer come in
   // one burst, which on Zen 3 cost a tenth of the GEMM (docs/benchmarks.md).
   static constexpr int kHalf = MR_ / 2;
-  static constexpr std::int64_t kLead = 2;
+  static constexpr std::int64_t kLead = 4;
   template <int R0, int R1, class AAt>
   [[gnu::always_inline]] static inline void next_block_rows(A& acc, T* top, T* dst, std::int64_t lead, AAt a_at, const T* __restrict b) {
     for (T* t = top; t != dst;) {
