@@ -478,20 +478,20 @@ TEST_F(DistTrain, RanksWithAnotherConfigurationAreRefusedOnce) {
   EXPECT_FALSE(io::exists(w + "/run/config.toml"));
   // a stop point that differs
   r = sh(kMpirun + " -n 1 " + kBin + " train s.toml --out run2 --steps 3 : -n 1 " + kBin + " train s.toml --out run2 --steps 4", w);
-  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("a different stop point"), std::string::npos) << r.err;
   // a world larger than the blocks of a batch
   r = sh(mpirun(9, "s.toml --out run3 --no-progress"), w);
-  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("8 blocks of 32 samples, fewer than the 9 ranks"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("bitgrad: error"), r.err.rfind("bitgrad: error")) << "one error line: " << r.err;
   // a malformed deadline
   r = sh("env BITGRAD_DIST_TIMEOUT=soon " + mpirun(2, "s.toml --out run5"), w);
-  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("BITGRAD_DIST_TIMEOUT must be a number of seconds"), std::string::npos) << r.err;
   // a configuration only some ranks can read
   r = sh(kMpirun + " -n 1 " + kBin + " train s.toml --out run4 : -n 1 " + kBin + " train /etc/hostname --out run4", w);
-  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("rank 1 ("), std::string::npos) << r.err;
 }
 
