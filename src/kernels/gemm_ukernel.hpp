@@ -116,6 +116,7 @@ struct RegTile {
   // folded, stored and start the next block's first kLead k's before the lower rows follow.
   // Each element's sequence of operations is the same; the stores of a tile no longer come in
   // one burst, which on Zen 3 cost a tenth of the GEMM (docs/benchmarks.md).
+  static_assert(MR_ >= 2, "a tile leaves the registers in two halves of rows");
   static constexpr int kHalf = MR_ / 2;
   static constexpr std::int64_t kLead = 4;
   template <int R0, int R1, class AAt>

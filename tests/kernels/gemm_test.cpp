@@ -57,6 +57,10 @@ const GemmCase kCases[] = {
     {13, 37, 127, false, false, false}, {13, 37, 129, true, true, true},     {13, 37, 255, false, false, true},
     {13, 37, 256, false, true, false},  {13, 37, 257, false, false, true},   {13, 37, 511, true, false, false},
     {13, 37, 513, false, false, true},  {13, 37, 767, false, true, true},    {13, 37, 769, false, false, false},
+    // a last block as long as the microkernel's lead (its first k's run half a tile at a time),
+    // one shorter and one longer
+    {13, 37, 35, true, false, true},    {13, 37, 36, false, true, false},    {13, 37, 37, false, false, true},
+    {13, 37, 260, true, true, false},   {7, 50, 548, false, false, true},
     // small outputs over long k: split-K at 2 threads and more (leaves cut at the tree's nodes)
     {1, 64, 4096, false, false, true},  {1, 40, 20000, false, true, false},  {3, 17, 9000, true, false, true},
     {1, 1, 65536, false, false, false}, {2, 130, 3333, false, false, true},  {6, 16, 2080, true, true, false},
