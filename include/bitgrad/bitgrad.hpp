@@ -16,6 +16,7 @@
 #include "bitgrad/infer.hpp"
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/io.hpp"
+#include "bitgrad/layers.hpp"
 #include "bitgrad/math.hpp"
 #include "bitgrad/nn.hpp"
 #include "bitgrad/nn_spatial.hpp"

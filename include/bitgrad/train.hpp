@@ -23,14 +23,22 @@ enum class DatasetKind { fashion_mnist, csv, adder, synthetic, text };
 // l1, smooth_l1 (beta), huber (delta), bce_with_logits on real-valued targets
 enum class LossKind { cross_entropy, mse, l1, smooth_l1, huber, bce_with_logits };
 enum class OptimizerKind { sgd, adam, adamw };
+// The kinds of [model] layers, one line each (X-macros): the enum and its TOML names come from
+// here, and src/train/layer_table.hpp holds one entry per line (its options, schema, parameter
+// count, build and Python class): a line without its entry does not compile. The TOML name is
+// the identifier.
+#define BITGRAD_LAYER_KINDS(X)                                                                                          \
+  X(linear) X(conv2d) X(flatten) X(relu) X(gelu) X(tanh) X(sigmoid) X(dropout) X(maxpool2d) X(avgpool2d) X(layernorm) \
+  X(embedding) X(transformer_block) X(tied_head) /* token models (text datasets) */                                    \
+  X(batchnorm)                                   /* BatchNorm1d / 2d by the input's dimensions */                      \
+  X(rmsnorm) X(groupnorm) X(instancenorm) X(rnn) X(lstm) X(gru) /* normalisation, recurrence */                        \
+  X(conv) X(conv1d) X(conv_transpose2d) /* bitgrad/nn_spatial.hpp: Conv1d/2d with every option, by the input's rank */ \
+  X(adaptive_avgpool2d) X(adaptive_maxpool2d) X(global_avgpool) X(upsample)                                            \
+  X(resblock) /* torchvision's BasicBlock (nn::BasicBlock) */
 enum class LayerKind {
-  linear, conv2d, flatten, relu, gelu, tanh, sigmoid, dropout, maxpool2d, avgpool2d, layernorm,
-  embedding, transformer_block, tied_head,  // token models (text datasets)
-  batchnorm,                                 // BatchNorm1d / 2d by the input's dimensions
-  rmsnorm, groupnorm, instancenorm, rnn, lstm, gru,  // normalisation, recurrence
-  // bitgrad/nn_spatial.hpp: conv = Conv1d/2d with every option, by the input's rank
-  conv, conv1d, conv_transpose2d, adaptive_avgpool2d, global_avgpool, upsample,
-  resblock  // torchvision's BasicBlock (nn::BasicBlock)
+#define BITGRAD_LAYER_ENUM(name) name,
+  BITGRAD_LAYER_KINDS(BITGRAD_LAYER_ENUM)
+#undef BITGRAD_LAYER_ENUM
 };
 const char* to_string(DatasetKind k);
 const char* to_string(LossKind k);

@@ -6,8 +6,10 @@
 
 #include "bitgrad/instruments.hpp"
 #include "bitgrad/io.hpp"
+#include "bitgrad/layers.hpp"
 #include "bitgrad/session.hpp"
 #include "python/bind.hpp"
+#include "python/pymodule.hpp"
 
 namespace bitgrad::python {
 namespace {
@@ -136,6 +138,36 @@ void init_train(py::module_& m) {
       .def("__repr__", [](const train::Config& c) { return "<bitgrad.Config " + c.file + " " + train::config_hash(c) + ">"; });
   m.def("load_config", &train::load_config, py::arg("path"), "Reads and checks a configuration file; errors name FILE:LINE.");
   m.def("parse_config", &train::parse_config, py::arg("text"), py::arg("name") = "<string>", "A configuration from TOML text.");
+
+  // the layer table (bitgrad/layers.hpp); bitgrad.nn.from_layers writes its dicts as TOML for it
+  py::module_ nnm = m.attr("nn").cast<py::module_>();
+  nnm.def("_from_layers", [](const std::string& toml, const std::vector<std::int64_t>& input, std::int64_t vocabulary, std::optional<std::uint64_t> seed,
+                             const std::string& weights) {
+    BITGRAD_CHECK(!input.empty(), "from_layers", "input_shape is empty; give the batch and each sample's dimensions, e.g. [1, 3, 32, 32]");
+    for (std::int64_t d : input) BITGRAD_CHECK(d > 0, "from_layers", "input_shape ", Shape(input).str(), " has a dimension below 1");
+    BITGRAD_CHECK(vocabulary >= 0, "from_layers", "vocabulary is ", vocabulary, "; expected 0 (no token inputs) or the number of tokens");
+    const train::Config c = train::parse_config(toml, "bitgrad.nn.from_layers");
+    auto s = train::build_layers(c.model.layers, Shape(input), vocabulary, "bitgrad.nn.from_layers");
+    nn::initialize(*s, nn::parse_init(weights), module_seed(seed));
+    std::uint64_t site = 0;
+    s->number_sites(site);
+    return s;
+  }, py::arg("toml"), py::arg("input_shape"), py::arg("vocabulary"), py::arg("seed"), py::arg("weights"));
+  nnm.def("layer_kinds", [] {
+    py::list out;
+    for (const train::LayerKindInfo& k : train::layer_kinds()) {
+      py::dict d;
+      d["type"] = k.name;
+      d["python"] = k.python;
+      d["options"] = k.options;
+      d["before"] = k.before;
+      d["input_shape"] = k.input;
+      d["vocabulary"] = k.vocabulary;
+      out.append(d);
+    }
+    return out;
+  }, "The kinds of [model] layers, in the table's order: type, the bitgrad.nn call that makes the same module for the example "
+     "(python), and the example (input_shape, vocabulary, options and a layer needed before it, as inline TOML).");
 
   py::class_<PySession, std::shared_ptr<PySession>>(m, "Session",
                                                     "The CLI's training step for a configuration, stepped from Python: after n "

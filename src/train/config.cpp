@@ -26,6 +26,8 @@ namespace bitgrad::train::detail {
 #include "bitgrad/train.hpp"
 #include "bitgrad/version.hpp"
 #include "io/format.hpp"
+#include "train/layer_table.hpp"
+#include "train/schema_keys.hpp"
 
 namespace bitgrad::train {
 namespace {
@@ -45,21 +47,6 @@ constexpr EnumName<LossKind> kLosses[] = {{LossKind::cross_entropy, "cross_entro
 constexpr EnumName<OptimizerKind> kOptimizers[] = {{OptimizerKind::sgd, "sgd"}, {OptimizerKind::adam, "adam"}, {OptimizerKind::adamw, "adamw"}};
 constexpr EnumName<optim::Schedule::Kind> kSchedules[] = {
     {optim::Schedule::Kind::constant, "constant"}, {optim::Schedule::Kind::step, "step"}, {optim::Schedule::Kind::cosine, "cosine"}};
-constexpr EnumName<LayerKind> kLayers[] = {{LayerKind::linear, "linear"},       {LayerKind::conv2d, "conv2d"},       {LayerKind::flatten, "flatten"},
-                                           {LayerKind::relu, "relu"},           {LayerKind::gelu, "gelu"},           {LayerKind::tanh, "tanh"},
-                                           {LayerKind::sigmoid, "sigmoid"},     {LayerKind::dropout, "dropout"},     {LayerKind::maxpool2d, "maxpool2d"},
-                                           {LayerKind::avgpool2d, "avgpool2d"}, {LayerKind::layernorm, "layernorm"},
-                                           {LayerKind::embedding, "embedding"}, {LayerKind::transformer_block, "transformer_block"},
-                                           {LayerKind::tied_head, "tied_head"}, {LayerKind::batchnorm, "batchnorm"},
-                                           {LayerKind::rmsnorm, "rmsnorm"},     {LayerKind::groupnorm, "groupnorm"}, {LayerKind::instancenorm, "instancenorm"},
-                                           {LayerKind::rnn, "rnn"},             {LayerKind::lstm, "lstm"},           {LayerKind::gru, "gru"},
-                                           {LayerKind::conv, "conv"}, {LayerKind::conv1d, "conv1d"}, {LayerKind::conv_transpose2d, "conv_transpose2d"},
-                                           {LayerKind::adaptive_avgpool2d, "adaptive_avgpool2d"}, {LayerKind::global_avgpool, "global_avgpool"},
-                                           {LayerKind::upsample, "upsample"},
-                                           {LayerKind::resblock, "resblock"}};
-// rnn's nonlinearity (relu or not) and a recurrent layer's output (the last step only or all)
-constexpr EnumName<bool> kNonlinearities[] = {{false, "tanh"}, {true, "relu"}};
-constexpr EnumName<bool> kRnnOutputs[] = {{false, "all"}, {true, "last"}};
 constexpr EnumName<nn::Init> kInits[] = {{nn::Init::kaiming_uniform, "kaiming_uniform"},
                                          {nn::Init::kaiming_normal, "kaiming_normal"},
                                          {nn::Init::xavier_uniform, "xavier_uniform"},
@@ -223,12 +210,8 @@ std::string toml_string(const std::string& s) {
 // schema() walks the keys in the file's order with a visitor: Reader parses and checks them
 // (errors "FILE:LINE: [section] key ..."), Writer prints the resolved TOML or the text the
 // config hash covers. A key is visited only where it applies (the keys of the dataset, model,
-// optimizer and schedule chosen); its default may depend on keys visited before it.
-enum KeyFlag : unsigned {
-  kEarly = 1,     // read in a first pass: keys visited before it depend on it (model type, eval every)
-  kUnhashed = 2,  // cannot change a result: in the resolved TOML, not in the hash
-  kReadOnly = 4,  // accepted in the file (and checked), never written
-};
+// optimizer and schedule chosen); its default may depend on keys visited before it. Its flags:
+// train/schema_keys.hpp.
 
 // The layers a gpt stands for (docs/cli.md): the same model as this layer list.
 std::vector<LayerSpec> gpt_layers(const Config& c, int line) {
@@ -250,122 +233,12 @@ std::vector<LayerSpec> gpt_layers(const Config& c, int line) {
   return layers;
 }
 
-// One entry of [model] layers (C: LayerSpec or const LayerSpec).
+// One entry of [model] layers (L: LayerSpec or const LayerSpec): its type, then its entry's options.
 template <class V, class L>
 void layer_schema(V& v, L& l) {
   v.require("type", "needs a type");
-  v.choice("type", l.type, LayerKind::linear, kLayers);
-  const std::string kind = std::string("(") + to_string(l.type) + ") needs ";
-  switch (l.type) {
-    case LayerKind::linear:
-      v.require("out", kind + "'out'");
-      v.integer("out", l.out, 0, 1, 1 << 24);
-      v.boolean("bias", l.bias, true);
-      break;
-    case LayerKind::conv2d:
-      v.require("out", kind + "'out'");
-      v.require("kernel", kind + "'kernel'");
-      v.integer("out", l.out, 0, 1, 1 << 16);
-      v.integer("kernel", l.kernel, 0, 1, 64);
-      v.integer("stride", l.stride, 1, 1, 64);
-      v.integer("padding", l.padding, 0, 0, 64);
-      v.boolean("bias", l.bias, true);
-      break;
-    case LayerKind::dropout:
-      v.require("p", kind + "'p'");
-      v.number("p", l.p, 0, 0, 0.999999);
-      break;
-    case LayerKind::maxpool2d:
-    case LayerKind::avgpool2d:
-      v.require("kernel", kind + "'kernel'");
-      v.integer("kernel", l.kernel, 0, 1, 64);
-      v.integer("stride", l.stride, l.kernel, 1, 64);
-      // numerics.md §35: PyTorch's options, each written only where not the default
-      v.integer("padding", l.padding, 0, 0, 32, l.padding == 0 ? kReadOnly : 0u);
-      if (l.type == LayerKind::maxpool2d) v.integer("dilation", l.dilation, 1, 1, 64, l.dilation == 1 ? kReadOnly : 0u);
-      v.boolean("ceil_mode", l.ceil_mode, false, l.ceil_mode ? 0u : kReadOnly);
-      if (l.type == LayerKind::avgpool2d) v.boolean("count_include_pad", l.count_include_pad, true, l.count_include_pad ? kReadOnly : 0u);
-      v.check(2 * l.padding <= l.kernel, "padding",
-              std::string("(") + to_string(l.type) + ") padding " + std::to_string(l.padding) + " must be at most half the kernel " + std::to_string(l.kernel));
-      break;
-    case LayerKind::layernorm:
-      v.number("eps", l.eps, 1e-5, 0, 1);
-      v.boolean("bias", l.bias, true);
-      break;
-    case LayerKind::batchnorm:
-      v.number("eps", l.eps, 1e-5, 0, 1);
-      v.number("momentum", l.momentum, 0.1, 0, 1);
-      v.boolean("affine", l.bias, true);
-      break;
-    case LayerKind::embedding:
-      v.require("dim", kind + "'dim'");
-      v.integer("dim", l.out, 0, 1, 1 << 16);
-      v.number("dropout", l.p, 0, 0, 0.999999);
-      break;
-    case LayerKind::transformer_block:
-      v.require("n_head", kind + "'n_head'");
-      v.integer("n_head", l.n_head, 0, 1, 1 << 12);
-      v.number("dropout", l.p, 0, 0, 0.999999);
-      v.boolean("bias", l.bias, true);
-      break;
-    case LayerKind::rmsnorm:
-    case LayerKind::instancenorm:
-      v.number("eps", l.eps, 1e-5, 0, 1);
-      v.boolean("affine", l.affine, l.type == LayerKind::rmsnorm);  // PyTorch's defaults
-      break;
-    case LayerKind::groupnorm:
-      v.require("groups", kind + "'groups'");
-      v.integer("groups", l.groups, 0, 1, 1 << 16);
-      v.number("eps", l.eps, 1e-5, 0, 1);
-      v.boolean("affine", l.affine, true);
-      break;
-    case LayerKind::rnn:
-    case LayerKind::lstm:
-    case LayerKind::gru:
-      v.require("hidden", kind + "'hidden'");
-      v.integer("hidden", l.out, 0, 1, 1 << 16);
-      v.integer("num_layers", l.num_layers, 1, 1, 64);
-      if (l.type == LayerKind::rnn) v.choice("nonlinearity", l.relu, false, kNonlinearities);
-      v.boolean("bias", l.bias, true);
-      v.choice("output", l.last_only, false, kRnnOutputs);
-      break;
-    // numerics.md §35-§37
-    case LayerKind::conv:
-    case LayerKind::conv1d:
-    case LayerKind::conv_transpose2d:
-      v.require("out", kind + "'out'");
-      v.require("kernel", kind + "'kernel'");
-      v.integer("out", l.out, 0, 1, 1 << 16);
-      v.integer("kernel", l.kernel, 0, 1, 64);
-      v.integer("stride", l.stride, 1, 1, 64);
-      v.integer("padding", l.padding, 0, 0, 64);
-      // asymmetric padding: ONNX's [begin..., end...] (2 or 4 entries by the input's rank)
-      v.ints("pads", l.pads, 0, 64, l.pads.empty() ? kReadOnly : 0u);
-      v.check(l.pads.empty() || !v.has("padding"), "pads", std::string("(") + to_string(l.type) + ") give 'padding' or 'pads', not both");
-      v.integer("dilation", l.dilation, 1, 1, 64);
-      v.integer("groups", l.groups, 1, 1, 1 << 16);
-      if (l.type == LayerKind::conv_transpose2d) v.integer("output_padding", l.output_padding, 0, 0, 63);
-      v.boolean("bias", l.bias, true);
-      break;
-    case LayerKind::adaptive_avgpool2d:
-      v.require("size", kind + "'size'");
-      v.integer("size", l.size, 0, 1, 1 << 12);
-      break;
-    case LayerKind::upsample:
-      v.integer("size", l.size, 0, 0, 1 << 14);
-      v.number("scale", l.scale, 2.0, 0, 64);
-      v.boolean("bilinear", l.bilinear, false);
-      v.boolean("align_corners", l.align_corners, false);
-      break;
-    case LayerKind::resblock:  // nn::BasicBlock (its momentum and eps: its batch norms')
-      v.require("out", kind + "'out'");
-      v.integer("out", l.out, 0, 1, 1 << 16);
-      v.integer("stride", l.stride, 1, 1, 64);
-      v.number("eps", l.eps, 1e-5, 0, 1);
-      v.number("momentum", l.momentum, 0.1, 0, 1);
-      break;
-    default: break;  // no settings
-  }
+  v.choice("type", l.type, LayerKind::linear, layers::kNames);
+  layers::with_entry(l.type, [&v, &l](auto entry) { decltype(entry)::schema(v, l); });
 }
 
 // The whole file (C: Config or const Config).
@@ -726,7 +599,7 @@ class Writer {
 const char* to_string(DatasetKind k) { return enum_name(kDatasets, k); }
 const char* to_string(LossKind k) { return enum_name(kLosses, k); }
 const char* to_string(OptimizerKind k) { return enum_name(kOptimizers, k); }
-const char* to_string(LayerKind k) { return enum_name(kLayers, k); }
+const char* to_string(LayerKind k) { return enum_name(layers::kNames, k); }
 const char* to_string(optim::Schedule::Kind k) { return enum_name(kSchedules, k); }
 
 std::vector<std::string> Config::data_files() const {

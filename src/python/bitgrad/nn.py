@@ -408,3 +408,44 @@ def context(ctx=None, *, seed=None, step=None, row_offset=0, precision="fp32", s
         yield ctx
     finally:
         _b.nn._pop_context()
+
+
+# ---- the configuration's layer list -------------------------------------------------
+def _toml_value(v, where):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v) if v == v and v not in (float("inf"), float("-inf")) else ("nan" if v != v else ("inf" if v > 0 else "-inf"))
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x, where) for x in v) + "]"
+    raise TypeError("nn.from_layers: %s is a %s; expected a bool, int, float, str or a list of them" % (where, type(v).__name__))
+
+
+def from_layers(layers, input_shape, *, vocabulary=0, seed=None, weights="kaiming_uniform"):
+    """A Sequential of a configuration's [model] layers, built as `bitgrad train` builds them.
+
+    layers: dicts as the TOML's inline tables, e.g. [{"type": "conv", "out": 16, "kernel": 3},
+    {"type": "relu"}] (docs/cli.md lists every type and option; bitgrad.nn.layer_kinds() the
+    types). input_shape: the input's shape with its batch, e.g. [1, 3, 32, 32]. vocabulary: the
+    number of tokens when the inputs are token windows [N, T] (an embedding, a linear with
+    out = 0). seed: the initialisation's (None: drawn from the program's generator), weights as
+    the configuration's [model] init. Errors name the layer and the key, as the trainer's do.
+    """
+    if isinstance(layers, dict) or not isinstance(layers, (list, tuple)):
+        raise TypeError("nn.from_layers: layers is a %s; expected a list of dicts such as [{'type': 'relu'}]" % type(layers).__name__)
+    lines = []
+    for i, layer in enumerate(layers):
+        if not isinstance(layer, dict):
+            raise TypeError("nn.from_layers: layers[%d] is a %s; expected a dict such as {'type': 'relu'}" % (i, type(layer).__name__))
+        items = []
+        for key, value in layer.items():
+            if not isinstance(key, str) or not key or not all(c.isalnum() or c in "_-" for c in key) or not key.isascii():
+                raise ValueError("nn.from_layers: layers[%d] has the key %r; keys are option names such as 'out'" % (i, key))
+            items.append("%s = %s" % (key, _toml_value(value, "layers[%d][%r]" % (i, key))))
+        lines.append("  { " + ", ".join(items) + " },")
+    text = '[data]\ndataset = "synthetic"\n[model]\nlayers = [\n' + "\n".join(lines) + "\n]\n"
+    return _b.nn._from_layers(text, [int(d) for d in input_shape], int(vocabulary), seed, weights)

@@ -88,6 +88,16 @@ class ModuleDict(Module):
     def values(self) -> list[Module]: ...
     def items(self) -> list[Tuple[str, Module]]: ...
 
+def from_layers(
+    layers: Sequence[Mapping[str, Any]],
+    input_shape: Sequence[int],
+    *,
+    vocabulary: int = 0,
+    seed: Optional[int] = None,
+    weights: _Init = "kaiming_uniform",
+) -> Sequential: ...
+def layer_kinds() -> list[dict[str, Any]]: ...
+
 def context(
     ctx: Optional[Context] = None,
     *,
