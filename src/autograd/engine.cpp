@@ -121,7 +121,8 @@ void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafS
     for (Node* n : nodes)
       if (g_walking.emplace(n, self).second) claims.mine.push_back(n);
   }
-  std::sort(nodes.begin(), nodes.end(), [](const Node* a, const Node* b) { return a->seq > b->seq; });
+  // ties (ops of two threads with no path between them) keep the order found from the root
+  std::stable_sort(nodes.begin(), nodes.end(), [](const Node* a, const Node* b) { return a->seq > b->seq; });
   // keep the nodes alive while we walk them even if a release drops the last edge
   claims.hold = std::vector<NodePtr>(nodes.begin(), nodes.end());
   rm->grad_fn->grad = seed;

@@ -142,6 +142,10 @@ std::vector<std::vector<Tensor>> grad_parts(const Tensor& root, const Tensor& se
                                             std::string* unlisted);
 
 Node* allocate_node();  // refs == 0; wrap in NodePtr
+// Times a thread took the node pool's shared lock to allocate or free a node (its own list was
+// empty with nodes in the reserve, or full, or it was ending): for the test that threads
+// recording their own graphs never do.
+std::uint64_t node_pool_locked_calls();
 void reset_node(Node* n);  // drops edges, saved tensors and the payload (after a backward without retain_graph)
 
 struct AutogradMeta {

@@ -1,11 +1,14 @@
 #include "ops/op_util.hpp"
 
 #include <algorithm>
-#include <atomic>
 
 namespace bitgrad::ops {
 namespace {
-std::atomic<std::uint64_t> g_seq{0};
+// Creation numbers, a Lamport clock per thread: a node's number is above its inputs' and above
+// every node its thread made before, so the backward walk's descending order is a topological
+// order even for a graph built on several threads, and a graph built on one thread is walked
+// in creation order. No shared counter: threads recording ops never touch the same line.
+thread_local std::uint64_t t_seq = 0;
 
 Node* make(const char* op, autograd::BackwardFn fn, const Tensor* const* in, int n, Tensor& out, CallSite site) {
   Node* node = autograd::allocate_node();
@@ -13,8 +16,8 @@ Node* make(const char* op, autograd::BackwardFn fn, const Tensor* const* in, int
   node->site = site;
   node->label = current_label();
   node->backward = fn;
-  node->seq = ++g_seq;
   node->n_inputs = n;
+  std::uint64_t seq = t_seq;
   if (n > autograd::kInlineInputs) {
     node->more_in.resize(static_cast<std::size_t>(n - autograd::kInlineInputs));
     node->more_in_shape.resize(static_cast<std::size_t>(n - autograd::kInlineInputs));
@@ -26,9 +29,14 @@ Node* make(const char* op, autograd::BackwardFn fn, const Tensor* const* in, int
     else node->more_in_shape[static_cast<std::size_t>(i - autograd::kInlineInputs)] = t.shape();
     if (!t.requires_grad()) continue;
     autograd::AutogradMeta* m = autograd::meta_if(t);
-    if (m && m->grad_fn) e.node = m->grad_fn;
-    else e.leaf = t.impl_ptr();
+    if (m && m->grad_fn) {
+      e.node = m->grad_fn;
+      seq = std::max(seq, m->grad_fn->seq);
+    } else {
+      e.leaf = t.impl_ptr();
+    }
   }
+  node->seq = t_seq = seq + 1;
   node->out_shape = out.shape();
   node->out_dtype = out.dtype();
   out.impl().requires_grad = true;

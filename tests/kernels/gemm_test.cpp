@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "support/kernel_check.hpp"
+#include "kernels/thread_pool.hpp"
 
 namespace bitgrad::test {
 namespace {
