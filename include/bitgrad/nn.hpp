@@ -43,6 +43,13 @@ const char* init_name(Init init);
 // std gain / sqrt(fan_in); xavier: bound sqrt(6 / (fan_in + fan_out)), std sqrt(2 / (fan_in + fan_out)).
 void init_tensor(Tensor& t, Init init, std::int64_t fan_in, std::int64_t fan_out, const rng::Stream& stream);
 
+// One sequence's keys and values in a transformer block, for cached decoding: the rows of the
+// positions [0, rows) of its window (infer::Decoder holds one per block and sequence).
+struct KvCache {
+  Tensor k, v;  // [rows, D]
+  std::int64_t rows = 0;
+};
+
 class Module {
  public:
   virtual ~Module() = default;
@@ -51,6 +58,19 @@ class Module {
   // when the shapes do not chain.
   virtual Shape output_shape(const Shape& in) const = 0;
   virtual std::string describe() const = 0;
+
+  // ---- capabilities: what a caller may do besides forward, asked instead of the type --------
+  // In evaluation each output row (the last dimension) is a function of the same input row alone.
+  virtual bool rowwise() const { return false; }
+  // forward_rows below: cached decoding (TransformerBlock).
+  virtual bool decodes_rows() const { return false; }
+  // Cached decoding in evaluation: x [R, D] holds the new rows of several sequences, counts[s]
+  // of sequence s after those of s - 1, at the positions caches[s]->rows onwards of its window;
+  // each row gives what forward gives for it in its window, and the caches take the new rows.
+  virtual Tensor forward_rows(const Tensor& x, const std::vector<std::int64_t>& counts, const std::vector<KvCache*>& caches, const Context& ctx);
+  // Whether a training forward uses the batch's statistics (a batch norm in it, its own or an
+  // imported graph's): micro-batches and ranks then need the batch rule's exchange.
+  virtual bool uses_batch_statistics() const;
 
   // Draws every parameter from (seed, "init").sub(index), index counting parameters in
   // registration order across the model; the default recurses into the children.
@@ -125,6 +145,7 @@ class Linear : public Module {
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
+  bool rowwise() const override { return true; }
   Tensor weight, bias;
   std::int64_t in_features, out_features;
 };
@@ -148,6 +169,7 @@ class ActivationLayer : public Module {
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override { return in; }
   std::string describe() const override;
+  bool rowwise() const override { return true; }
 
  private:
   Activation a_;
@@ -162,6 +184,7 @@ class Dropout : public Module {
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override { return in; }
   std::string describe() const override;
+  bool rowwise() const override { return true; }  // the identity in evaluation
 
  private:
   double p_;
@@ -195,6 +218,7 @@ class LayerNorm : public Module {
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
+  bool rowwise() const override { return true; }
   Tensor gamma, beta;
 
  private:
@@ -226,6 +250,7 @@ class BatchNorm : public Module {
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
+  bool uses_batch_statistics() const override { return true; }
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
  private:
@@ -269,6 +294,8 @@ class TransformerBlock : public Module {
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
+  bool decodes_rows() const override { return true; }
+  Tensor forward_rows(const Tensor& x, const std::vector<std::int64_t>& counts, const std::vector<KvCache*>& caches, const Context& ctx) override;
   static constexpr int kDropouts = 3;
 
  private:
@@ -288,6 +315,7 @@ class TiedHead : public Module {
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
+  bool rowwise() const override { return true; }
 
  private:
   Tensor weight_;

@@ -78,6 +78,8 @@ class GraphModule : public nn::Module {
   // graph running BatchNormalization in training mode as a batchnorm model (numerics §20, §31).
   bool runs_op(const std::string& op_type) const;
   bool training_semantics() const;  // LoadOptions::training
+  // a training-mode BatchNormalization runs per forward (the session treats it as a batch norm)
+  bool uses_batch_statistics() const override { return training_semantics() && runs_op("BatchNormalization"); }
   // Where the samples of an input of `input` shape (axis 0, at least 2 samples) go (an evaluation
   // forward of zeros at that shape: no statistics move, nothing is drawn).
   SampleAnalysis samples(const Shape& input) const;

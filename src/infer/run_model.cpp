@@ -119,29 +119,11 @@ Decoder::Decoder(const RunModel& m) : m_(m), block_size_(m.cfg.data.block_size) 
   if (ch.empty() || specs.size() != ch.size()) return;
   embed_ = dynamic_cast<nn::TokenEmbedding*>(ch[0].second.get());
   if (!embed_) return;
-  dim_ = embed_->wte.shape()[1];
   std::size_t i = 1;
-  for (; i < ch.size(); ++i) {
-    if (!dynamic_cast<nn::TransformerBlock*>(ch[i].second.get()) || specs[i].type != train::LayerKind::transformer_block) break;
-    Block b;
-    b.heads = specs[i].n_head;
-    for (const auto& [name, sub] : ch[i].second->children()) {
-      if (name == "ln1") b.ln1 = dynamic_cast<nn::LayerNorm*>(sub.get());
-      if (name == "ln2") b.ln2 = dynamic_cast<nn::LayerNorm*>(sub.get());
-      if (name == "attn_qkv") b.qkv = dynamic_cast<nn::Linear*>(sub.get());
-      if (name == "attn_proj") b.proj = dynamic_cast<nn::Linear*>(sub.get());
-      if (name == "mlp_fc") b.fc = dynamic_cast<nn::Linear*>(sub.get());
-      if (name == "mlp_proj") b.out = dynamic_cast<nn::Linear*>(sub.get());
-    }
-    if (!b.ln1 || !b.ln2 || !b.qkv || !b.proj || !b.fc || !b.out || b.heads <= 0 || dim_ % b.heads != 0) return;
-    blocks_.push_back(b);
-  }
+  for (; i < ch.size() && ch[i].second->decodes_rows(); ++i) blocks_.push_back(ch[i].second.get());
   for (; i < ch.size(); ++i) {
     nn::Module* l = ch[i].second.get();
-    // row-wise in evaluation: each row of the output is a function of the same row alone
-    if (!dynamic_cast<nn::LayerNorm*>(l) && !dynamic_cast<nn::Linear*>(l) && !dynamic_cast<nn::TiedHead*>(l) &&
-        !dynamic_cast<nn::ActivationLayer*>(l) && !dynamic_cast<nn::Dropout*>(l))
-      return;
+    if (!l->rowwise()) return;  // each row of the output a function of the same row alone
     tail_.push_back(l);
   }
   cached_ = true;
@@ -174,11 +156,10 @@ std::vector<std::vector<float>> Decoder::next_logits(const std::vector<Sequence*
     const auto n = static_cast<std::int64_t>(q.tokens.size());
     BITGRAD_CHECK(n > 0, "serve", "a sequence without tokens");
     const std::int64_t start = std::max<std::int64_t>(0, n - block_size_);
-    if (start != q.start || q.k.size() != blocks_.size()) {  // the window slid: recompute it whole
+    if (start != q.start || q.kv.size() != blocks_.size()) {  // the window slid: recompute it whole
       q.start = start;
       q.cached = 0;
-      q.k.assign(blocks_.size(), Tensor());
-      q.v.assign(blocks_.size(), Tensor());
+      q.kv.assign(blocks_.size(), nn::KvCache{});
     }
     first[s] = static_cast<std::int64_t>(ids.size());
     for (std::int64_t p = q.cached; p < n - start; ++p) {
@@ -190,38 +171,12 @@ std::vector<std::vector<float>> Decoder::next_logits(const std::vector<Sequence*
     last[s] = static_cast<std::int64_t>(ids.size()) - 1;
   }
   const auto R = static_cast<std::int64_t>(ids.size());
-  const std::int64_t D = dim_;
   // h = wte[id] + wpe[position]: one addition per element, as TokenEmbedding's
   Tensor x = add(embedding(embed_->wte, Tensor::from(ids, Shape{R})), index_select(embed_->wpe, 0, Tensor::from(pos, Shape{R})));  // [R, D]
-  const double lowest = static_cast<double>(std::numeric_limits<float>::lowest());
+  std::vector<nn::KvCache*> caches(seqs.size());
   for (std::size_t b = 0; b < blocks_.size(); ++b) {
-    const Block& blk = blocks_[b];
-    const std::int64_t H = blk.heads, E = D / H;
-    Tensor qkv = blk.qkv->forward(blk.ln1->forward(x, ctx), ctx);  // [R, 3D]
-    std::vector<Tensor> ys;
-    for (std::size_t s = 0; s < seqs.size(); ++s) {
-      Sequence& q = *seqs[s];
-      const std::int64_t n = count[s], p0 = q.cached;
-      Tensor rows = slice(qkv, 0, first[s], first[s] + n);
-      Tensor kn = contiguous(slice(rows, 1, D, 2 * D)), vn = contiguous(slice(rows, 1, 2 * D, 3 * D));
-      q.k[b] = p0 == 0 ? kn : concat({q.k[b], kn}, 0);
-      q.v[b] = p0 == 0 ? vn : concat({q.v[b], vn}, 0);
-      const std::int64_t L = p0 + n;
-      Tensor qh = permute(reshape(contiguous(slice(rows, 1, 0, D)), Shape{n, H, E}), {1, 0, 2});  // [H, n, E]
-      Tensor kh = permute(reshape(q.k[b], Shape{L, H, E}), {1, 2, 0});                          // [H, E, L]
-      Tensor vh = permute(reshape(q.v[b], Shape{L, H, E}), {1, 0, 2});                          // [H, L, E]
-      // the window's attention rows p0 .. p0+n-1: the same products, scale, mask and softmax
-      Tensor att = mul(matmul(qh, kh), 1.0 / math::sqrt(static_cast<double>(E)));  // [H, n, L]
-      Tensor mask = Tensor::zeros(Shape{n, L}, DType::u8);
-      std::uint8_t* mp = mask.mutable_data<std::uint8_t>();
-      for (std::int64_t i = 0; i < n; ++i)
-        for (std::int64_t j = 0; j <= p0 + i; ++j) mp[i * L + j] = 1;
-      att = softmax(where(mask, att, Tensor::scalar(lowest, att.dtype())), -1);
-      Tensor y = matmul(att, vh);                                          // [H, n, E]
-      ys.push_back(reshape(contiguous(permute(y, {1, 0, 2})), Shape{n, D}));  // heads side by side
-    }
-    x = add(x, blk.proj->forward(concat(ys, 0), ctx));
-    x = add(x, blk.out->forward(gelu(blk.fc->forward(blk.ln2->forward(x, ctx), ctx)), ctx));
+    for (std::size_t s = 0; s < seqs.size(); ++s) caches[s] = &seqs[s]->kv[b];
+    x = blocks_[b]->forward_rows(x, count, caches, ctx);
   }
   for (std::size_t s = 0; s < seqs.size(); ++s) seqs[s]->cached += count[s];
   // the row-wise layers on each sequence's last row only

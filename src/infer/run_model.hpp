@@ -50,24 +50,19 @@ class Decoder {
   struct Sequence {
     std::vector<std::int64_t> tokens;  // the text so far (prompt included)
     std::int64_t start = 0;            // the window's first token
-    std::int64_t cached = 0;           // window positions [0, cached) are in k, v
-    std::vector<Tensor> k, v;          // per block: [cached, D]
+    std::int64_t cached = 0;           // window positions [0, cached) are in the caches
+    std::vector<nn::KvCache> kv;       // per block
   };
   // logits[s] ([V]) of the token after seqs[s]->tokens; updates their caches.
   std::vector<std::vector<float>> next_logits(const std::vector<Sequence*>& seqs);
 
  private:
-  struct Block {
-    nn::LayerNorm *ln1 = nullptr, *ln2 = nullptr;
-    nn::Linear *qkv = nullptr, *proj = nullptr, *fc = nullptr, *out = nullptr;
-    std::int64_t heads = 0;
-  };
   const RunModel& m_;
   bool cached_ = false;
   nn::TokenEmbedding* embed_ = nullptr;
-  std::vector<Block> blocks_;
+  std::vector<nn::Module*> blocks_;  // the blocks that decode rows with a cache
   std::vector<nn::Module*> tail_;  // row-wise layers after the blocks
-  std::int64_t block_size_ = 0, dim_ = 0;
+  std::int64_t block_size_ = 0;
 };
 
 }  // namespace bitgrad::infer

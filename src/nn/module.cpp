@@ -175,6 +175,16 @@ void Module::init(Init weights, std::uint64_t seed, std::uint64_t& index) {
   for (const auto& [name, child] : children_) child->init(weights, seed, index);
 }
 
+Tensor Module::forward_rows(const Tensor&, const std::vector<std::int64_t>&, const std::vector<KvCache*>&, const Context&) {
+  detail::fail(describe().c_str(), "has no cached decoding (decodes_rows() is false)");
+}
+
+bool Module::uses_batch_statistics() const {
+  for (const auto& [name, child] : children_)
+    if (child && child->uses_batch_statistics()) return true;
+  return false;
+}
+
 Init parse_init(const std::string& name) {
   if (name == "kaiming_uniform") return Init::kaiming_uniform;
   if (name == "kaiming_normal") return Init::kaiming_normal;

@@ -152,6 +152,45 @@ Tensor TransformerBlock::forward(const Tensor& x, const Context& ctx) {
   Tensor m = drop(out_->forward(gelu(fc_->forward(ln2_->forward(h, ctx), ctx)), ctx), p_, drop_id_ + 2, ctx);
   return add(h, m);
 }
+// Cached decoding: each sequence's new rows attend to its cached rows and to the new rows up to
+// themselves, with the same products, scale, mask and softmax as a row of forward's attention
+// (numerics §9), then the same projection and MLP; every op is row by row or per sequence, so a
+// row's bits do not depend on the other sequences of the batch.
+Tensor TransformerBlock::forward_rows(const Tensor& x, const std::vector<std::int64_t>& counts, const std::vector<KvCache*>& caches,
+                                      const Context& ctx) {
+  BITGRAD_CHECK(counts.size() == caches.size(), describe().c_str(), "forward_rows: ", counts.size(), " counts for ", caches.size(), " caches");
+  BITGRAD_CHECK(x.ndim() == 2 && x.shape()[1] == dim_, describe().c_str(), "forward_rows expects rows [R, ", dim_, "], got ", x.shape().str());
+  const std::int64_t D = dim_, H = n_head_, E = D / H;
+  const double lowest = static_cast<double>(std::numeric_limits<float>::lowest());
+  Tensor qkv = qkv_->forward(ln1_->forward(x, ctx), ctx);  // [R, 3D]
+  std::vector<Tensor> ys;
+  std::int64_t first = 0;
+  for (std::size_t s = 0; s < caches.size(); ++s) {
+    KvCache& c = *caches[s];
+    const std::int64_t n = counts[s], p0 = c.rows;
+    Tensor rows = slice(qkv, 0, first, first + n);
+    first += n;
+    Tensor kn = contiguous(slice(rows, 1, D, 2 * D)), vn = contiguous(slice(rows, 1, 2 * D, 3 * D));
+    c.k = p0 == 0 ? kn : concat({c.k, kn}, 0);
+    c.v = p0 == 0 ? vn : concat({c.v, vn}, 0);
+    const std::int64_t L = c.rows = p0 + n;
+    Tensor qh = permute(reshape(contiguous(slice(rows, 1, 0, D)), Shape{n, H, E}), {1, 0, 2});  // [H, n, E]
+    Tensor kh = permute(reshape(c.k, Shape{L, H, E}), {1, 2, 0});                              // [H, E, L]
+    Tensor vh = permute(reshape(c.v, Shape{L, H, E}), {1, 0, 2});                              // [H, L, E]
+    // the window's attention rows p0 .. p0+n-1
+    Tensor att = mul(matmul(qh, kh), 1.0 / math::sqrt(static_cast<double>(E)));  // [H, n, L]
+    Tensor mask = Tensor::zeros(Shape{n, L}, DType::u8);
+    std::uint8_t* mp = mask.mutable_data<std::uint8_t>();
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j <= p0 + i; ++j) mp[i * L + j] = 1;
+    att = softmax(where(mask, att, Tensor::scalar(lowest, att.dtype())), -1);
+    ys.push_back(reshape(contiguous(permute(matmul(att, vh), {1, 0, 2})), Shape{n, D}));  // heads side by side
+  }
+  BITGRAD_CHECK(first == x.shape()[0], describe().c_str(), "forward_rows: the counts add up to ", first, " rows, x has ", x.shape()[0]);
+  Tensor h = add(x, proj_->forward(concat(ys, 0), ctx));
+  return add(h, out_->forward(gelu(fc_->forward(ln2_->forward(h, ctx), ctx)), ctx));
+}
+
 Shape TransformerBlock::output_shape(const Shape& in) const {
   BITGRAD_CHECK(in.ndim() == 3 && in[2] == dim_, describe().c_str(), "expects inputs [N, T, ", dim_, "], got ", in.str());
   return in;

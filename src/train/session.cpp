@@ -29,14 +29,7 @@ bool has_batch_norm(const Config& c) {
   return false;
 }
 
-bool has_batch_norm(const nn::Module& model) {
-  if (dynamic_cast<const nn::BatchNorm*>(&model)) return true;
-  if (const auto* g = dynamic_cast<const onnx::GraphModule*>(&model))  // an imported graph's batch norm
-    return g->training_semantics() && g->runs_op("BatchNormalization");
-  for (const auto& [name, child] : model.children())
-    if (child && has_batch_norm(*child)) return true;
-  return false;
-}
+bool has_batch_norm(const nn::Module& model) { return model.uses_batch_statistics(); }
 
 namespace {
 
