@@ -65,6 +65,22 @@ std::shared_ptr<T> without_gil_on_delete(T* p) {
   });
 }
 
+// The loader options a Python call gives (bitgrad.data.DataLoader, and data parallel's loader of
+// a rank's shard, which adds world, rank and leaf_rows).
+inline data::LoaderOptions loader_options(std::int64_t batch_size, bool shuffle, bool drop_last, int workers, int prefetch, std::uint64_t seed,
+                                          int crop_padding, bool hflip) {
+  data::LoaderOptions o;
+  o.batch_size = batch_size;
+  o.shuffle = shuffle;
+  o.drop_last = drop_last;
+  o.workers = workers;
+  o.prefetch = prefetch;
+  o.seed = seed;
+  o.augment.crop_padding = crop_padding;
+  o.augment.hflip = hflip;
+  return o;
+}
+
 // A configuration argument: a bitgrad.Config, a file path or a dict (bitgrad/_config.py).
 inline train::Config to_config(const py::object& c) {
   if (py::isinstance<train::Config>(c)) return c.cast<train::Config>();

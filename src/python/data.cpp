@@ -169,16 +169,8 @@ void init_data(py::module_& top) {
                                ".sub(epoch); workers build batches ahead and are handed them in order.")
       .def(py::init([](std::shared_ptr<data::Dataset> ds, std::int64_t batch_size, bool shuffle, bool drop_last, int workers, int prefetch,
                        std::uint64_t seed, int crop_padding, bool hflip) {
-             data::LoaderOptions o;
-             o.batch_size = batch_size;
-             o.shuffle = shuffle;
-             o.drop_last = drop_last;
-             o.workers = workers;
-             o.prefetch = prefetch;
-             o.seed = seed;
-             o.augment.crop_padding = crop_padding;
-             o.augment.hflip = hflip;
-             return without_gil_on_delete(new data::DataLoader(std::move(ds), o));
+             return without_gil_on_delete(
+                 new data::DataLoader(std::move(ds), loader_options(batch_size, shuffle, drop_last, workers, prefetch, seed, crop_padding, hflip)));
            }),
            py::arg("dataset"), py::arg("batch_size") = 64, py::kw_only(), py::arg("shuffle") = true, py::arg("drop_last") = true,
            py::arg("workers") = 0, py::arg("prefetch") = 4, py::arg("seed") = 0, py::arg("crop_padding") = 0, py::arg("hflip") = false)

@@ -109,15 +109,7 @@ void init_distributed(py::module_& top) {
   // a loader of this rank's shard of every batch (data::LoaderOptions world, rank, leaf_rows)
   m.def("_loader", [](std::shared_ptr<data::Dataset> ds, std::int64_t batch_size, bool shuffle, bool drop_last, int workers, int prefetch,
                       std::uint64_t seed, int crop_padding, bool hflip, int world, int rank, std::int64_t leaf_rows) {
-    data::LoaderOptions o;
-    o.batch_size = batch_size;
-    o.shuffle = shuffle;
-    o.drop_last = drop_last;
-    o.workers = workers;
-    o.prefetch = prefetch;
-    o.seed = seed;
-    o.augment.crop_padding = crop_padding;
-    o.augment.hflip = hflip;
+    data::LoaderOptions o = loader_options(batch_size, shuffle, drop_last, workers, prefetch, seed, crop_padding, hflip);
     o.world = world;
     o.rank = rank;
     o.leaf_rows = leaf_rows;

@@ -77,6 +77,22 @@ inline std::string needs(const LayerSpec& l, const char* key) { return std::stri
 template <LayerKind K>
 struct Layer;  // one specialization per kind, below
 
+// What most entries share: no parameters; no options either.
+struct NoParams {
+  static double params(const LayerSpec&, const Shape&, const Env&) { return 0; }
+};
+struct NoOptions : NoParams {
+  template <class V, class L>
+  static void schema(V&, L&) {}
+};
+
+// An entry that is its base (shared by kinds that differ in a flag) and an example.
+#define BITGRAD_LAYER_ENTRY(kind, base, ...) \
+  template <>                                \
+  struct Layer<LayerKind::kind> : base {     \
+    static constexpr Example example{__VA_ARGS__}; \
+  }
+
 // ---- dense ------------------------------------------------------------------------------------
 
 template <>
@@ -102,48 +118,29 @@ struct Layer<LayerKind::linear> {
 };
 
 template <>
-struct Layer<LayerKind::flatten> {
+struct Layer<LayerKind::flatten> : NoOptions {
   static constexpr Example example{Input::images, "", "Flatten()"};
-  template <class V, class L>
-  static void schema(V&, L&) {}
-  static double params(const LayerSpec&, const Shape&, const Env&) { return 0; }
   static std::shared_ptr<nn::Module> build(const LayerSpec&, const Shape&, Env&) { return std::make_shared<nn::Flatten>(); }
 };
 
 // relu, gelu, tanh, sigmoid: no options
 template <nn::Activation A>
-struct ActivationEntry {
-  template <class V, class L>
-  static void schema(V&, L&) {}
-  static double params(const LayerSpec&, const Shape&, const Env&) { return 0; }
+struct ActivationEntry : NoOptions {
   static std::shared_ptr<nn::Module> build(const LayerSpec&, const Shape&, Env&) { return std::make_shared<nn::ActivationLayer>(A); }
 };
-template <>
-struct Layer<LayerKind::relu> : ActivationEntry<nn::Activation::relu> {
-  static constexpr Example example{Input::features, "", "ReLU()"};
-};
-template <>
-struct Layer<LayerKind::gelu> : ActivationEntry<nn::Activation::gelu> {
-  static constexpr Example example{Input::features, "", "GELU()"};
-};
-template <>
-struct Layer<LayerKind::tanh> : ActivationEntry<nn::Activation::tanh> {
-  static constexpr Example example{Input::features, "", "Tanh()"};
-};
-template <>
-struct Layer<LayerKind::sigmoid> : ActivationEntry<nn::Activation::sigmoid> {
-  static constexpr Example example{Input::features, "", "Sigmoid()"};
-};
+BITGRAD_LAYER_ENTRY(relu, ActivationEntry<nn::Activation::relu>, Input::features, "", "ReLU()");
+BITGRAD_LAYER_ENTRY(gelu, ActivationEntry<nn::Activation::gelu>, Input::features, "", "GELU()");
+BITGRAD_LAYER_ENTRY(tanh, ActivationEntry<nn::Activation::tanh>, Input::features, "", "Tanh()");
+BITGRAD_LAYER_ENTRY(sigmoid, ActivationEntry<nn::Activation::sigmoid>, Input::features, "", "Sigmoid()");
 
 template <>
-struct Layer<LayerKind::dropout> {
+struct Layer<LayerKind::dropout> : NoParams {
   static constexpr Example example{Input::features, "p = 0.25", "Dropout(0.25)"};
   template <class V, class L>
   static void schema(V& v, L& l) {
     v.require("p", needs(l, "p"));
     v.number("p", l.p, 0, 0, 0.999999);
   }
-  static double params(const LayerSpec&, const Shape&, const Env&) { return 0; }
   static std::shared_ptr<nn::Module> build(const LayerSpec& l, const Shape&, Env& e) { return std::make_shared<nn::Dropout>(l.p, e.dropout_id++); }
 };
 
@@ -173,7 +170,7 @@ struct Layer<LayerKind::conv2d> {
 
 // maxpool2d, avgpool2d (numerics.md §35: PyTorch's options, each written only where not the default)
 template <bool Max>
-struct PoolEntry {
+struct PoolEntry : NoParams {
   template <class V, class L>
   static void schema(V& v, L& l) {
     v.require("kernel", needs(l, "kernel"));
@@ -186,7 +183,6 @@ struct PoolEntry {
     v.check(2 * l.padding <= l.kernel, "padding",
             std::string("(") + to_string(l.type) + ") padding " + std::to_string(l.padding) + " must be at most half the kernel " + std::to_string(l.kernel));
   }
-  static double params(const LayerSpec&, const Shape&, const Env&) { return 0; }
   static std::shared_ptr<nn::Module> build(const LayerSpec& l, const Shape& in, Env& e) {
     if (l.padding > 0 || l.dilation != 1 || l.ceil_mode || !l.count_include_pad) {
       e.need_rank(in, 4, "images [N, C, H, W]");
@@ -202,14 +198,8 @@ struct PoolEntry {
     return std::make_shared<nn::Pool2d>(Max, l.kernel, l.stride);
   }
 };
-template <>
-struct Layer<LayerKind::maxpool2d> : PoolEntry<true> {
-  static constexpr Example example{Input::images, "kernel = 2", "MaxPool2d(2)"};
-};
-template <>
-struct Layer<LayerKind::avgpool2d> : PoolEntry<false> {
-  static constexpr Example example{Input::images, "kernel = 2", "AvgPool2d(2)"};
-};
+BITGRAD_LAYER_ENTRY(maxpool2d, PoolEntry<true>, Input::images, "kernel = 2", "MaxPool2d(2)");
+BITGRAD_LAYER_ENTRY(avgpool2d, PoolEntry<false>, Input::images, "kernel = 2", "AvgPool2d(2)");
 
 // conv, conv1d, conv_transpose2d (numerics.md §35-§37): weight [out, C / groups, k...]
 // (transposed: [C, out / groups, k...]) and a bias of out
@@ -255,51 +245,31 @@ struct ConvEntry {
     return std::make_shared<nn::Conv>(in[1], l.out, std::vector<int>(sp, l.kernel), o, l.bias, K == LayerKind::conv_transpose2d);
   }
 };
-template <>
-struct Layer<LayerKind::conv> : ConvEntry<LayerKind::conv> {
-  static constexpr Example example{Input::images, "out = 6, kernel = 3, groups = 2, dilation = 2", "ConvNd2d(4, 6, 3, dilation=2, groups=2)"};
-};
-template <>
-struct Layer<LayerKind::conv1d> : ConvEntry<LayerKind::conv1d> {
-  static constexpr Example example{Input::signals, "out = 3, kernel = 3, stride = 2", "Conv1d(4, 3, 3, stride=2)"};
-};
-template <>
-struct Layer<LayerKind::conv_transpose2d> : ConvEntry<LayerKind::conv_transpose2d> {
-  static constexpr Example example{Input::images, "out = 3, kernel = 3, stride = 2, output_padding = 1",
-                                   "ConvTranspose2d(4, 3, 3, stride=2, output_padding=1)"};
-};
+BITGRAD_LAYER_ENTRY(conv, ConvEntry<LayerKind::conv>, Input::images, "out = 6, kernel = 3, groups = 2, dilation = 2", "ConvNd2d(4, 6, 3, dilation=2, groups=2)");
+BITGRAD_LAYER_ENTRY(conv1d, ConvEntry<LayerKind::conv1d>, Input::signals, "out = 3, kernel = 3, stride = 2", "Conv1d(4, 3, 3, stride=2)");
+BITGRAD_LAYER_ENTRY(conv_transpose2d, ConvEntry<LayerKind::conv_transpose2d>, Input::images, "out = 3, kernel = 3, stride = 2, output_padding = 1", "ConvTranspose2d(4, 3, 3, stride=2, output_padding=1)");
 
 // adaptive_avgpool2d, adaptive_maxpool2d: to size x size whatever the input's
 template <bool Max>
-struct AdaptivePoolEntry {
+struct AdaptivePoolEntry : NoParams {
   template <class V, class L>
   static void schema(V& v, L& l) {
     v.require("size", needs(l, "size"));
     v.integer("size", l.size, 0, 1, 1 << 12);
   }
-  static double params(const LayerSpec&, const Shape&, const Env&) { return 0; }
   static std::shared_ptr<nn::Module> build(const LayerSpec& l, const Shape&, Env&) { return std::make_shared<nn::AdaptivePool2d>(Max, l.size, l.size); }
 };
-template <>
-struct Layer<LayerKind::adaptive_avgpool2d> : AdaptivePoolEntry<false> {
-  static constexpr Example example{Input::images, "size = 3", "AdaptiveAvgPool2d(3)"};
-};
-template <>
-struct Layer<LayerKind::adaptive_maxpool2d> : AdaptivePoolEntry<true> {
-  static constexpr Example example{Input::images, "size = 3", "AdaptiveMaxPool2d(3)"};
-};
+BITGRAD_LAYER_ENTRY(adaptive_avgpool2d, AdaptivePoolEntry<false>, Input::images, "size = 3", "AdaptiveAvgPool2d(3)");
+BITGRAD_LAYER_ENTRY(adaptive_maxpool2d, AdaptivePoolEntry<true>, Input::images, "size = 3", "AdaptiveMaxPool2d(3)");
 
 template <>
-struct Layer<LayerKind::global_avgpool> {
+struct Layer<LayerKind::global_avgpool> : NoOptions {
   static constexpr Example example{Input::images, "", "GlobalAvgPool()"};
-  template <class V, class L>
-  static void schema(V&, L&) {}
-  static double params(const LayerSpec&, const Shape&, const Env&) { return 0; }
   static std::shared_ptr<nn::Module> build(const LayerSpec&, const Shape&, Env&) { return std::make_shared<nn::AdaptivePool2d>(false, 1, 1); }
 };
 
 template <>
-struct Layer<LayerKind::upsample> {
+struct Layer<LayerKind::upsample> : NoParams {
   static constexpr Example example{Input::images, "scale = 2.0, bilinear = true", "Upsample(scale_factor=2.0, mode='bilinear')"};
   template <class V, class L>
   static void schema(V& v, L& l) {
@@ -308,7 +278,6 @@ struct Layer<LayerKind::upsample> {
     v.boolean("bilinear", l.bilinear, false);
     v.boolean("align_corners", l.align_corners, false);
   }
-  static double params(const LayerSpec&, const Shape&, const Env&) { return 0; }
   static std::shared_ptr<nn::Module> build(const LayerSpec& l, const Shape&, Env&) {
     return l.size > 0 ? std::make_shared<nn::Upsample>(l.size, l.size, 0.0, 0.0, l.bilinear, l.align_corners)
                       : std::make_shared<nn::Upsample>(0, 0, l.scale, l.scale, l.bilinear, l.align_corners);
@@ -405,14 +374,8 @@ struct GroupNormEntry {
     return std::make_shared<nn::GroupNorm>(l.groups, in[1], l.eps, l.affine, Instance);
   }
 };
-template <>
-struct Layer<LayerKind::groupnorm> : GroupNormEntry<false> {
-  static constexpr Example example{Input::images, "groups = 2", "GroupNorm(2, 4)"};
-};
-template <>
-struct Layer<LayerKind::instancenorm> : GroupNormEntry<true> {
-  static constexpr Example example{Input::images, "affine = true", "InstanceNorm(4, affine=True)"};
-};
+BITGRAD_LAYER_ENTRY(groupnorm, GroupNormEntry<false>, Input::images, "groups = 2", "GroupNorm(2, 4)");
+BITGRAD_LAYER_ENTRY(instancenorm, GroupNormEntry<true>, Input::images, "affine = true", "InstanceNorm(4, affine=True)");
 
 // ---- sequences --------------------------------------------------------------------------------
 
@@ -463,11 +426,8 @@ struct Layer<LayerKind::transformer_block> {
 };
 
 template <>
-struct Layer<LayerKind::tied_head> {
+struct Layer<LayerKind::tied_head> : NoOptions {  // its weight is the embedding's table: no parameters of its own
   static constexpr Example example{Input::tokens, "", "", "{ type = \"embedding\", dim = 8 }"};
-  template <class V, class L>
-  static void schema(V&, L&) {}
-  static double params(const LayerSpec&, const Shape&, const Env&) { return 0; }  // the embedding's table
   static std::shared_ptr<nn::Module> build(const LayerSpec&, const Shape&, Env& e) {
     if (!e.embed) e.fail(" ties the output to an embedding; put an embedding layer before it");
     return std::make_shared<nn::TiedHead>(e.embed->wte);
@@ -497,18 +457,11 @@ struct RecurrentEntry {
     return std::make_shared<nn::Recurrent>(mode, in[2], l.out, l.num_layers, l.bias, true, l.last_only);
   }
 };
-template <>
-struct Layer<LayerKind::rnn> : RecurrentEntry<LayerKind::rnn> {
-  static constexpr Example example{Input::sequences, "hidden = 5, nonlinearity = \"relu\"", "RNN(8, 5, nonlinearity='relu', batch_first=True)"};
-};
-template <>
-struct Layer<LayerKind::lstm> : RecurrentEntry<LayerKind::lstm> {
-  static constexpr Example example{Input::sequences, "hidden = 5, num_layers = 2", "LSTM(8, 5, num_layers=2, batch_first=True)"};
-};
-template <>
-struct Layer<LayerKind::gru> : RecurrentEntry<LayerKind::gru> {
-  static constexpr Example example{Input::sequences, "hidden = 5, bias = false", "GRU(8, 5, bias=False, batch_first=True)"};
-};
+BITGRAD_LAYER_ENTRY(rnn, RecurrentEntry<LayerKind::rnn>, Input::sequences, "hidden = 5, nonlinearity = \"relu\"", "RNN(8, 5, nonlinearity='relu', batch_first=True)");
+BITGRAD_LAYER_ENTRY(lstm, RecurrentEntry<LayerKind::lstm>, Input::sequences, "hidden = 5, num_layers = 2", "LSTM(8, 5, num_layers=2, batch_first=True)");
+BITGRAD_LAYER_ENTRY(gru, RecurrentEntry<LayerKind::gru>, Input::sequences, "hidden = 5, bias = false", "GRU(8, 5, bias=False, batch_first=True)");
+
+#undef BITGRAD_LAYER_ENTRY
 
 // ---- the table --------------------------------------------------------------------------------
 

@@ -47,9 +47,14 @@ class DataLoader(_b.data.DataLoader):
         super().__init__(_as_dataset(dataset, num_classes), batch_size, **options)
 
     def __iter__(self):
-        last = len(self) - 1
-        while True:
-            b = self.next()
-            yield b
-            if b.index == last:
-                return
+        return _batches(self)
+
+
+def _batches(loader):
+    """The rest of the loader's epoch, batch by batch (DataLoader and data parallel's loader)."""
+    last = len(loader) - 1
+    while True:
+        b = loader.next()
+        yield b
+        if b.index == last:
+            return

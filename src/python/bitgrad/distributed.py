@@ -165,12 +165,8 @@ class ShardedLoader:
         return len(self._loader)
 
     def __iter__(self):
-        last = len(self) - 1
-        while True:
-            b = self.next()
-            yield b
-            if b.index == last:
-                return
+        from .data import _batches
+        return _batches(self)
 
 
 class DataParallel:
