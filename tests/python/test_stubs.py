@@ -78,6 +78,11 @@ class Stub:
             self.names.add(node.target.id)
         elif isinstance(node, ast.Assign):
             self.names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            # `conv1d = conv2d`: an alias of a stub function has its parameters, compared as its own
+            if isinstance(node.value, ast.Name) and node.value.id in self.functions:
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        self.functions[t.id] = self.functions[node.value.id]
         elif isinstance(node, ast.ImportFrom) and node.module is None:  # from . import nn as nn
             self.names.update(a.asname or a.name for a in node.names if a.asname == a.name)
         elif isinstance(node, ast.If):  # if sys.version_info >= ...: both branches may exist

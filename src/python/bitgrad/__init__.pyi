@@ -626,15 +626,7 @@ def train(
 ) -> _RunResult: ...
 
 # ---- convolution, pooling and upsampling, more -------------------------------------------------------
-def conv1d(
-    x: Tensor,
-    weight: Tensor,
-    bias: Optional[Tensor] = None,
-    stride: Union[int, Sequence[int]] = 1,
-    padding: Union[int, Sequence[int]] = 0,
-    dilation: Union[int, Sequence[int]] = 1,
-    groups: int = 1,
-) -> Tensor: ...
+conv1d = conv2d  # the same parameters as conv2d (one spatial axis)
 def conv_transpose2d(
     x: Tensor,
     weight: Tensor,
@@ -645,32 +637,9 @@ def conv_transpose2d(
     groups: int = 1,
     dilation: Union[int, Sequence[int]] = 1,
 ) -> Tensor: ...
-def conv_transpose1d(
-    x: Tensor,
-    weight: Tensor,
-    bias: Optional[Tensor] = None,
-    stride: Union[int, Sequence[int]] = 1,
-    padding: Union[int, Sequence[int]] = 0,
-    output_padding: Union[int, Sequence[int]] = 0,
-    groups: int = 1,
-    dilation: Union[int, Sequence[int]] = 1,
-) -> Tensor: ...
-def max_pool1d(
-    x: Tensor,
-    kernel_size: Union[int, Sequence[int]],
-    stride: Union[None, int, Sequence[int]] = None,
-    padding: Union[int, Sequence[int]] = 0,
-    dilation: Union[int, Sequence[int]] = 1,
-    ceil_mode: bool = False,
-) -> Tensor: ...
-def avg_pool1d(
-    x: Tensor,
-    kernel_size: Union[int, Sequence[int]],
-    stride: Union[None, int, Sequence[int]] = None,
-    padding: Union[int, Sequence[int]] = 0,
-    ceil_mode: bool = False,
-    count_include_pad: bool = True,
-) -> Tensor: ...
+conv_transpose1d = conv_transpose2d  # the same parameters as conv_transpose2d (one spatial axis)
+max_pool1d = max_pool2d  # the same parameters as max_pool2d (one spatial axis)
+avg_pool1d = avg_pool2d  # the same parameters as avg_pool2d (one spatial axis)
 def adaptive_avg_pool2d(x: Tensor, output_size: Union[int, Sequence[int]]) -> Tensor: ...
 def adaptive_max_pool2d(x: Tensor, output_size: Union[int, Sequence[int]]) -> Tensor: ...
 def adaptive_avg_pool1d(x: Tensor, output_size: int) -> Tensor: ...

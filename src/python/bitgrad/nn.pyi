@@ -289,33 +289,7 @@ def Conv1d(
     seed: Optional[int] = None,
     weights: _Init = "kaiming_uniform",
 ) -> Conv: ...
-def ConvNd2d(
-    in_channels: int,
-    out_channels: int,
-    kernel_size: Union[int, Sequence[int]],
-    stride: Union[int, Sequence[int]] = 1,
-    padding: Union[int, Sequence[int]] = 0,
-    dilation: Union[int, Sequence[int]] = 1,
-    groups: int = 1,
-    bias: bool = True,
-    *,
-    seed: Optional[int] = None,
-    weights: _Init = "kaiming_uniform",
-) -> Conv: ...
-def ConvTranspose1d(
-    in_channels: int,
-    out_channels: int,
-    kernel_size: Union[int, Sequence[int]],
-    stride: Union[int, Sequence[int]] = 1,
-    padding: Union[int, Sequence[int]] = 0,
-    output_padding: Union[int, Sequence[int]] = 0,
-    groups: int = 1,
-    bias: bool = True,
-    dilation: Union[int, Sequence[int]] = 1,
-    *,
-    seed: Optional[int] = None,
-    weights: _Init = "kaiming_uniform",
-) -> Conv: ...
+ConvNd2d = Conv1d  # the same parameters as Conv1d (per-axis values for two axes)
 def ConvTranspose2d(
     in_channels: int,
     out_channels: int,
@@ -330,6 +304,7 @@ def ConvTranspose2d(
     seed: Optional[int] = None,
     weights: _Init = "kaiming_uniform",
 ) -> Conv: ...
+ConvTranspose1d = ConvTranspose2d  # the same parameters as ConvTranspose2d (one spatial axis)
 
 # AdaptiveAvgPool2d(...), AdaptiveMaxPool2d(...) and GlobalAvgPool() are factories of this one class
 class _AdaptivePool2d(Module): ...
