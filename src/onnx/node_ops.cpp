@@ -392,15 +392,20 @@ void slice_op(Call& c) {
   c.out.push_back(Value{contiguous(x), c.v(0).ty});
 }
 
-void gather_op(Call& c) {
-  const Tensor& x = c.x(0);
-  const int axis = axis_of(c, c.i("axis", 0), x.ndim());
+// Input 1's indices into an axis of n, negative ones counted from its end (Gather, GatherElements).
+Ints indices_on_axis(Call& c, std::int64_t n) {
   Ints idx = c.int_values(1);
-  const std::int64_t n = x.shape()[axis];
   for (std::int64_t& i : idx) {
     if (i < -n || i >= n) c.fail("index " + std::to_string(i) + " out of range for an axis of " + std::to_string(n));
     if (i < 0) i += n;
   }
+  return idx;
+}
+
+void gather_op(Call& c) {
+  const Tensor& x = c.x(0);
+  const int axis = axis_of(c, c.i("axis", 0), x.ndim());
+  const Ints idx = indices_on_axis(c, x.shape()[axis]);
   // a parameter's rows by each sample's indices (torch's nn.Embedding): bitgrad's embedding, whose
   // gradient sums per sample, then by the batch rule (numerics §11, §42); the same rows either way
   if (axis == 0 && x.ndim() == 2 && x.requires_grad() && c.x(1).ndim() >= 1) {
@@ -745,12 +750,7 @@ void gather_elements_op(Call& c) {
   need_float(c, 0);
   const Tensor& x = c.x(0);
   const int axis = axis_of(c, c.i("axis", 0), x.ndim());
-  Ints idx = c.int_values(1);
-  const std::int64_t n = x.shape()[axis];
-  for (std::int64_t& i : idx) {
-    if (i < -n || i >= n) c.fail("index " + std::to_string(i) + " out of range for an axis of " + std::to_string(n));
-    if (i < 0) i += n;
-  }
+  const Ints idx = indices_on_axis(c, x.shape()[axis]);
   c.out.push_back(fval(gather(x, axis, Tensor::from<std::int64_t>(idx, c.x(1).shape())), c.v(0).ty));
 }
 

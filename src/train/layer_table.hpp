@@ -144,6 +144,17 @@ struct Layer<LayerKind::dropout> : NoParams {
   static std::shared_ptr<nn::Module> build(const LayerSpec& l, const Shape&, Env& e) { return std::make_shared<nn::Dropout>(l.p, e.dropout_id++); }
 };
 
+// out, kernel, stride, padding: every convolution's first options, in the file's order
+template <class V, class L>
+void kernel_options(V& v, L& l) {
+  v.require("out", needs(l, "out"));
+  v.require("kernel", needs(l, "kernel"));
+  v.integer("out", l.out, 0, 1, 1 << 16);
+  v.integer("kernel", l.kernel, 0, 1, 64);
+  v.integer("stride", l.stride, 1, 1, 64);
+  v.integer("padding", l.padding, 0, 0, 64);
+}
+
 // ---- images -----------------------------------------------------------------------------------
 
 template <>
@@ -151,12 +162,7 @@ struct Layer<LayerKind::conv2d> {
   static constexpr Example example{Input::images, "out = 3, kernel = 3, padding = 1", "Conv2d(4, 3, 3, padding=1)"};
   template <class V, class L>
   static void schema(V& v, L& l) {
-    v.require("out", needs(l, "out"));
-    v.require("kernel", needs(l, "kernel"));
-    v.integer("out", l.out, 0, 1, 1 << 16);
-    v.integer("kernel", l.kernel, 0, 1, 64);
-    v.integer("stride", l.stride, 1, 1, 64);
-    v.integer("padding", l.padding, 0, 0, 64);
+    kernel_options(v, l);
     v.boolean("bias", l.bias, true);
   }
   static double params(const LayerSpec& l, const Shape& in, const Env&) {
@@ -207,12 +213,7 @@ template <LayerKind K>
 struct ConvEntry {
   template <class V, class L>
   static void schema(V& v, L& l) {
-    v.require("out", needs(l, "out"));
-    v.require("kernel", needs(l, "kernel"));
-    v.integer("out", l.out, 0, 1, 1 << 16);
-    v.integer("kernel", l.kernel, 0, 1, 64);
-    v.integer("stride", l.stride, 1, 1, 64);
-    v.integer("padding", l.padding, 0, 0, 64);
+    kernel_options(v, l);
     // asymmetric padding: ONNX's [begin..., end...] (2 or 4 entries by the input's rank)
     v.ints("pads", l.pads, 0, 64, l.pads.empty() ? kReadOnly : 0u);
     v.check(l.pads.empty() || !v.has("padding"), "pads", std::string("(") + to_string(l.type) + ") give 'padding' or 'pads', not both");
