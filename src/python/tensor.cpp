@@ -95,10 +95,7 @@ Tensor get_item(const Tensor& t, const py::object& index) {
 }
 
 Tensor reshape_args(const Tensor& t, const py::args& args) {
-  const std::vector<std::int64_t> dims = [&] {
-    if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) return args[0].cast<std::vector<std::int64_t>>();
-    return args.cast<std::vector<std::int64_t>>();
-  }();
+  const std::vector<std::int64_t> dims = shape_arg(args, "reshape");  // ints or one sequence of them; a TypeError naming them else
   const CallSite site = py_site();
   return nogil([&] { return reshape_infer(t, dims, site); });
 }
