@@ -153,48 +153,77 @@ class Reader {
     if (d > limits_.max_depth) fail(s, "messages nested deeper than the limit", what);
   }
 
+  // The fields of one message: on(field, wire) reads the fields it knows and returns false for
+  // the others, which are skipped ("MSG field N").
+  template <class F>
+  void fields(Span& s, const char* msg, F&& on) const {
+    std::uint32_t f;
+    int w;
+    while (tag(s, f, w))
+      if (!on(f, w)) skip(s, w, std::string(msg) + " field " + std::to_string(f));
+  }
+  // one field of each kind, its wire type checked
+  void text(Span& s, int w, std::string& out, const char* field) const {
+    expect(s, w, kLen, field);
+    out = bytes(s, field);
+  }
+  template <class T>
+  void integer(Span& s, int w, T& out, const char* field) const {
+    expect(s, w, kVarint, field);
+    out = static_cast<T>(varint(s, field));
+  }
+  void texts(Span& s, int w, std::vector<std::string>& out, const char* field) const {
+    expect(s, w, kLen, field);
+    count(s, out, field);
+    out.push_back(bytes(s, field));
+  }
+  template <class T, class Parse>
+  void message(Span& s, int w, std::vector<T>& out, const char* field, Parse parse) const {
+    expect(s, w, kLen, field);
+    count(s, out, field);
+    out.push_back(parse(sub(s, field)));
+  }
+
   TensorProto tensor(Span s, int d) const {
     depth(s, d, "TensorProto");
     TensorProto t;
-    std::uint32_t f;
-    int w;
-    while (tag(s, f, w)) {
+    fields(s, "TensorProto", [&](std::uint32_t f, int w) {
       switch (f) {
         case 1: ints(s, w, t.dims, "TensorProto.dims"); break;
-        case 2: expect(s, w, kVarint, "TensorProto.data_type"); t.data_type = static_cast<int>(varint(s, "TensorProto.data_type")); break;
+        case 2: integer(s, w, t.data_type, "TensorProto.data_type"); break;
         case 3: t.has_segment = true; skip(s, w, "TensorProto.segment"); break;
         case 4: fixeds(s, w, t.float_data, "TensorProto.float_data"); break;
         case 5: ints(s, w, t.int32_data, "TensorProto.int32_data"); break;
         case 6: t.has_strings = true; skip(s, w, "TensorProto.string_data"); break;
         case 7: ints(s, w, t.int64_data, "TensorProto.int64_data"); break;
-        case 8: expect(s, w, kLen, "TensorProto.name"); t.name = bytes(s, "TensorProto.name"); break;
-        case 9: expect(s, w, kLen, "TensorProto.raw_data"); t.raw_data = bytes(s, "TensorProto.raw_data"); t.has_raw = true; break;
+        case 8: text(s, w, t.name, "TensorProto.name"); break;
+        case 9: text(s, w, t.raw_data, "TensorProto.raw_data"); t.has_raw = true; break;
         case 10: fixeds(s, w, t.double_data, "TensorProto.double_data"); break;
         case 11: ints(s, w, t.uint64_data, "TensorProto.uint64_data"); break;
         case 13: t.external = true; skip(s, w, "TensorProto.external_data"); break;
         case 14: {
-          expect(s, w, kVarint, "TensorProto.data_location");
-          if (varint(s, "TensorProto.data_location") != 0) t.external = true;
+          std::uint64_t location = 0;
+          integer(s, w, location, "TensorProto.data_location");
+          if (location != 0) t.external = true;
           break;
         }
-        default: skip(s, w, "TensorProto field " + std::to_string(f));
+        default: return false;
       }
       if (t.dims.size() > static_cast<std::size_t>(limits_.max_dims)) fail(s, "more dimensions than the limit", "TensorProto.dims");
-    }
+      return true;
+    });
     return t;
   }
 
   AttributeProto attribute(Span s, int d) const {
     depth(s, d, "AttributeProto");
     AttributeProto a;
-    std::uint32_t f;
-    int w;
-    while (tag(s, f, w)) {
+    fields(s, "AttributeProto", [&](std::uint32_t f, int w) {  // tensors, sparse tensors, type protos: unused
       switch (f) {
-        case 1: expect(s, w, kLen, "AttributeProto.name"); a.name = bytes(s, "AttributeProto.name"); break;
+        case 1: text(s, w, a.name, "AttributeProto.name"); break;
         case 2: expect(s, w, kFixed32, "AttributeProto.f"); a.f = fixed<float>(s, "AttributeProto.f"); break;
-        case 3: expect(s, w, kVarint, "AttributeProto.i"); a.i = static_cast<std::int64_t>(varint(s, "AttributeProto.i")); break;
-        case 4: expect(s, w, kLen, "AttributeProto.s"); a.s = bytes(s, "AttributeProto.s"); break;
+        case 3: integer(s, w, a.i, "AttributeProto.i"); break;
+        case 4: text(s, w, a.s, "AttributeProto.s"); break;
         case 5: {
           expect(s, w, kLen, "AttributeProto.t");
           a.t = tensor(sub(s, "AttributeProto.t"), d + 1);
@@ -204,159 +233,132 @@ class Reader {
         case 6: case 11: a.has_graph = true; skip(s, w, "AttributeProto.g"); break;  // subgraphs: not read
         case 7: fixeds(s, w, a.floats, "AttributeProto.floats"); break;
         case 8: ints(s, w, a.ints, "AttributeProto.ints"); break;
-        case 9: {
-          expect(s, w, kLen, "AttributeProto.strings");
-          count(s, a.strings, "AttributeProto.strings");
-          a.strings.push_back(bytes(s, "AttributeProto.strings"));
-          break;
-        }
-        case 20: expect(s, w, kVarint, "AttributeProto.type"); a.type = static_cast<int>(varint(s, "AttributeProto.type")); break;
-        case 21: expect(s, w, kLen, "AttributeProto.ref_attr_name"); a.ref_attr_name = bytes(s, "AttributeProto.ref_attr_name"); break;
-        default: skip(s, w, "AttributeProto field " + std::to_string(f));  // tensors, sparse tensors, type protos: unused
+        case 9: texts(s, w, a.strings, "AttributeProto.strings"); break;
+        case 20: integer(s, w, a.type, "AttributeProto.type"); break;
+        case 21: text(s, w, a.ref_attr_name, "AttributeProto.ref_attr_name"); break;
+        default: return false;
       }
-    }
+      return true;
+    });
     return a;
   }
 
   NodeProto node(Span s, int d) const {
     depth(s, d, "NodeProto");
     NodeProto n;
-    std::uint32_t f;
-    int w;
-    while (tag(s, f, w)) {
+    fields(s, "NodeProto", [&](std::uint32_t f, int w) {
       switch (f) {
-        case 1: expect(s, w, kLen, "NodeProto.input"); count(s, n.input, "NodeProto.input"); n.input.push_back(bytes(s, "NodeProto.input")); break;
-        case 2: expect(s, w, kLen, "NodeProto.output"); count(s, n.output, "NodeProto.output"); n.output.push_back(bytes(s, "NodeProto.output")); break;
-        case 3: expect(s, w, kLen, "NodeProto.name"); n.name = bytes(s, "NodeProto.name"); break;
-        case 4: expect(s, w, kLen, "NodeProto.op_type"); n.op_type = bytes(s, "NodeProto.op_type"); break;
-        case 5: {
-          expect(s, w, kLen, "NodeProto.attribute");
-          count(s, n.attribute, "NodeProto.attribute");
-          n.attribute.push_back(attribute(sub(s, "NodeProto.attribute"), d + 1));
-          break;
-        }
-        case 7: expect(s, w, kLen, "NodeProto.domain"); n.domain = bytes(s, "NodeProto.domain"); break;
-        default: skip(s, w, "NodeProto field " + std::to_string(f));
+        case 1: texts(s, w, n.input, "NodeProto.input"); break;
+        case 2: texts(s, w, n.output, "NodeProto.output"); break;
+        case 3: text(s, w, n.name, "NodeProto.name"); break;
+        case 4: text(s, w, n.op_type, "NodeProto.op_type"); break;
+        case 5: message(s, w, n.attribute, "NodeProto.attribute", [&](Span a) { return attribute(a, d + 1); }); break;
+        case 7: text(s, w, n.domain, "NodeProto.domain"); break;
+        default: return false;
       }
-    }
+      return true;
+    });
     return n;
   }
 
   void shape(Span s, ValueInfoProto& v) const {
-    std::uint32_t f;
-    int w;
     v.has_shape = true;
-    while (tag(s, f, w)) {
-      if (f != 1) {
-        skip(s, w, "TensorShapeProto field " + std::to_string(f));
-        continue;
-      }
+    fields(s, "TensorShapeProto", [&](std::uint32_t f, int w) {
+      if (f != 1) return false;
       expect(s, w, kLen, "TensorShapeProto.dim");
       if (v.dims.size() >= static_cast<std::size_t>(limits_.max_dims)) fail(s, "more dimensions than the limit", "TensorShapeProto.dim");
       Span dim = sub(s, "TensorShapeProto.dim");
       std::int64_t value = -1;
       std::string param;
-      std::uint32_t g;
-      int x;
-      while (tag(dim, g, x)) {
+      fields(dim, "Dimension", [&](std::uint32_t g, int x) {
         if (g == 1) {
-          expect(dim, x, kVarint, "Dimension.dim_value");
-          value = static_cast<std::int64_t>(varint(dim, "Dimension.dim_value"));
+          integer(dim, x, value, "Dimension.dim_value");
           if (value < 0) value = -1;
         } else if (g == 2) {
-          expect(dim, x, kLen, "Dimension.dim_param");
-          param = bytes(dim, "Dimension.dim_param");
+          text(dim, x, param, "Dimension.dim_param");
         } else {
-          skip(dim, x, "Dimension field " + std::to_string(g));
+          return false;
         }
-      }
+        return true;
+      });
       v.dims.push_back(value);
       v.dim_params.push_back(param);
-    }
+      return true;
+    });
   }
 
   ValueInfoProto value_info(Span s, int d) const {
     depth(s, d, "ValueInfoProto");
     ValueInfoProto v;
-    std::uint32_t f;
-    int w;
-    while (tag(s, f, w)) {
+    fields(s, "ValueInfoProto", [&](std::uint32_t f, int w) {
       if (f == 1) {
-        expect(s, w, kLen, "ValueInfoProto.name");
-        v.name = bytes(s, "ValueInfoProto.name");
-      } else if (f == 2) {  // TypeProto: only its tensor_type is read
-        expect(s, w, kLen, "ValueInfoProto.type");
-        Span type = sub(s, "ValueInfoProto.type");
-        std::uint32_t g;
-        int x;
-        while (tag(type, g, x)) {
-          if (g != 1) {
-            skip(type, x, "TypeProto field " + std::to_string(g));
-            continue;
-          }
-          expect(type, x, kLen, "TypeProto.tensor_type");
-          v.tensor_type = true;
-          Span tt = sub(type, "TypeProto.tensor_type");
-          std::uint32_t h;
-          int y;
-          while (tag(tt, h, y)) {
-            if (h == 1) {
-              expect(tt, y, kVarint, "TypeProto.Tensor.elem_type");
-              v.elem_type = static_cast<int>(varint(tt, "TypeProto.Tensor.elem_type"));
-            } else if (h == 2) {
-              expect(tt, y, kLen, "TypeProto.Tensor.shape");
-              shape(sub(tt, "TypeProto.Tensor.shape"), v);
-            } else {
-              skip(tt, y, "TypeProto.Tensor field " + std::to_string(h));
-            }
-          }
-        }
-      } else {
-        skip(s, w, "ValueInfoProto field " + std::to_string(f));
+        text(s, w, v.name, "ValueInfoProto.name");
+        return true;
       }
-    }
+      if (f != 2) return false;
+      expect(s, w, kLen, "ValueInfoProto.type");  // TypeProto: only its tensor_type is read
+      Span type = sub(s, "ValueInfoProto.type");
+      fields(type, "TypeProto", [&](std::uint32_t g, int x) {
+        if (g != 1) return false;
+        expect(type, x, kLen, "TypeProto.tensor_type");
+        v.tensor_type = true;
+        Span tt = sub(type, "TypeProto.tensor_type");
+        fields(tt, "TypeProto.Tensor", [&](std::uint32_t h, int y) {
+          if (h == 1) {
+            integer(tt, y, v.elem_type, "TypeProto.Tensor.elem_type");
+          } else if (h == 2) {
+            expect(tt, y, kLen, "TypeProto.Tensor.shape");
+            shape(sub(tt, "TypeProto.Tensor.shape"), v);
+          } else {
+            return false;
+          }
+          return true;
+        });
+        return true;
+      });
+      return true;
+    });
     return v;
   }
 
   GraphProto graph(Span s, int d) const {
     depth(s, d, "GraphProto");
     GraphProto g;
-    std::uint32_t f;
-    int w;
-    auto values = [&](std::vector<ValueInfoProto>& out, const char* field) {
-      expect(s, w, kLen, field);
-      count(s, out, field);
-      out.push_back(value_info(sub(s, field), d + 1));
-    };
-    while (tag(s, f, w)) {
+    auto value = [&](Span x) { return value_info(x, d + 1); };
+    fields(s, "GraphProto", [&](std::uint32_t f, int w) {
       switch (f) {
-        case 1: expect(s, w, kLen, "GraphProto.node"); count(s, g.node, "GraphProto.node"); g.node.push_back(node(sub(s, "GraphProto.node"), d + 1)); break;
-        case 2: expect(s, w, kLen, "GraphProto.name"); g.name = bytes(s, "GraphProto.name"); break;
-        case 5: {
-          expect(s, w, kLen, "GraphProto.initializer");
-          count(s, g.initializer, "GraphProto.initializer");
-          g.initializer.push_back(tensor(sub(s, "GraphProto.initializer"), d + 1));
-          break;
-        }
-        case 11: values(g.input, "GraphProto.input"); break;
-        case 12: values(g.output, "GraphProto.output"); break;
-        case 13: values(g.value_info, "GraphProto.value_info"); break;
+        case 1: message(s, w, g.node, "GraphProto.node", [&](Span x) { return node(x, d + 1); }); break;
+        case 2: text(s, w, g.name, "GraphProto.name"); break;
+        case 5: message(s, w, g.initializer, "GraphProto.initializer", [&](Span x) { return tensor(x, d + 1); }); break;
+        case 11: message(s, w, g.input, "GraphProto.input", value); break;
+        case 12: message(s, w, g.output, "GraphProto.output", value); break;
+        case 13: message(s, w, g.value_info, "GraphProto.value_info", value); break;
         case 15: g.has_sparse_initializer = true; skip(s, w, "GraphProto.sparse_initializer"); break;
-        default: skip(s, w, "GraphProto field " + std::to_string(f));
+        default: return false;
       }
-    }
+      return true;
+    });
     return g;
+  }
+
+  OpsetId opset(Span o) const {
+    OpsetId id;
+    fields(o, "OperatorSetIdProto", [&](std::uint32_t g, int x) {
+      if (g == 1) text(o, x, id.domain, "OperatorSetIdProto.domain");
+      else if (g == 2) integer(o, x, id.version, "OperatorSetIdProto.version");
+      else return false;
+      return true;
+    });
+    return id;
   }
 
   ModelProto model(Span s) const {
     ModelProto m;
-    std::uint32_t f;
-    int w;
-    while (tag(s, f, w)) {
+    fields(s, "ModelProto", [&](std::uint32_t f, int w) {
       switch (f) {
-        case 1: expect(s, w, kVarint, "ModelProto.ir_version"); m.ir_version = static_cast<std::int64_t>(varint(s, "ModelProto.ir_version")); break;
-        case 2: expect(s, w, kLen, "ModelProto.producer_name"); m.producer_name = bytes(s, "ModelProto.producer_name"); break;
-        case 3: expect(s, w, kLen, "ModelProto.producer_version"); m.producer_version = bytes(s, "ModelProto.producer_version"); break;
+        case 1: integer(s, w, m.ir_version, "ModelProto.ir_version"); break;
+        case 2: text(s, w, m.producer_name, "ModelProto.producer_name"); break;
+        case 3: text(s, w, m.producer_version, "ModelProto.producer_version"); break;
         case 7: {
           expect(s, w, kLen, "ModelProto.graph");
           if (m.has_graph) fail(s, "a second graph", "ModelProto.graph");
@@ -364,31 +366,12 @@ class Reader {
           m.has_graph = true;
           break;
         }
-        case 8: {
-          expect(s, w, kLen, "ModelProto.opset_import");
-          count(s, m.opset_import, "ModelProto.opset_import");
-          Span o = sub(s, "ModelProto.opset_import");
-          OpsetId id;
-          std::uint32_t g;
-          int x;
-          while (tag(o, g, x)) {
-            if (g == 1) {
-              expect(o, x, kLen, "OperatorSetIdProto.domain");
-              id.domain = bytes(o, "OperatorSetIdProto.domain");
-            } else if (g == 2) {
-              expect(o, x, kVarint, "OperatorSetIdProto.version");
-              id.version = static_cast<std::int64_t>(varint(o, "OperatorSetIdProto.version"));
-            } else {
-              skip(o, x, "OperatorSetIdProto field " + std::to_string(g));
-            }
-          }
-          m.opset_import.push_back(id);
-          break;
-        }
+        case 8: message(s, w, m.opset_import, "ModelProto.opset_import", [&](Span o) { return opset(o); }); break;
         case 25: m.has_functions = true; skip(s, w, "ModelProto.functions"); break;
-        default: skip(s, w, "ModelProto field " + std::to_string(f));
+        default: return false;
       }
-    }
+      return true;
+    });
     return m;
   }
 

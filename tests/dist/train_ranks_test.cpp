@@ -464,33 +464,51 @@ TEST_F(DistTrain, AHungRankMakesTheOthersFailWithinTheTimeout) {
   std::printf("hung rank: the job ended %.1f s after the stop (exit %d)\n", f.took, f.code);
 }
 
+// A job whose every rank is refused (exit code 2 from each) runs without the leak check under
+// ASan: each rank's check at exit runs while mpirun kills the others, and LeakSanitizer's tracer
+// crashed there once in some dozens of runs ("Tracer caught signal 11 ... LeakSanitizer has
+// encountered a fatal error", exit 1, 9 ranks on 2 cores), which hid the code under test. These
+// jobs leave through the error path on every rank; the jobs that train keep the check.
+std::string without_leak_check(const std::string& cmd) {
+  const char* given = std::getenv("OMPI_MCA_mca_base_env_list");  // the Makefile's ASAN_OPTIONS for the ranks
+  std::string list = given ? given : "";
+  const std::size_t at = list.find("ASAN_OPTIONS=");
+  if (at == std::string::npos) {
+    list += std::string(list.empty() ? "" : ";") + "ASAN_OPTIONS=detect_leaks=0";
+  } else {
+    const std::size_t end = list.find(';', at);
+    list.insert(end == std::string::npos ? list.size() : end, ":detect_leaks=0");
+  }
+  return "env OMPI_MCA_mca_base_env_list='" + list + "' " + cmd;
+}
+
 TEST_F(DistTrain, RanksWithAnotherConfigurationAreRefusedOnce) {
   const std::string w = dir_for("mismatch");
   io::write_file_atomic(w + "/s.toml", kSynth);
   std::string other = kSynth;
   other.replace(other.find("lr = 0.01"), 9, "lr = 0.02");
   io::write_file_atomic(w + "/t.toml", other);
-  Result r = sh(kMpirun + " -n 2 " + kBin + " train s.toml --out run --no-progress : -n 1 " + kBin + " train t.toml --out run --no-progress", w);
+  Result r = sh(without_leak_check(kMpirun + " -n 2 " + kBin + " train s.toml --out run --no-progress : -n 1 " + kBin + " train t.toml --out run --no-progress"), w);
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("rank 2 ("), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("a different configuration"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("bitgrad: error"), r.err.rfind("bitgrad: error")) << "one error line: " << r.err;
   EXPECT_FALSE(io::exists(w + "/run/config.toml"));
   // a stop point that differs
-  r = sh(kMpirun + " -n 1 " + kBin + " train s.toml --out run2 --steps 3 : -n 1 " + kBin + " train s.toml --out run2 --steps 4", w);
+  r = sh(without_leak_check(kMpirun + " -n 1 " + kBin + " train s.toml --out run2 --steps 3 : -n 1 " + kBin + " train s.toml --out run2 --steps 4"), w);
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("a different stop point"), std::string::npos) << r.err;
   // a world larger than the blocks of a batch
-  r = sh(mpirun(9, "s.toml --out run3 --no-progress"), w);
+  r = sh(without_leak_check(mpirun(9, "s.toml --out run3 --no-progress")), w);
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("8 blocks of 32 samples, fewer than the 9 ranks"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("bitgrad: error"), r.err.rfind("bitgrad: error")) << "one error line: " << r.err;
   // a malformed deadline
-  r = sh("env BITGRAD_DIST_TIMEOUT=soon " + mpirun(2, "s.toml --out run5"), w);
+  r = sh(without_leak_check("env BITGRAD_DIST_TIMEOUT=soon " + mpirun(2, "s.toml --out run5")), w);
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("BITGRAD_DIST_TIMEOUT must be a number of seconds"), std::string::npos) << r.err;
   // a configuration only some ranks can read
-  r = sh(kMpirun + " -n 1 " + kBin + " train s.toml --out run4 : -n 1 " + kBin + " train /etc/hostname --out run4", w);
+  r = sh(without_leak_check(kMpirun + " -n 1 " + kBin + " train s.toml --out run4 : -n 1 " + kBin + " train /etc/hostname --out run4"), w);
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("rank 1 ("), std::string::npos) << r.err;
 }
