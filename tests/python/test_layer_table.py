@@ -66,8 +66,10 @@ def test_from_layers_names_the_layer_and_the_key_of_a_mistake():
         bitgrad.nn.from_layers([{"type": "flatten"}, {"type": "linear", "out": 3, "outt": 3}], [1, 2, 3])
     with pytest.raises(bitgrad.InputError, match=r"model.layers\[0\] \(conv\) expects images \[N, C, H, W\], the layer before gives \[1, 5\]"):
         bitgrad.nn.from_layers([{"type": "conv", "out": 3, "kernel": 3}], [1, 5])
-    with pytest.raises(TypeError, match=r"layers\[0\]\['out'\] is a dict"):
-        bitgrad.nn.from_layers([{"type": "linear", "out": {}}], [1, 5])
+    with pytest.raises(bitgrad.InputError, match=r"layers\[0\].out: a set cannot be written in a configuration"):
+        bitgrad.nn.from_layers([{"type": "linear", "out": {3}}], [1, 5])
+    with pytest.raises(bitgrad.InputError, match=r"layers\[0\].p: nan is not a finite number"):
+        bitgrad.nn.from_layers([{"type": "dropout", "p": float("nan")}], [1, 5])
     with pytest.raises(bitgrad.InputError, match="input_shape"):
         bitgrad.nn.from_layers([{"type": "relu"}], [])
 

@@ -5,6 +5,7 @@ import collections as _collections
 import contextlib as _contextlib
 
 from . import _bitgrad as _b
+from . import _config
 
 globals().update({k: v for k, v in vars(_b.nn).items() if not k.startswith("__")})
 Flatten = _b.nn.Flatten
@@ -411,20 +412,6 @@ def context(ctx=None, *, seed=None, step=None, row_offset=0, precision="fp32", s
 
 
 # ---- the configuration's layer list -------------------------------------------------
-def _toml_value(v, where):
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return repr(v) if v == v and v not in (float("inf"), float("-inf")) else ("nan" if v != v else ("inf" if v > 0 else "-inf"))
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x, where) for x in v) + "]"
-    raise TypeError("nn.from_layers: %s is a %s; expected a bool, int, float, str or a list of them" % (where, type(v).__name__))
-
-
 def from_layers(layers, input_shape, *, vocabulary=0, seed=None, weights="kaiming_uniform"):
     """A Sequential of a configuration's [model] layers, built as `bitgrad train` builds them.
 
@@ -445,7 +432,7 @@ def from_layers(layers, input_shape, *, vocabulary=0, seed=None, weights="kaimin
         for key, value in layer.items():
             if not isinstance(key, str) or not key or not all(c.isalnum() or c in "_-" for c in key) or not key.isascii():
                 raise ValueError("nn.from_layers: layers[%d] has the key %r; keys are option names such as 'out'" % (i, key))
-            items.append("%s = %s" % (key, _toml_value(value, "layers[%d][%r]" % (i, key))))
+            items.append("%s = %s" % (key, _config._value(value, "layers[%d].%s" % (i, key))))
         lines.append("  { " + ", ".join(items) + " },")
     text = '[data]\ndataset = "synthetic"\n[model]\nlayers = [\n' + "\n".join(lines) + "\n]\n"
     return _b.nn._from_layers(text, [int(d) for d in input_shape], int(vocabulary), seed, weights)
