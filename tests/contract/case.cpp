@@ -78,7 +78,7 @@ std::vector<std::int64_t> after(const Layer& l, std::vector<std::int64_t> in) {
     }
     return o;
   }
-  if (t == "adaptive_avgpool2d" || t == "global_avgpool") {
+  if (t == "adaptive_avgpool2d" || t == "adaptive_maxpool2d" || t == "global_avgpool") {
     if (in.size() != 3) return {};
     const std::int64_t n = t == "global_avgpool" ? 1 : l.size;
     return {in[0], n, n};
@@ -179,7 +179,7 @@ void option_rich_layers(Case& c, Draw& d) {
             break;
           }
           default: {
-            Layer a{"adaptive_avgpool2d"};
+            Layer a{d.coin() ? "adaptive_avgpool2d" : "adaptive_maxpool2d"};
             a.size = d.range(1, 3);
             add(a);
           }
@@ -414,7 +414,7 @@ std::string Case::toml() const {
       if (l.type == "conv_transpose2d") o << ", output_padding = " << l.output_padding;
       if (!l.bias) o << ", bias = false";
     }
-    if (l.type == "adaptive_avgpool2d") o << ", size = " << l.size;
+    if (l.type == "adaptive_avgpool2d" || l.type == "adaptive_maxpool2d") o << ", size = " << l.size;
     if (l.type == "upsample") {
       if (l.size > 0) o << ", size = " << l.size;
       else o << ", scale = " << num(l.scale);

@@ -13,7 +13,7 @@ namespace bitgrad::contract {
 
 struct Layer {
   std::string type;  // linear conv2d flatten relu gelu tanh sigmoid dropout maxpool2d avgpool2d layernorm batchnorm, and
-                     // the option-rich: conv conv1d conv_transpose2d adaptive_avgpool2d global_avgpool upsample rmsnorm
+                     // the option-rich: conv conv1d conv_transpose2d adaptive_avgpool2d adaptive_maxpool2d global_avgpool upsample rmsnorm
                      // groupnorm instancenorm rnn lstm gru
   std::int64_t out = 0;  // rnn, lstm, gru: hidden
   int kernel = 0, stride = 1, padding = 0;
@@ -21,7 +21,7 @@ struct Layer {
   bool bias = true;
   // the option-rich layers (the keys of docs/cli.md's layer table)
   int dilation = 1, output_padding = 0;
-  std::int64_t groups = 1, num_layers = 1, size = 0;  // size: adaptive_avgpool2d, upsample (0: scale)
+  std::int64_t groups = 1, num_layers = 1, size = 0;  // size: adaptive_avgpool2d / _maxpool2d, upsample (0: scale)
   double scale = 2.0;
   bool bilinear = false, align_corners = false, affine = true, relu = false, last = false;
   std::vector<int> pads = {};  // conv variants: asymmetric, ONNX's [begin..., end...] (empty: padding)

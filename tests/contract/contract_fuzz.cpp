@@ -268,7 +268,7 @@ const char* const kMustDraw[] = {
     "linear", "conv2d", "flatten", "relu", "gelu", "tanh", "sigmoid", "dropout", "maxpool2d", "avgpool2d", "layernorm", "batchnorm",
     "rmsnorm", "groupnorm", "instancenorm", "rnn", "lstm", "gru", "conv", "conv(1d)", "conv1d", "conv_transpose2d", "conv+stride",
     "conv+dilation", "conv+groups", "conv_transpose2d+stride", "conv_transpose2d+groups", "conv1d+groups", "conv+pads", "conv_transpose2d+pads", "maxpool2d+padding", "maxpool2d+dilation", "maxpool2d+ceil_mode",
-    "avgpool2d+padding", "avgpool2d+ceil_mode", "avgpool2d+count_include_pad=false", "adaptive_avgpool2d",
+    "avgpool2d+padding", "avgpool2d+ceil_mode", "avgpool2d+count_include_pad=false", "adaptive_avgpool2d", "adaptive_maxpool2d",
     "global_avgpool", "upsample+nearest", "upsample+bilinear", "upsample+bilinear+align_corners", "rnn+all", "rnn+last", "lstm+all",
     "lstm+last", "gru+all", "gru+last", "lstm+num_layers", "gru+num_layers", "rnn+num_layers", "loss=cross_entropy", "loss=mse", "loss=l1",
     "loss=smooth_l1", "loss=huber", "loss=bce_with_logits", "loss=cross_entropy+label_smoothing", "loss=cross_entropy+class_weights",

@@ -72,6 +72,18 @@ def test_from_layers_names_the_layer_and_the_key_of_a_mistake():
         bitgrad.nn.from_layers([{"type": "dropout", "p": float("nan")}], [1, 5])
     with pytest.raises(bitgrad.InputError, match="input_shape"):
         bitgrad.nn.from_layers([{"type": "relu"}], [])
+    # shapes and vocabularies from outside: whole numbers in range, never truncated or cast by pybind11
+    for shape, err, text in [([1, 4.5], TypeError, r"input_shape\[1\] is a float"), ("abc", TypeError, "input_shape is a str"),
+                             ([1, 2 ** 70], bitgrad.InputError, r"input_shape\[1\] is 1180591620717411303424"),
+                             ([1, 0], bitgrad.InputError, r"input_shape\[1\] is 0; expected a whole number from 1")]:
+        with pytest.raises(err, match=text):
+            bitgrad.nn.from_layers([{"type": "linear", "out": 3}], shape)
+    with pytest.raises(bitgrad.InputError, match="vocabulary is 1180591620717411303424"):
+        bitgrad.nn.from_layers([{"type": "relu"}], [1, 2], vocabulary=2 ** 70)
+    with pytest.raises(bitgrad.InputError, match="an embedding reads token ids: give vocabulary="):
+        bitgrad.nn.from_layers([{"type": "embedding", "dim": 4}], [2, 6])
+    with pytest.raises(bitgrad.InputError, match="needs about .* GiB of memory"):  # the parameters, checked before they are taken
+        bitgrad.nn.from_layers([{"type": "linear", "out": 2 ** 20}], [1, 2 ** 20])
 
 
 def test_from_layers_is_the_trainers_model():

@@ -435,4 +435,21 @@ def from_layers(layers, input_shape, *, vocabulary=0, seed=None, weights="kaimin
             items.append("%s = %s" % (key, _config._value(value, "layers[%d].%s" % (i, key))))
         lines.append("  { " + ", ".join(items) + " },")
     text = '[data]\ndataset = "synthetic"\n[model]\nlayers = [\n' + "\n".join(lines) + "\n]\n"
-    return _b.nn._from_layers(text, [int(d) for d in input_shape], int(vocabulary), seed, weights)
+    vocabulary = _whole("vocabulary", vocabulary, 0)
+    if vocabulary == 0 and any(layer.get("type") == "embedding" for layer in layers):
+        raise _b.InputError("nn.from_layers: an embedding reads token ids: give vocabulary= (the number of tokens)")
+    if isinstance(input_shape, (str, bytes)) or not hasattr(input_shape, "__iter__"):
+        raise TypeError("nn.from_layers: input_shape is a %s; expected the input's shape with its batch, e.g. [1, 3, 32, 32]"
+                        % type(input_shape).__name__)
+    shape = [_whole("input_shape[%d]" % i, d, 1) for i, d in enumerate(input_shape)]
+    return _b.nn._from_layers(text, shape, vocabulary, seed, weights)
+
+
+def _whole(what, v, lowest):
+    """v as a whole number from `lowest` to 2^63 - 1 (a bool, a float or a string is refused, not truncated)."""
+    if isinstance(v, (bool, float, str, bytes)) or not hasattr(v, "__index__"):
+        raise TypeError("nn.from_layers: %s is a %s; expected a whole number" % (what, type(v).__name__))
+    v = v.__index__()
+    if not lowest <= v <= 2 ** 63 - 1:
+        raise _b.InputError("nn.from_layers: %s is %d; expected a whole number from %d to 2^63 - 1" % (what, v, lowest))
+    return v
