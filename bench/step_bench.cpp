@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<instruments::StepTracer> tracer;
     const std::string path = "/tmp/bitgrad_step_bench_" + std::to_string(::getpid()) + ".jsonl";
     if (trace != "none") {
-      tracer = std::make_unique<instruments::StepTracer>(train::JsonLinesWriter(path));
+      tracer = std::make_unique<instruments::StepTracer>(store::JsonLinesWriter(path));
       session.set_before_update([t = tracer.get()] { t->wait(); });
     }
     std::vector<double> ms;

@@ -39,10 +39,10 @@ int main(int argc, char** argv) {
     const std::string path = "/tmp/bitgrad_trace_bench_" + std::to_string(::getpid()) + ".jsonl";
     const char* forced = std::getenv("BITGRAD_TRACE_MODE");  // thread | idle | inline (for comparisons)
     using Tracer = instruments::StepTracer;
-    Tracer tracer = forced ? Tracer(train::JsonLinesWriter(path), !std::strcmp(forced, "thread") ? Tracer::Mode::thread
+    Tracer tracer = forced ? Tracer(store::JsonLinesWriter(path), !std::strcmp(forced, "thread") ? Tracer::Mode::thread
                                                                   : !std::strcmp(forced, "idle")  ? Tracer::Mode::idle
                                                                                                   : Tracer::Mode::inline_)
-                           : Tracer(train::JsonLinesWriter(path));
+                           : Tracer(store::JsonLinesWriter(path));
     traced.set_before_update([&tracer] { tracer.wait(); });
     const long block = 10, warmup = 2;
     std::vector<double> ms_plain, ms_traced;

@@ -32,12 +32,14 @@ namespace bitgrad::dist {
 class Comm;  // MPI ranks (src/dist/comm.hpp)
 }  // namespace bitgrad::dist
 
-namespace bitgrad::train {
-
-// Internal to src/train, for train::run and the instruments: a checkpoint as read from a run
-// directory, and what one records (src/train/checkpoint.hpp).
+// Internal to src/store, for train::run and the instruments: a checkpoint as read from a run
+// directory, and what one records (src/store/checkpoint.hpp).
+namespace bitgrad::store {
 struct Checkpoint;
 struct CheckpointInfo;
+}  // namespace bitgrad::store
+
+namespace bitgrad::train {
 
 struct Eval {
   double accuracy = -1, loss = 0;  // accuracy: -1 for regression
@@ -93,8 +95,8 @@ class Session {
 
   // For train::run and the instruments (the types are src/train's):
   // the state of a checkpoint (`where` names it in errors), and the state to write to one
-  void restore(const Checkpoint& ck, const std::string& where);
-  CheckpointInfo checkpoint_info(std::int64_t step, const std::string& config_hash) const;
+  void restore(const store::Checkpoint& ck, const std::string& where);
+  store::CheckpointInfo checkpoint_info(std::int64_t step, const std::string& config_hash) const;
   // Settings a resumed segment of a run may have changed (diff replays each step with them).
   void set_segment(std::int64_t accumulate, std::optional<std::uint64_t> perturb);
   // Called in step() just before the optimizer changes the parameters (the step tracer waits

@@ -7,17 +7,17 @@
 #include "bitgrad/io.hpp"
 #include "bitgrad/onnx.hpp"
 #include "bitgrad/train.hpp"
-#include "train/run_dir.hpp"
+#include "store/run_dir.hpp"
 
 namespace bitgrad::infer {
 
 ExportResult export_run(const std::string& run_dir, const ExportOptions& o) {
   BITGRAD_CHECK(!o.safetensors.empty() || !o.onnx.empty(), "export", "nothing to write: give --safetensors FILE and/or --onnx FILE");
-  const train::RunDir dir = train::RunDir::open(run_dir, "export");
+  const store::RunDir dir = store::RunDir::open(run_dir, "export");
   const train::Config cfg = train::load_config(dir.config_path());
   const bool graph = !cfg.model.onnx.empty();
   BITGRAD_CHECK(graph || o.onnx.empty(), "export", run_dir, " trained a layer list; --onnx writes models imported with [model] onnx");
-  const train::Checkpoint ck = dir.latest_checkpoint();
+  const store::Checkpoint ck = dir.latest_checkpoint();
   io::NamedTensors named;
   for (const auto& [name, t] : ck.params) {
     std::string n = name;

@@ -9,8 +9,8 @@
 #include "bitgrad/io.hpp"
 #include "bitgrad/math.hpp"
 #include "bitgrad/ops.hpp"
-#include "train/checkpoint.hpp"
-#include "train/run_dir.hpp"
+#include "store/checkpoint.hpp"
+#include "store/run_dir.hpp"
 
 namespace bitgrad::infer {
 namespace {
@@ -34,7 +34,7 @@ class TextShape : public data::Dataset {
 }  // namespace
 
 RunModel load_run_model(const std::string& run_dir, const std::string& what, bool need_text) {
-  const train::RunDir dir = train::RunDir::open(run_dir, what);
+  const store::RunDir dir = store::RunDir::open(run_dir, what);
   RunModel r;
   r.dir = run_dir;
   r.cfg = train::load_config(dir.config_path());
@@ -55,7 +55,7 @@ RunModel load_run_model(const std::string& run_dir, const std::string& what, boo
   r.sample_shape = shape_of->sample_shape();
   r.classes = shape_of->num_classes();
   r.model = train::build_model(r.cfg, *shape_of);
-  const train::Checkpoint ck = dir.latest_checkpoint();
+  const store::Checkpoint ck = dir.latest_checkpoint();
   NoGradGuard ng;
   auto params = r.model->named_parameters();
   for (auto& b : r.model->named_buffers()) params.push_back(b);  // the checkpoint's model file: parameters, then buffers

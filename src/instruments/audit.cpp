@@ -17,9 +17,9 @@
 #include "instruments/manifest.hpp"
 #include "io/format.hpp"
 #include "dist/plan.hpp"
-#include "train/checkpoint.hpp"
-#include "train/run_dir.hpp"
-#include "train/study_dir.hpp"
+#include "store/checkpoint.hpp"
+#include "store/run_dir.hpp"
+#include "store/study_dir.hpp"
 
 namespace bitgrad::instruments {
 namespace {
@@ -116,11 +116,11 @@ void ranks_run(const train::Config& cfg, Outcome& o, std::int64_t steps, const s
   c.train.accumulate = o.accumulate;
   ThreadCountScope threads(o.threads);
   train::Session session(c, train::train_dataset(c), train::test_dataset(c), 0);
-  session.restore(train::load_checkpoint(dir, train::checkpoint_name(steps - 1)), dir);
+  session.restore(store::load_checkpoint(dir, store::checkpoint_name(steps - 1)), dir);
   session.step(steps - 1);  // the gradients' values
-  const std::vector<train::Json> trace = train::RunDir::open(dir, "audit").read_lines("trace.jsonl");
+  const std::vector<store::Json> trace = store::RunDir::open(dir, "audit").read_lines("trace.jsonl");
   BITGRAD_CHECK(!trace.empty() && trace.back().at("step").get<std::int64_t>() == steps, "audit", dir, "/trace.jsonl does not end at step ", steps);
-  const train::Json& last = trace.back();
+  const store::Json& last = trace.back();
   const std::string loss_hex = last.at("loss").get<std::string>();
   const std::uint32_t bits = static_cast<std::uint32_t>(std::stoul(loss_hex, nullptr, 16));
   float loss;
@@ -139,7 +139,7 @@ void ranks_run(const train::Config& cfg, Outcome& o, std::int64_t steps, const s
   }
   if (!replay_matches)
     out << "note: run on " << o.ranks << " ranks: its last step's gradients differ from that step replayed in one process from its checkpoint\n";
-  session.restore(train::load_checkpoint(dir, train::checkpoint_name(steps)), dir);
+  session.restore(store::load_checkpoint(dir, store::checkpoint_name(steps)), dir);
 }
 
 }  // namespace
@@ -164,7 +164,7 @@ int audit(const train::Config& cfg0, const AuditOptions& opt, std::ostream& out)
   auto train_ds = train::train_dataset(cfg0);
   auto test_ds = train::test_dataset(cfg0);
   const std::string dir = opt.out.empty() ? train::default_run_dir(cfg0.file, "audit-", false) : opt.out;
-  const train::StudyDir study = train::StudyDir::create(dir, "audit");  // locked until the result is written
+  const store::StudyDir study = store::StudyDir::create(dir, "audit");  // locked until the result is written
   // the fixed evaluation batch: the first evaluation-batch-size samples of the test set (or
   // of the training set without one)
   const data::Dataset& eval_ds = test_ds ? *test_ds : *train_ds;
@@ -198,7 +198,7 @@ int audit(const train::Config& cfg0, const AuditOptions& opt, std::ostream& out)
     if (o.ranks > 1) {
       ranks_run(cfg0, o, steps, dir + "/run-" + std::to_string(i + 1), out);
       // the final state, restored from the run's last checkpoint
-      session.restore(train::load_checkpoint(dir + "/run-" + std::to_string(i + 1), train::checkpoint_name(steps)), dir);
+      session.restore(store::load_checkpoint(dir + "/run-" + std::to_string(i + 1), store::checkpoint_name(steps)), dir);
     } else {
       float loss = 0;
       for (std::int64_t s = 0; s < steps; ++s) loss = session.step(s).loss;

@@ -14,15 +14,15 @@
 #include "instruments/manifest.hpp"
 #include "instruments/trace.hpp"
 #include "io/format.hpp"
-#include "train/run_dir.hpp"
+#include "store/run_dir.hpp"
 
 namespace bitgrad::instruments {
 namespace {
 
-using json = train::Json;
+using json = store::Json;
 
 // trace.jsonl with every record checked for the fields diff reads
-std::vector<json> read_trace(const train::RunDir& dir) {
+std::vector<json> read_trace(const store::RunDir& dir) {
   const std::string path = dir.file("trace.jsonl");
   std::vector<json> t = dir.read_lines("trace.jsonl");
   for (std::size_t i = 0; i < t.size(); ++i) {
@@ -83,7 +83,7 @@ const Segment& segment_of(const std::vector<Segment>& v, std::int64_t s) {
 
 // Replays run `dir` up to step `step` (1-based) from its nearest checkpoint and returns the
 // tensor named `what` ("input", "loss", "grad NAME", "param NAME") of that step.
-Tensor replay(const train::RunDir& dir, const json& manifest, std::int64_t step, const std::string& what) {
+Tensor replay(const store::RunDir& dir, const json& manifest, std::int64_t step, const std::string& what) {
   train::Config cfg = train::load_config(dir.config_path());
   const std::vector<Segment> segs = segments(manifest);
   ThreadCountScope threads(manifest.at("run").value("threads", 0));
@@ -134,7 +134,7 @@ void compare_values(const Tensor& a, const Tensor& b, std::ostream& out) {
 }  // namespace
 
 int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std::ostream& out) {
-  const train::RunDir da = train::RunDir::open(a, "diff"), db = train::RunDir::open(b, "diff");
+  const store::RunDir da = store::RunDir::open(a, "diff"), db = store::RunDir::open(b, "diff");
   const json ma = da.manifest();
   const json mb = db.manifest();
   if (manifest_kind(ma, "diff", da.file("manifest.json")) != RunKind::train || manifest_kind(mb, "diff", db.file("manifest.json")) != RunKind::train)
@@ -146,7 +146,7 @@ int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std
     throw Error("diff: both runs need trace.jsonl (a run trained with --trace none has none)");
 
   // 1. manifests
-  const auto la = train::flatten_json(ma), lb = train::flatten_json(mb);
+  const auto la = store::flatten_json(ma), lb = store::flatten_json(mb);
   const std::map<std::string, std::string> fa(la.begin(), la.end()), fb(lb.begin(), lb.end());
   std::vector<std::string> keys;
   for (const auto& [k, v] : la) keys.push_back(k);

@@ -6,7 +6,7 @@
 
 #include "bitgrad/enum_names.hpp"
 #include "bitgrad/instruments.hpp"
-#include "train/json_lines.hpp"
+#include "store/json_lines.hpp"
 
 namespace bitgrad::instruments {
 
@@ -18,9 +18,9 @@ inline constexpr EnumName<TraceLevel> kTraceLevels[] = {{TraceLevel::none, "none
 // `who` the command): a name this build does not know throws "WHO: FILE: run.KEY: unknown ...
 // 'NAME'; expected ..."; an absent precision or trace is that of a manifest written before
 // them (fp32, steps).
-RunKind manifest_kind(const train::Json& manifest, const std::string& who, const std::string& file);
-Precision manifest_precision(const train::Json& manifest, const std::string& who, const std::string& file);
-TraceLevel manifest_trace(const train::Json& manifest, const std::string& who, const std::string& file);
+RunKind manifest_kind(const store::Json& manifest, const std::string& who, const std::string& file);
+Precision manifest_precision(const store::Json& manifest, const std::string& who, const std::string& file);
+TraceLevel manifest_trace(const store::Json& manifest, const std::string& who, const std::string& file);
 
 std::string study_manifest_json(RunKind kind, const train::Config& c, const std::string& command, bool perturbed);
 

@@ -11,12 +11,12 @@
 #include "bitgrad/version.hpp"
 #include "instruments/manifest.hpp"
 #include "instruments/svg_plot.hpp"
-#include "train/run_dir.hpp"
+#include "store/run_dir.hpp"
 
 namespace bitgrad::instruments {
 namespace {
 
-using ordered_json = train::Json;
+using ordered_json = store::Json;
 using svg::escape;
 using svg::num;
 
@@ -40,7 +40,7 @@ struct Run {
 };
 
 double number(const ordered_json& j, const std::string& path, const char* key) {
-  const std::optional<double> v = j.contains(key) ? train::json_number(j[key]) : std::nullopt;
+  const std::optional<double> v = j.contains(key) ? store::json_number(j[key]) : std::nullopt;
   if (!v) throw Error("report: " + path + ": '" + key + "' is missing or not a number");
   return *v;
 }
@@ -48,7 +48,7 @@ double number(const ordered_json& j, const std::string& path, const char* key) {
 void read_train(Run& r) {
   const std::string path = r.dir + "/metrics.jsonl";
   r.test_acc.markers = r.test_loss.markers = true;
-  const train::RunDir dir = train::RunDir::open(r.dir, "report");
+  const store::RunDir dir = store::RunDir::open(r.dir, "report");
   for (const ordered_json& m : dir.read_lines("metrics.jsonl")) {
     const double step = number(m, path, "step");
     if (m.contains("loss")) r.loss.x.push_back(step), r.loss.y.push_back(number(m, path, "loss"));
@@ -60,7 +60,7 @@ void read_train(Run& r) {
       if (s.contains("params") && s["params"].is_object())
         for (auto it = s["params"].begin(); it != s["params"].end(); ++it) {
           if (!r.shadow_param.count(it.key())) r.shadow_names.push_back(it.key()), r.shadow_param[it.key()].name = it.key();
-          const std::optional<double> v = train::json_number(*it);
+          const std::optional<double> v = store::json_number(*it);
           if (!v) throw Error("report: " + path + ": shadow distance of '" + it.key() + "' is not a number");
           r.shadow_param[it.key()].x.push_back(step), r.shadow_param[it.key()].y.push_back(*v);
         }
@@ -296,7 +296,7 @@ std::string section_manifests(const std::vector<Run>& runs) {
   std::vector<std::map<std::string, std::string>> vals;
   for (const Run& r : runs) {
     vals.emplace_back();
-    for (const auto& [k, v] : train::flatten_json(r.manifest)) {
+    for (const auto& [k, v] : store::flatten_json(r.manifest)) {
       if (!vals.back().count(k) && std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
       vals.back()[k] = v;
     }
@@ -384,7 +384,7 @@ ReportSummary write_report(const std::vector<std::string>& dirs, const std::stri
     r.dir = d0;
     while (r.dir.size() > 1 && r.dir.back() == '/') r.dir.pop_back();
     r.name = r.dir.substr(r.dir.find_last_of('/') == std::string::npos ? 0 : r.dir.find_last_of('/') + 1);
-    const train::RunDir dir = train::RunDir::open(r.dir, "report");
+    const store::RunDir dir = store::RunDir::open(r.dir, "report");
     r.manifest = dir.manifest();
     r.kind = manifest_kind(r.manifest, "report", dir.file("manifest.json"));
     r.precision = manifest_precision(r.manifest, "report", dir.file("manifest.json"));

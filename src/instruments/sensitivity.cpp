@@ -12,8 +12,8 @@
 #include "bitgrad/session.hpp"
 #include "instruments/manifest.hpp"
 #include "io/format.hpp"
-#include "train/run_dir.hpp"
-#include "train/study_dir.hpp"
+#include "store/run_dir.hpp"
+#include "store/study_dir.hpp"
 
 namespace bitgrad::instruments {
 namespace {
@@ -44,7 +44,7 @@ void sensitivity(const train::Config& cfg, const SensitivityOptions& opt, std::o
   check_fp_environment();
   ThreadCountScope threads(opt.threads);
   const std::string dir = opt.out.empty() ? train::default_run_dir(cfg.file, "sensitivity-", false) : opt.out;
-  const train::StudyDir study = train::StudyDir::create(dir, "sensitivity");  // locked until the result is written
+  const store::StudyDir study = store::StudyDir::create(dir, "sensitivity");  // locked until the result is written
   auto train_ds = train::train_dataset(cfg);
   auto test_ds = train::test_dataset(cfg);
   std::vector<std::unique_ptr<train::Session>> m;

@@ -11,7 +11,7 @@
 
 namespace bitgrad::instruments {
 
-void ShadowRun::begin(const train::RunDir* dir, train::Session& session, std::int64_t start) {
+void ShadowRun::begin(const store::RunDir* dir, train::Session& session, std::int64_t start) {
   if (!dir) return;  // a data-parallel run: rank 0 alone runs the twin, on whole batches
   main_ = &session;
   train::Config c = session.config();
@@ -19,7 +19,7 @@ void ShadowRun::begin(const train::RunDir* dir, train::Session& session, std::in
   c.train.stochastic_rounding = false;
   c.train.loss_scale = 1;
   twin_.emplace(c, session.train_data_ptr(), session.test_data_ptr(), 0, std::nullopt, nullptr, DType::f64);
-  train::Checkpoint ck;  // the run as it stands (step 0, or the checkpoint it resumed from)
+  store::Checkpoint ck;  // the run as it stands (step 0, or the checkpoint it resumed from)
   auto widen = [](const Tensor& t) { return is_floating(t.dtype()) ? t.cast(DType::f64) : t.contiguous_copy(); };
   for (const auto& [n, p] : session.model_state()) ck.params.emplace_back(n, widen(p));  // parameters, then buffers
   for (const auto& [n, t] : session.optimizer().state()) ck.optimizer.emplace_back(n, widen(t));
@@ -35,7 +35,7 @@ void ShadowRun::end_step(std::int64_t step, const train::Session&, const train::
     autograd::OpHookPause pause;  // op traces and anomaly detection watch the run, not its twin
     so = twin_->step(step - 1);
   }
-  train::Json params = train::Json::object();
+  store::Json params = store::Json::object();
   double d2_all = 0, n2_all = 0;
   const optim::NamedTensors& a = main_->params();
   const optim::NamedTensors& b = twin_->params();
@@ -52,13 +52,13 @@ void ShadowRun::end_step(std::int64_t step, const train::Session&, const train::
     n2_all += n2;
     params[a[i].first] = n2 > 0 ? std::sqrt(d2 / n2) : (d2 > 0 ? INFINITY : 0.0);
   }
-  pending_ = train::Json{{"distance", n2_all > 0 ? std::sqrt(d2_all / n2_all) : (d2_all > 0 ? INFINITY : 0.0)},
+  pending_ = store::Json{{"distance", n2_all > 0 ? std::sqrt(d2_all / n2_all) : (d2_all > 0 ? INFINITY : 0.0)},
                          {"loss", so.loss},
                          {"params", std::move(params)}};
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void ShadowRun::add_metrics(std::int64_t, train::Json& record) {
+void ShadowRun::add_metrics(std::int64_t, store::Json& record) {
   if (!pending_.is_null()) record["shadow"] = std::move(pending_);
   pending_ = nullptr;
 }

@@ -13,7 +13,7 @@ struct StepTracer::Job final : kern::IdleWork {
 
   StepRecord rec;  // step, epoch, batch, loss; names with empty digests to fill
   std::unique_ptr<GroupHasher> hash;
-  train::JsonLinesWriter* out = nullptr;  // idle mode: the last slice writes the record
+  store::JsonLinesWriter* out = nullptr;  // idle mode: the last slice writes the record
   std::exception_ptr error;
   bool written = false;
 
@@ -72,9 +72,9 @@ const char* StepTracer::mode_name(Mode m) {
   return "?";
 }
 
-StepTracer::StepTracer(train::JsonLinesWriter out) : StepTracer(std::move(out), default_mode()) {}
+StepTracer::StepTracer(store::JsonLinesWriter out) : StepTracer(std::move(out), default_mode()) {}
 
-StepTracer::StepTracer(train::JsonLinesWriter out, Mode mode) : out_(std::move(out)), mode_(mode) {
+StepTracer::StepTracer(store::JsonLinesWriter out, Mode mode) : out_(std::move(out)), mode_(mode) {
   if (mode_ == Mode::thread) worker_ = std::thread([this] { loop(); });
 }
 

@@ -26,8 +26,8 @@ namespace bitgrad::instruments {
 class StepTracer {
  public:
   enum class Mode { thread, idle, inline_ };
-  explicit StepTracer(train::JsonLinesWriter out);  // the mode from the thread and CPU counts
-  StepTracer(train::JsonLinesWriter out, Mode mode);
+  explicit StepTracer(store::JsonLinesWriter out);  // the mode from the thread and CPU counts
+  StepTracer(store::JsonLinesWriter out, Mode mode);
   ~StepTracer();  // writes what was submitted
   StepTracer(const StepTracer&) = delete;
   StepTracer& operator=(const StepTracer&) = delete;
@@ -44,7 +44,7 @@ class StepTracer {
  private:
   void loop();
 
-  train::JsonLinesWriter out_;
+  store::JsonLinesWriter out_;
   const Mode mode_;
   std::unique_ptr<Job> job_;  // thread: waiting for the worker; idle: posted or done
   // idle: the context whose pool the job was posted to (kept alive until it is taken back)

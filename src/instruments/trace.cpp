@@ -25,11 +25,11 @@ std::string site_string(const char* file, int line) {
   return f + ":" + std::to_string(line);
 }
 
-train::Json step_record_json(const StepRecord& r) {
+store::Json step_record_json(const StepRecord& r) {
   std::uint32_t bits;
   std::memcpy(&bits, &r.loss, 4);
   auto pairs = [](const std::vector<std::pair<std::string, Digest128>>& v) {
-    train::Json a = train::Json::array();
+    store::Json a = store::Json::array();
     for (const auto& [name, d] : v) a.push_back({name, d.hex()});
     return a;
   };
@@ -43,7 +43,7 @@ void OpTrace::begin_step(std::int64_t step) {
 }
 
 void OpTrace::record(const char* op, const Tensor& value, const char* file, int line, const std::string& label, bool backward, int input) {
-  train::Json r = {{"step", step_}, {"seq", seq_++}, {"phase", backward ? "backward" : "forward"}, {"op", op}};
+  store::Json r = {{"step", step_}, {"seq", seq_++}, {"phase", backward ? "backward" : "forward"}, {"op", op}};
   if (backward) r["input"] = input;
   r["label"] = label;
   r["site"] = site_string(file, line);

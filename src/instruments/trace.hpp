@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "bitgrad/fingerprint.hpp"
-#include "train/run_dir.hpp"
+#include "store/run_dir.hpp"
 
 namespace bitgrad::instruments {
 
@@ -18,18 +18,18 @@ struct StepRecord {
   float loss = 0;
   std::vector<std::pair<std::string, Digest128>> grads, params;
 };
-train::Json step_record_json(const StepRecord& r);
+store::Json step_record_json(const StepRecord& r);
 
 // ops.jsonl: every op's output and every gradient an op produced, in order, per step.
 class OpTrace {
  public:
-  explicit OpTrace(train::JsonLinesWriter out) : out_(std::move(out)) {}
+  explicit OpTrace(store::JsonLinesWriter out) : out_(std::move(out)) {}
   void begin_step(std::int64_t step);
   void record(const char* op, const Tensor& value, const char* file, int line, const std::string& label, bool backward, int input);
   void flush() { out_.flush(); }
 
  private:
-  train::JsonLinesWriter out_;
+  store::JsonLinesWriter out_;
   std::int64_t step_ = 0, seq_ = 0;
 };
 

@@ -25,7 +25,7 @@ namespace {
 class ManifestWriter final : public train::RunObserver {
  public:
   ManifestWriter(const TrainOptions& opt, TraceLevel trace) : opt_(opt), trace_(trace) {}
-  void begin(const train::RunDir* dir, train::Session& session, std::int64_t start) override {
+  void begin(const store::RunDir* dir, train::Session& session, std::int64_t start) override {
     if (!dir) return;
     const train::Config& cfg = session.config();
     RunInfo info;
@@ -59,7 +59,7 @@ class StepTraceWriter final : public train::RunObserver {
  public:
   explicit StepTraceWriter(TraceLevel level) : level_(level) {}
   std::string describe() const override { return std::string(", trace ") + to_string(level_); }
-  void begin(const train::RunDir* dir, train::Session&, std::int64_t) override {
+  void begin(const store::RunDir* dir, train::Session&, std::int64_t) override {
     if (dir) tracer_.emplace(dir->step_trace());
   }
   void before_update() override {
@@ -103,7 +103,7 @@ class OpWatch final : public train::RunObserver {
     if (installed_) autograd::set_op_hook(nullptr, nullptr);
   }
   std::string describe() const override { return anomaly_ ? ", anomaly detection" : ""; }
-  void begin(const train::RunDir* dir, train::Session&, std::int64_t) override {
+  void begin(const store::RunDir* dir, train::Session&, std::int64_t) override {
     if (trace_ && dir) ops_.emplace(dir->op_trace());
     autograd::set_op_hook(&on_op, this);
     installed_ = true;
@@ -164,12 +164,12 @@ const char* to_string(Shadow s) { return enum_name(kShadows, s); }
 TraceLevel trace_level(const TrainOptions& opt) {
   if (opt.trace) return *opt.trace;
   if (opt.resume.empty()) return TraceLevel::steps;
-  const train::RunDir dir = train::RunDir::open(opt.resume, "resume");
+  const store::RunDir dir = store::RunDir::open(opt.resume, "resume");
   const std::string text = dir.manifest_text();
   if (text.empty()) return TraceLevel::steps;
-  train::Json m;
+  store::Json m;
   try {
-    m = train::Json::parse(text);
+    m = store::Json::parse(text);
   } catch (const std::exception&) {
     return TraceLevel::steps;  // a damaged manifest is reported where it is read in full
   }
@@ -180,11 +180,11 @@ TraceLevel trace_level(const TrainOptions& opt) {
 // would silently make it another run.
 void check_resumed_data(const train::Config& cfg, const TrainOptions& opt) {
   if (opt.resume.empty()) return;
-  const std::string text = train::RunDir::open(opt.resume, "resume").manifest_text();
+  const std::string text = store::RunDir::open(opt.resume, "resume").manifest_text();
   if (text.empty()) return;
-  train::Json data;
+  store::Json data;
   try {
-    data = train::Json::parse(text).at("run").at("data");
+    data = store::Json::parse(text).at("run").at("data");
   } catch (const std::exception&) {
     return;  // a damaged manifest is reported where it is read in full
   }

@@ -5,7 +5,7 @@
 #include "bitgrad/fingerprint.hpp"
 #include "bitgrad/io.hpp"
 #include "bitgrad/version.hpp"
-#include "train/run_dir.hpp"
+#include "store/run_dir.hpp"
 
 namespace bitgrad::train {
 namespace {
@@ -27,9 +27,9 @@ std::string who(int rank, const std::vector<std::string>& hosts) {
 }  // namespace
 
 std::vector<std::string> agree_to_start(dist::Comm& comm, const StartInfo& mine) {
-  Json j = {{"host", comm.host()}, {"error", mine.error}, {"build", build_id()}, {"config_hash", mine.config_hash}, {"stop", mine.stop}};
+  store::Json j = {{"host", comm.host()}, {"error", mine.error}, {"build", build_id()}, {"config_hash", mine.config_hash}, {"stop", mine.stop}};
   j["perturb"] = mine.perturb ? std::to_string(*mine.perturb) : "";
-  Json data = Json::array();
+  store::Json data = store::Json::array();
   if (mine.error.empty()) {
     try {
       for (const std::string& f : mine.data_files) data.push_back({f, io::file_hash(f)});
@@ -38,12 +38,12 @@ std::vector<std::string> agree_to_start(dist::Comm& comm, const StartInfo& mine)
     }
   }
   j["data"] = data;
-  const std::vector<std::string> got = comm.allgather(j.dump(-1, ' ', false, Json::error_handler_t::replace), "the start-up check");
+  const std::vector<std::string> got = comm.allgather(j.dump(-1, ' ', false, store::Json::error_handler_t::replace), "the start-up check");
   comm.set_started();
-  std::vector<Json> all;
+  std::vector<store::Json> all;
   std::vector<std::string> hosts;
   for (const std::string& g : got) {
-    all.push_back(Json::parse(g));
+    all.push_back(store::Json::parse(g));
     hosts.push_back(all.back().at("host").get<std::string>());
   }
   // errors first: the lowest rank's, and those of others that say something else
@@ -75,7 +75,7 @@ std::vector<std::string> agree_to_start(dist::Comm& comm, const StartInfo& mine)
   return hosts;
 }
 
-std::int64_t share_start_state(dist::Comm& comm, Session& session, const Checkpoint* ck) {
+std::int64_t share_start_state(dist::Comm& comm, Session& session, const store::Checkpoint* ck) {
   std::string bytes;
   if (comm.root() && ck) {
     io::Metadata meta = {{"step", std::to_string(ck->info.step)},
@@ -99,7 +99,7 @@ std::int64_t share_start_state(dist::Comm& comm, Session& session, const Checkpo
   std::memcpy(&ml, bytes.data(), sizeof ml);
   io::SafeTensors m = io::parse_safetensors(bytes.substr(sizeof ml, ml), "rank 0's checkpoint (parameters)");
   io::SafeTensors o = io::parse_safetensors(bytes.substr(sizeof ml + ml), "rank 0's checkpoint (optimizer)");
-  Checkpoint c;
+  store::Checkpoint c;
   auto num = [&](const char* k) { return std::stoll(o.metadata.at(k)); };
   c.info.step = num("step");
   c.info.epoch = num("epoch");

@@ -11,7 +11,7 @@
 #include "bitgrad/session.hpp"
 #include "dist/comm.hpp"
 #include "dist/plan.hpp"
-#include "train/checkpoint.hpp"
+#include "store/checkpoint.hpp"
 
 namespace bitgrad::train {
 
@@ -29,7 +29,7 @@ std::vector<std::string> agree_to_start(dist::Comm& comm, const StartInfo& mine)
 
 // Rank 0's state on every rank: with `ck` (rank 0 resumed from it) the others restore it too;
 // returns the step the run starts at.
-std::int64_t share_start_state(dist::Comm& comm, Session& session, const Checkpoint* ck);
+std::int64_t share_start_state(dist::Comm& comm, Session& session, const store::Checkpoint* ck);
 
 // The replica check after step `step`: the fingerprints of every parameter and optimizer
 // buffer, the optimizer's step count and the loader's position on every rank against rank

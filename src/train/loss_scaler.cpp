@@ -81,13 +81,13 @@ bool LossScaler::unscale(const optim::NamedTensors& params, std::int64_t step) {
   return true;
 }
 
-void LossScaler::save(CheckpointInfo& info) const {
+void LossScaler::save(store::CheckpointInfo& info) const {
   info.dynamic_scale = dynamic_;
   info.loss_scale_log2 = log2_;
   info.loss_scale_good = good_;
 }
 
-void LossScaler::restore(const CheckpointInfo& info) {
+void LossScaler::restore(const store::CheckpointInfo& info) {
   if (dynamic_ && info.dynamic_scale) {
     log2_ = info.loss_scale_log2;
     good_ = info.loss_scale_good;

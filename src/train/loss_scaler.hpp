@@ -10,7 +10,7 @@
 #include "bitgrad/fingerprint.hpp"
 #include "bitgrad/optim.hpp"
 #include "bitgrad/train.hpp"
-#include "train/checkpoint.hpp"
+#include "store/checkpoint.hpp"
 
 namespace bitgrad::train {
 
@@ -25,8 +25,8 @@ class LossScaler {
   bool unscale(const optim::NamedTensors& params, std::int64_t step);
 
   // A dynamic scale's state goes into checkpoints and the fingerprint (it decides the steps to come).
-  void save(CheckpointInfo& info) const;
-  void restore(const CheckpointInfo& info);
+  void save(store::CheckpointInfo& info) const;
+  void restore(const store::CheckpointInfo& info);
   void add_to(Fingerprint& fp) const;
 
  private:

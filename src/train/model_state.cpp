@@ -42,7 +42,7 @@ void ModelState::build_optimizer(const Config& c, std::int64_t planned_steps) {
   schedule.warmup_steps = c.schedule.warmup_steps;
 }
 
-void ModelState::restore(const Checkpoint& ck, const std::string& where) {
+void ModelState::restore(const store::Checkpoint& ck, const std::string& where) {
   const optim::NamedTensors all = state();
   BITGRAD_CHECK(ck.params.size() == all.size(), "resume", where, " holds ", ck.params.size(), " tensors, the model has ", all.size(), " (",
                 params.size(), " parameters and ", all.size() - params.size(), " buffers)");

@@ -10,7 +10,7 @@
 #include "bitgrad/fingerprint.hpp"
 #include "bitgrad/optim.hpp"
 #include "bitgrad/train.hpp"
-#include "train/checkpoint.hpp"
+#include "store/checkpoint.hpp"
 
 namespace bitgrad::train {
 
@@ -25,7 +25,7 @@ struct ModelState {
   // The optimizer and the schedule, for a run planned to `planned_steps` steps.
   void build_optimizer(const Config& c, std::int64_t planned_steps);
   // Parameters and optimizer buffers of a checkpoint; errors name `where`.
-  void restore(const Checkpoint& ck, const std::string& where);
+  void restore(const store::Checkpoint& ck, const std::string& where);
   // the parameters, then the model's buffers (BatchNorm's running statistics): a checkpoint's model file
   optim::NamedTensors state() const;
   void add_buffers_to(Fingerprint& fp) const;

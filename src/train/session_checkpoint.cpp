@@ -4,14 +4,14 @@
 
 namespace bitgrad::train {
 
-void Session::restore(const Checkpoint& ck, const std::string& where) {
+void Session::restore(const store::Checkpoint& ck, const std::string& where) {
   p_->state.restore(ck, where);
   p_->scaler.restore(ck.info);
   p_->loader->seek(ck.info.epoch, ck.info.index);
 }
 
-CheckpointInfo Session::checkpoint_info(std::int64_t step, const std::string& config_hash) const {
-  CheckpointInfo info;
+store::CheckpointInfo Session::checkpoint_info(std::int64_t step, const std::string& config_hash) const {
+  store::CheckpointInfo info;
   info.step = step;
   info.epoch = p_->loader->epoch();
   info.index = p_->loader->index();

@@ -21,7 +21,7 @@
 #include "dist/plan.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/kernels.hpp"
-#include "train/checkpoint.hpp"
+#include "store/checkpoint.hpp"
 #include "train/grad_reducer.hpp"
 #include "train/loss_scaler.hpp"
 #include "train/model_state.hpp"

@@ -131,8 +131,8 @@ void print_header(const Session& session, const RunOptions& opt, const std::stri
   out.flush();
 }
 
-Json step_metrics(std::int64_t step, const Session::StepOut& step_out) {
-  Json m = {{"step", step}, {"epoch", step_out.batch.epoch}, {"batch", step_out.batch.index}, {"loss", step_out.loss}, {"lr", step_out.lr}};
+store::Json step_metrics(std::int64_t step, const Session::StepOut& step_out) {
+  store::Json m = {{"step", step}, {"epoch", step_out.batch.epoch}, {"batch", step_out.batch.index}, {"loss", step_out.loss}, {"lr", step_out.lr}};
   if (step_out.grad_norm >= 0) m["grad_norm"] = step_out.grad_norm;
   if (step_out.loss_scale != 1) m["loss_scale"] = step_out.loss_scale;
   if (step_out.skipped) m["skipped"] = true;  // a non-finite gradient: no update (dynamic loss scaling)
@@ -140,8 +140,8 @@ Json step_metrics(std::int64_t step, const Session::StepOut& step_out) {
 }
 
 // Norm, mean and largest magnitude of each parameter's gradient (in f64, in element order).
-Json grad_stats(std::int64_t step, const optim::NamedTensors& params) {
-  Json stats = Json::object();
+store::Json grad_stats(std::int64_t step, const optim::NamedTensors& params) {
+  store::Json stats = store::Json::object();
   for (const auto& [name, p] : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
@@ -160,11 +160,11 @@ Json grad_stats(std::int64_t step, const optim::NamedTensors& params) {
 
 // The test set at an epoch's end (every > 0: after step `step` of every N): a metrics record and
 // a line of output. A text model's loss is per token, and also in bits.
-void evaluate_at(const Session& session, std::int64_t step, std::int64_t epoch, bool periodic, JsonLinesWriter& metrics, RunResult& res,
+void evaluate_at(const Session& session, std::int64_t step, std::int64_t epoch, bool periodic, store::JsonLinesWriter& metrics, RunResult& res,
                  std::ostream& out) {
   const Eval e = session.evaluate();
   res.test_loss.push_back(e.loss);
-  Json m = {{"step", step}, {"epoch", epoch}, {"test_loss", e.loss}};
+  store::Json m = {{"step", step}, {"epoch", epoch}, {"test_loss", e.loss}};
   const std::string when = periodic ? "step " + std::to_string(step) : "epoch " + std::to_string(epoch + 1);
   const bool text = session.config().data.dataset == DatasetKind::text;
   if (text) {
@@ -196,7 +196,7 @@ void check_resumed_accumulate(std::int64_t before, const Config& cfg, const std:
 
 // A run that stopped before its first checkpoint is started again only with its own
 // configuration (config.toml's second line names its hash).
-void check_unborn_config(const RunDir& dir, const std::string& hash) {
+void check_unborn_config(const store::RunDir& dir, const std::string& hash) {
   std::string had;
   if (dir.has("config.toml")) {
     const std::string text = io::read_file(dir.config_path());
@@ -242,8 +242,8 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
   std::optional<ExecContext> context;
   std::optional<ExecScope> in_context;
   std::optional<Session> session_slot;
-  std::optional<RunDir> dir_slot;
-  std::optional<Checkpoint> ck;
+  std::optional<store::RunDir> dir_slot;
+  std::optional<store::Checkpoint> ck;
   std::int64_t stop = 0;
   std::string hash;
   bool fresh = opt.resume.empty();
@@ -263,9 +263,9 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
     hash = config_hash(cfg);
     if (root) {
       // the run directory: a new one, or the resumed one cut back to its latest checkpoint
-      dir_slot.emplace(opt.resume.empty() ? RunDir::create(opt.out.empty() ? default_run_dir(cfg.file, "", true) : opt.out)
-                                          : RunDir::resume(opt.resume));
-      RunDir& dir = *dir_slot;
+      dir_slot.emplace(opt.resume.empty() ? store::RunDir::create(opt.out.empty() ? default_run_dir(cfg.file, "", true) : opt.out)
+                                          : store::RunDir::resume(opt.resume));
+      store::RunDir& dir = *dir_slot;
       if (!fresh && dir.unborn()) {  // it died before its first checkpoint: nothing to continue, so start it again
         check_unborn_config(dir, hash);
         out << "resume: " << dir.path() << " stopped before its first checkpoint; starting it again from step 0\n";
@@ -308,7 +308,7 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
 
   std::int64_t start = 0;
   if (root && !fresh) {
-    RunDir& dir = *dir_slot;
+    store::RunDir& dir = *dir_slot;
     session.restore(*ck, dir.path() + "/checkpoints/" + ck->name);
     start = ck->info.step;
     dir.truncate_after(start, ck->info.records, ck->info.record_digests);
@@ -321,14 +321,14 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
   if (comm) start = share_start_state(*comm, session, root && !fresh ? &*ck : nullptr);
   const std::string world_note = comm ? std::to_string(comm->size()) : "1";
   auto info_at = [&](std::int64_t step) {
-    CheckpointInfo info = session.checkpoint_info(step, hash);
+    store::CheckpointInfo info = session.checkpoint_info(step, hash);
     info.world = session.world();
     info.hosts = hosts;
     return info;
   };
-  std::optional<JsonLinesWriter> metrics;
+  std::optional<store::JsonLinesWriter> metrics;
   if (root) {
-    RunDir& dir = *dir_slot;
+    store::RunDir& dir = *dir_slot;
     for (RunObserver* o : observers) o->begin(&dir, session, start);
     if (fresh) dir.save_checkpoint(session.model_state(), session.optimizer().state(), info_at(0));  // diff replays from here
     metrics.emplace(dir.metrics());
@@ -340,11 +340,11 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
   });
   auto checkpoint = [&](std::int64_t step) {
     if (!root) return;
-    RunDir& dir = *dir_slot;
+    store::RunDir& dir = *dir_slot;
     for (RunObserver* o : observers) o->sync();  // the traces reach the disk before the checkpoint exists
     metrics->flush();
     dir.sync_records();
-    CheckpointInfo info = info_at(step);
+    store::CheckpointInfo info = info_at(step);
     info.records = dir.record_sizes();
     info.record_digests = dir.record_digests();
     dir.save_checkpoint(session.model_state(), session.optimizer().state(), info);
@@ -365,7 +365,7 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
     res.steps = step;
     for (RunObserver* o : observers) o->end_step(step, session, step_out);
     if (metrics) {
-      Json m = step_metrics(step, step_out);
+      store::Json m = step_metrics(step, step_out);
       for (RunObserver* o : observers) o->add_metrics(step, m);
       metrics->write(m);
       if (opt.grad_stats_every > 0 && step % opt.grad_stats_every == 0) metrics->write(grad_stats(step, session.params()));

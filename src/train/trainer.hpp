@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "bitgrad/session.hpp"
-#include "train/run_dir.hpp"
+#include "store/run_dir.hpp"
 
 namespace bitgrad::train {
 
@@ -18,7 +18,7 @@ class RunObserver {
   virtual std::string describe() const { return {}; }
   // The run directory is ready (resumed: truncated to `start`); nothing has trained yet. `dir`
   // is null on the ranks other than 0 of a data-parallel run (rank 0 alone writes the run).
-  virtual void begin(const RunDir* dir, Session& session, std::int64_t start) = 0;
+  virtual void begin(const store::RunDir* dir, Session& session, std::int64_t start) = 0;
   virtual void begin_step(std::int64_t step) { (void)step; }  // step counts from 1
   // Inside the step, after the gradients are final and before the optimizer updates.
   virtual void before_update() {}
@@ -27,7 +27,7 @@ class RunObserver {
   }
   // The step's record for metrics.jsonl, before it is written (after end_step): an observer may
   // add its own fields.
-  virtual void add_metrics(std::int64_t step, Json& record) { (void)step, (void)record; }
+  virtual void add_metrics(std::int64_t step, store::Json& record) { (void)step, (void)record; }
   // Before a checkpoint and at the end: everything of the steps done is on disk.
   virtual void sync() {}
 };

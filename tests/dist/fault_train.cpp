@@ -18,7 +18,7 @@ using namespace bitgrad;
 class FaultFlip : public train::RunObserver {
  public:
   FaultFlip(int rank, std::int64_t step) : rank_(rank), step_(step) {}
-  void begin(const train::RunDir*, train::Session&, std::int64_t) override {}
+  void begin(const store::RunDir*, train::Session&, std::int64_t) override {}
   void end_step(std::int64_t step, const train::Session& session, const train::Session::StepOut&) override {
     if (step != step_ || session.rank() != rank_) return;
     Tensor p = session.params().front().second;  // a handle: shares the parameter's storage

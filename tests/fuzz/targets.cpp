@@ -19,7 +19,7 @@
 #include "serve/http.hpp"
 #include "serve/request.hpp"
 #include "support/onnx_protos.hpp"
-#include "train/run_dir.hpp"
+#include "store/run_dir.hpp"
 
 namespace bitgrad::fuzz {
 namespace {
@@ -126,11 +126,11 @@ void records(const std::uint8_t* data, std::size_t size) {
   const std::string* texts[] = {&manifest, &metrics, &trace};
   const int pick = data[0] % 3;
   for (int k = 0; k < 3; ++k) io::write_file_atomic(dir + "/" + names[k], k == pick ? bytes(data + 1, size - 1) : *texts[k]);
-  const train::RunDir run = train::RunDir::open(dir, "fuzz");
+  const store::RunDir run = store::RunDir::open(dir, "fuzz");
   expect_errors_only([&] { (void)run.manifest(); });
   expect_errors_only([&] {
     for (const auto& r : run.read_lines("metrics.jsonl"))
-      for (const auto& [k, v] : r.items()) (void)train::json_number(v);
+      for (const auto& [k, v] : r.items()) (void)store::json_number(v);
   });
   expect_errors_only([&] { (void)instruments::write_report({dir}, scratch() + "/report.html", true); });
   expect_errors_only([&] { run.truncate_after(1, {{"metrics.jsonl", static_cast<std::int64_t>(data[0] >> 2) * 8}}); });

@@ -60,7 +60,7 @@ TEST(Manifest, EnumFieldsAreWrittenAndReadByName) {
   r.kind = instruments::RunKind::audit;
   r.precision = Precision::bf16;
   r.trace = instruments::TraceLevel::ops;
-  const train::Json m = train::Json::parse(instruments::run_manifest_json(r));
+  const store::Json m = store::Json::parse(instruments::run_manifest_json(r));
   EXPECT_EQ(m["run"]["kind"], "audit");
   EXPECT_EQ(m["run"]["precision"], "bf16");
   EXPECT_EQ(m["run"]["trace"], "ops");
@@ -68,21 +68,21 @@ TEST(Manifest, EnumFieldsAreWrittenAndReadByName) {
   EXPECT_EQ(instruments::manifest_precision(m, "report", "d/manifest.json"), Precision::bf16);
   EXPECT_EQ(instruments::manifest_trace(m, "report", "d/manifest.json"), instruments::TraceLevel::ops);
   for (const char* k : {"train", "audit", "sensitivity", "scaling"}) {
-    const train::Json j = {{"run", {{"kind", k}}}};
+    const store::Json j = {{"run", {{"kind", k}}}};
     EXPECT_STREQ(instruments::to_string(instruments::manifest_kind(j, "report", "d/manifest.json")), k);
   }
   // written before precision and trace were recorded: fp32, steps
-  const train::Json old = {{"run", {{"kind", "train"}}}};
+  const store::Json old = {{"run", {{"kind", "train"}}}};
   EXPECT_EQ(instruments::manifest_precision(old, "resume", "d/manifest.json"), Precision::fp32);
   EXPECT_EQ(instruments::manifest_trace(old, "resume", "d/manifest.json"), instruments::TraceLevel::steps);
-  const train::Json bad = {{"run", {{"kind", "party"}, {"precision", "fp8"}, {"trace", "all"}}}};
+  const store::Json bad = {{"run", {{"kind", "party"}, {"precision", "fp8"}, {"trace", "all"}}}};
   EXPECT_THROW_MSG(instruments::manifest_kind(bad, "report", "d/manifest.json"),
                    "report: d/manifest.json: run.kind: unknown run kind 'party'; expected train, audit, sensitivity or scaling");
   EXPECT_THROW_MSG(instruments::manifest_precision(bad, "report", "d/manifest.json"),
                    "report: d/manifest.json: run.precision: unknown precision 'fp8'; expected fp32, bf16 or fp16");
   EXPECT_THROW_MSG(instruments::manifest_trace(bad, "resume", "d/manifest.json"),
                    "resume: d/manifest.json: run.trace: unknown trace level 'all'; expected none, steps or ops");
-  EXPECT_THROW_MSG(instruments::manifest_trace(train::Json{{"run", {{"trace", 3}}}}, "resume", "d/manifest.json"),
+  EXPECT_THROW_MSG(instruments::manifest_trace(store::Json{{"run", {{"trace", 3}}}}, "resume", "d/manifest.json"),
                    "resume: d/manifest.json: run.trace is 3, not a name");
 }
 

@@ -17,7 +17,7 @@ std::string trace_with(const std::string& text, instruments::StepTracer::Mode mo
   train::Session session(cfg, train::train_dataset(cfg), nullptr, 0);
   const std::string path = fresh_dir("tracer") + ".jsonl";
   {
-    instruments::StepTracer tracer(train::JsonLinesWriter(path), mode);
+    instruments::StepTracer tracer(store::JsonLinesWriter(path), mode);
     session.set_before_update([&tracer] { tracer.wait(); });
     for (int s = 0; s < steps; ++s) tracer.submit(s, session, session.step(s));
   }

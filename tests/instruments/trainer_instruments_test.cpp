@@ -10,7 +10,7 @@
 #include "bitgrad/version.hpp"
 #include "support/fashion.hpp"
 #include "instruments/trace.hpp"
-#include "train/run_dir.hpp"
+#include "store/run_dir.hpp"
 #include "support/runs.hpp"
 #include "support/test_util.hpp"
 
@@ -139,7 +139,7 @@ TEST(TrainInstruments, AResumedRunKeepsItsTraceLevel) {
   run_text(kAdder, resume_options(dir, 8));  // no --trace: the run's own level
   const std::string ops = io::read_file(dir + "/ops.jsonl");
   EXPECT_NE(ops.find("{\"step\": 8, "), std::string::npos) << "the op trace goes on after the resume";
-  const train::Json m = train::RunDir::open(dir, "test").manifest();
+  const store::Json m = store::RunDir::open(dir, "test").manifest();
   EXPECT_EQ(m["run"]["trace"], "ops");
   // a trace level this build does not know names the manifest and the key, and trains nothing
   std::string text = io::read_file(dir + "/manifest.json");
@@ -159,8 +159,8 @@ TEST(TrainInstruments, ADivergedRunWritesJsonItsOwnToolsRead) {
   EXPECT_EQ(metrics.find("nan"), std::string::npos) << "a bare nan is not JSON";
   EXPECT_NE(metrics.find("\"loss\": \"NaN\""), std::string::npos) << metrics.substr(0, 2000);
   bool read_nan = false;
-  for (const train::Json& m : train::RunDir::open(r.out_dir, "test").read_lines("metrics.jsonl"))
-    if (m.contains("loss")) read_nan = read_nan || std::isnan(*train::json_number(m["loss"]));
+  for (const store::Json& m : store::RunDir::open(r.out_dir, "test").read_lines("metrics.jsonl"))
+    if (m.contains("loss")) read_nan = read_nan || std::isnan(*store::json_number(m["loss"]));
   EXPECT_TRUE(read_nan);
   const std::string html = fresh_dir("diverged") + ".html";
   EXPECT_EQ(instruments::write_report({r.out_dir}, html).runs, 1);

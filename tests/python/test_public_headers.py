@@ -1,6 +1,6 @@
 """The Python module reaches bitgrad only through the public headers (include/bitgrad/*.hpp), so
 that a C++ user gets the API Python has: a source of src/python that includes a header of
-src/ other than its own bind.hpp (train/session.hpp, train/run_dir.hpp, ...) fails here, naming
+src/ other than its own bind.hpp (train/session_parts.hpp, store/run_dir.hpp, ...) fails here, naming
 the file, the line and the header. What it needs goes into a public header instead (the Session:
 bitgrad/session.hpp; the default run directory: train::default_run_dir in bitgrad/train.hpp)."""
 import pathlib

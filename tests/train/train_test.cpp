@@ -219,7 +219,7 @@ TEST(Train, ResumeRefusesADataFileChangedSinceTheRun) {
 // Asks for a stop at the end of step `at`, as bitgrad's SIGINT/SIGTERM handler does.
 struct StopAt final : train::RunObserver {
   explicit StopAt(std::int64_t s) : at(s) {}
-  void begin(const train::RunDir*, train::Session&, std::int64_t) override {}
+  void begin(const store::RunDir*, train::Session&, std::int64_t) override {}
   void end_step(std::int64_t step, const train::Session&, const train::Session::StepOut&) override {
     if (step == at) train::request_stop(15);
   }
@@ -249,7 +249,7 @@ TEST(Train, AStopRequestCheckpointsAfterItsStepAndTheRunResumesBitExact) {
   }
   train::clear_stop_request();
   EXPECT_NE(log.str().find("stopped at step 4 of 10 (signal 15); checkpoint written"), std::string::npos) << log.str();
-  EXPECT_EQ(train::load_latest_checkpoint(dir).info.step, 4);
+  EXPECT_EQ(store::load_latest_checkpoint(dir).info.step, 4);
   EXPECT_EQ(run(kAdder, resume_options(dir, 10)).fingerprint.hex(), straight);
 }
 
@@ -259,11 +259,11 @@ TEST(Train, EveryEpochEndIsACheckpointByDefault) {
   o.out = fresh_dir("epoch-checkpoints");
   o.steps = 85;  // 40 steps an epoch
   run(kAdder, o);
-  EXPECT_EQ(train::list_checkpoints(o.out), (std::vector<std::int64_t>{0, 40, 80, 85}));
+  EXPECT_EQ(store::list_checkpoints(o.out), (std::vector<std::int64_t>{0, 40, 80, 85}));
   o.out = fresh_dir("no-epoch-checkpoints");
   o.checkpoint_epochs = false;
   run(kAdder, o);
-  EXPECT_EQ(train::list_checkpoints(o.out), (std::vector<std::int64_t>{0, 85}));
+  EXPECT_EQ(store::list_checkpoints(o.out), (std::vector<std::int64_t>{0, 85}));
 }
 
 TEST(Train, DamagedCheckpointsAndChangedConfigsAreRefused) {

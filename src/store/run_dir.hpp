@@ -4,7 +4,7 @@
 //   RUN/manifest.json      what the run was computed with (instruments/manifest.cpp builds it)
 //   RUN/metrics.jsonl      one JSON record per line: steps, evaluations, gradient statistics
 //   RUN/trace.jsonl        the step trace; RUN/ops.jsonl the op trace (docs/cli.md, "Traces")
-//   RUN/checkpoints/...    checkpoints and `latest` (train/checkpoint.hpp has the format)
+//   RUN/checkpoints/...    checkpoints and `latest` (store/checkpoint.hpp has the format)
 // Nothing else reads or writes these files, so their formats live here; the records' JSON in
 // json_lines.hpp, the lock in dir_lock.hpp. A study (audit, sensitivity) is a StudyDir
 // (study_dir.hpp); RunDir::open reads either.
@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "train/checkpoint.hpp"
-#include "train/dir_lock.hpp"
-#include "train/json_lines.hpp"
+#include "store/checkpoint.hpp"
+#include "store/dir_lock.hpp"
+#include "store/json_lines.hpp"
 
-namespace bitgrad::train {
+namespace bitgrad::store {
 
 class RunDir {
  public:
@@ -87,4 +87,4 @@ class RunDir {
   std::shared_ptr<DirLock> lock_;
 };
 
-}  // namespace bitgrad::train
+}  // namespace bitgrad::store

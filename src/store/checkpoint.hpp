@@ -1,4 +1,4 @@
-// Checkpoint directories (internal to the trainer):
+// Checkpoint directories (the store room: train writes them, infer and the instruments read them):
 //   RUN/checkpoints/step-000000468/model.safetensors      parameters (public format)
 //   RUN/checkpoints/step-000000468/optimizer.safetensors  optimizer buffers; metadata: step,
 //                                                          epoch, batch index, config hash, ...
@@ -14,7 +14,7 @@
 #include "bitgrad/half.hpp"
 #include "bitgrad/io.hpp"
 
-namespace bitgrad::train {
+namespace bitgrad::store {
 
 struct CheckpointInfo {
   std::int64_t step = 0;       // completed optimizer steps
@@ -53,4 +53,4 @@ std::vector<std::int64_t> list_checkpoints(const std::string& run_dir);
 // Removes a checkpoint directory (its files, then the directory).
 void remove_checkpoint_dir(const std::string& dir);
 
-}  // namespace bitgrad::train
+}  // namespace bitgrad::store

@@ -1,4 +1,4 @@
-#include "train/json_lines.hpp"
+#include "store/json_lines.hpp"
 
 #include <cerrno>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "bitgrad/error.hpp"
 #include "io/format.hpp"
 
-namespace bitgrad::train {
+namespace bitgrad::store {
 namespace {
 
 void put(const Json& j, const LineFormat& f, const char* number_format, std::string& out) {
@@ -116,4 +116,4 @@ std::vector<std::pair<std::string, std::string>> flatten_json(const Json& j) {
   return out;
 }
 
-}  // namespace bitgrad::train
+}  // namespace bitgrad::store

@@ -1,4 +1,4 @@
-#include "train/run_dir.hpp"
+#include "store/run_dir.hpp"
 
 #include <dirent.h>
 
@@ -8,6 +8,7 @@
 #include "bitgrad/io.hpp"
 #include "bitgrad/train.hpp"
 
+// train::default_run_dir (bitgrad/train.hpp): the name a new run directory gets
 namespace bitgrad::train {
 
 std::string default_run_dir(const std::string& config_path, const std::string& prefix, bool numbered) {
@@ -22,6 +23,10 @@ std::string default_run_dir(const std::string& config_path, const std::string& p
     if (!io::exists(d)) return d;
   }
 }
+
+}  // namespace bitgrad::train
+
+namespace bitgrad::store {
 
 bool RunDir::holds_run(const std::string& d) {
   return io::exists(d + "/config.toml") || io::exists(d + "/metrics.jsonl") || io::exists(d + "/checkpoints");
@@ -103,7 +108,7 @@ std::vector<Json> RunDir::read_lines(const char* name) const {
 }
 
 void RunDir::save_checkpoint(const io::NamedTensors& params, const io::NamedTensors& optimizer, const CheckpointInfo& info) const {
-  train::save_checkpoint(path_, params, optimizer, info);
+  store::save_checkpoint(path_, params, optimizer, info);
 }
 Checkpoint RunDir::latest_checkpoint() const { return load_latest_checkpoint(path_); }
 Checkpoint RunDir::checkpoint(std::int64_t step) const { return load_checkpoint(path_, checkpoint_name(step)); }
@@ -123,4 +128,4 @@ void RunDir::remove_stale_temporaries() const {
   for (const std::string& t : stale) remove_checkpoint_dir(t);
 }
 
-}  // namespace bitgrad::train
+}  // namespace bitgrad::store

@@ -1,4 +1,4 @@
-#include "train/checkpoint.hpp"
+#include "store/checkpoint.hpp"
 
 #include <dirent.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include "bitgrad/version.hpp"
 #include "io/format.hpp"
 
-namespace bitgrad::train {
+namespace bitgrad::store {
 namespace {
 
 std::string name_of(std::int64_t step) { return io::strprintf("step-%09lld", static_cast<long long>(step)); }
@@ -162,4 +162,4 @@ Checkpoint load_checkpoint(const std::string& run_dir, const std::string& name) 
   return c;
 }
 
-}  // namespace bitgrad::train
+}  // namespace bitgrad::store

@@ -1,10 +1,10 @@
-#include "train/study_dir.hpp"
+#include "store/study_dir.hpp"
 
 #include "bitgrad/error.hpp"
 #include "bitgrad/io.hpp"
-#include "train/run_dir.hpp"
+#include "store/run_dir.hpp"
 
-namespace bitgrad::train {
+namespace bitgrad::store {
 
 StudyDir StudyDir::create(const std::string& path, const std::string& kind) {
   StudyDir s(path);
@@ -20,4 +20,4 @@ void StudyDir::write(const char* result_file, const Json& result, const std::str
   io::write_file_atomic(path_ + "/manifest.json", manifest_json);
 }
 
-}  // namespace bitgrad::train
+}  // namespace bitgrad::store

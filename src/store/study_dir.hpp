@@ -7,10 +7,10 @@
 #include <memory>
 #include <string>
 
-#include "train/dir_lock.hpp"
-#include "train/json_lines.hpp"
+#include "store/dir_lock.hpp"
+#include "store/json_lines.hpp"
 
-namespace bitgrad::train {
+namespace bitgrad::store {
 
 class StudyDir {
  public:
@@ -27,4 +27,4 @@ class StudyDir {
   std::shared_ptr<DirLock> lock_;
 };
 
-}  // namespace bitgrad::train
+}  // namespace bitgrad::store

@@ -10,9 +10,9 @@
 #include "bitgrad/error.hpp"
 #include "bitgrad/fingerprint.hpp"
 #include "bitgrad/io.hpp"
-#include "train/run_dir.hpp"
+#include "store/run_dir.hpp"
 
-namespace bitgrad::train {
+namespace bitgrad::store {
 namespace {
 constexpr const char* kRecords[] = {"metrics.jsonl", "trace.jsonl", "ops.jsonl"};
 }  // namespace
@@ -113,4 +113,4 @@ void RunDir::sync_records() const {
   }
 }
 
-}  // namespace bitgrad::train
+}  // namespace bitgrad::store

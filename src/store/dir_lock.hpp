@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace bitgrad::train {
+namespace bitgrad::store {
 
 class DirLock {
  public:
@@ -20,4 +20,4 @@ class DirLock {
   int fd_ = -1;
 };
 
-}  // namespace bitgrad::train
+}  // namespace bitgrad::store

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace bitgrad::train {
+namespace bitgrad::store {
 
 using Json = nlohmann::ordered_json;
 
@@ -44,4 +44,4 @@ class JsonLinesWriter {
 // (`bitgrad diff` compares manifests with it).
 std::vector<std::pair<std::string, std::string>> flatten_json(const Json& j);
 
-}  // namespace bitgrad::train
+}  // namespace bitgrad::store

@@ -1,4 +1,4 @@
-#include "train/dir_lock.hpp"
+#include "store/dir_lock.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -10,7 +10,7 @@
 #include "bitgrad/error.hpp"
 #include "bitgrad/io.hpp"
 
-namespace bitgrad::train {
+namespace bitgrad::store {
 
 DirLock::DirLock(const std::string& dir, const std::string& who) {
   io::make_dirs(dir);
@@ -39,4 +39,4 @@ DirLock::~DirLock() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-}  // namespace bitgrad::train
+}  // namespace bitgrad::store
