@@ -82,8 +82,8 @@ sanitize-ci:
 
 # ThreadSanitizer on the threaded code: the pool, the kernels, the selftest (only the test binary,
 # of the files that hold these suites, and what it runs are built)
-TSAN_SUITES := AutogradThreads|NodePool|ThreadPool|ExecContext|ConcurrentSessions|Gemm|Reduce|TensorOps|GoldenFingerprint|BatchInvariance|Loader|Train|TrainInstruments|Diff|StepTracer|GroupHasher|DistPlan|Serve|ServeCli|ServeDecoder|ServeRequest|HttpHead|HttpFront|ServeSoak
-TSAN_TEST_FILES := autograd/(autograd|node_pool)_test[.]cpp|data/loader_test[.]cpp|dist/plan_test[.]cpp|instruments/(diff|golden_fingerprint|group_hasher|step_tracer|trainer_instruments)_test[.]cpp|kernels/(exec_context|gemm|reduce|tensor_ops|thread_pool)_test[.]cpp|ops/batch_invariance_test[.]cpp|serve/(serve|http|soak)_test[.]cpp|train/(concurrent_sessions|train)_test[.]cpp
+TSAN_SUITES := AutogradThreads|NodePool|ThreadPool|ExecContext|ConcurrentSessions|ThreadState|Gemm|Reduce|TensorOps|GoldenFingerprint|BatchInvariance|Loader|Train|TrainInstruments|Diff|StepTracer|GroupHasher|DistPlan|Serve|ServeCli|ServeDecoder|ServeRequest|HttpHead|HttpFront|ServeSoak
+TSAN_TEST_FILES := autograd/(autograd|node_pool)_test[.]cpp|data/loader_test[.]cpp|dist/plan_test[.]cpp|instruments/(diff|golden_fingerprint|group_hasher|step_tracer|trainer_instruments)_test[.]cpp|kernels/(exec_context|gemm|reduce|tensor_ops|thread_pool)_test[.]cpp|ops/batch_invariance_test[.]cpp|platform/thread_state_test[.]cpp|serve/(serve|http|soak)_test[.]cpp|train/(concurrent_sessions|train)_test[.]cpp
 tsan: deps
 	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DBITGRAD_SANITIZE=thread \
 	  -DBITGRAD_BUILD_BENCH=OFF -DBITGRAD_BUILD_TOOLS=OFF -DBITGRAD_TEST_FILES='$(TSAN_TEST_FILES)' >/dev/null

@@ -55,7 +55,8 @@ class LabelScope {
   LabelScope& operator=(const LabelScope&) = delete;
 
  private:
-  std::size_t restore_;
+  const std::string* before_;  // the enclosing scope's label, put back at the end
+  std::string label_;
 };
 const std::string& current_label();
 

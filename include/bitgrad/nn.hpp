@@ -150,18 +150,6 @@ class Linear : public Module {
   std::int64_t in_features, out_features;
 };
 
-class Conv2d : public Module {
- public:
-  Conv2d(std::int64_t in_channels, std::int64_t out_channels, int kernel, int stride = 1, int padding = 0, bool bias = true);
-  void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
-  Tensor forward(const Tensor& x, const Context& ctx) override;
-  Shape output_shape(const Shape& in) const override;
-  std::string describe() const override;
-  Tensor weight, bias;
-  std::int64_t in_channels, out_channels;
-  int kernel, stride, padding;
-};
-
 enum class Activation { relu, gelu, tanh, sigmoid };
 class ActivationLayer : public Module {
  public:
@@ -196,18 +184,6 @@ class Flatten : public Module {  // [N, ...] -> [N, prod(...)]
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override { return "Flatten()"; }
-};
-
-class Pool2d : public Module {
- public:
-  Pool2d(bool max, int kernel, int stride = 0) : max_(max), kernel_(kernel), stride_(stride ? stride : kernel) {}
-  Tensor forward(const Tensor& x, const Context& ctx) override;
-  Shape output_shape(const Shape& in) const override;
-  std::string describe() const override;
-
- private:
-  bool max_;
-  int kernel_, stride_;
 };
 
 class LayerNorm : public Module {

@@ -84,7 +84,7 @@ class BasicBlock : public Module {
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
-  std::shared_ptr<Conv2d> conv1, conv2;
+  std::shared_ptr<Conv> conv1, conv2;
   std::shared_ptr<BatchNorm> bn1, bn2;
   std::shared_ptr<Sequential> downsample;  // null: the identity
   std::int64_t in_channels, out_channels;

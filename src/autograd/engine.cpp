@@ -12,10 +12,10 @@
 #include "autograd/node.hpp"
 #include "bitgrad/autograd.hpp"
 #include "kernels/tensor_ops.hpp"
+#include "platform/thread_state.hpp"
 
 namespace bitgrad {
 namespace {
-thread_local bool t_grad_enabled = true;
 std::atomic<std::uint64_t> g_epoch{0};
 // Backward from several threads. A walk keeps its state in the graph's nodes (their
 // pending gradients), so one graph walked by two threads at once would race: a walk claims its
@@ -40,10 +40,6 @@ struct Claims {
 
 void accumulate(Tensor& acc, const Tensor& g) { acc = acc.defined() ? kern::add_same_shape(acc, g) : g; }
 
-// The gradient parts the running backward function hands over one by one (add_gradient_part),
-// per input; each walk points it at its own list while a node runs.
-thread_local std::vector<std::vector<Tensor>>* t_parts = nullptr;
-
 // A leaf's gradient owns its storage, so in-place updates of it cannot reach another tensor.
 Tensor owned(const Tensor& g) {
   if (g.is_contiguous() && g.offset() == 0 && g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
@@ -53,8 +49,8 @@ Tensor owned(const Tensor& g) {
 }
 }  // namespace
 
-bool grad_enabled() { return t_grad_enabled; }
-void set_grad_enabled(bool on) { t_grad_enabled = on; }
+bool grad_enabled() { return thread_state().grad_enabled; }
+void set_grad_enabled(bool on) { thread_state().grad_enabled = on; }
 
 namespace autograd {
 
@@ -141,15 +137,16 @@ void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafS
     if (!n->grad.defined()) continue;
     gin.assign(static_cast<std::size_t>(n->n_inputs), Tensor());
     parts.assign(static_cast<std::size_t>(n->n_inputs), {});
-    std::vector<std::vector<Tensor>>* outer = t_parts;
-    t_parts = &parts;
+    // the gradient parts the backward function hands over one by one (add_gradient_part), per input
+    std::vector<std::vector<Tensor>>* outer = thread_state().backward_parts;
+    thread_state().backward_parts = &parts;
     try {
       n->backward(*n, n->grad, gin.data());
     } catch (...) {
-      t_parts = outer;
+      thread_state().backward_parts = outer;
       throw;
     }
-    t_parts = outer;
+    thread_state().backward_parts = outer;
     n->grad = Tensor();
     for (int i = 0; i < n->n_inputs; ++i) {
       // parts first, in the order handed over, then the gradient returned (a function uses one or the other)
@@ -181,9 +178,9 @@ void run_backward(const Tensor& root, const Tensor& seed_in, bool retain_graph) 
 }
 
 void add_gradient_part(int input, const Tensor& g) {
-  BITGRAD_CHECK(t_parts && input >= 0 && static_cast<std::size_t>(input) < t_parts->size(), "backward",
+  BITGRAD_CHECK(thread_state().backward_parts && input >= 0 && static_cast<std::size_t>(input) < thread_state().backward_parts->size(), "backward",
                 "internal: a gradient part outside a backward function or for input ", input);
-  (*t_parts)[static_cast<std::size_t>(input)].push_back(g);
+  (*thread_state().backward_parts)[static_cast<std::size_t>(input)].push_back(g);
 }
 
 std::vector<std::vector<Tensor>> grad_parts(const Tensor& root, const Tensor& seed_in, const std::vector<Tensor>& inputs,

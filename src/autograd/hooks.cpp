@@ -1,42 +1,43 @@
-// Op hooks and label scopes (thread-local: each training thread traces its own ops).
+// Op hooks and label scopes: each thread traces its own ops (their slots are ThreadState's).
 #include "autograd/hooks_internal.hpp"
 #include "bitgrad/autograd.hpp"
+#include "platform/thread_state.hpp"
 
 namespace bitgrad {
 namespace {
-thread_local std::string t_label;
-thread_local autograd::OpHook t_hook = nullptr;
-thread_local void* t_ctx = nullptr;
-thread_local int t_suppress = 0;
+const std::string kNoLabel;
 }  // namespace
 
-LabelScope::LabelScope(const std::string& name) : restore_(t_label.size()) {
-  if (!t_label.empty()) t_label += '/';
-  t_label += name;
+LabelScope::LabelScope(const std::string& name) : before_(thread_state().label) {
+  label_ = before_ && !before_->empty() ? *before_ + '/' + name : name;
+  thread_state().label = &label_;
 }
-LabelScope::~LabelScope() { t_label.resize(restore_); }
-const std::string& current_label() { return t_label; }
+LabelScope::~LabelScope() { thread_state().label = before_; }
+const std::string& current_label() {
+  const std::string* l = thread_state().label;
+  return l ? *l : kNoLabel;
+}
 
 namespace autograd {
-LabelReplace::LabelReplace(const std::string& label) : saved_(t_label) { t_label = label; }
-LabelReplace::~LabelReplace() { t_label = saved_; }
-}  // namespace autograd
+LabelReplace::LabelReplace(const std::string& label) : label_(label), saved_(thread_state().label) { thread_state().label = &label_; }
+LabelReplace::~LabelReplace() { thread_state().label = saved_; }
 
-namespace autograd {
 void set_op_hook(OpHook hook, void* ctx) {
-  t_hook = hook;
-  t_ctx = ctx;
+  thread_state().hook = hook;
+  thread_state().hook_ctx = ctx;
 }
-bool op_hook_active() { return t_hook != nullptr; }
-OpHookPause::OpHookPause() : hook_(t_hook), ctx_(t_ctx) { t_hook = nullptr, t_ctx = nullptr; }
-OpHookPause::~OpHookPause() { t_hook = hook_, t_ctx = ctx_; }
-SuppressForward::SuppressForward() { ++t_suppress; }
-SuppressForward::~SuppressForward() { --t_suppress; }
+bool op_hook_active() { return thread_state().hook != nullptr; }
+OpHookPause::OpHookPause() : hook_(thread_state().hook), ctx_(thread_state().hook_ctx) { set_op_hook(nullptr, nullptr); }
+OpHookPause::~OpHookPause() { set_op_hook(hook_, ctx_); }
+SuppressForward::SuppressForward() { ++thread_state().suppress_forward; }
+SuppressForward::~SuppressForward() { --thread_state().suppress_forward; }
 void emit_forward(const char* op, const Tensor& out, CallSite site) {
-  if (t_hook && t_suppress == 0) t_hook(t_ctx, OpEvent{op, out, site, t_label, false, -1});
+  const ThreadState& t = thread_state();
+  if (t.hook && t.suppress_forward == 0) t.hook(t.hook_ctx, OpEvent{op, out, site, current_label(), false, -1});
 }
 void emit_backward(const char* op, const Tensor& g, CallSite site, const std::string& label, int input) {
-  if (t_hook) t_hook(t_ctx, OpEvent{op, g, site, label, true, input});
+  const ThreadState& t = thread_state();
+  if (t.hook) t.hook(t.hook_ctx, OpEvent{op, g, site, label, true, input});
 }
 }  // namespace autograd
 }  // namespace bitgrad

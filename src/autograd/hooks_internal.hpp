@@ -22,6 +22,7 @@ class LabelReplace {
   LabelReplace& operator=(const LabelReplace&) = delete;
 
  private:
-  std::string saved_;
+  std::string label_;
+  const std::string* saved_;
 };
 }  // namespace bitgrad::autograd

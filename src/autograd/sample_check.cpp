@@ -3,17 +3,14 @@
 #include <string>
 
 #include "bitgrad/autograd.hpp"
+#include "platform/thread_state.hpp"
 
 namespace bitgrad::autograd {
-namespace {
-thread_local SampleCountCheck* t_check = nullptr;
-}  // namespace
-
-SampleCountCheck::SampleCountCheck(std::int64_t rows) : rows_(rows), outer_(t_check) { t_check = this; }
-SampleCountCheck::~SampleCountCheck() { t_check = outer_; }
+SampleCountCheck::SampleCountCheck(std::int64_t rows) : rows_(rows), outer_(thread_state().sample_check) { thread_state().sample_check = this; }
+SampleCountCheck::~SampleCountCheck() { thread_state().sample_check = outer_; }
 
 void SampleCountCheck::note(const char* what, std::int64_t count, const Shape& of, bool rule) {
-  SampleCountCheck* c = t_check;
+  SampleCountCheck* c = thread_state().sample_check;
   if (!c || !c->mismatch_.empty() || (rule ? count == c->rows_ : count != c->rows_)) return;
   const std::string& label = current_label();
   c->mismatch_ = std::string(what) + (label.empty() ? std::string() : " in " + label) + " summed " + std::to_string(count) +

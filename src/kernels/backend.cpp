@@ -5,12 +5,12 @@
 
 #include "bitgrad/error.hpp"
 #include "kernels/thread_pool.hpp"
+#include "platform/thread_state.hpp"
 
 namespace bitgrad {
 namespace kern {
 namespace {
 
-thread_local Backend* t_backend = nullptr;
 
 Backend& default_backend() { return default_context().backend(); }
 
@@ -42,11 +42,11 @@ void Backend::set_isa(Isa i) {
 }
 
 Backend& current_backend() {
-  Backend* b = t_backend;
+  Backend* b = thread_state().backend;
   return b ? *b : default_backend();
 }
 
-void bind_thread(Backend* b) { t_backend = b; }
+void bind_thread(Backend* b) { thread_state().backend = b; }
 
 const Table<float>& context_table_f32() { return *current_backend().f32.load(std::memory_order_relaxed); }
 const Table<double>& context_table_f64() { return *current_backend().f64.load(std::memory_order_relaxed); }
@@ -84,8 +84,8 @@ void ExecContext::set_threads(int n) {
   kern::pool_resize(*backend_->pool, n);
 }
 
-ExecScope::ExecScope(ExecContext& ctx) : before_(kern::t_backend) { kern::t_backend = &ctx.backend(); }
-ExecScope::~ExecScope() { kern::t_backend = before_; }
+ExecScope::ExecScope(ExecContext& ctx) : before_(thread_state().backend) { thread_state().backend = &ctx.backend(); }
+ExecScope::~ExecScope() { thread_state().backend = before_; }
 
 ExecContext& default_context() {
   // never destroyed: its pool's threads must not be joined during static destruction, while

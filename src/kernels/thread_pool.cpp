@@ -15,6 +15,7 @@
 #include "bitgrad/runtime.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/kernels.hpp"
+#include "platform/thread_state.hpp"
 
 namespace bitgrad::kern {
 
@@ -37,7 +38,6 @@ struct PoolState {
 
 namespace {
 
-thread_local bool t_in_parallel = false;
 
 // Runs one slice if there is work and no other thread is in one; true if it ran one that
 // left more to do.
@@ -121,13 +121,13 @@ class Pool {
  private:
   void run_chunk(int c) {
     std::int64_t b = n_ * c / chunks_, e = n_ * (c + 1) / chunks_;
-    t_in_parallel = true;
+    thread_state().in_parallel = true;
     try {
       if (b < e) fn_(ctx_, b, e);
     } catch (...) {
       errors_[static_cast<std::size_t>(c)] = std::current_exception();
     }
-    t_in_parallel = false;
+    thread_state().in_parallel = false;
   }
 
   void worker(int id) {
@@ -212,7 +212,7 @@ void pool_resize(PoolState& ps, int threads) {
 }
 
 int pool_threads() { return pool_threads(current_pool()); }
-bool in_parallel_region() { return t_in_parallel; }
+bool in_parallel_region() { return thread_state().in_parallel; }
 void pool_resize(int threads) { pool_resize(current_pool(), threads); }
 
 RegionStats region_stats() {
@@ -254,7 +254,7 @@ void take_back_idle_work(Backend& b) {
 void parallel_chunks(std::int64_t n, std::int64_t grain, ChunkFn fn, void* ctx) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
-  if (t_in_parallel) {
+  if (thread_state().in_parallel) {
     fn(ctx, 0, n);
     return;
   }
@@ -266,14 +266,14 @@ void parallel_chunks(std::int64_t n, std::int64_t grain, ChunkFn fn, void* ctx) 
   int chunks = static_cast<int>(max_chunks < p.threads() ? max_chunks : p.threads());
   if (chunks <= 1) {
     lock.unlock();
-    t_in_parallel = true;
+    thread_state().in_parallel = true;
     try {
       fn(ctx, 0, n);
     } catch (...) {
-      t_in_parallel = false;
+      thread_state().in_parallel = false;
       throw;
     }
-    t_in_parallel = false;
+    thread_state().in_parallel = false;
     return;
   }
   ps.split.fetch_add(1, std::memory_order_relaxed);

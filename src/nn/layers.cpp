@@ -50,37 +50,7 @@ Shape Linear::output_shape(const Shape& in) const {
 }
 std::string Linear::describe() const { return str("Linear(", in_features, ", ", out_features, bias.defined() ? "" : ", no bias", ")"); }
 
-// ---- Conv2d --------------------------------------------------------------------------------
-Conv2d::Conv2d(std::int64_t ic, std::int64_t oc, int k, int s, int p, bool with_bias)
-    : in_channels(ic), out_channels(oc), kernel(k), stride(s), padding(p) {
-  BITGRAD_CHECK(ic > 0 && oc > 0 && k > 0 && s > 0 && p >= 0, "Conv2d", "invalid geometry: channels ", ic, " -> ", oc, ", kernel ",
-                k, ", stride ", s, ", padding ", p);
-  weight = register_parameter("weight", Tensor::zeros(Shape{oc, ic, k, k}));
-  if (with_bias) bias = register_parameter("bias", Tensor::zeros(Shape{oc}));
-}
-void Conv2d::init(Init w, std::uint64_t seed, std::uint64_t& index) {
-  const std::int64_t kk = static_cast<std::int64_t>(kernel) * kernel;
-  init_tensor(weight, w, in_channels * kk, out_channels * kk, init_stream(seed, index));
-  if (bias.defined()) init_bias(bias, in_channels * kk, init_stream(seed, index));
-}
-Tensor Conv2d::forward(const Tensor& x, const Context& ctx) {
-  using detail::lowp;
-  if (ctx.precision == Precision::fp32) return conv2d(x, weight, bias, stride, padding);
-  const std::uint64_t s = site();
-  return lowp(conv2d(lowp(x, ctx, s, 0), lowp(weight, ctx, s, 1, true), lowp(bias, ctx, s, 2, true), stride, padding), ctx, s, 3);
-}
-Shape Conv2d::output_shape(const Shape& in) const {
-  BITGRAD_CHECK(in.ndim() == 4 && in[1] == in_channels, describe().c_str(), "expects inputs [N, ", in_channels, ", H, W], got ",
-                in.str());
-  const std::int64_t h = in[2] + 2 * padding - kernel, w = in[3] + 2 * padding - kernel;
-  BITGRAD_CHECK(h >= 0 && w >= 0, describe().c_str(), "the kernel is larger than the padded input ", in.str());
-  return Shape{in[0], out_channels, h / stride + 1, w / stride + 1};
-}
-std::string Conv2d::describe() const {
-  return str("Conv2d(", in_channels, ", ", out_channels, ", kernel=", kernel, ", stride=", stride, ", padding=", padding, ")");
-}
-
-// ---- activations, dropout, flatten, pooling ----------------------------------------------------
+// ---- activations, dropout, flatten -----------------------------------------------------------
 Tensor ActivationLayer::forward(const Tensor& x, const Context&) {
   switch (a_) {
     case Activation::relu: return relu(x);
@@ -115,13 +85,6 @@ Shape Flatten::output_shape(const Shape& in) const {
   return Shape{in[0], in.numel() / (in[0] ? in[0] : 1)};
 }
 
-Tensor Pool2d::forward(const Tensor& x, const Context&) { return max_ ? max_pool2d(x, kernel_, stride_) : avg_pool2d(x, kernel_, stride_); }
-Shape Pool2d::output_shape(const Shape& in) const {
-  BITGRAD_CHECK(in.ndim() == 4 && in[2] >= kernel_ && in[3] >= kernel_, describe().c_str(), "expects inputs [N, C, H, W] with H, W >= ",
-                kernel_, ", got ", in.str());
-  return Shape{in[0], in[1], (in[2] - kernel_) / stride_ + 1, (in[3] - kernel_) / stride_ + 1};
-}
-std::string Pool2d::describe() const { return str(max_ ? "MaxPool2d(" : "AvgPool2d(", kernel_, ", stride=", stride_, ")"); }
 
 // ---- LayerNorm, Embedding ---------------------------------------------------------------------
 LayerNorm::LayerNorm(std::int64_t features, double eps, bool bias) : features_(features), eps_(eps) {

@@ -5,12 +5,21 @@
 
 namespace bitgrad::nn {
 using detail::str;
+namespace {
+// a square kernel without bias, stride and padding the same on both axes
+std::shared_ptr<Conv> square_conv(std::int64_t ic, std::int64_t oc, int k, int s, int p) {
+  ConvOptions o;
+  o.stride = {s, s};
+  o.pads = {p, p, p, p};
+  return std::make_shared<Conv>(ic, oc, std::vector<int>{k, k}, o, false);
+}
+}  // namespace
 
 BasicBlock::BasicBlock(std::int64_t ic, std::int64_t oc, int s, double eps, double momentum) : in_channels(ic), out_channels(oc), stride(s) {
   BITGRAD_CHECK(ic > 0 && oc > 0 && s > 0, "BasicBlock", "invalid geometry: channels ", ic, " -> ", oc, ", stride ", s);
-  conv1 = std::make_shared<Conv2d>(ic, oc, 3, s, 1, false);
+  conv1 = square_conv(ic, oc, 3, s, 1);
   bn1 = std::make_shared<BatchNorm>(2, oc, eps, momentum, true);
-  conv2 = std::make_shared<Conv2d>(oc, oc, 3, 1, 1, false);
+  conv2 = square_conv(oc, oc, 3, 1, 1);
   bn2 = std::make_shared<BatchNorm>(2, oc, eps, momentum, true);
   register_module("conv1", conv1);  // torchvision's order: conv1, bn1, relu, conv2, bn2, downsample
   register_module("bn1", bn1);
@@ -18,7 +27,7 @@ BasicBlock::BasicBlock(std::int64_t ic, std::int64_t oc, int s, double eps, doub
   register_module("bn2", bn2);
   if (s != 1 || ic != oc) {
     downsample = std::make_shared<Sequential>();
-    downsample->add(std::make_shared<Conv2d>(ic, oc, 1, s, 0, false));
+    downsample->add(square_conv(ic, oc, 1, s, 0));
     downsample->add(std::make_shared<BatchNorm>(2, oc, eps, momentum, true));
     register_module("downsample", downsample);
   }

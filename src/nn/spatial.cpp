@@ -17,6 +17,25 @@ std::string ints(const std::vector<int>& v) {
   return r + (v.size() == 1 ? ",)" : ")");
 }
 int at(const std::vector<int>& v, std::size_t i, int dflt) { return v.empty() ? dflt : v[i]; }
+std::vector<int> per_axis(const std::vector<int>& v, std::size_t sp, int dflt) { return v.empty() ? std::vector<int>(sp, dflt) : v; }
+bool all_are(const std::vector<int>& v, int x) {
+  for (int e : v)
+    if (e != x) return false;
+  return true;
+}
+// an option with one entry per axis (or none: the default), each at least `least`
+void check_axes(const char* name, const std::vector<int>& v, const char* what, std::size_t n, int least) {
+  BITGRAD_CHECK(v.empty() || v.size() == n, name, what, " must have ", n, " entries (or none), got ", ints(v));
+  for (int e : v) BITGRAD_CHECK(e >= least, name, what, " must be >= ", least, ", got ", ints(v));
+}
+// PyTorch's way of writing the padding: padding=(h, w) when each axis has the same at both ends,
+// else ONNX's pads=(begin..., end...); nothing when there is none
+std::string padding_text(const std::vector<int>& pads, std::size_t sp) {
+  if (all_are(pads, 0)) return "";
+  bool symmetric = pads.size() == 2 * sp;
+  for (std::size_t a = 0; symmetric && a < sp; ++a) symmetric = pads[a] == pads[a + sp];
+  return symmetric ? ", padding=" + ints(std::vector<int>(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(sp))) : ", pads=" + ints(pads);
+}
 
 }  // namespace
 
@@ -28,6 +47,12 @@ Conv::Conv(std::int64_t ic, std::int64_t oc, std::vector<int> k, ConvOptions o, 
   BITGRAD_CHECK(ic > 0 && oc > 0 && options.groups >= 1 && ic % options.groups == 0 && oc % options.groups == 0, name,
                 "invalid channels ", ic, " -> ", oc, " for groups ", options.groups);
   for (int v : kernel) BITGRAD_CHECK(v > 0, name, "kernel sizes must be > 0, got ", ints(kernel));
+  // the options' sizes and signs here, where the layer is made, not at its first forward
+  const std::size_t sp = kernel.size();
+  check_axes(name, options.stride, "stride", sp, 1);
+  check_axes(name, options.pads, "pads", 2 * sp, 0);
+  check_axes(name, options.dilation, "dilation", sp, 1);
+  check_axes(name, options.output_padding, "output_padding", sp, 0);
   std::vector<std::int64_t> ws = {tr ? ic : oc, (tr ? oc : ic) / options.groups};
   for (int v : kernel) ws.push_back(v);
   weight = register_parameter("weight", Tensor::zeros(Shape(ws)));
@@ -78,10 +103,14 @@ Shape Conv::output_shape(const Shape& in) const {
   }
   return Shape(out);
 }
+// PyTorch's repr: kernel and stride always, the other options where not their defaults
 std::string Conv::describe() const {
-  return str(transpose ? "ConvTranspose" : "Conv", kernel.size(), "d(", in_channels, ", ", out_channels, ", kernel=", ints(kernel),
-             ", stride=", ints(options.stride), ", pads=", ints(options.pads), ", dilation=", ints(options.dilation),
-             ", groups=", options.groups, transpose ? ", output_padding=" + ints(options.output_padding) : std::string(), ")");
+  const std::size_t sp = kernel.size();
+  return str(transpose ? "ConvTranspose" : "Conv", sp, "d(", in_channels, ", ", out_channels, ", kernel_size=", ints(kernel),
+             ", stride=", ints(per_axis(options.stride, sp, 1)), padding_text(options.pads, sp),
+             all_are(options.dilation, 1) ? std::string() : ", dilation=" + ints(options.dilation),
+             transpose && !all_are(options.output_padding, 0) ? ", output_padding=" + ints(options.output_padding) : std::string(),
+             options.groups != 1 ? ", groups=" + std::to_string(options.groups) : std::string(), bias.defined() ? "" : ", bias=False", ")");
 }
 
 // ---- AdaptivePool2d ---------------------------------------------------------------------------
@@ -99,7 +128,12 @@ std::string AdaptivePool2d::describe() const { return str(max_ ? "AdaptiveMaxPoo
 
 // ---- Pool -------------------------------------------------------------------------------------
 Pool::Pool(bool max, PoolOptions o) : max_(max), o_(std::move(o)) {
-  BITGRAD_CHECK(o_.kernel.size() == 2, max ? "MaxPool2d" : "AvgPool2d", "expects 2 kernel sizes, got ", ints(o_.kernel));
+  const char* name = max ? "MaxPool2d" : "AvgPool2d";
+  BITGRAD_CHECK(o_.kernel.size() == 2, name, "expects 2 kernel sizes, got ", ints(o_.kernel));
+  check_axes(name, o_.kernel, "kernel_size", 2, 1);
+  check_axes(name, o_.stride, "stride", 2, 1);
+  check_axes(name, o_.pads, "pads", 4, 0);
+  check_axes(name, o_.dilation, "dilation", 2, 1);
 }
 Tensor Pool::forward(const Tensor& x, const Context&) { return max_ ? max_pool(x, o_) : avg_pool(x, o_); }
 Shape Pool::output_shape(const Shape& in) const {  // the ops' sizes (src/ops/pool_padded.cpp)
@@ -115,10 +149,13 @@ Shape Pool::output_shape(const Shape& in) const {  // the ops' sizes (src/ops/po
   }
   return Shape(out);
 }
+// as Conv's: kernel and stride always, the rest where not the default (count_include_pad where
+// there is padding for it to count)
 std::string Pool::describe() const {
-  return str(max_ ? "MaxPool2d(kernel=" : "AvgPool2d(kernel=", ints(o_.kernel), ", stride=", ints(o_.stride), ", pads=", ints(o_.pads),
-             max_ ? ", dilation=" + ints(o_.dilation) : std::string(), o_.ceil_mode ? ", ceil_mode" : "",
-             !max_ && o_.count_include_pad ? ", count_include_pad" : "", ")");
+  const std::string pads = padding_text(o_.pads, 2);
+  return str(max_ ? "MaxPool2d(" : "AvgPool2d(", "kernel_size=", ints(o_.kernel), ", stride=", ints(o_.stride.empty() ? o_.kernel : o_.stride),
+             pads, all_are(o_.dilation, 1) ? std::string() : ", dilation=" + ints(o_.dilation), o_.ceil_mode ? ", ceil_mode=True" : "",
+             !max_ && !pads.empty() ? (o_.count_include_pad ? ", count_include_pad=True" : ", count_include_pad=False") : "", ")");
 }
 
 // ---- Upsample ---------------------------------------------------------------------------------

@@ -1,14 +1,11 @@
-// The batch-statistics exchange's thread-local slot (batch_stats.hpp).
+// The batch-statistics exchange of the calling thread (batch_stats.hpp; its slot is ThreadState::batch_stats).
 #include "ops/batch_stats.hpp"
+#include "platform/thread_state.hpp"
 
 namespace bitgrad {
-namespace {
-thread_local BatchStatsExchange* t_exchange = nullptr;
-}  // namespace
+BatchStatsExchange* batch_stats_exchange() { return thread_state().batch_stats; }
 
-BatchStatsExchange* batch_stats_exchange() { return t_exchange; }
-
-BatchStatsScope::BatchStatsScope(BatchStatsExchange* x) : prev_(t_exchange) { t_exchange = x; }
-BatchStatsScope::~BatchStatsScope() { t_exchange = prev_; }
+BatchStatsScope::BatchStatsScope(BatchStatsExchange* x) : prev_(thread_state().batch_stats) { thread_state().batch_stats = x; }
+BatchStatsScope::~BatchStatsScope() { thread_state().batch_stats = prev_; }
 
 }  // namespace bitgrad

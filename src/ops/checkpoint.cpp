@@ -13,15 +13,15 @@
 #include "autograd/hooks_internal.hpp"
 #include "autograd/node.hpp"
 #include "ops/op_util.hpp"
+#include "platform/thread_state.hpp"
 
 namespace bitgrad {
 namespace {
 using autograd::Node;
 
-thread_local int recompute_depth = 0;  // checkpoint backwards running a segment on this thread
 struct RecomputeScope {
-  RecomputeScope() { ++recompute_depth; }
-  ~RecomputeScope() { --recompute_depth; }
+  RecomputeScope() { ++thread_state().recompute_depth; }
+  ~RecomputeScope() { --thread_state().recompute_depth; }
 };
 
 struct Recompute {
@@ -67,7 +67,7 @@ void checkpoint_bw(Node& n, const Tensor& g, Tensor*) {
 }
 }  // namespace
 
-bool recomputing() { return recompute_depth > 0; }
+bool recomputing() { return thread_state().recompute_depth > 0; }
 
 Tensor checkpoint(std::function<Tensor(const Tensor&)> fn, const Tensor& x, const std::vector<Tensor>& params, CallSite site) {
   BITGRAD_CHECK(static_cast<bool>(fn), "checkpoint", "the segment function is empty");

@@ -2,13 +2,15 @@
 
 #include <algorithm>
 
+#include "platform/thread_state.hpp"
+
 namespace bitgrad::ops {
 namespace {
 // Creation numbers, a Lamport clock per thread: a node's number is above its inputs' and above
 // every node its thread made before, so the backward walk's descending order is a topological
 // order even for a graph built on several threads, and a graph built on one thread is walked
-// in creation order. No shared counter: threads recording ops never touch the same line.
-thread_local std::uint64_t t_seq = 0;
+// in creation order. No shared counter: threads recording ops never touch the same line (the
+// clock is ThreadState::op_clock).
 
 Node* make(const char* op, autograd::BackwardFn fn, const Tensor* const* in, int n, Tensor& out, CallSite site) {
   Node* node = autograd::allocate_node();
@@ -17,7 +19,7 @@ Node* make(const char* op, autograd::BackwardFn fn, const Tensor* const* in, int
   node->label = current_label();
   node->backward = fn;
   node->n_inputs = n;
-  std::uint64_t seq = t_seq;
+  std::uint64_t seq = thread_state().op_clock;
   if (n > autograd::kInlineInputs) {
     node->more_in.resize(static_cast<std::size_t>(n - autograd::kInlineInputs));
     node->more_in_shape.resize(static_cast<std::size_t>(n - autograd::kInlineInputs));
@@ -36,7 +38,7 @@ Node* make(const char* op, autograd::BackwardFn fn, const Tensor* const* in, int
       e.leaf = t.impl_ptr();
     }
   }
-  node->seq = t_seq = seq + 1;
+  node->seq = thread_state().op_clock = seq + 1;
   node->out_shape = out.shape();
   node->out_dtype = out.dtype();
   out.impl().requires_grad = true;

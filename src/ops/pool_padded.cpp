@@ -10,7 +10,9 @@
 //     (count_include_pad: the window's extent within the padded input; else its tap count;
 //     adaptive: the bin's size). dx: +0, then t = g / divisor added to each tap, windows and
 //     taps in row-major order, per plane
-// One implementation, no fast path of its own: planes are split over the threads and each
+// The plain case (a square window, the same stride on both axes, no padding, dilation or ceil
+// mode) is max_pool2d / avg_pool2d (src/ops/conv.cpp), whose kernels compute the same order.
+// Otherwise one implementation, no fast path of its own: planes are split over the threads and each
 // plane (forward or gradient) is computed whole by one thread, so the threads move no bit.
 #include <algorithm>
 #include <cmath>
@@ -174,6 +176,10 @@ Tensor as_2d(const char* op, const Tensor& x, F&& f) {
   return reshape(y, Shape{s[0], s[1], y.shape()[3]});
 }
 
+bool pads_all_zero(const std::vector<int>& pads) {
+  return std::all_of(pads.begin(), pads.end(), [](int p) { return p == 0; });
+}
+
 Tensor pool(const char* op, bool max, const Tensor& x, const PoolOptions& o, CallSite site) {
   ops::check_float(op, x);
   const int sp = static_cast<int>(o.kernel.size());
@@ -212,6 +218,10 @@ Tensor pool(const char* op, bool max, const Tensor& x, const PoolOptions& o, Cal
     g.O = (o.ceil_mode ? (room + g.s - 1) / g.s : room / g.s) + 1;
     if (o.ceil_mode && (g.O - 1) * g.s >= L + g.pb) --g.O;  // the last window must start inside the input or its begin padding
   }
+  // the plain case is max_pool2d / avg_pool2d themselves (the same order; their fast paths)
+  if (sp == 2 && G.h.k == G.w.k && G.h.s == G.w.s && G.h.d == 1 && G.w.d == 1 && pads_all_zero(pads) && !o.ceil_mode)
+    return max ? max_pool2d(x, static_cast<int>(G.h.k), static_cast<int>(G.h.s), site)
+               : avg_pool2d(x, static_cast<int>(G.h.k), static_cast<int>(G.h.s), site);
   Tensor x4 = sp == 2 ? x : reshape(x, Shape{x.shape()[0], x.shape()[1], 1, x.shape()[2]});
   Tensor y = run_pool(op, x4, G, site);
   return sp == 2 ? y : reshape(y, Shape{x.shape()[0], x.shape()[1], G.w.O});

@@ -152,15 +152,6 @@ void init_nn(py::module_& top) {
       .def_property_readonly("bias", [](const nn::Linear& l) { return tensor_or_none(l.bias); })
       .def_readonly("in_features", &nn::Linear::in_features)
       .def_readonly("out_features", &nn::Linear::out_features);
-  py::class_<nn::Conv2d, Module, std::shared_ptr<nn::Conv2d>>(m, "Conv2d", "[N, C, H, W] -> [N, OC, OH, OW].")
-      .def(py::init([](std::int64_t in, std::int64_t out, int kernel, int stride, int padding, bool bias, std::optional<std::uint64_t> seed,
-                       const std::string& w) {
-             return initialised(std::make_shared<nn::Conv2d>(in, out, kernel, stride, padding, bias), seed, w);
-           }),
-           py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1, py::arg("padding") = 0,
-           py::arg("bias") = true, py::kw_only(), py::arg("seed") = py::none(), py::arg("weights") = "kaiming_uniform", seed_doc)
-      .def_readonly("weight", &nn::Conv2d::weight)
-      .def_property_readonly("bias", [](const nn::Conv2d& l) { return tensor_or_none(l.bias); });
   py::class_<nn::ActivationLayer, Module, std::shared_ptr<nn::ActivationLayer>> act(m, "_Activation");
   m.def("ReLU", [] { return std::make_shared<nn::ActivationLayer>(nn::Activation::relu); });
   m.def("GELU", [] { return std::make_shared<nn::ActivationLayer>(nn::Activation::gelu); });
@@ -175,9 +166,6 @@ void init_nn(py::module_& top) {
            "layers never share masks")
       .def_property_readonly("layer_id", &nn::Dropout::layer_id);
   py::class_<nn::Flatten, Module, std::shared_ptr<nn::Flatten>>(m, "Flatten", "[N, ...] -> [N, prod(...)].").def(py::init<>());
-  py::class_<nn::Pool2d, Module, std::shared_ptr<nn::Pool2d>> pool(m, "_Pool2d");
-  m.def("MaxPool2d", [](int k, int s) { return std::make_shared<nn::Pool2d>(true, k, s); }, py::arg("kernel_size"), py::arg("stride") = 0);
-  m.def("AvgPool2d", [](int k, int s) { return std::make_shared<nn::Pool2d>(false, k, s); }, py::arg("kernel_size"), py::arg("stride") = 0);
   py::class_<nn::LayerNorm, Module, std::shared_ptr<nn::LayerNorm>>(m, "LayerNorm", "Normalises the last dimension.")
       .def(py::init([](std::int64_t features, double eps, bool bias) { return initialised(std::make_shared<nn::LayerNorm>(features, eps, bias), 0, "kaiming_uniform"); }),
            py::arg("features"), py::arg("eps") = 1e-5, py::arg("bias") = true)

@@ -1,6 +1,6 @@
 // bitgrad.nn's modules of the convolution variants, adaptive and global pooling and upsampling
-// (bitgrad/nn_spatial.hpp), with PyTorch's arguments: Conv (the class; Conv1d, ConvTranspose1d,
-// ConvTranspose2d are its factories, and ConvNd2d the 2-d one with dilation and groups),
+// (bitgrad/nn_spatial.hpp), with PyTorch's arguments: Conv (the class; Conv1d, Conv2d,
+// ConvTranspose1d, ConvTranspose2d are its factories), MaxPool2d and AvgPool2d (of Pool),
 // AdaptiveAvgPool2d, AdaptiveMaxPool2d, GlobalAvgPool, Upsample; BasicBlock (torchvision's residual block). Layers made alone are initialised from their
 // own `seed` as the other modules.
 #include <cmath>
@@ -48,12 +48,14 @@ void init_nn_spatial(py::module_& m) {
   }, py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1, py::arg("padding") = 0,
         py::arg("dilation") = 1, py::arg("groups") = 1, py::arg("bias") = true, py::kw_only(), py::arg("seed") = py::none(),
         py::arg("weights") = "kaiming_uniform", seed_doc);
-  m.def("ConvNd2d", [](std::int64_t in, std::int64_t out, const py::object& k, const py::object& s, const py::object& p, const py::object& d,
-                       int groups, bool bias, std::optional<std::uint64_t> seed, const std::string& w) {
-    return make_conv("ConvNd2d", 2, false, in, out, k, s, p, py::int_(0), d, groups, bias, seed, w);
+  m.def("Conv2d", [](std::int64_t in, std::int64_t out, const py::object& k, const py::object& s, const py::object& p, const py::object& d,
+                     int groups, bool bias, std::optional<std::uint64_t> seed, const std::string& w) {
+    return make_conv("Conv2d", 2, false, in, out, k, s, p, py::int_(0), d, groups, bias, seed, w);
   }, py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1, py::arg("padding") = 0,
         py::arg("dilation") = 1, py::arg("groups") = 1, py::arg("bias") = true, py::kw_only(), py::arg("seed") = py::none(),
-        py::arg("weights") = "kaiming_uniform", "Conv2d with per-axis kernel, stride, padding (or ONNX's four pads), dilation and groups.");
+        py::arg("weights") = "kaiming_uniform",
+        "[N, C, H, W] -> [N, OC, OH, OW]: PyTorch's Conv2d, an int or a pair per option (padding also ONNX's four pads).");
+  m.attr("ConvNd2d") = m.attr("Conv2d");  // its former name, when Conv2d took square kernels only
   m.def("ConvTranspose1d", [](std::int64_t in, std::int64_t out, const py::object& k, const py::object& s, const py::object& p,
                               const py::object& op, int groups, bool bias, const py::object& d, std::optional<std::uint64_t> seed, const std::string& w) {
     return make_conv("ConvTranspose1d", 1, true, in, out, k, s, p, op, d, groups, bias, seed, w);
@@ -66,6 +68,31 @@ void init_nn_spatial(py::module_& m) {
   }, py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1, py::arg("padding") = 0,
         py::arg("output_padding") = 0, py::arg("groups") = 1, py::arg("bias") = true, py::arg("dilation") = 1, py::kw_only(),
         py::arg("seed") = py::none(), py::arg("weights") = "kaiming_uniform", seed_doc);
+  // PyTorch's MaxPool2d / AvgPool2d: stride None is the kernel; what bitgrad does not have raises
+  py::class_<nn::Pool, nn::Module, std::shared_ptr<nn::Pool>>(m, "_Pool2d");
+  auto pool_options = [](const char* op, const py::object& k, const py::object& s, const py::object& p, const py::object& d, bool ceil) {
+    PoolOptions o;
+    o.kernel = ints(k, 2, op, "kernel_size");
+    o.stride = s.is_none() ? o.kernel : ints(s, 2, op, "stride");
+    o.pads = ints(p, 2, op, "padding", 4);
+    if (o.pads.size() == 2) o.pads.insert(o.pads.end(), o.pads.begin(), o.pads.end());
+    o.dilation = ints(d, 2, op, "dilation");
+    o.ceil_mode = ceil;
+    return o;
+  };
+  m.def("MaxPool2d", [pool_options](const py::object& k, const py::object& s, const py::object& p, const py::object& d, bool indices, bool ceil) {
+    BITGRAD_CHECK(!indices, "MaxPool2d", "return_indices=True is not supported (bitgrad's max pooling returns the values only)");
+    return std::make_shared<nn::Pool>(true, pool_options("MaxPool2d", k, s, p, d, ceil));
+  }, py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0, py::arg("dilation") = 1,
+        py::arg("return_indices") = false, py::arg("ceil_mode") = false);
+  m.def("AvgPool2d", [pool_options](const py::object& k, const py::object& s, const py::object& p, bool ceil, bool count_include_pad,
+                                    const py::object& divisor) {
+    BITGRAD_CHECK(divisor.is_none(), "AvgPool2d", "divisor_override is not supported (the divisor is the window's count, numerics.md §35)");
+    PoolOptions o = pool_options("AvgPool2d", k, s, p, py::int_(1), ceil);
+    o.count_include_pad = count_include_pad;
+    return std::make_shared<nn::Pool>(false, o);
+  }, py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0, py::arg("ceil_mode") = false,
+        py::arg("count_include_pad") = true, py::arg("divisor_override") = py::none());
   py::class_<nn::AdaptivePool2d, nn::Module, std::shared_ptr<nn::AdaptivePool2d>>(m, "_AdaptivePool2d");
   auto pair = [](const py::object& o, const char* op) {
     const std::vector<int> v = ints(o, 2, op, "output_size");

@@ -16,6 +16,7 @@
 
 #include "bitgrad/checked.hpp"
 #include "bitgrad/error.hpp"
+#include "platform/thread_state.hpp"
 
 namespace bitgrad {
 namespace {
@@ -47,7 +48,6 @@ Pool& pool() {
 
 // the innermost memory::Budget of this thread, and the serials that tell a charged storage's
 // budgets apart from later ones
-thread_local memory::Budget* t_budget = nullptr;
 std::uint64_t next_budget_serial() {
   static std::mutex mu;
   static std::uint64_t next = 1;
@@ -73,11 +73,11 @@ std::shared_ptr<Storage> Storage::allocate(std::size_t bytes) {
   if (bytes > static_cast<std::size_t>(kMaxElements))  // a size from checked arithmetic never is; a raw one may be
     throw Error("storage: " + std::to_string(bytes) + " bytes is more than 2^56, the most a tensor may span");
   const std::size_t cap = size_class(bytes);
-  for (memory::Budget* b = t_budget; b; b = b->parent_)  // checked before any memory is taken
+  for (memory::Budget* b = thread_state().budget; b; b = b->parent_)  // checked before any memory is taken
     if (b->held_ + static_cast<double>(cap) > b->limit_)
       throw Error(b->what_ + ": needs more than the " + human(b->limit_) + " of memory it may take (" + human(b->held_) + " held, " +
                   human(static_cast<double>(cap)) + " more asked)");
-  for (memory::Budget* b = t_budget; b; b = b->parent_) {
+  for (memory::Budget* b = thread_state().budget; b; b = b->parent_) {
     b->held_ += static_cast<double>(cap);
     if (b->held_ > b->peak_) b->peak_ = b->held_;
   }
@@ -103,9 +103,9 @@ std::shared_ptr<Storage> Storage::allocate(std::size_t bytes) {
     }
   }
   auto s = std::shared_ptr<Storage>(new Storage(ptr, bytes, cap));
-  if (t_budget) {
-    s->budget_ = t_budget->serial_;
-    s->budget_thread_ = &t_budget;
+  if (thread_state().budget) {
+    s->budget_ = thread_state().budget->serial_;
+    s->budget_thread_ = &thread_state().budget;
   }
   return s;
 }
@@ -120,8 +120,8 @@ std::shared_ptr<Storage> Storage::wrap(void* data, std::size_t bytes, std::share
 Storage::~Storage() {
   if (owner_) return;  // owner_ (a member) releases the buffer after this body
   // given back to the budgets of this thread that were charged for it (not those opened since)
-  if (budget_ && budget_thread_ == &t_budget)
-    for (memory::Budget* b = t_budget; b; b = b->parent_)
+  if (budget_ && budget_thread_ == &thread_state().budget)
+    for (memory::Budget* b = thread_state().budget; b; b = b->parent_)
       if (b->serial_ <= budget_) b->held_ -= static_cast<double>(capacity_);
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mu);
@@ -170,11 +170,11 @@ double available_bytes() {
   return pages > 0 && size > 0 ? static_cast<double>(pages) * static_cast<double>(size) : 0.0;
 }
 
-Budget::Budget(double bytes, std::string what) : limit_(bytes), what_(std::move(what)), serial_(next_budget_serial()), parent_(t_budget) {
-  t_budget = this;
+Budget::Budget(double bytes, std::string what) : limit_(bytes), what_(std::move(what)), serial_(next_budget_serial()), parent_(thread_state().budget) {
+  thread_state().budget = this;
 }
 
-Budget::~Budget() { t_budget = parent_; }
+Budget::~Budget() { thread_state().budget = parent_; }
 
 void Budget::set_what(std::string what) { what_ = std::move(what); }
 }  // namespace memory

@@ -170,7 +170,10 @@ struct Layer<LayerKind::conv2d> {
   }
   static std::shared_ptr<nn::Module> build(const LayerSpec& l, const Shape& in, Env& e) {
     e.need_rank(in, 4, "images [N, C, H, W]");
-    return std::make_shared<nn::Conv2d>(in[1], l.out, l.kernel, l.stride, l.padding, l.bias);
+    ConvOptions o;
+    o.stride.assign(2, l.stride);
+    o.pads.assign(4, l.padding);
+    return std::make_shared<nn::Conv>(in[1], l.out, std::vector<int>(2, l.kernel), o, l.bias);
   }
 };
 
@@ -190,18 +193,15 @@ struct PoolEntry : NoParams {
             std::string("(") + to_string(l.type) + ") padding " + std::to_string(l.padding) + " must be at most half the kernel " + std::to_string(l.kernel));
   }
   static std::shared_ptr<nn::Module> build(const LayerSpec& l, const Shape& in, Env& e) {
-    if (l.padding > 0 || l.dilation != 1 || l.ceil_mode || !l.count_include_pad) {
-      e.need_rank(in, 4, "images [N, C, H, W]");
-      PoolOptions o;
-      o.kernel.assign(2, l.kernel);
-      o.stride.assign(2, l.stride);
-      o.pads.assign(4, l.padding);
-      o.dilation.assign(2, l.dilation);
-      o.ceil_mode = l.ceil_mode;
-      o.count_include_pad = l.count_include_pad;
-      return std::make_shared<nn::Pool>(Max, o);
-    }
-    return std::make_shared<nn::Pool2d>(Max, l.kernel, l.stride);
+    e.need_rank(in, 4, "images [N, C, H, W]");
+    PoolOptions o;
+    o.kernel.assign(2, l.kernel);
+    o.stride.assign(2, l.stride);
+    o.pads.assign(4, l.padding);
+    o.dilation.assign(2, l.dilation);
+    o.ceil_mode = l.ceil_mode;
+    o.count_include_pad = l.count_include_pad;
+    return std::make_shared<nn::Pool>(Max, o);
   }
 };
 BITGRAD_LAYER_ENTRY(maxpool2d, PoolEntry<true>, Input::images, "kernel = 2", "MaxPool2d(2)");

@@ -1,6 +1,7 @@
 // Modules: parameter names and order, initialisation and dropout reproducibility, shape checks.
 #include "bitgrad/fingerprint.hpp"
 #include "bitgrad/nn.hpp"
+#include "bitgrad/nn_spatial.hpp"
 #include "support/test_util.hpp"
 
 namespace bitgrad::test {
@@ -63,8 +64,10 @@ TEST(Nn, DropoutFollowsStepAndRowOffset) {
 
 TEST(Nn, ShapesAreCheckedBeforeRunning) {
   nn::Sequential s;
-  s.add(std::make_shared<nn::Conv2d>(1, 4, 3, 1, 1));
-  s.add(std::make_shared<nn::Pool2d>(true, 2));
+  ConvOptions same;
+  same.pads = {1, 1, 1, 1};
+  s.add(std::make_shared<nn::Conv>(1, 4, std::vector<int>{3, 3}, same));
+  s.add(std::make_shared<nn::Pool>(true, PoolOptions{{2, 2}}));
   s.add(std::make_shared<nn::Flatten>());
   s.add(std::make_shared<nn::Linear>(4 * 14 * 14, 10));
   EXPECT_EQ(s.output_shape(Shape{7, 1, 28, 28}), (Shape{7, 10}));
@@ -72,7 +75,7 @@ TEST(Nn, ShapesAreCheckedBeforeRunning) {
     s.output_shape(Shape{7, 3, 28, 28});
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("Conv2d(1, 4, kernel=3, stride=1, padding=1): expects inputs [N, 1, H, W], got [7, 3, 28, 28]"),
+    EXPECT_NE(std::string(e.what()).find("Conv2d(1, 4, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1)): expects inputs [N, 1, H, W], got [7, 3, 28, 28]"),
               std::string::npos)
         << e.what();
   }

@@ -22,8 +22,10 @@ def _copy_params(m_bg, m_th):
 @pytest.mark.parametrize("make", [
     lambda: (bg.nn.Conv1d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2, seed=1),
              torch.nn.Conv1d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2), (2, 4, 13)),
-    lambda: (bg.nn.ConvNd2d(4, 8, (3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2), groups=4, seed=2),
+    lambda: (bg.nn.Conv2d(4, 8, (3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2), groups=4, seed=2),
              torch.nn.Conv2d(4, 8, (3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2), groups=4), (2, 4, 9, 8)),
+    # PyTorch's positional order: stride, padding, dilation, groups, bias
+    lambda: (bg.nn.Conv2d(4, 6, 3, 2, 1, 1, 2, False, seed=5), torch.nn.Conv2d(4, 6, 3, 2, 1, 1, 2, False), (2, 4, 7, 6)),
     lambda: (bg.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2, seed=3),
              torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2), (2, 4, 5, 4)),
     lambda: (bg.nn.ConvTranspose1d(3, 2, 4, stride=3, padding=1, seed=4),
@@ -82,6 +84,44 @@ def test_pool_and_upsample_modules_match_torch():
             assert np.max(np.abs(got - want)) <= bilinear
         else:
             assert np.all(np.abs(got - want) <= 2 * pb.gamma(kind + 1, pb.U64) * m_th(torch.from_numpy(np.abs(x))).numpy())
+
+
+def test_pools_take_torchs_options():
+    x = np.random.RandomState(3).standard_normal((2, 3, 9, 7))
+    xb, xt = bg.tensor(x), torch.from_numpy(x)
+    for m_bg, m_th, k in [(bg.nn.MaxPool2d(2), torch.nn.MaxPool2d(2), 0),
+                          (bg.nn.MaxPool2d(3, 2, 1, 2, False, True), torch.nn.MaxPool2d(3, 2, 1, 2, False, True), 0),
+                          (bg.nn.MaxPool2d((3, 2), stride=(1, 2)), torch.nn.MaxPool2d((3, 2), stride=(1, 2)), 0),
+                          (bg.nn.AvgPool2d(3, 2, 1), torch.nn.AvgPool2d(3, 2, 1), 9),
+                          (bg.nn.AvgPool2d(3, 2, 1, True, False), torch.nn.AvgPool2d(3, 2, 1, True, False), 9)]:
+        y = m_bg(xb)
+        assert tuple(y.shape) == m_bg.output_shape(x.shape)
+        got, want = y.detach().numpy(), m_th(xt).numpy()
+        if k == 0:
+            np.testing.assert_array_equal(got, want)
+        else:  # f64 on both sides: a sum of at most k terms and a division each
+            assert np.all(np.abs(got - want) <= 2 * pb.gamma(k + 1, pb.U64) * m_th(torch.from_numpy(np.abs(x))).numpy())
+    with pytest.raises(bg.Error, match="return_indices"):
+        bg.nn.MaxPool2d(2, return_indices=True)
+    with pytest.raises(bg.Error, match="divisor_override"):
+        bg.nn.AvgPool2d(2, divisor_override=3)
+    with pytest.raises(bg.Error, match="stride"):
+        bg.nn.MaxPool2d(2, 0)(xb)
+
+
+def test_plain_modules_have_the_bits_of_the_plain_ops():
+    rs = np.random.RandomState(4)
+    x = bg.tensor(rs.standard_normal((2, 3, 8, 8)).astype(np.float32))
+    conv = bg.nn.Conv2d(3, 4, 3, stride=2, padding=1, seed=7)
+    want = bg.conv2d(x, conv.weight, conv.bias, stride=2, padding=1).detach().numpy()
+    assert np.array_equal(conv(x).detach().numpy().view(np.uint32), want.view(np.uint32))
+    for mod, op in [(bg.nn.MaxPool2d(2), bg.max_pool2d), (bg.nn.AvgPool2d(3, 2), bg.avg_pool2d)]:
+        k = 2 if op is bg.max_pool2d else 3
+        s = 2
+        assert np.array_equal(mod(x).numpy().view(np.uint32), op(x, k, s).numpy().view(np.uint32))
+    old = bg.nn.ConvNd2d(3, 4, 3, stride=2, padding=1, seed=7)  # Conv2d's former name
+    assert np.array_equal(old(x).detach().numpy().view(np.uint32), conv(x).detach().numpy().view(np.uint32))
+    assert repr(bg.nn.Conv2d(3, 4, 3, padding=1, bias=False, seed=1)).startswith("Conv2d(3, 4, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)")
 
 
 def test_plain_conv2d_options_run_the_original_op():

@@ -79,7 +79,7 @@ def test_wrong_keyword_or_type_names_what_is_accepted():
         bg.nn.Linear(2, 3, sed=1)
     assert "no keyword 'sed'" in str(e.value) and "accepted: Linear(in_features: int, out_features: int" in str(e.value), str(e.value)
     with pytest.raises(TypeError) as e:
-        bg.nn.Conv1d(2, 3, 3, padd=1)  # an alias's signature in the stub (Conv1d and ConvNd2d share theirs)
+        bg.nn.Conv1d(2, 3, 3, padd=1)  # an alias's signature in the stub (Conv1d and Conv2d share theirs)
     assert "no keyword 'padd'" in str(e.value) and "Conv1d(in_channels: int" in str(e.value), str(e.value)
     assert bg.sum(bg.ones(2, 3), dim=1).shape == (2,)  # dim= where the stub declares axis
 

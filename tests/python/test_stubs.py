@@ -115,9 +115,11 @@ def _module_params(obj, name):
     be compared (pybind11's *args/**kwargs, or no signature to read)."""
     doc = getattr(obj, "__doc__", None) or ""
     sigs = set()
+    # an alias (`nn.ConvNd2d` is `nn.Conv2d`) carries its target's name and signatures
+    names = {name, getattr(getattr(obj, "__wrapped__", obj), "__name__", name)}
     for line in doc.splitlines():
         m = _SIG.match(line.strip())
-        if not m or m.group(1) != name:
+        if not m or m.group(1) not in names:
             continue
         params = []
         for p in _split_top(m.group(2)):

@@ -1,12 +1,14 @@
 // Two trainings at once in one process, each in its own execution context at another thread
 // count and code path, get the bits each gets alone (and the manifests show the settings they
-// ran with). Also under TSan (make tsan).
+// ran with), and neither waits on the other's node allocations. Also under TSan (make tsan).
+#include <barrier>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "autograd/node.hpp"
 #include "bitgrad/runtime.hpp"
 #include "support/runs.hpp"
 #include "support/test_util.hpp"
@@ -88,6 +90,38 @@ TEST(ConcurrentSessions, TwoTrainingsAtOnceGetTheBitsEachGetsAlone) {
   }
   // the contract itself: the same training at other settings gives the same bits (T2, T8)
   EXPECT_EQ(run_in_context(a, 3, fast).fingerprint, a_alone.fingerprint);
+}
+
+// Two trainings on two threads that live through two rounds: after the first (which fills each
+// thread's node list), the second takes the node pool's shared lock not once, and both rounds
+// give the bits of the trainings alone.
+TEST(ConcurrentSessions, NeitherWaitsOnTheOthersNodeAllocations) {
+  const std::string a = adder_mlp(5, 64), b = adder_mlp(6, 128);
+  const Outcome a_alone = run_in_context(a, 1, best_isa());
+  const Outcome b_alone = run_in_context(b, 2, best_isa());
+  ASSERT_EQ(a_alone.error, "");
+  ASSERT_EQ(b_alone.error, "");
+  std::barrier sync(2);
+  std::uint64_t before = 0, after = 0;
+  Outcome got[2][2];
+  auto work = [&](int id) {
+    const std::string& text = id == 0 ? a : b;
+    got[id][0] = run_in_context(text, id + 1, best_isa());
+    sync.arrive_and_wait();
+    if (id == 0) before = autograd::node_pool_locked_calls();
+    sync.arrive_and_wait();
+    got[id][1] = run_in_context(text, id + 1, best_isa());
+    sync.arrive_and_wait();
+    if (id == 0) after = autograd::node_pool_locked_calls();
+  };
+  std::thread ta(work, 0), tb(work, 1);
+  ta.join();
+  tb.join();
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(got[0][round].fingerprint, a_alone.fingerprint) << "round " << round << got[0][round].error;
+    EXPECT_EQ(got[1][round].fingerprint, b_alone.fingerprint) << "round " << round << got[1][round].error;
+  }
+  EXPECT_EQ(after, before) << "a training took the node pool's shared lock while the other trained";
 }
 
 // A run leaves the caller's context as it found it, whatever thread count it asked for.

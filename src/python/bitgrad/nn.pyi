@@ -121,24 +121,6 @@ class Linear(Module):
     @property
     def out_features(self) -> int: ...
 
-class Conv2d(Module):
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int,
-        stride: int = 1,
-        padding: int = 0,
-        bias: bool = True,
-        *,
-        seed: Optional[int] = None,
-        weights: _Init = "kaiming_uniform",
-    ) -> None: ...
-    @property
-    def weight(self) -> Tensor: ...
-    @property
-    def bias(self) -> Optional[Tensor]: ...
-
 # ReLU(), GELU(), Tanh(), Sigmoid() are factories of this one class
 class _Activation(Module): ...
 
@@ -154,12 +136,6 @@ class Dropout(Module):
 
 class Flatten(Module):
     def __init__(self) -> None: ...
-
-# MaxPool2d(...) and AvgPool2d(...) are factories of this one class
-class _Pool2d(Module): ...
-
-def MaxPool2d(kernel_size: int, stride: int = 0) -> _Pool2d: ...
-def AvgPool2d(kernel_size: int, stride: int = 0) -> _Pool2d: ...
 
 class LayerNorm(Module):
     def __init__(self, features: int, eps: float = 1e-05, bias: bool = True) -> None: ...
@@ -269,7 +245,7 @@ def BatchNorm1d(num_features: int, eps: float = 1e-05, momentum: float = 0.1, af
 def BatchNorm2d(num_features: int, eps: float = 1e-05, momentum: float = 0.1, affine: bool = True) -> _BatchNorm: ...
 
 # ---- convolution variants, adaptive pooling, upsampling (src/python/nn_spatial.cpp) ----
-# Conv1d(...), ConvNd2d(...), ConvTranspose1d(...) and ConvTranspose2d(...) are factories of this one class
+# Conv1d(...), Conv2d(...), ConvTranspose1d(...) and ConvTranspose2d(...) are factories of this one class
 class Conv(Module):
     @property
     def weight(self) -> Tensor: ...
@@ -289,7 +265,8 @@ def Conv1d(
     seed: Optional[int] = None,
     weights: _Init = "kaiming_uniform",
 ) -> Conv: ...
-ConvNd2d = Conv1d  # the same parameters as Conv1d (per-axis values for two axes)
+Conv2d = Conv1d  # the same parameters as Conv1d (per-axis values for two axes)
+ConvNd2d = Conv2d  # Conv2d's former name (when Conv2d took square kernels only)
 def ConvTranspose2d(
     in_channels: int,
     out_channels: int,
@@ -305,6 +282,26 @@ def ConvTranspose2d(
     weights: _Init = "kaiming_uniform",
 ) -> Conv: ...
 ConvTranspose1d = ConvTranspose2d  # the same parameters as ConvTranspose2d (one spatial axis)
+
+# MaxPool2d(...) and AvgPool2d(...) are factories of this one class
+class _Pool2d(Module): ...
+
+def MaxPool2d(
+    kernel_size: Union[int, Sequence[int]],
+    stride: Union[int, Sequence[int], None] = None,
+    padding: Union[int, Sequence[int]] = 0,
+    dilation: Union[int, Sequence[int]] = 1,
+    return_indices: bool = False,
+    ceil_mode: bool = False,
+) -> _Pool2d: ...
+def AvgPool2d(
+    kernel_size: Union[int, Sequence[int]],
+    stride: Union[int, Sequence[int], None] = None,
+    padding: Union[int, Sequence[int]] = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: Optional[int] = None,
+) -> _Pool2d: ...
 
 # AdaptiveAvgPool2d(...), AdaptiveMaxPool2d(...) and GlobalAvgPool() are factories of this one class
 class _AdaptivePool2d(Module): ...
@@ -336,11 +333,11 @@ class BasicBlock(Module):
         weights: _Init = "kaiming_uniform",
     ) -> None: ...
     @property
-    def conv1(self) -> Conv2d: ...
+    def conv1(self) -> Conv: ...
     @property
     def bn1(self) -> _BatchNorm: ...
     @property
-    def conv2(self) -> Conv2d: ...
+    def conv2(self) -> Conv: ...
     @property
     def bn2(self) -> _BatchNorm: ...
     @property
