@@ -131,11 +131,14 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     try:
         package = _build(build_dir)
         files = []
-        for name in sorted(os.listdir(package)):
-            path = os.path.join(package, name)
-            if os.path.isfile(path) and not name.endswith(".pyc"):
-                with open(path, "rb") as f:
-                    files.append((NAME + "/" + name, f.read()))
+        # the package and its subpackages (bitgrad.torch), in a fixed order
+        for top, dirs, names in os.walk(package):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(names):
+                path = os.path.join(top, name)
+                if os.path.isfile(path) and not name.endswith(".pyc"):
+                    with open(path, "rb") as f:
+                        files.append((NAME + "/" + os.path.relpath(path, package).replace(os.sep, "/"), f.read()))
         return _write_wheel(wheel_directory, files)
     finally:
         if not given:

@@ -87,12 +87,6 @@ std::string find_mpirun() {
   throw Error("audit: --ranks needs mpirun, which is not on PATH (Debian: apt-get install openmpi-bin)");
 }
 
-std::string quoted(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 // A run on `o.ranks` ranks: `mpirun -n R bitgrad train` into dir, checkpointing the step
 // before the last; the gradients' and loss's bits come from its step trace, their values from
 // the last step replayed in this process from that checkpoint (whose own bits must match the
@@ -102,11 +96,11 @@ void ranks_run(const train::Config& cfg, Outcome& o, std::int64_t steps, const s
   char exe[4096] = {};
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
   BITGRAD_CHECK(n > 0, "audit", "cannot find the bitgrad executable to launch under mpirun");
-  const std::string cmd = quoted(mpirun) + " --oversubscribe --bind-to none" + (::geteuid() == 0 ? " --allow-run-as-root" : "") + " -n " +
-                          std::to_string(o.ranks) + " " + quoted(exe) + " train " + quoted(cfg.file) + " --out " + quoted(dir) + " --steps " +
+  const std::string cmd = io::shell_quoted(mpirun) + " --oversubscribe --bind-to none" + (::geteuid() == 0 ? " --allow-run-as-root" : "") + " -n " +
+                          std::to_string(o.ranks) + " " + io::shell_quoted(exe) + " train " + io::shell_quoted(cfg.file) + " --out " + io::shell_quoted(dir) + " --steps " +
                           std::to_string(steps) + " --threads " + std::to_string(o.threads) + " --workers " + std::to_string(o.workers) +
                           " --accumulate " + std::to_string(o.accumulate) + " --checkpoint-every " + std::to_string(std::max<std::int64_t>(1, steps - 1)) +
-                          " --no-epoch-checkpoints --no-progress --trace steps >" + quoted(dir + ".log") + " 2>&1";
+                          " --no-epoch-checkpoints --no-progress --trace steps >" + io::shell_quoted(dir + ".log") + " 2>&1";
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
     const std::string log = io::exists(dir + ".log") ? io::read_file(dir + ".log") : "";

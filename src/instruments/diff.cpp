@@ -111,6 +111,77 @@ Tensor replay(const store::RunDir& dir, const json& manifest, std::int64_t step,
   throw Error("diff: cannot replay '" + what + "' of step " + std::to_string(step) + " in " + dir.path());
 }
 
+// A run recorded from a PyTorch script (bitgrad.torch, docs/torch.md)
+bool from_torch(const json& m) { return m.contains("run") && m["run"].is_object() && m["run"].value("source", "") == "torch"; }
+
+// A PyTorch run has no configuration or checkpoint to replay from: its script runs again under
+// the recorder up to `step`, that step's ops traced (their inputs' and outputs' fingerprints) and
+// its tensors kept (python3 -m bitgrad.torch.replay), into RUN/replay-step-N.
+std::string torch_replay(const store::RunDir& dir, const json& m, std::int64_t step) {
+  std::string python = "python3";
+  if (m.contains("python") && m["python"].is_object() && m["python"].value("executable", "") != "") python = m["python"]["executable"];
+  const std::string out = dir.path() + "/replay-step-" + std::to_string(step);
+  const std::string cmd = io::shell_quoted(python) + " -m bitgrad.torch.replay " + io::shell_quoted(dir.path()) + " --step " +
+                          std::to_string(step) + " --out " + io::shell_quoted(out) + " >" + io::shell_quoted(out + ".log") + " 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    const std::string log = io::exists(out + ".log") ? io::read_file(out + ".log") : "";
+    throw Error("diff: replaying step " + std::to_string(step) + " of " + dir.path() + " failed (" + cmd + "): " +
+                printable_excerpt(log.substr(log.size() > 2000 ? log.size() - 2000 : 0), 2000));
+  }
+  return out;
+}
+
+// The step's tensor `what` ("input", "loss", "grad NAME", "param NAME") as a replay kept it
+Tensor replayed_tensor(const std::string& replay_dir, const std::string& what) {
+  const io::SafeTensors st = io::load_safetensors(replay_dir + "/tensors.safetensors", io::Checksum::if_present);
+  for (const auto& [name, t] : st.tensors)
+    if (name == what) return t;
+  throw Error("diff: " + replay_dir + "/tensors.safetensors holds no '" + what + "'");
+}
+
+// The first op of the step whose output (or gradient) differs, from two op traces of it; for a
+// trace that records its inputs' fingerprints, whether they differed already.
+void first_op(const std::vector<json>& oa, const std::vector<json>& ob, std::ostream& out) {
+  auto field = [](const json& r, const char* k) { return r.contains(k) ? r[k].dump() : std::string(); };
+  for (std::size_t k = 0; k < std::min(oa.size(), ob.size()); ++k) {
+    const json& r = oa[k];
+    const json& q = ob[k];
+    if (field(r, "op") != field(q, "op") || field(r, "phase") != field(q, "phase") || field(r, "shape") != field(q, "shape")) {
+      auto where = [](const json& o) {
+        const std::string label = o.value("label", ""), site = o.value("site", "");
+        return " " + o.value("shape", "") + " (" + (label.empty() ? "" : label + ", ") + "called at " + site + ")";
+      };
+      out << "the op sequences part at op " << k + 1 << " of the step: " << r.value("phase", "") << " '" << r.value("op", "") << "'" << where(r)
+          << " vs '" << q.value("op", "") << "'" << where(q) << "\n";
+      return;
+    }
+    if (field(r, "hash") == field(q, "hash")) continue;
+    out << "first op: " << r.value("phase", "") << " '" << r.value("op", "") << "'";
+    if (r.value("phase", "") == "backward" && r.contains("input")) out << " (gradient of input " << r.value("input", -1) << ")";
+    out << ", label " << (r.value("label", "").empty() ? std::string("(none)") : r.value("label", "")) << ", called at "
+        << r.value("site", "") << ", shape " << r.value("shape", "") << " (op " << k + 1 << " of the step)";
+    if (r.contains("inputs") && q.contains("inputs")) {
+      const std::string op = r.value("op", "");
+      bool random = false;
+      for (const char* name : {"bernoulli", "dropout", "normal", "uniform", "rand", "multinomial", "exponential", "geometric", "cauchy", "log_normal"})
+        random = random || op.find(name) != std::string::npos;
+      out << (r["inputs"] != q["inputs"] ? "; its inputs differed already"
+              : random                   ? "; its inputs were the same: a random op, whose generator's state differed"
+                                         : "; its inputs were the same: this op computed them differently");
+    }
+    out << "\n";
+    return;
+  }
+  if (oa.size() != ob.size()) out << "the op traces of the step agree on their first " << std::min(oa.size(), ob.size()) << " ops, then one ends\n";
+}
+
+std::vector<json> ops_of_step(const std::vector<json>& ops, std::int64_t step) {
+  std::vector<json> v;
+  for (const json& r : ops)
+    if (r.contains("step") && r["step"].is_number_integer() && r["step"].get<std::int64_t>() == step) v.push_back(r);
+  return v;
+}
+
 template <class T>
 void compare_values(const Tensor& a, const Tensor& b, std::ostream& out) {
   const T* pa = a.data<T>();
@@ -144,6 +215,7 @@ int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std
                 mb["run"].value("model", "?") + ")");
   if (!da.has("trace.jsonl") || !db.has("trace.jsonl"))
     throw Error("diff: both runs need trace.jsonl (a run trained with --trace none has none)");
+  const bool torch_a = from_torch(ma), torch_b = from_torch(mb);
 
   // 1. manifests
   const auto la = store::flatten_json(ma), lb = store::flatten_json(mb);
@@ -167,6 +239,7 @@ int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std
   // 2. traces, step by step
   const std::vector<json> ta = read_trace(da), tb = read_trace(db);
   const std::size_t n = std::min(ta.size(), tb.size());
+  std::string other;  // the first difference outside the tensors
   for (std::size_t i = 0; i < n; ++i) {
     const json& x = ta[i];
     const json& y = tb[i];
@@ -183,6 +256,12 @@ int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std
       for (const char* kind : {"grad", "param"}) {
         const json& ga = x.at(kind);
         const json& gb = y.at(kind);
+        if (ga.size() != gb.size()) {  // another model, or an optimizer over other parameters
+          what = kind;
+          detail = std::string("the number of ") + (kind == std::string("grad") ? "gradients" : "parameters") + " (" +
+                   std::to_string(ga.size()) + " vs " + std::to_string(gb.size()) + ")";
+          break;
+        }
         for (std::size_t k = 0; k < ga.size() && what.empty(); ++k) {
           if (ga[k] != gb[k]) {
             const std::string name = ga[k][0].get<std::string>();
@@ -195,27 +274,66 @@ int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std
         if (!what.empty()) break;
       }
     }
+    // what else a record holds (a PyTorch run's: the optimizer state, the RNG states, the data
+    // order) is reported only where every tensor agrees, at the end
+    if (what.empty() && other.empty())
+      for (const auto& [k, v] : x.items()) {
+        if (k == "step" || k == "epoch" || k == "batch" || k == "input" || k == "loss" || k == "grad" || k == "param") continue;
+        if (y.contains(k) && y[k] == v) continue;
+        other = "step " + std::to_string(step) + ", the record's '" + k + "' (" + printable_excerpt(v.dump(), 80) + " vs " +
+                printable_excerpt(y.value(k, json()).dump(), 80) + ")";
+        break;
+      }
     if (what.empty()) continue;
     out << "first difference: step " << step << ", " << detail << "\n";
     // 3. the first op, with op traces
-    if (da.has("ops.jsonl") && db.has("ops.jsonl")) {
-      std::vector<json> oa, ob;
-      for (const json& r : da.read_lines("ops.jsonl"))
-        if (r.at("step").get<std::int64_t>() == step) oa.push_back(r);
-      for (const json& r : db.read_lines("ops.jsonl"))
-        if (r.at("step").get<std::int64_t>() == step) ob.push_back(r);
-      for (std::size_t k = 0; k < std::min(oa.size(), ob.size()); ++k) {
-        if (oa[k] == ob[k]) continue;
-        const json& r = oa[k];
-        out << "first op: " << r.value("phase", "") << " '" << r.value("op", "") << "'";
-        if (r.value("phase", "") == "backward") out << " (gradient of input " << r.value("input", -1) << ")";
-        out << ", label " << (r.value("label", "").empty() ? std::string("(none)") : r.value("label", "")) << ", called at "
-            << r.value("site", "") << ", shape " << r.value("shape", "") << " (op " << k + 1 << " of the step)\n";
-        break;
+    if (da.has("ops.jsonl") && db.has("ops.jsonl"))
+      first_op(ops_of_step(da.read_lines("ops.jsonl"), step), ops_of_step(db.read_lines("ops.jsonl"), step), out);
+    if (opt.replay && torch_a != torch_b) {
+      out << "  (one run is a PyTorch script's, the other bitgrad's: neither replays the other's step)\n";
+    } else if (opt.replay && torch_a) {
+      // 3-4 for PyTorch runs: both scripts again up to the step, its ops traced and its tensors kept
+      const std::string ra = torch_replay(da, ma, step), rb = torch_replay(db, mb, step);
+      auto read_ops = [](const std::string& dir) {
+        return io::exists(dir + "/ops.jsonl") ? store::parse_json_lines(io::read_file(dir + "/ops.jsonl"), "diff", dir + "/ops.jsonl")
+                                              : std::vector<json>{};
+      };
+      // a replay that does not give the traced step describes another run (the script is not
+      // deterministic on its own): say so before its figures
+      auto check = [&](const std::string& replay_dir, const json& traced, const std::string& run) {
+        const std::vector<json> again = io::exists(replay_dir + "/trace.jsonl")
+                                            ? store::parse_json_lines(io::read_file(replay_dir + "/trace.jsonl"), "diff", replay_dir + "/trace.jsonl")
+                                            : std::vector<json>{};
+        for (const json& r : again)
+          if (r.value("step", std::int64_t{-1}) == step) {
+            for (const char* k : {"input", "loss", "grad", "param"})
+              if (r.value(k, json()) != traced.value(k, json())) {
+                out << "  warning: the replay of " << run << " does not reproduce its step " << step << " ('" << k
+                    << "' differs: the script is not deterministic on its own); the figures below describe the replay\n";
+                return;
+              }
+            return;
+          }
+        out << "  warning: the replay of " << run << " recorded no step " << step << "\n";
+      };
+      check(ra, x, a);
+      check(rb, y, b);
+      first_op(ops_of_step(read_ops(ra), step), ops_of_step(read_ops(rb), step), out);
+      if (what != "input" && what != "grad" && what != "param") {
+        const Tensor va = replayed_tensor(ra, what), vb = replayed_tensor(rb, what);
+        if (va.shape() != vb.shape() || va.dtype() != vb.dtype()) {
+          out << "  replayed tensors have different shapes: " << va.shape().str() << " vs " << vb.shape().str() << "\n";
+        } else if (va.dtype() == DType::f32 || va.dtype() == DType::f64) {
+          BITGRAD_DISPATCH_FLOAT(va.dtype(), "diff", T, [&] { compare_values<T>(va, vb, out); });
+        }
       }
-    }
-    // 4. the size of the difference, by replaying the step
-    if (opt.replay) {
+      out << "  (replays: " << ra << ", " << rb << ")\n";
+    } else if (opt.replay && (what == "grad" || what == "param")) {
+      // no one tensor to replay
+    } else if (opt.replay && !da.has("config.toml")) {
+      out << "  (" << a << " has no configuration to replay the step from: a Python loop's run)\n";
+    } else if (opt.replay) {
+      // 4. the size of the difference, by replaying the step
       Tensor va = replay(da, ma, step, what), vb = replay(db, mb, step, what);
       // the replay must give the traced bits, or its numbers would describe something else
       auto check = [&](const Tensor& v, const std::string& traced, const std::string& dir) {
@@ -245,6 +363,10 @@ int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std
   if (ta.size() != tb.size()) {
     out << "identical over the " << n << " steps both traced; " << (ta.size() > tb.size() ? a : b) << " has "
         << (ta.size() > tb.size() ? ta.size() - n : tb.size() - n) << " more\n";
+    return 1;
+  }
+  if (!other.empty()) {
+    out << "every input, loss, gradient and parameter the same over " << n << " steps; first other difference: " << other << "\n";
     return 1;
   }
   out << "identical: " << n << " steps, every input, loss, gradient and parameter the same\n";

@@ -21,4 +21,10 @@ std::string strprintf(const char* format, ...) {
   return s;
 }
 
+std::string shell_quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 }  // namespace bitgrad::io

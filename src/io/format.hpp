@@ -7,5 +7,7 @@
 namespace bitgrad::io {
 
 std::string strprintf(const char* format, ...) __attribute__((format(printf, 1, 2)));
+// s as one word of a POSIX shell command line: in single quotes, each ' written '\''
+std::string shell_quoted(const std::string& s);
 
 }  // namespace bitgrad::io

@@ -86,6 +86,7 @@ def test_the_wheel_records_every_file_it_holds(tmp_path):
                 digest = base64.urlsafe_b64encode(hashlib.sha256(z.read(n)).digest()).rstrip(b"=").decode()
                 assert listed[n] == "sha256=" + digest, n
         assert any(n.startswith("bitgrad/_bitgrad.") and n.endswith(".so") for n in names)
+        assert {"bitgrad/torch/__init__.py", "bitgrad/torch/record.py", "bitgrad/torch/replay.py"} <= set(names)  # subpackages too
         assert "Requires-Dist: numpy" in z.read([n for n in names if n.endswith("METADATA")][0]).decode()
     assert bitgrad_build.build_wheel(str(second_dir), config_settings=settings) == wheel
     assert (first_dir / wheel).read_bytes() == (second_dir / wheel).read_bytes(), "the wheel's bytes are a function of the build"

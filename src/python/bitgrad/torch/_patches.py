@@ -1,0 +1,260 @@
+"""The places in PyTorch (and NumPy's and Python's seeding) where the recorder looks: each
+wrapper calls what it replaces with the same arguments and returns its result untouched, and
+does nothing else while no recorder is active, in a forked child (DataLoader workers) or inside
+an optimizer step (an optimizer that steps an inner one is one step)."""
+import functools
+import gc
+import os
+import random
+import sys
+import threading
+import types
+
+import torch
+import torch.utils.data.dataloader as _dl
+
+
+class _State:
+    active = None  # the Recorder now recording
+    in_child = False
+
+
+state = _State()
+_local = threading.local()  # per thread: depth of module calls, inside a recorded step
+
+
+def _forked_child():
+    # a forked DataLoader worker inherits the patches, not the recording
+    state.in_child = True
+
+
+os.register_at_fork(after_in_child=_forked_child)
+
+
+def _recording():
+    rec = state.active
+    if rec is None or state.in_child or rec._failed:
+        return None
+    return rec
+
+
+def in_step():
+    return getattr(_local, "in_step", False)
+
+
+def set_in_step(v):
+    _local.in_step = v
+
+
+# ---- optimizer steps
+
+def _is_ours(fn):
+    """fn is one of our step wrappers, or wraps one (torch's profiling hook wraps a class's step
+    with functools.wraps)."""
+    for _ in range(16):
+        if fn is None:
+            return False
+        if getattr(fn, "_bitgrad_recorder", False):
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+    return False
+
+
+def _closure_given(args, kwargs):
+    return kwargs.get("closure") is not None or (len(args) > 0 and args[0] is not None)
+
+
+def _class_step(fn):
+    @functools.wraps(fn)
+    def step(self, *args, **kwargs):
+        rec = _recording()
+        if rec is None or in_step():
+            return fn(self, *args, **kwargs)
+        return rec._step(self, fn, (self,) + args, kwargs, _closure_given(args, kwargs))
+
+    step._bitgrad_recorder = True
+    return step
+
+
+def _instance_step(opt, fn):
+    # an instance attribute (an LR scheduler's step counter) that calls the class's step as it
+    # was when the scheduler was made: from before the recording, so it needs its own wrapper
+    import weakref
+
+    ref = weakref.ref(opt)
+
+    @functools.wraps(fn)
+    def step(*args, **kwargs):
+        rec = _recording()
+        o = ref()
+        if rec is None or o is None or in_step():
+            return fn(*args, **kwargs)
+        return rec._step(o, fn, args, kwargs, _closure_given(args, kwargs))
+
+    step._bitgrad_recorder = True
+    return step
+
+
+class Patches:
+    """Installs the wrappers and takes back those nothing else has wrapped since (a class step
+    that torch's profiling hook wrapped again stays, passing through)."""
+
+    def __init__(self):
+        self._undo = []  # (owner, name, wrapper, original, was_in_dict)
+
+    def _set(self, owner, name, wrapper):
+        d = owner.__dict__ if isinstance(owner, (type, types.ModuleType)) else vars(owner)
+        had = name in d
+        original = d.get(name)
+        setattr(owner, name, wrapper)
+        self._undo.append((owner, name, wrapper, original, had))
+
+    def _wrap_class(self, cls):
+        fn = cls.__dict__.get("step")
+        if not isinstance(fn, types.FunctionType) or _is_ours(fn):
+            return
+        self._set(cls, "step", _class_step(fn))
+
+    def install(self):
+        Optimizer = torch.optim.Optimizer
+        seen, todo = set(), [Optimizer]
+        while todo:  # every optimizer class that exists now, the script's own included
+            cls = todo.pop()
+            if cls in seen:
+                continue
+            seen.add(cls)
+            self._wrap_class(cls)
+            todo.extend(cls.__subclasses__())
+        patches = self
+        previous = Optimizer.__dict__.get("__init_subclass__")
+
+        def __init_subclass__(cls, **kwargs):  # and every one defined from now on
+            if previous is not None:
+                previous.__get__(None, cls)(**kwargs)
+            else:
+                super(Optimizer, cls).__init_subclass__(**kwargs)
+            patches._wrap_class(cls)
+
+        self._set(Optimizer, "__init_subclass__", classmethod(__init_subclass__))
+        # optimizers made before the recording whose step is an instance attribute
+        for o in gc.get_objects():
+            try:
+                # type(o), not isinstance: some objects warn when their __class__ is read
+                if issubclass(type(o), Optimizer) and isinstance(vars(o).get("step"), types.FunctionType) \
+                        and not _is_ours(vars(o)["step"]):
+                    self._set(o, "step", _instance_step(o, vars(o)["step"]))
+            except Exception:  # an object whose isinstance or vars misbehaves is no optimizer of ours
+                continue
+
+        Module = torch.nn.Module
+        module_call = Module.__call__
+
+        def __call__(self, *args, **kwargs):
+            rec = _recording()
+            if rec is None:
+                return module_call(self, *args, **kwargs)
+            depth = getattr(_local, "depth", 0)
+            if depth == 0:
+                rec._on_top_call(self, args, kwargs)
+            _local.depth = depth + 1
+            try:
+                return module_call(self, *args, **kwargs)
+            finally:
+                _local.depth = depth
+
+        self._set(Module, "__call__", __call__)
+
+        autograd_backward = torch.autograd.backward
+
+        @functools.wraps(autograd_backward)
+        def backward(tensors, *args, **kwargs):  # Tensor.backward calls torch.autograd.backward
+            out = autograd_backward(tensors, *args, **kwargs)
+            rec = _recording()
+            if rec is not None:
+                rec._on_backward(tensors)
+            return out
+
+        self._set(torch.autograd, "backward", backward)
+
+        DataLoader, It = torch.utils.data.DataLoader, _dl._BaseDataLoaderIter
+        loader_iter, it_next, it_next_index, it_reset = DataLoader.__iter__, It.__next__, It._next_index, It._reset
+
+        @functools.wraps(loader_iter)
+        def __iter__(self):
+            it = loader_iter(self)
+            rec = _recording()
+            if rec is not None:
+                rec._on_loader_iter(self, it)
+            return it
+
+        @functools.wraps(it_next)
+        def __next__(self):
+            data = it_next(self)
+            rec = _recording()
+            if rec is not None:
+                rec._on_batch(self)
+            return data
+
+        @functools.wraps(it_next_index)
+        def _next_index(self):
+            index = it_next_index(self)
+            rec = _recording()
+            if rec is not None:
+                rec._on_index(self, index)
+            return index
+
+        @functools.wraps(it_reset)
+        def _reset(self, *args, **kwargs):
+            rec = _recording()
+            if rec is not None:
+                rec._on_reset(self)
+            return it_reset(self, *args, **kwargs)
+
+        self._set(DataLoader, "__iter__", __iter__)
+        self._set(It, "__next__", __next__)
+        self._set(It, "_next_index", _next_index)
+        self._set(It, "_reset", _reset)
+
+        # the settings a script fixes: seeds, threads, determinism
+        wrapped = {}
+        targets = [(torch, "manual_seed", "torch.manual_seed"), (torch.random, "manual_seed", "torch.manual_seed"),
+                   (torch, "seed", "torch.seed"), (torch, "set_num_threads", "torch.set_num_threads"),
+                   (torch, "set_num_interop_threads", "torch.set_num_interop_threads"),
+                   (torch, "use_deterministic_algorithms", "torch.use_deterministic_algorithms"),
+                   (torch, "set_flush_denormal", "torch.set_flush_denormal"),
+                   (torch, "set_default_dtype", "torch.set_default_dtype"),
+                   (torch, "set_float32_matmul_precision", "torch.set_float32_matmul_precision"),
+                   (random, "seed", "random.seed")]
+        numpy = sys.modules.get("numpy")
+        if numpy is not None:
+            targets.append((numpy.random, "seed", "numpy.random.seed"))
+        for owner, name, label in targets:
+            fn = getattr(owner, name, None)
+            if fn is None:
+                continue
+            if id(fn) not in wrapped:
+                wrapped[id(fn)] = _setting_call(fn, label)
+            self._set(owner, name, wrapped[id(fn)])
+
+    def uninstall(self):
+        while self._undo:
+            owner, name, wrapper, original, had = self._undo.pop()
+            d = owner.__dict__ if isinstance(owner, (type, types.ModuleType)) else vars(owner)
+            if d.get(name) is not wrapper:
+                continue  # wrapped again since: ours stays, passing through
+            if had:
+                setattr(owner, name, original)
+            else:
+                delattr(owner, name)
+
+
+def _setting_call(fn, label):
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        rec = _recording()
+        if rec is not None:
+            rec._on_setting(label, args, kwargs, out)
+        return out
+
+    return call

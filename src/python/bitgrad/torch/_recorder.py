@@ -1,0 +1,749 @@
+"""The recorder: per optimizer step, snapshots of what decides the step (the batch that reached the
+model, the loss, the gradients, the updated parameters, the optimizer state, the RNG states, the
+data order), hashed on a background thread into trace.jsonl in bitgrad's step-trace format."""
+import atexit
+import collections
+import json
+import os
+import queue
+import random
+import shlex
+import struct
+import sys
+import threading
+import traceback
+import weakref
+
+import numpy
+import torch
+
+import bitgrad
+
+from bitgrad.torch import _environ
+from bitgrad.torch import _manifest
+from bitgrad.torch import _patches
+from bitgrad.torch import _rundir
+from bitgrad.torch._fingerprint import Buffers, ZERO_DIGEST, fingerprint, fingerprint_bytes
+
+_WHO = _rundir.WHO
+_MAX_SETTING_CALLS = 1000  # a script that reseeds every step would otherwise grow the manifest without bound
+_MAX_BATCHES = 10000  # data-loader batches kept for optimizers that have not stepped yet
+
+
+def _shape_str(shape):
+    return "[" + ", ".join(str(int(d)) for d in shape) + "]"  # bitgrad's Shape::str()
+
+
+def _tensors_in(obj, out, depth=0):
+    """The tensors of a call's arguments in order (positional, then keyword), through tuples,
+    lists and dicts."""
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+    elif depth < 4 and isinstance(obj, (tuple, list)):
+        for x in obj:
+            _tensors_in(x, out, depth + 1)
+    elif depth < 4 and isinstance(obj, dict):
+        for x in obj.values():
+            _tensors_in(x, out, depth + 1)
+    return out
+
+
+def _loss_bits(v):
+    """The loss's float32 bits as bitgrad writes them: "0x%08x"."""
+    if isinstance(v, torch.Tensor):
+        t = v.detach().reshape(-1)[:1].cpu().to(torch.float32)
+    else:
+        t = torch.tensor([float(v)], dtype=torch.float64).to(torch.float32)
+    return "0x%08x" % (t.view(torch.int32).item() & 0xFFFFFFFF)
+
+
+def _numpy_state_bytes(st):
+    # ('MT19937', keys uint32[624], pos, has_gauss, cached_gaussian)
+    return numpy.asarray(st[1], dtype="<u4").tobytes() + struct.pack("<qqd", int(st[2]), int(st[3]), float(st[4]))
+
+
+def _python_state_bytes(st):
+    # (version, 625 words of the Mersenne Twister and its index, gauss_next)
+    gauss = st[2]
+    return (struct.pack("<q", int(st[0])) + numpy.asarray(st[1], dtype="<u8").tobytes()
+            + struct.pack("<?d", gauss is not None, 0.0 if gauss is None else float(gauss)))
+
+
+def _indices_fingerprint(indices):
+    """Fingerprint of the sample indices as one int64 vector; indices that are not integers
+    (a sampler of keys) hash their repr."""
+    try:
+        a = numpy.concatenate([numpy.asarray(i, dtype=numpy.int64).reshape(-1) for i in indices])
+    except (TypeError, ValueError, OverflowError):
+        return fingerprint_bytes(repr(indices).encode()), len(indices)
+    return bitgrad.fingerprint(bitgrad.tensor(a)), int(a.size)
+
+
+class _Optimizer:
+    """What the recorder knows of one optimizer: its number (in the order of first steps), its
+    parameters in the recorded order with their names."""
+
+    def __init__(self, index, opt):
+        self.index = index
+        self.cls = type(opt).__module__ + "." + type(opt).__qualname__
+        self.ref = weakref.ref(opt)
+        self.key = None  # ids of the parameters as the optimizer holds them, to notice add_param_group
+        self.named = []  # (name, parameter) in the recorded order
+        self.ids = set()
+        self.names = {}  # id(parameter) -> name, kept once given
+        self.steps = 0
+        self.last_seq = -1  # event number of the end of its last step
+        self.model = ""
+        self.groups = []
+
+
+class _Call:
+    """The first top-level call of a module with parameters since its optimizer's last step."""
+
+    __slots__ = ("seq", "grad", "snap", "refs", "consumed", "total")
+
+    def __init__(self, seq, grad, snap, refs, total):
+        self.seq, self.grad, self.snap, self.refs, self.total = seq, grad, snap, refs, total
+        self.consumed = set()
+
+
+class _LoaderIter:
+    __slots__ = ("epoch", "pending")
+
+    def __init__(self):
+        self.epoch = None
+        self.pending = collections.deque()  # indices drawn from the sampler, not yet yielded
+
+
+HASHING = ("thread", "inline")
+
+
+class Recorder:
+    """Records the PyTorch training that runs between start() and close() (or inside `with`) into
+    out_dir: manifest.json and trace.jsonl, one record per optimizer step (every `every`-th), in
+    the format `bitgrad diff` reads. hashing="thread" copies the tensors at the step and hashes
+    the copies on a background thread, at most `max_pending` steps behind (a step beyond them
+    waits); hashing="inline" hashes them at the step, without copies."""
+
+    def __init__(self, out_dir, *, every=1, max_pending=2, hashing="thread"):
+        for name, v in (("every", every), ("max_pending", max_pending)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError("%s: %s: expected a positive integer, got %r" % (_WHO, name, v))
+        if hashing not in HASHING:
+            raise ValueError("%s: hashing: expected 'thread' or 'inline', got %r" % (_WHO, hashing))
+        self._out = os.fspath(out_dir)
+        self._every = every
+        self._max_pending = max_pending
+        self._inline = hashing == "inline"
+        self._state = "new"
+        self._failed = None
+        self._lock = threading.RLock()
+        self._fail_lock = threading.Lock()
+        self._buffers = Buffers()
+        self._patches = _patches.Patches()
+        self._seq = 0  # event counter: module calls, backwards, batches and steps, in order
+        self._total = 0  # optimizer steps of all optimizers
+        self._written = 0
+        self._optimizers = []
+        self._by_opt = weakref.WeakKeyDictionary()
+        self._roots = weakref.WeakKeyDictionary()  # module -> order of its first top-level call
+        self._calls = weakref.WeakKeyDictionary()  # module -> _Call
+        self._owners = weakref.WeakKeyDictionary()  # module -> (generation, optimizer numbers)
+        self._generation = 0
+        self._loss = None  # (seq, tensor) of the last scalar backward
+        self._epochs = weakref.WeakKeyDictionary()  # DataLoader -> epochs begun
+        self._iters = weakref.WeakKeyDictionary()  # loader iterator -> _LoaderIter
+        self._batches = collections.deque()  # (seq, iterator id, epoch, batch, indices, base seed)
+        self._setting_calls = []
+        self._environ_read = {}
+        self._setting_calls_dropped = 0
+        self._fd = None
+        self._queue = None
+        self._thread = None
+        self._exit = None
+
+    # ---- public
+
+    @property
+    def out_dir(self):
+        return self._out
+
+    @property
+    def every(self):
+        return self._every
+
+    @property
+    def hashing(self):
+        return "inline" if self._inline else "thread"
+
+    @property
+    def steps(self):
+        """Optimizer steps taken so far (all optimizers)."""
+        return self._total
+
+    @property
+    def recorded(self):
+        """Step records written to trace.jsonl so far."""
+        return self._written
+
+    @property
+    def error(self):
+        """Why recording stopped before close() (the script went on), or None."""
+        return self._failed
+
+    def start(self):
+        """Checks out_dir, writes the first manifest, installs the hooks; returns self."""
+        if self._state != "new":
+            raise RuntimeError("%s: this recorder was already started; make a new one" % _WHO)
+        if _patches.state.active is not None:
+            raise RuntimeError("%s: %s is already being recorded; one recording at a time"
+                               % (_WHO, _patches.state.active.out_dir))
+        why = _rundir.problem(self._out)
+        if why is not None:
+            raise bitgrad.InputError(why)
+        os.makedirs(self._out, exist_ok=True)
+        # O_EXCL: two recorders started on one directory at once cannot both own its trace
+        try:
+            self._fd = os.open(os.path.join(self._out, "trace.jsonl"),
+                               os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            raise bitgrad.InputError("%s: %s already holds a run (trace.jsonl); choose another directory"
+                                     % (_WHO, self._out)) from None
+        self._script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c", "-m") else None
+        self._argv = list(sys.argv[1:])
+        self._command = " ".join(shlex.quote(a) for a in getattr(sys, "orig_argv", sys.argv))
+        self._pid = os.getpid()
+        self._base = self._base_manifest()
+        self._write_manifest()
+        if not self._inline:
+            self._queue = queue.Queue(maxsize=self._max_pending)
+            # a daemon: Python joins other threads before atexit, and the atexit hook drains this one
+            self._thread = threading.Thread(target=self._work, name="bitgrad.torch.record", daemon=True)
+            self._thread.start()
+        self._patches.install()
+        _environ.start()
+        _patches.state.active = self
+        self._state = "recording"
+        atexit.register(self._at_exit)
+        return self
+
+    def close(self):
+        """Stops recording: the pending steps are hashed and written, the final manifest too."""
+        self._finish({"status": "closed"})
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, etype, value, tb):
+        self._finish(_exit_info(value))
+        return False
+
+    # ---- the end
+
+    def _at_exit(self):
+        self._finish({"status": "interpreter exit"})
+
+    def _finish(self, exit_info):
+        if self._state != "recording" or os.getpid() != self._pid:
+            return  # not started, finished, or a forked child's copy (the parent owns the files)
+        self._state = "closing"
+        atexit.unregister(self._at_exit)
+        if _patches.state.active is self:
+            _patches.state.active = None
+        self._patches.uninstall()
+        self._environ_read = _environ.stop()
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+        os.close(self._fd)
+        self._exit = exit_info
+        self._state = "closed"
+        problem = None
+        try:
+            self._write_manifest()
+        except OSError as e:
+            problem = e
+            print("%s: cannot write %s: %s" % (_WHO, os.path.join(self._out, "manifest.json"), e), file=sys.stderr)
+        if self._total == 0 and exit_info.get("status") != "exception":  # after a traceback, that is the news
+            print("%s: %s made no optimizer step (no torch.optim.Optimizer step() ran); %s has an empty "
+                  "trace.jsonl and run.steps = 0 in manifest.json"
+                  % (_WHO, self._script or "the recorded code", self._out), file=sys.stderr)
+        if problem is not None and exit_info.get("status") in ("closed", "completed"):
+            raise problem
+
+    def _fail(self, error):
+        """Recording stops (the script goes on): a failing instrument must not change the run."""
+        with self._fail_lock:
+            if self._failed is not None:
+                return
+            self._failed = "%s: %s (at step %d)" % (type(error).__name__, error, self._total)
+        print("%s: recording stopped: %s; %s keeps the steps before it" % (_WHO, self._failed, self._out),
+              file=sys.stderr)
+
+    # ---- manifest
+
+    def _base_manifest(self):
+        m = _manifest.machine_sections()
+        m["environment"] = _manifest.environment()
+        m["torch"] = _manifest.torch_section()
+        m["python"] = _manifest.python_section()
+        script = None
+        if self._script is not None:
+            script = {"path": self._script, "sha256": None, "argv": self._argv}
+            try:
+                import hashlib
+
+                with open(self._script, "rb") as f:
+                    script["sha256"] = hashlib.sha256(f.read()).hexdigest()
+            except OSError:
+                pass  # an interactive session's argv[0] names no file
+        m["run"] = {"kind": "train", "source": "torch", "command": self._command, "script": script,
+                    "cwd": os.getcwd(), "trace": "steps", "every": self._every, "hashing": self.hashing,
+                    "threads": torch.get_num_threads()}
+        return m
+
+    def _write_manifest(self):
+        with self._lock:
+            m = dict(self._base)
+            run = dict(m["run"])
+            opts = self._optimizers
+            run["model"] = " | ".join(o.model for o in opts)
+            run["parameters"] = [[n, _shape_str(p.shape)] for o in opts for n, p in o.named]
+            run["optimizers"] = [{"index": o.index, "class": o.cls, "steps": o.steps, "param_groups": o.groups}
+                                 for o in opts]
+            run["steps"] = self._total
+            run["recorded"] = self._written
+            run["settings_calls"] = list(self._setting_calls)
+            if self._setting_calls_dropped:
+                run["settings_calls_dropped"] = self._setting_calls_dropped
+            if self._state == "closed":
+                # what the script read of the environment (null: unset), which a replay gives it again
+                run["environment_read"] = self._environ_read
+                run["seed"] = torch.initial_seed()
+                run["settings_at_exit"] = _manifest.settings()
+                run["exit"] = self._exit
+            if self._failed is not None:
+                run["recording_error"] = self._failed
+            m["run"] = run
+        _manifest.write_atomic(os.path.join(self._out, "manifest.json"), m)
+
+    # ---- hooks (called by _patches with the recording active)
+
+    def _owner_set(self, module):
+        got = self._owners.get(module)
+        if got is not None and got[0] == self._generation:
+            return got[1]
+        ids = {id(p) for p in module.parameters()}
+        owners = frozenset(o.index for o in self._optimizers if not ids.isdisjoint(o.ids))
+        self._owners[module] = (self._generation, owners)
+        return owners
+
+    def _expect_record(self):
+        """Whether one of the next steps (one per known optimizer) will be recorded."""
+        n = max(1, len(self._optimizers))
+        return any((self._total + k) % self._every == 0 for k in range(1, n + 1))
+
+    def _capture(self, key, t, buffers):
+        """What the record will hash of tensor t as it is now: its fingerprint (inline), or a
+        copy in a reused buffer, listed in `buffers` to be given back once hashed."""
+        if self._inline:
+            return fingerprint(t)
+        b = self._buffers.copy(key, t)
+        buffers.append((key, b))
+        return b
+
+    def _release(self, call):
+        """Gives the call's copies back; its tensors stay referenced for an optimizer that steps
+        for the first time later (it copies them then)."""
+        if call.snap and not isinstance(call.snap, str):
+            for key, buf in call.snap:
+                self._buffers.give_back(key, buf)
+        call.snap = None
+
+    def _on_top_call(self, module, args, kwargs):
+        try:
+            with self._lock:
+                if next(module.parameters(), None) is None:
+                    return  # a loss or a parameterless layer: not the model
+                if module not in self._roots:
+                    self._roots[module] = len(self._roots)
+                grad = torch.is_grad_enabled()
+                c = self._calls.get(module)
+                if c is not None:
+                    owners = self._owner_set(module)
+                    done = bool(c.consumed) and c.consumed >= owners  # every optimizer of it has stepped
+                    stale = c.total < self._total and not owners
+                    if not (done or (grad and not c.grad) or stale):
+                        return
+                    self._release(c)
+                tensors = _tensors_in(kwargs, _tensors_in(args, []))
+                order = self._roots[module]
+                snap = None
+                if self._expect_record():
+                    if self._inline:
+                        snap = fingerprint(tensors) if tensors else ""
+                    else:
+                        snap = [(("input", order, k), self._buffers.copy(("input", order, k), t))
+                                for k, t in enumerate(tensors)]
+                self._calls[module] = _Call(self._seq, grad, snap, tensors, self._total)
+                self._seq += 1
+        except Exception as e:
+            self._fail(e)
+
+    def _on_backward(self, tensors):
+        try:
+            t = tensors
+            if isinstance(t, (tuple, list)) and len(t) == 1:
+                t = t[0]
+            if not isinstance(t, torch.Tensor) or t.numel() != 1:
+                return
+            with self._lock:
+                self._loss = (self._seq, t.detach().clone())
+                self._seq += 1
+        except Exception as e:
+            self._fail(e)
+
+    def _on_loader_iter(self, loader, it):
+        try:
+            with self._lock:
+                n = self._epochs.get(loader, -1) + 1
+                self._epochs[loader] = n
+                self._iter_state(it).epoch = n
+        except Exception as e:
+            self._fail(e)
+
+    def _iter_state(self, it):
+        s = self._iters.get(it)
+        if s is None:
+            s = self._iters[it] = _LoaderIter()
+        return s
+
+    def _on_reset(self, it):
+        try:
+            with self._lock:
+                self._iter_state(it).pending.clear()  # indices prefetched for an epoch left early
+        except Exception as e:
+            self._fail(e)
+
+    def _on_index(self, it, index):
+        try:
+            with self._lock:
+                self._iter_state(it).pending.append(index)
+        except Exception as e:
+            self._fail(e)
+
+    def _on_batch(self, it):
+        try:
+            with self._lock:
+                s = self._iters.get(it)
+                # batches come back in the order their indices were drawn, prefetching workers or not
+                index = s.pending.popleft() if s is not None and s.pending else None
+                epoch = s.epoch if s is not None and s.epoch is not None else 0
+                self._batches.append((self._seq, id(it), epoch, getattr(it, "_num_yielded", 0) - 1, index,
+                                      getattr(it, "_base_seed", None)))
+                self._seq += 1
+                while len(self._batches) > _MAX_BATCHES:
+                    self._batches.popleft()
+        except Exception as e:
+            self._fail(e)
+
+    def _on_setting(self, label, args, kwargs, out):
+        try:
+            with self._lock:
+                if len(self._setting_calls) >= _MAX_SETTING_CALLS:
+                    self._setting_calls_dropped += 1
+                    return
+                call = {"call": label, "args": _manifest.json_safe(list(args)), "step": self._total}
+                if kwargs:
+                    call["kwargs"] = _manifest.json_safe(dict(kwargs))
+                if label == "torch.seed":
+                    call["returned"] = _manifest.json_safe(out)
+                self._setting_calls.append(call)
+        except Exception as e:
+            self._fail(e)
+
+    # ---- the step
+
+    def _register(self, opt):
+        """The optimizer's record: numbered at its first step; names given to parameters it has
+        not had before (add_param_group)."""
+        info = self._by_opt.get(opt)
+        if info is None:
+            info = _Optimizer(len(self._optimizers), opt)
+            self._by_opt[opt] = info
+            self._optimizers.append(info)
+        params, seen = [], set()
+        for g in opt.param_groups:
+            for p in g["params"]:
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    params.append(p)
+        key = tuple(id(p) for p in params)
+        if key == info.key:
+            return info
+        info.key = key
+        info.ids = set(key)
+        self._generation += 1
+        self._name(info, opt, params)
+        info.groups = [_manifest.json_safe({k: v for k, v in g.items() if k != "params"}) for g in opt.param_groups]
+        for i, g in enumerate(opt.param_groups):
+            info.groups[i]["params"] = len(g["params"])
+        self._write_manifest()
+        return info
+
+    def _name(self, info, opt, params):
+        """Names from the modules called at top level that hold the parameters (the module
+        holding most of them first), in their registration order; `groupI.J` for a parameter no
+        called module holds. A name another optimizer already gives another tensor gets the
+        prefix `optK.`, a name two of this optimizer's modules share `mR.`."""
+        wanted = {id(p) for p in params}
+        candidates = []
+        for m, order in list(self._roots.items()):
+            named = [(n, p) for n, p in m.named_parameters() if id(p) in wanted]
+            if named:
+                candidates.append((-len(named), order, m, named))
+        candidates.sort(key=lambda c: (c[0], c[1]))
+        others = {}  # name -> ids of the tensors other optimizers call so
+        for o in self._optimizers:
+            if o is not info:
+                for n, p in o.named:
+                    others.setdefault(n, set()).add(id(p))
+        rank = {}
+        mine = set()
+        for r, (_, _, m, named) in enumerate(candidates):
+            for pos, (n, p) in enumerate(named):
+                if id(p) in rank:
+                    continue
+                if id(p) not in info.names:
+                    name = n if r == 0 or n not in mine else "m%d.%s" % (r, n)
+                    if name in others and id(p) not in others[name]:
+                        name = "opt%d.%s" % (info.index, name)
+                    info.names[id(p)] = name
+                mine.add(info.names[id(p)])
+                rank[id(p)] = (r, pos)
+        for gi, g in enumerate(opt.param_groups):
+            for j, p in enumerate(g["params"]):
+                if id(p) not in rank:
+                    info.names.setdefault(id(p), "group%d.%d" % (gi, j))
+                    rank[id(p)] = (len(candidates), gi * 1000003 + j)
+        ordered = sorted(params, key=lambda p: rank[id(p)])
+        info.named = [(info.names[id(p)], p) for p in ordered]
+        models = [" ".join(repr(c[2]).split()) for c in candidates]
+        info.model = " + ".join(models) if models else "%s over %d tensors" % (type(opt).__name__, len(params))
+
+    def _step(self, opt, fn, args, kwargs, closure):
+        _patches.set_in_step(True)
+        try:
+            pre = None
+            try:
+                pre = self._before_step(opt)
+            except Exception as e:
+                self._fail(e)
+            out = fn(*args, **kwargs)  # the script's step, as it was
+            if pre is not None and self._failed is None:
+                try:
+                    job = self._after_step(opt, pre, out, closure)
+                    if job is not None and self._inline:
+                        self._write_line(json.dumps(self._encode(job)) + "\n")
+                    elif job is not None:
+                        self._queue.put(job)  # blocks while max_pending steps wait to be hashed
+                except Exception as e:
+                    self._fail(e)
+            return out
+        finally:
+            _patches.set_in_step(False)
+
+    def _rng_states(self):
+        r = {"torch": torch.get_rng_state(), "numpy": numpy.random.get_state(), "python": random.getstate()}
+        if torch.cuda.is_initialized():
+            r["cuda"] = torch.cuda.get_rng_state_all()
+        return r
+
+    def _before_step(self, opt):
+        with self._lock:
+            info = self._register(opt)
+            pre = {"info": info, "step": self._total + 1, "seq": self._seq, "last_seq": info.last_seq}
+            self._seq += 1
+            pre["recorded"] = pre["step"] % self._every == 0
+            if pre["recorded"]:
+                # the gradients as the optimizer receives them, before it may change them
+                pre["buffers"] = []
+                pre["grad"] = [(name, None if p.grad is None else
+                                self._capture(("grad", info.index, j), p.grad, pre["buffers"]))
+                               for j, (name, p) in enumerate(info.named)]
+                pre["rng"] = self._rng_states()
+                pre["loss"] = self._loss[1] if self._loss is not None and self._loss[0] > info.last_seq else None
+            return pre
+
+    def _pick_input(self, info, last_seq):
+        """The batch that reached the model: the first top-level call, since this optimizer's
+        last step, of a module holding its parameters (else of any module with parameters)."""
+        mine, other = None, None
+        for m, c in list(self._calls.items()):
+            if c.seq <= last_seq or info.index in c.consumed:
+                continue
+            if info.index in self._owner_set(m):
+                if mine is None or c.seq < mine[1].seq:
+                    mine = (m, c)
+            elif other is None or c.seq < other[1].seq:
+                other = (m, c)
+        return mine or other
+
+    def _after_step(self, opt, pre, out, closure):
+        with self._lock:
+            info = pre["info"]
+            self._total = max(self._total, pre["step"])
+            info.steps += 1
+            last_seq = pre["last_seq"]
+            job = None
+            if pre["recorded"]:
+                buffers = pre["buffers"]
+                grads = pre["grad"]
+                # step(closure) evaluates the loss itself and returns it; otherwise the last
+                # backward since this optimizer's last step (one loss may serve two optimizers)
+                if closure and not isinstance(out, bool) and (
+                        isinstance(out, (int, float)) or (isinstance(out, torch.Tensor) and out.numel() == 1)):
+                    loss = out.detach().clone() if isinstance(out, torch.Tensor) else out
+                else:
+                    loss = pre["loss"]
+                if loss is None and self._loss is not None and self._loss[0] > pre["seq"]:
+                    loss = self._loss[1]  # a backward inside step(closure)
+                picked = self._pick_input(info, last_seq)
+                inputs = None
+                if picked is not None:
+                    m, c = picked
+                    waiting = self._owner_set(m) - c.consumed - {info.index}
+                    if isinstance(c.snap, str):
+                        inputs = c.snap
+                    elif c.snap is not None and waiting:
+                        inputs = [b.clone() for _, b in c.snap]  # another optimizer of the module has yet to step
+                    elif c.snap is not None:
+                        buffers.extend(c.snap)
+                        inputs = [b for _, b in c.snap]
+                        c.snap = None
+                    elif c.refs:
+                        inputs = fingerprint(c.refs) if self._inline else [t.detach().clone() for t in c.refs]
+                params = [(name, self._capture(("param", info.index, j), p, buffers))
+                          for j, (name, p) in enumerate(info.named)]
+                state = []
+                for j, (name, p) in enumerate(info.named):
+                    st = opt.state.get(p)
+                    if not st:
+                        continue
+                    for k in sorted(st, key=str):
+                        v = st[k]
+                        label = "%s.%s" % (name, k)
+                        if isinstance(v, torch.Tensor):
+                            state.append((label, self._capture(("state", info.index, j, str(k)), v, buffers)))
+                        elif isinstance(v, bool):
+                            state.append((label, [torch.tensor(v)]))
+                        elif isinstance(v, int):
+                            state.append((label, [torch.tensor(v, dtype=torch.int64)]))
+                        elif isinstance(v, float):
+                            state.append((label, [torch.tensor(v, dtype=torch.float64)]))
+                        elif isinstance(v, (list, tuple)) and all(isinstance(x, torch.Tensor) for x in v):
+                            state.append((label, [x.detach().clone() for x in v]))
+                        elif v is not None:
+                            state.append((label, fingerprint_bytes(repr(v).encode())))
+                batches = [b for b in self._batches if b[0] > last_seq]
+                if batches:
+                    it = batches[-1][1]
+                    mine = [b for b in batches if b[1] == it]
+                    epoch, batch, seed = batches[-1][2], batches[-1][3], batches[-1][5]
+                    indices = [b[4] for b in mine] if all(b[4] is not None for b in mine) else None
+                elif self._batches:
+                    epoch, batch, seed, indices = self._batches[-1][2], self._batches[-1][3], self._batches[-1][5], None
+                else:
+                    epoch, batch, seed, indices = 0, pre["step"] - 1, None, None
+                job = {"step": pre["step"], "epoch": epoch, "batch": batch, "input": inputs, "loss": loss,
+                       "grad": grads, "param": params, "optimizer": info.index, "optimizer_step": info.steps,
+                       "state": state, "rng": pre["rng"], "indices": indices, "loader_seed": seed,
+                       "lr": [_manifest.json_safe(g.get("lr")) for g in opt.param_groups], "buffers": buffers}
+            # this step used the calls since the last: the next call of each module is captured anew
+            for m, c in list(self._calls.items()):
+                if c.seq <= last_seq:
+                    continue
+                owners = self._owner_set(m)
+                if info.index in owners:
+                    c.consumed.add(info.index)
+                    if c.consumed >= owners:
+                        self._release(c)
+            info.last_seq = self._seq
+            self._seq += 1
+            if self._optimizers:
+                oldest = min(o.last_seq for o in self._optimizers)
+                while self._batches and self._batches[0][0] <= oldest:
+                    self._batches.popleft()
+            return job
+
+    # ---- the hashing thread
+
+    def _work(self):
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            try:
+                if self._failed is None:
+                    self._write_line(json.dumps(self._encode(job)) + "\n")
+            except Exception as e:
+                self._fail(e)
+            finally:
+                for key, buf in job["buffers"]:
+                    self._buffers.give_back(key, buf)
+
+    def _encode(self, job):
+        """The record's JSON object; a tensor slot holds its fingerprint already (inline
+        hashing, values that are not tensors) or the tensors to hash."""
+        def fp(v):
+            return v if isinstance(v, str) else fingerprint(v)
+
+        rec = {"step": job["step"], "epoch": job["epoch"], "batch": job["batch"],
+               "input": fp(job["input"]) if job["input"] else "",
+               "loss": _loss_bits(job["loss"]) if job["loss"] is not None else "",
+               "grad": [[n, ZERO_DIGEST if g is None else fp(g)] for n, g in job["grad"]],
+               "param": [[n, fp(p)] for n, p in job["param"]],
+               "optimizer": job["optimizer"], "optimizer_step": job["optimizer_step"],
+               "state": [[n, fp(v)] for n, v in job["state"]]}
+        rng = job["rng"]
+        rec["rng"] = {"torch": fingerprint(rng["torch"]),
+                      "numpy": fingerprint_bytes(_numpy_state_bytes(rng["numpy"])),
+                      "python": fingerprint_bytes(_python_state_bytes(rng["python"]))}
+        if "cuda" in rng:
+            rec["rng"]["cuda"] = fingerprint(rng["cuda"])
+        if job["indices"] is not None:
+            rec["indices"], rec["samples"] = _indices_fingerprint(job["indices"])
+        else:
+            rec["indices"], rec["samples"] = "", None
+        rec["loader_seed"] = job["loader_seed"]
+        rec["lr"] = job["lr"]
+        return rec
+
+    def _write_line(self, line):
+        """One record per write(2) on an O_APPEND descriptor; a write cut short is taken back, so
+        the file stays a sequence of complete lines."""
+        data = line.encode()
+        size = os.fstat(self._fd).st_size
+        done = 0
+        try:
+            while done < len(data):
+                done += os.write(self._fd, data[done:])
+        except OSError:
+            os.ftruncate(self._fd, size)
+            raise
+        self._written += 1
+
+
+def _exit_info(exc):
+    if exc is None:
+        return {"status": "completed"}
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        return {"status": "exit", "code": code if code is None or isinstance(code, int) else 1}
+    return {"status": "exception", "exception": "".join(traceback.format_exception_only(type(exc), exc)).strip()}
+
+
+def record(out_dir, *, every=1, max_pending=2, hashing="thread"):
+    """A Recorder for `with bitgrad.torch.record("runs/a"): ...`: what the block trains is recorded
+    into runs/a, as `python3 -m bitgrad.torch.record --out runs/a -- train.py` records a script."""
+    return Recorder(out_dir, every=every, max_pending=max_pending, hashing=hashing)
