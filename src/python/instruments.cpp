@@ -14,6 +14,21 @@ py::object parse_json(const std::string& path) {
   return py::module_::import("json").attr("loads")(py::str(text));
 }
 
+// Runs a study (`kind`: audit, sensitivity) into `out` (empty: runs/KIND-NAME), its printout to
+// Python's stdout unless quiet, without the GIL; returns its KIND.json as a dict with out_dir.
+template <class Options, class Run>
+py::dict run_study(const train::Config& cfg, const std::string& kind, Options& o, const std::string& out, bool quiet, Run run,
+                   int* rc = nullptr) {
+  o.out = out.empty() ? train::default_run_dir(cfg.file, kind + "-", false) : out;
+  o.command = "bitgrad.instruments." + kind + " (Python)";
+  Output output(quiet);
+  const int code = nogil([&] { return run(output.os); });
+  output.os.flush();
+  py::dict d = parse_json(o.out + "/" + kind + ".json");
+  d["out_dir"] = o.out;
+  if (rc) *rc = code;
+  return d;
+}
 }  // namespace
 
 void init_instruments(py::module_& top) {
@@ -34,7 +49,7 @@ void init_instruments(py::module_& top) {
         "and the replayed difference)}. An error for what cannot be compared.");
 
   m.def("audit", [](const py::object& config, const std::vector<int>& threads, const std::vector<int>& workers,
-                    const std::vector<std::int64_t>& accumulate, std::optional<std::int64_t> steps, int runs, std::string out, bool quiet) {
+                    const std::vector<std::int64_t>& accumulate, std::optional<std::int64_t> steps, int runs, const std::string& out, bool quiet) {
     const train::Config cfg = to_config(config);
     instruments::AuditOptions o;
     o.threads = threads;
@@ -42,15 +57,9 @@ void init_instruments(py::module_& top) {
     o.accumulate = accumulate;
     if (steps) o.steps = *steps;
     o.runs = runs;
-    if (out.empty()) out = train::default_run_dir(cfg.file, "audit-", false);
-    o.out = out;
-    o.command = "bitgrad.instruments.audit (Python)";
-    Output output(quiet);
-    const int rc = nogil([&] { return instruments::audit(cfg, o, output.os); });
-    output.os.flush();
-    py::dict d = parse_json(out + "/audit.json");
+    int rc = 0;
+    py::dict d = run_study(cfg, "audit", o, out, quiet, [&](std::ostream& os) { return instruments::audit(cfg, o, os); }, &rc);
     d["identical"] = rc == 0;
-    d["out_dir"] = out;
     return d;
   }, py::arg("config"), py::kw_only(), py::arg("threads") = std::vector<int>{1}, py::arg("workers") = std::vector<int>{0},
         py::arg("accumulate") = std::vector<std::int64_t>{1}, py::arg("steps") = py::none(), py::arg("runs") = 0, py::arg("out") = "",
@@ -58,21 +67,16 @@ void init_instruments(py::module_& top) {
         "Trains the configuration under each combination of threads, workers and accumulate; returns audit.json (the pairwise "
         "difference matrices) with 'identical' and 'out_dir'.");
 
-  m.def("sensitivity", [](const py::object& config, int members, std::optional<std::int64_t> steps, int threads, std::string out, bool quiet) {
+  m.def("sensitivity", [](const py::object& config, int members, std::optional<std::int64_t> steps, int threads, const std::string& out, bool quiet) {
     const train::Config cfg = to_config(config);
     instruments::SensitivityOptions o;
     o.members = members;
     if (steps) o.steps = *steps;
     o.threads = threads;
-    if (out.empty()) out = train::default_run_dir(cfg.file, "sensitivity-", false);
-    o.out = out;
-    o.command = "bitgrad.instruments.sensitivity (Python)";
-    Output output(quiet);
-    nogil([&] { instruments::sensitivity(cfg, o, output.os); });
-    output.os.flush();
-    py::dict d = parse_json(out + "/sensitivity.json");
-    d["out_dir"] = out;
-    return d;
+    return run_study(cfg, "sensitivity", o, out, quiet, [&](std::ostream& os) {
+      instruments::sensitivity(cfg, o, os);
+      return 0;
+    });
   }, py::arg("config"), py::kw_only(), py::arg("members") = 4, py::arg("steps") = py::none(), py::arg("threads") = 0, py::arg("out") = "",
         py::arg("quiet") = false,
         "The canonical run beside runs with perturbed reduction orders; returns sensitivity.json (per-step loss spread and "

@@ -95,6 +95,18 @@ def _instance_step(opt, fn):
     return step
 
 
+def _then(fn, notify):
+    """A method that runs fn(self), then tells the active recording `notify(rec, self, result)`."""
+    @functools.wraps(fn)
+    def method(self):
+        out = fn(self)
+        rec = _recording()
+        if rec is not None:
+            notify(rec, self, out)
+        return out
+    return method
+
+
 class Patches:
     """Installs the wrappers and takes back those nothing else has wrapped since (a class step
     that torch's profiling hook wrapped again stays, passing through)."""
@@ -179,29 +191,9 @@ class Patches:
         DataLoader, It = torch.utils.data.DataLoader, _dl._BaseDataLoaderIter
         loader_iter, it_next, it_next_index, it_reset = DataLoader.__iter__, It.__next__, It._next_index, It._reset
 
-        @functools.wraps(loader_iter)
-        def __iter__(self):
-            it = loader_iter(self)
-            rec = _recording()
-            if rec is not None:
-                rec._on_loader_iter(self, it)
-            return it
-
-        @functools.wraps(it_next)
-        def __next__(self):
-            data = it_next(self)
-            rec = _recording()
-            if rec is not None:
-                rec._on_batch(self)
-            return data
-
-        @functools.wraps(it_next_index)
-        def _next_index(self):
-            index = it_next_index(self)
-            rec = _recording()
-            if rec is not None:
-                rec._on_index(self, index)
-            return index
+        __iter__ = _then(loader_iter, lambda rec, loader, it: rec._on_loader_iter(loader, it))
+        __next__ = _then(it_next, lambda rec, it, data: rec._on_batch(it))
+        _next_index = _then(it_next_index, lambda rec, it, index: rec._on_index(it, index))
 
         @functools.wraps(it_reset)
         def _reset(self, *args, **kwargs):

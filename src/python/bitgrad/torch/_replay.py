@@ -149,35 +149,21 @@ def _replay(run, step, out):
     tracer, pre_hook, post_hook = _make_tracer(script, fingerprint, module_names)
     kept = {}
 
-    class Replay(Recorder):
+    def untraced(name):
         # the recorder's own work (its copies and hashes) is not the script's: not traced
-        def _on_top_call(self, module, args, kwargs):
+        def method(self, *args):
             tracer.paused += 1
             try:
-                return super()._on_top_call(module, args, kwargs)
+                return getattr(Recorder, name)(self, *args)
             finally:
                 tracer.paused -= 1
+        return method
 
-        def _on_backward(self, tensors):
-            tracer.paused += 1
-            try:
-                return super()._on_backward(tensors)
-            finally:
-                tracer.paused -= 1
-
-        def _before_step(self, opt):
-            tracer.paused += 1
-            try:
-                return super()._before_step(opt)
-            finally:
-                tracer.paused -= 1
-
-        def _after_step(self, opt, pre, out, closure):
-            tracer.paused += 1
-            try:
-                return super()._after_step(opt, pre, out, closure)
-            finally:
-                tracer.paused -= 1
+    class Replay(Recorder):
+        _on_top_call = untraced("_on_top_call")
+        _on_backward = untraced("_on_backward")
+        _before_step = untraced("_before_step")
+        _after_step = untraced("_after_step")
 
         def _encode(self, job):
             if job["step"] == step:
