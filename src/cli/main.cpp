@@ -226,6 +226,8 @@ int run_command(int argc, char** argv) {
   diffc->add_option("run_a", run_a, "run directory")->required()->check(CLI::ExistingDirectory);
   diffc->add_option("run_b", run_b, "run directory")->required()->check(CLI::ExistingDirectory);
   diffc->add_flag("--no-replay", no_replay, "do not replay the first differing step to measure the difference");
+  diffc->footer("Runs recorded from PyTorch scripts (python3 -m bitgrad.torch.record, docs/torch.md) are read as bitgrad's own;\n"
+                "their step is replayed by running each script again up to it with every op traced (python3 -m bitgrad.torch.replay).");
 
   std::string audit_cfg;
   bitgrad::instruments::AuditOptions aud;
