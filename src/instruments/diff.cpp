@@ -118,8 +118,14 @@ bool from_torch(const json& m) { return m.contains("run") && m["run"].is_object(
 // the recorder up to `step`, that step's ops traced (their inputs' and outputs' fingerprints) and
 // its tensors kept (python3 -m bitgrad.torch.replay), into RUN/replay-step-N.
 std::string torch_replay(const store::RunDir& dir, const json& m, std::int64_t step) {
+  // the interpreter that recorded the run, when it is one (a manifest is input: its "executable"
+  // runs only if it names an existing python*; else the python3 on PATH)
   std::string python = "python3";
-  if (m.contains("python") && m["python"].is_object() && m["python"].value("executable", "") != "") python = m["python"]["executable"];
+  if (m.contains("python") && m["python"].is_object() && m["python"].contains("executable") && m["python"]["executable"].is_string()) {
+    const std::string exe = m["python"]["executable"].get<std::string>();
+    const std::string base = exe.substr(exe.find_last_of('/') == std::string::npos ? 0 : exe.find_last_of('/') + 1);
+    if (!exe.empty() && exe[0] == '/' && base.rfind("python", 0) == 0 && io::exists(exe)) python = exe;
+  }
   const std::string out = dir.path() + "/replay-step-" + std::to_string(step);
   const std::string cmd = io::shell_quoted(python) + " -m bitgrad.torch.replay " + io::shell_quoted(dir.path()) + " --step " +
                           std::to_string(step) + " --out " + io::shell_quoted(out) + " >" + io::shell_quoted(out + ".log") + " 2>&1";
