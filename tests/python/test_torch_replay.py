@@ -25,7 +25,9 @@ X = torch.randn(96, 12)
 Y = torch.randint(0, 3, (96,))
 model = torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.ReLU(), torch.nn.Dropout(0.3), torch.nn.Linear(16, 3))
 opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+import os
 reseed, shift = int(sys.argv[1]), int(sys.argv[2])
+os.environ.get("MY_API_TOKEN")  # a credential read: named in the manifest, its value not
 for step in range(1, 7):
     x, y = X[(step - 1) * 16: step * 16], Y[(step - 1) * 16: step * 16]
     if step == reseed:
@@ -64,7 +66,7 @@ def test_a_random_op_is_named_with_its_module_line_and_ulps(runs):
     out = r.stdout
     assert "first difference: step 4, the loss" in out, out
     # the dropout's mask: the first op whose output differs, its inputs the same
-    assert ("first op: forward 'aten.bernoulli_.float', label 2:Dropout, called at train.py:18" in out
+    assert ("first op: forward 'aten.bernoulli_.float', label 2:Dropout, called at train.py:20" in out
             and "its inputs were the same: a random op, whose generator's state differed" in out), out
     assert "replayed: 1 of 1 elements differ" in out and " ulp " in out, out
     assert "warning" not in out, out  # each replay gave the step it recorded
@@ -92,8 +94,8 @@ def test_ops_that_part_are_named_with_both_sites(runs):
     r = _diff(runs["a"], runs["shifted"])
     assert r.returncode == 1, r.stdout + r.stderr
     assert "first difference: step 3, the input batch" in r.stdout, r.stdout
-    assert ("the op sequences part at op 3 of the step: forward 'aten.t' [12, 16] (0:Linear, called at train.py:18) "
-            "vs 'aten.add.Tensor' [16, 12] (called at train.py:17)") in r.stdout, r.stdout
+    assert ("the op sequences part at op 3 of the step: forward 'aten.t' [12, 16] (0:Linear, called at train.py:20) "
+            "vs 'aten.add.Tensor' [16, 12] (called at train.py:19)") in r.stdout, r.stdout
 
 
 def test_the_same_tensors_with_an_unseeded_numpy_are_told_apart(runs):
@@ -142,3 +144,14 @@ def test_records_with_other_parameter_lists_are_named_not_misread(runs, tmp_path
         r = _diff(a, b)
         assert r.returncode == 1, r.stdout + r.stderr
         assert "first difference: step 2, the number of gradients " + counts in r.stdout, r.stdout
+
+
+def test_the_environment_read_is_recorded_but_not_credentials(runs):
+    m = json.loads((runs["a"] / "manifest.json").read_text())
+    assert m["run"]["environment_read"]["MY_API_TOKEN"] in (None, "<redacted>")
+    d = runs["dir"]
+    r = subprocess.run([sys.executable, "-m", "bitgrad.torch.record", "--out", str(d / "secret"), "--", str(d / "train.py"), "0", "0"],
+                       cwd=str(d), capture_output=True, text=True, timeout=300, env=dict(os.environ, MY_API_TOKEN="s3cr3t"))
+    assert r.returncode == 0, r.stderr
+    text = (d / "secret" / "manifest.json").read_text()
+    assert "s3cr3t" not in text and json.loads(text)["run"]["environment_read"]["MY_API_TOKEN"] == "<redacted>"

@@ -2,6 +2,7 @@
 recording runs, so that a replay (bitgrad.torch.replay) can give the script the values it saw —
 a switch such as RESEED=1 decides the numbers as much as the arguments do."""
 import os
+import re
 import threading
 
 _lock = threading.Lock()
@@ -39,11 +40,18 @@ def start():
     os.environ.__class__ = _NotingEnviron
 
 
+# names whose values are credentials, not settings: the manifest says they were read, not what
+# they hold (a replay then leaves them as they are in its own environment)
+_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+REDACTED = "<redacted>"
+
+
 def stop():
-    """Stops noting; returns {name: value or None} of the names read, in name order."""
+    """Stops noting; returns {name: value or None} of the names read, in name order, the values
+    of credentials (by name) as REDACTED."""
     global _reads
     if type(os.environ) is _NotingEnviron:
         os.environ.__class__ = _NotingEnviron.__mro__[1]
     with _lock:
         reads, _reads = _reads or {}, None
-    return dict(sorted(reads.items()))
+    return {k: (REDACTED if v is not None and _SECRET.search(k) else v) for k, v in sorted(reads.items())}

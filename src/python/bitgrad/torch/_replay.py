@@ -121,6 +121,8 @@ def _replay(run, step, out):
     for k, v in (manifest.get("environment") or {}).items():
         os.environ[k] = v
     for k, v in (r.get("environment_read") or {}).items():  # what the script read, as it read it
+        if v == "<redacted>":
+            continue  # a credential: as it is here
         if v is None:
             os.environ.pop(k, None)
         else:
