@@ -1,20 +1,22 @@
 #!/bin/bash
 # The cost of recording a PyTorch training with bitgrad.torch (docs/torch.md): ROUNDS rounds of
-# bench/torch_record_mlp.py plain, recorded, recorded with --hashing inline and with --every 10,
-# in turn; prints each run's steps/s, then the medians. Needs the bitgrad module on PYTHONPATH
-# (e.g. PYTHONPATH=build/python) and Debian's torch for /usr/bin/python3.
-#   bash bench/torch_record.sh [ROUNDS]
+# bench/torch_record_step.py (MODEL mlp or cnn, THREADS torch threads, default 1) plain,
+# recorded, recorded with --hashing inline and with --every 10, in turn; prints each run's
+# steps/s, then the medians. Needs the bitgrad module on PYTHONPATH (e.g. PYTHONPATH=build/python)
+# and Debian's torch for /usr/bin/python3.
+#   bash bench/torch_record.sh [ROUNDS [MODEL]]
 set -eu
 rounds=${1:-5}
-bench=$(cd "$(dirname "$0")" && pwd)/torch_record_mlp.py
+model=${2:-mlp}
+bench=$(cd "$(dirname "$0")" && pwd)/torch_record_step.py
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 : > "$out/rates"
 for r in $(seq "$rounds"); do
-  echo "plain $(/usr/bin/python3 "$bench" | awk '{print $2}')" >> "$out/rates"
+  echo "plain $(/usr/bin/python3 "$bench" "$model" | awk '{print $2}')" >> "$out/rates"
   for opts in "" "--hashing inline" "--every 10"; do
     rm -rf "$out/run"
-    rate=$(/usr/bin/python3 -m bitgrad.torch.record --out "$out/run" $opts -- "$bench" 2>/dev/null | awk '{print $2}')
+    rate=$(/usr/bin/python3 -m bitgrad.torch.record --out "$out/run" $opts -- "$bench" "$model" 2>/dev/null | awk '{print $2}')
     echo "recorded${opts:+ $opts} $rate" >> "$out/rates"
   done
 done

@@ -73,6 +73,7 @@ std::string file_hash(const std::string& path);
 // throws Error for what cannot be compared (not runs, different models, damaged traces).
 struct DiffOptions {
   bool replay = true;
+  bool reuse_replays = false;  // a PyTorch run's step replayed before (RUN/replay-step-N) is read again, not rerun
 };
 int diff(const std::string& run_a, const std::string& run_b, const DiffOptions& opt, std::ostream& out);
 
@@ -90,6 +91,12 @@ struct AuditOptions {
   std::string command;
 };
 int audit(const train::Config& cfg, const AuditOptions& opt, std::ostream& out);
+// The same for a PyTorch script (`command`: "python3 SCRIPT ARGS..."), recorded by
+// bitgrad.torch at each combination of opt.threads and opt.workers, opt.runs times each
+// (default: once, twice with one setting): pairwise matrices of the last step's loss, parameters
+// and gradients in ULPs, which settings move the bits, and for each run that differs the first
+// divergent step, op, cause and fix (diff's). Writes audit.json; 0 when all bitwise equal.
+int audit_torch(const std::string& command, const AuditOptions& opt, std::ostream& out);
 
 // Trains the canonical run and `members` runs with perturbed reduction orders (seeds
 // 1..members) side by side; reports per step the spread of the loss and the relative distance

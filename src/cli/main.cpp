@@ -229,18 +229,25 @@ int run_command(int argc, char** argv) {
   diffc->footer("Runs recorded from PyTorch scripts (python3 -m bitgrad.torch.record, docs/torch.md) are read as bitgrad's own;\n"
                 "their step is replayed by running each script again up to it with every op traced (python3 -m bitgrad.torch.replay).");
 
-  std::string audit_cfg;
+  std::string audit_cfg, audit_torch;
   bitgrad::instruments::AuditOptions aud;
   CLI::App* auditc = app.add_subcommand("audit", "Repeat a training across settings; pairwise error matrices (all zero is the promise)");
-  auditc->add_option("config", audit_cfg, "configuration file")->required()->check(CLI::ExistingFile);
-  auditc->add_option("--runs", aud.runs, "number of runs (default: one per combination)")->check(CLI::Range(2, 1000));
+  CLI::Option* audit_cfg_opt = auditc->add_option("config", audit_cfg, "configuration file")->check(CLI::ExistingFile);
+  auditc->add_option("--torch", audit_torch, "a PyTorch script instead: \"python3 train.py ARGS\", run unmodified under each setting")
+      ->excludes(audit_cfg_opt);
+  auditc->add_option("--runs", aud.runs, "number of runs (default: one per combination); with --torch: runs of each setting "
+                                         "(default 1, 2 with one setting)")->check(CLI::Range(1, 1000));
   auditc->add_option("--threads", aud.threads, "thread counts, e.g. 1,2,3")->delimiter(',')->check(CLI::Range(1, 4096));
   auditc->add_option("--workers", aud.workers, "loader worker counts, e.g. 0,2")->delimiter(',')->check(CLI::Range(0, 256));
   auditc->add_option("--accumulate", aud.accumulate, "micro-batch counts, e.g. 1,2,4")->delimiter(',')->check(CLI::Range(1L, 1L << 20));
   auditc->add_option("--ranks", aud.ranks, "MPI rank counts, e.g. 1,2,4 (runs with more than one rank are launched with mpirun)")
       ->delimiter(',')->check(CLI::Range(1, 1024));
   auditc->add_option("--steps", aud.steps, "steps per run (default: the configuration's plan)")->check(CLI::Range(1L, 1L << 50));
-  auditc->add_option("--out", aud.out, "directory for audit.json (default: runs/audit-<config name>)");
+  auditc->add_option("--out", aud.out, "directory for audit.json (default: runs/audit-<config or script name>)");
+  auditc->footer("With --torch, each run is python3 -m bitgrad.torch.record with the thread count and DataLoader's num_workers set\n"
+                 "from outside (a value the script sets itself is reported, not silently overridden); the matrices are of the\n"
+                 "last step's loss, parameters and gradients in ULPs, and each run that differs is traced to its first\n"
+                 "divergent step and op, with the cause and the fix (docs/torch.md).");
 
   std::string sens_cfg;
   bitgrad::instruments::SensitivityOptions sens;
@@ -322,6 +329,9 @@ int run_command(int argc, char** argv) {
     }
     if (auditc->parsed()) {
       aud.command = command;
+      if (!audit_torch.empty()) return bitgrad::instruments::audit_torch(audit_torch, aud, std::cout);
+      if (audit_cfg.empty()) throw bitgrad::Error("audit: name a configuration file, or a PyTorch script with --torch \"python3 train.py ARGS\"");
+      if (aud.runs == 1) throw bitgrad::Error("audit: --runs 1 leaves nothing to compare; ask for 2 or more");
       return bitgrad::instruments::audit(bitgrad::train::load_config(audit_cfg), aud, std::cout);
     }
     if (sensc->parsed()) {

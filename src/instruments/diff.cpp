@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
@@ -12,7 +13,9 @@
 #include "bitgrad/runtime.hpp"
 #include "bitgrad/session.hpp"
 #include "instruments/manifest.hpp"
+#include "instruments/torch_cause.hpp"
 #include "instruments/trace.hpp"
+#include "instruments/ulps.hpp"
 #include "io/format.hpp"
 #include "store/run_dir.hpp"
 
@@ -36,18 +39,6 @@ std::vector<json> read_trace(const store::RunDir& dir) {
           throw Error("diff: " + path + ":" + std::to_string(i + 1) + ": '" + k + "' entries must be [name, hash]");
   }
   return t;
-}
-
-// ordered integer of a float's bits: the ULP distance is the difference of two of these
-std::int64_t ordered(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return (u & 0x80000000u) ? -static_cast<std::int64_t>(u & 0x7fffffffu) : static_cast<std::int64_t>(u);
-}
-std::int64_t ordered(double f) {
-  std::uint64_t u;
-  std::memcpy(&u, &f, 8);
-  return (u & 0x8000000000000000ull) ? -static_cast<std::int64_t>(u & 0x7fffffffffffffffull) : static_cast<std::int64_t>(u);
 }
 
 // The settings that decide a step's bits besides the configuration: a resumed run may have
@@ -111,13 +102,26 @@ Tensor replay(const store::RunDir& dir, const json& manifest, std::int64_t step,
   throw Error("diff: cannot replay '" + what + "' of step " + std::to_string(step) + " in " + dir.path());
 }
 
+// A PyTorch record's generator states with those still at the state the recording began with
+// (run.rng_at_start) marked "unused": a generator nobody drew from cannot have moved a number,
+// so an unseeded one differing between runs is no difference
+json used_rng(const json& rng, const json& manifest) {
+  if (!rng.is_object()) return rng;
+  json v = rng;
+  const json* start = manifest.contains("run") && manifest["run"].is_object() && manifest["run"].contains("rng_at_start") ? &manifest["run"]["rng_at_start"] : nullptr;
+  if (start == nullptr || !start->is_object()) return v;
+  for (auto& [g, state] : v.items())
+    if (start->contains(g) && (*start)[g] == state) state = "unused";
+  return v;
+}
+
 // A run recorded from a PyTorch script (bitgrad.torch, docs/torch.md)
 bool from_torch(const json& m) { return m.contains("run") && m["run"].is_object() && m["run"].value("source", "") == "torch"; }
 
 // A PyTorch run has no configuration or checkpoint to replay from: its script runs again under
 // the recorder up to `step`, that step's ops traced (their inputs' and outputs' fingerprints) and
 // its tensors kept (python3 -m bitgrad.torch.replay), into RUN/replay-step-N.
-std::string torch_replay(const store::RunDir& dir, const json& m, std::int64_t step) {
+std::string torch_replay(const store::RunDir& dir, const json& m, std::int64_t step, bool reuse) {
   // the interpreter that recorded the run, when it is one (a manifest is input: its "executable"
   // runs only if it names an existing python*; else the python3 on PATH)
   std::string python = "python3";
@@ -127,7 +131,15 @@ std::string torch_replay(const store::RunDir& dir, const json& m, std::int64_t s
     if (!exe.empty() && exe[0] == '/' && base.rfind("python", 0) == 0 && io::exists(exe)) python = exe;
   }
   const std::string out = dir.path() + "/replay-step-" + std::to_string(step);
-  const std::string cmd = io::shell_quoted(python) + " -m bitgrad.torch.replay " + io::shell_quoted(dir.path()) + " --step " +
+  if (reuse && io::exists(out + "/replay.json") && io::exists(out + "/ops.jsonl")) return out;
+  // Python reads PYTHONHASHSEED when it starts, before the replay could set it: the recorded
+  // value goes into the command's environment (unset: each run draws its own, as the run did,
+  // whatever the caller's environment holds)
+  std::string env = "env -u PYTHONHASHSEED ";
+  if (m.contains("environment") && m["environment"].is_object() && m["environment"].contains("PYTHONHASHSEED") &&
+      m["environment"]["PYTHONHASHSEED"].is_string())
+    env = "PYTHONHASHSEED=" + io::shell_quoted(m["environment"]["PYTHONHASHSEED"].get<std::string>()) + " ";
+  const std::string cmd = env + io::shell_quoted(python) + " -m bitgrad.torch.replay " + io::shell_quoted(dir.path()) + " --step " +
                           std::to_string(step) + " --out " + io::shell_quoted(out) + " >" + io::shell_quoted(out + ".log") + " 2>&1";
   if (std::system(cmd.c_str()) != 0) {
     const std::string log = io::exists(out + ".log") ? io::read_file(out + ".log") : "";
@@ -146,9 +158,24 @@ Tensor replayed_tensor(const std::string& replay_dir, const std::string& what) {
 }
 
 // The first op of the step whose output (or gradient) differs, from two op traces of it; for a
-// trace that records its inputs' fingerprints, whether they differed already.
-void first_op(const std::vector<json>& oa, const std::vector<json>& ob, std::ostream& out) {
+// trace that records its inputs' fingerprints, whether they differed already — and if so,
+// whether they are values the other run's step has too (the same values in another order) or
+// values made before the step.
+OpFinding first_op(const std::vector<json>& oa_all, const std::vector<json>& ob_all, std::ostream& out) {
+  OpFinding found;
   auto field = [](const json& r, const char* k) { return r.contains(k) ? r[k].dump() : std::string(); };
+  // a replay of step 1 traces the script's setup too (making the data and the model): a value
+  // made there that differs shows as a step op's input that differed already; the first setup
+  // op whose output differs is named beside it
+  std::vector<json> oa, ob, sa, sb;
+  for (const json& r : oa_all) (r.value("phase", "") == "setup" ? sa : oa).push_back(r);
+  for (const json& r : ob_all) (r.value("phase", "") == "setup" ? sb : ob).push_back(r);
+  for (std::size_t k = 0; k < std::min(sa.size(), sb.size()); ++k)
+    if (field(sa[k], "op") != field(sb[k], "op") || field(sa[k], "hash") != field(sb[k], "hash")) {
+      found.setup_op = sa[k].value("op", "");
+      found.setup_site = sa[k].value("site", "");
+      break;
+    }
   for (std::size_t k = 0; k < std::min(oa.size(), ob.size()); ++k) {
     const json& r = oa[k];
     const json& q = ob[k];
@@ -159,7 +186,10 @@ void first_op(const std::vector<json>& oa, const std::vector<json>& ob, std::ost
       };
       out << "the op sequences part at op " << k + 1 << " of the step: " << r.value("phase", "") << " '" << r.value("op", "") << "'" << where(r)
           << " vs '" << q.value("op", "") << "'" << where(q) << "\n";
-      return;
+      found.kind = OpFinding::parted;
+      found.op = r.value("op", "");
+      found.site = r.value("site", "");
+      return found;
     }
     if (field(r, "hash") == field(q, "hash")) continue;
     out << "first op: " << r.value("phase", "") << " '" << r.value("op", "") << "'";
@@ -171,14 +201,42 @@ void first_op(const std::vector<json>& oa, const std::vector<json>& ob, std::ost
       bool random = false;
       for (const char* name : {"bernoulli", "dropout", "normal", "uniform", "rand", "multinomial", "exponential", "geometric", "cauchy", "log_normal"})
         random = random || op.find(name) != std::string::npos;
-      out << (r["inputs"] != q["inputs"] ? "; its inputs differed already"
-              : random                   ? "; its inputs were the same: a random op, whose generator's state differed"
-                                         : "; its inputs were the same: this op computed them differently");
+      found.op = r.value("op", "");
+      found.site = r.value("site", "");
+      if (r["inputs"] != q["inputs"]) {
+        // each differing input of one run's op is a value the other run's step holds too
+        auto values = [](const std::vector<json>& ops) {
+          std::set<std::string> v;
+          for (const json& o : ops) {
+            if (o.contains("hash") && o["hash"].is_string()) v.insert(o["hash"].get<std::string>());
+            if (o.contains("inputs") && o["inputs"].is_array())
+              for (const json& h : o["inputs"])
+                if (h.is_string()) v.insert(h.get<std::string>());
+          }
+          return v;
+        };
+        const std::set<std::string> in_b = values(ob);
+        bool all_there = r["inputs"].is_array() && q["inputs"].is_array() && r["inputs"].size() == q["inputs"].size();
+        for (std::size_t i = 0; all_there && i < r["inputs"].size(); ++i)
+          if (r["inputs"][i] != q["inputs"][i]) all_there = r["inputs"][i].is_string() && !r["inputs"][i].get<std::string>().empty() && in_b.count(r["inputs"][i].get<std::string>()) > 0;
+        found.kind = all_there ? OpFinding::reordered : OpFinding::state;
+        out << (all_there ? "; its inputs differed already, each a value the other run's step also has: the same values in another order"
+                          : "; its inputs differed already (a value made before this step)");
+        if (!all_there && !found.setup_op.empty())
+          out << "; before the step, the first op whose output differs: '" << found.setup_op << "' called at " << found.setup_site;
+      } else {
+        found.kind = random ? OpFinding::random : OpFinding::computed;
+        out << (random ? "; its inputs were the same: a random op, whose generator's state differed" : "; its inputs were the same: this op computed them differently");
+      }
     }
     out << "\n";
-    return;
+    return found;
   }
-  if (oa.size() != ob.size()) out << "the op traces of the step agree on their first " << std::min(oa.size(), ob.size()) << " ops, then one ends\n";
+  if (oa.size() != ob.size()) {
+    out << "the op traces of the step agree on their first " << std::min(oa.size(), ob.size()) << " ops, then one ends\n";
+    found.kind = OpFinding::parted;
+  }
+  return found;
 }
 
 std::vector<json> ops_of_step(const std::vector<json>& ops, std::int64_t step) {
@@ -286,6 +344,7 @@ int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std
       for (const auto& [k, v] : x.items()) {
         if (k == "step" || k == "epoch" || k == "batch" || k == "input" || k == "loss" || k == "grad" || k == "param") continue;
         if (y.contains(k) && y[k] == v) continue;
+        if (k == "rng" && used_rng(v, ma) == used_rng(y.value(k, json()), mb)) continue;
         other = "step " + std::to_string(step) + ", the record's '" + k + "' (" + printable_excerpt(v.dump(), 80) + " vs " +
                 printable_excerpt(y.value(k, json()).dump(), 80) + ")";
         break;
@@ -293,13 +352,14 @@ int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std
     if (what.empty()) continue;
     out << "first difference: step " << step << ", " << detail << "\n";
     // 3. the first op, with op traces
+    OpFinding found;
     if (da.has("ops.jsonl") && db.has("ops.jsonl"))
-      first_op(ops_of_step(da.read_lines("ops.jsonl"), step), ops_of_step(db.read_lines("ops.jsonl"), step), out);
+      found = first_op(ops_of_step(da.read_lines("ops.jsonl"), step), ops_of_step(db.read_lines("ops.jsonl"), step), out);
     if (opt.replay && torch_a != torch_b) {
       out << "  (one run is a PyTorch script's, the other bitgrad's: neither replays the other's step)\n";
     } else if (opt.replay && torch_a) {
       // 3-4 for PyTorch runs: both scripts again up to the step, its ops traced and its tensors kept
-      const std::string ra = torch_replay(da, ma, step), rb = torch_replay(db, mb, step);
+      const std::string ra = torch_replay(da, ma, step, opt.reuse_replays), rb = torch_replay(db, mb, step, opt.reuse_replays);
       auto read_ops = [](const std::string& dir) {
         return io::exists(dir + "/ops.jsonl") ? store::parse_json_lines(io::read_file(dir + "/ops.jsonl"), "diff", dir + "/ops.jsonl")
                                               : std::vector<json>{};
@@ -324,7 +384,7 @@ int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std
       };
       check(ra, x, a);
       check(rb, y, b);
-      first_op(ops_of_step(read_ops(ra), step), ops_of_step(read_ops(rb), step), out);
+      found = first_op(ops_of_step(read_ops(ra), step), ops_of_step(read_ops(rb), step), out);
       if (what != "input" && what != "grad" && what != "param") {
         const Tensor va = replayed_tensor(ra, what), vb = replayed_tensor(rb, what);
         if (va.shape() != vb.shape() || va.dtype() != vb.dtype()) {
@@ -334,6 +394,9 @@ int diff(const std::string& a, const std::string& b, const DiffOptions& opt, std
         }
       }
       out << "  (replays: " << ra << ", " << rb << ")\n";
+      explain_torch(ma, mb, x, y, what, found, out);
+    } else if (torch_a && torch_b) {
+      explain_torch(ma, mb, x, y, what, found, out);
     } else if (opt.replay && (what == "grad" || what == "param")) {
       // no one tensor to replay
     } else if (opt.replay && !da.has("config.toml")) {

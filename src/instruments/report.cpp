@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <map>
 
@@ -49,6 +50,26 @@ void read_train(Run& r) {
   const std::string path = r.dir + "/metrics.jsonl";
   r.test_acc.markers = r.test_loss.markers = true;
   const store::RunDir dir = store::RunDir::open(r.dir, "report");
+  const ordered_json& run = r.manifest.contains("run") ? r.manifest["run"] : ordered_json();
+  if (run.is_object() && run.contains("source") && run["source"] == "torch" && !dir.has("metrics.jsonl")) {
+    // a PyTorch script's run (bitgrad.torch): its loss curve is the trace's, one point per
+    // recorded step, from the loss's float32 bits
+    r.trace = dir.read_lines("trace.jsonl");
+    r.has_trace = true;
+    for (const ordered_json& t : r.trace) {
+      const std::string bits = t.is_object() && t.contains("loss") && t["loss"].is_string() ? t["loss"].get<std::string>() : std::string();
+      if (bits.empty()) continue;  // a step without a loss
+      if (bits.size() != 10 || bits.compare(0, 2, "0x") != 0 || bits.find_first_not_of("0123456789abcdefABCDEF", 2) != std::string::npos)
+        throw Error("report: " + dir.file("trace.jsonl") + ": step " + (t.contains("step") ? t["step"].dump() : "?") + ": 'loss' is not a float's bits (\"0x\" and 8 hex digits): " +
+                    printable_excerpt(bits, 40));
+      const std::uint32_t u = static_cast<std::uint32_t>(std::stoul(bits, nullptr, 16));
+      float f;
+      std::memcpy(&f, &u, sizeof f);
+      r.loss.x.push_back(number(t, dir.file("trace.jsonl"), "step"));
+      r.loss.y.push_back(f);
+    }
+    return;
+  }
   for (const ordered_json& m : dir.read_lines("metrics.jsonl")) {
     const double step = number(m, path, "step");
     if (m.contains("loss")) r.loss.x.push_back(step), r.loss.y.push_back(number(m, path, "loss"));
@@ -267,14 +288,19 @@ std::string section_audit(const Run& r, int id) {
   const ordered_json& j = r.result;
   if (!j.contains("matrices") || !j["matrices"].is_object() || !j.contains("runs") || !j["runs"].is_array())
     throw Error("report: " + path + ": 'matrices' or 'runs' is missing");
+  // a PyTorch script's audit (audit --torch): the last step's tensors, distances in ULPs
+  const bool torch = j.contains("units") && j["units"] == "ulps";
   std::vector<std::string> labels;
   for (const ordered_json& x : j["runs"])
-    labels.push_back(std::to_string(labels.size() + 1) + ": t" + x.value("threads", ordered_json(0)).dump() + " w" +
-                     x.value("workers", ordered_json(0)).dump() + " a" + x.value("accumulate", ordered_json(1)).dump());
+    labels.push_back(std::to_string(labels.size() + 1) + ": t" + x.value("threads", ordered_json(0)).dump() + " w" + x.value("workers", ordered_json(0)).dump() +
+                     (torch ? "" : " a" + x.value("accumulate", ordered_json(1)).dump()));
   const bool zero = j.value("all_zero", false);
-  std::string o = "<section id=\"audit-" + std::to_string(id) + "\"><h2>Audit: " + escape(r.dir) + "</h2>\n<p>" + escape(j.value("config", "")) + ", " + std::to_string(labels.size()) +
-                  " runs (t threads, w loader workers, a accumulate): total absolute difference between every pair of runs. <strong class=\"" +
-                  (zero ? "same\">all bitwise equal" : "differ\">NOT all equal") + "</strong>.</p>\n<div class=\"plots\">";
+  std::string o = "<section id=\"audit-" + std::to_string(id) + "\"><h2>Audit: " + escape(r.dir) + "</h2>\n<p>" +
+                  escape(torch ? (j.contains("torch_command") && j["torch_command"].is_string() ? j["torch_command"].get<std::string>() : std::string())
+                               : j.value("config", "")) + ", " + std::to_string(labels.size()) +
+                  (torch ? " runs of a PyTorch script (t threads, w loader workers): the largest distance in ULPs between the last step's tensors of every pair of runs. "
+                         : " runs (t threads, w loader workers, a accumulate): total absolute difference between every pair of runs. ") +
+                  "<strong class=\"" + (zero ? "same\">all bitwise equal" : "differ\">NOT all equal") + "</strong>.</p>\n<div class=\"plots\">";
   for (auto it = j["matrices"].begin(); it != j["matrices"].end(); ++it) {
     svg::Heatmap h;
     h.title = it.key();
@@ -288,7 +314,22 @@ std::string section_audit(const Run& r, int id) {
     if (h.values.size() != labels.size()) throw Error("report: " + path + ": matrix '" + it.key() + "' has the wrong number of rows");
     o += svg::render(h);
   }
-  return o + "</div></section>\n";
+  o += "</div>\n";
+  // which settings move the bits, and where each class of runs parts from its nearest
+  if (j.contains("moves_the_bits") && j["moves_the_bits"].is_object()) {
+    o += "<ul>";
+    for (auto it = j["moves_the_bits"].begin(); it != j["moves_the_bits"].end(); ++it)
+      o += "<li>" + escape(it.key()) + ": " + (it->is_boolean() && it->get<bool>() ? "<strong class=\"differ\">moves the bits</strong>" : "<span class=\"same\">the same bits</span>") + "</li>";
+    o += "</ul>\n";
+  }
+  if (j.contains("findings") && j["findings"].is_array())
+    for (const ordered_json& f : j["findings"]) {
+      if (!f.contains("runs") || !f["runs"].is_array() || f["runs"].size() != 2 || !f.contains("diff") || !f["diff"].is_array()) continue;
+      o += "<h3>run " + escape(f["runs"][1].dump()) + " against run " + escape(f["runs"][0].dump()) + "</h3>\n<pre>";
+      for (const ordered_json& l : f["diff"]) o += escape(l.is_string() ? l.get<std::string>() : l.dump()) + "\n";
+      o += "</pre>\n";
+    }
+  return o + "</section>\n";
 }
 
 std::string section_manifests(const std::vector<Run>& runs) {
@@ -373,6 +414,14 @@ void check_replaceable(const std::string& out_html, bool replace_any) {
   if (head.find(kReportTitle) == std::string::npos)
     throw Error("report: " + out_html + " exists and is not a bitgrad report; choose another -o, or pass --force to replace it");
 }
+
+// a run's configuration, or the script of a PyTorch run
+std::string what_ran(const ordered_json& run) {
+  if (run.contains("source") && run["source"] == "torch" && run.contains("script") && run["script"].is_object() && run["script"].contains("path") &&
+      run["script"]["path"].is_string())
+    return run["script"]["path"].get<std::string>();
+  return run.value("config", "");
+}
 }  // namespace
 
 ReportSummary write_report(const std::vector<std::string>& dirs, const std::string& out_html, bool replace_any) {
@@ -434,7 +483,7 @@ ReportSummary write_report(const std::vector<std::string>& dirs, const std::stri
           ", made by bitgrad " + kVersion + " (numerics " + std::to_string(kNumericsVersion) + "). Self-contained: no network, plots are inline SVG.</p>\n<ul>";
   for (std::size_t i = 0; i < runs.size(); ++i)
     html += "<li><a href=\"#" + anchors[i] + "\">" + escape(runs[i].dir) + "</a>: " + to_string(runs[i].kind) + " of " +
-            escape(runs[i].manifest["run"].value("config", "")) + "</li>";
+            escape(what_ran(runs[i].manifest["run"])) + "</li>";
   html += "<li><a href=\"#manifests\">manifests</a></li></ul>\n" + body + "<script>" + kScript + "</script>\n</body></html>\n";
   io::write_file_atomic(out_html, html);
   return sum;

@@ -159,7 +159,7 @@ def test_another_dropout_seed_is_named_at_its_step(mlp):
     assert ta[2]["input"] == tr[2]["input"] and ta[2]["indices"] == tr[2]["indices"]  # same batch, other mask
     assert ta[2]["rng"]["torch"] != tr[2]["rng"]["torch"]
     calls = _manifest(d / "reseeded")["run"]["settings_calls"]
-    assert {"call": "torch.manual_seed", "args": [1234], "step": 2} in calls
+    assert {"call": "torch.manual_seed", "args": [1234], "step": 2, "site": "train.py:31"} in calls
 
 
 def _xxh3_128():

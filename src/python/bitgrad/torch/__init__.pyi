@@ -15,6 +15,9 @@ class Recorder:
         every: int = 1,
         max_pending: int = 2,
         hashing: Literal["thread", "inline"] = "thread",
+        threads: Optional[int] = None,
+        workers: Optional[int] = None,
+        keep_last: bool = False,
     ) -> None: ...
     @property
     def out_dir(self) -> str: ...
@@ -41,5 +44,8 @@ def record(
     every: int = 1,
     max_pending: int = 2,
     hashing: Literal["thread", "inline"] = "thread",
+    threads: Optional[int] = None,
+    workers: Optional[int] = None,
+    keep_last: bool = False,
 ) -> Recorder: ...
 def fingerprint(tensors: Union[torch.Tensor, Sequence[torch.Tensor]]) -> str: ...

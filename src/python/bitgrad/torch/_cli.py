@@ -6,7 +6,7 @@ import traceback
 from bitgrad.torch import _rundir
 
 USAGE = ("usage: python3 -m bitgrad.torch.record --out DIR [--every N] [--hashing thread|inline] [--max-pending N] "
-         "[--] SCRIPT [ARGS...]")
+         "[--threads N] [--workers N] [--keep-last] [--] SCRIPT [ARGS...]")
 HELP = """
 Runs SCRIPT unmodified, as `python3 SCRIPT ARGS...` would (sys.argv, __name__ == "__main__", the
 script's directory first on sys.path), and records its PyTorch training into DIR: manifest.json
@@ -17,6 +17,11 @@ and trace.jsonl, one record per optimizer step, which `bitgrad diff` compares.
   --hashing thread   copy the tensors at the step, hash the copies on a background thread (default)
   --hashing inline   hash the tensors at the step, without copies
   --max-pending N    with thread hashing, steps that may wait to be hashed before a step waits (default 2)
+  --threads N        torch's thread count for the whole run; a torch.set_num_threads of the script's is
+                     noted in manifest.json ("overridden", with its line) and N stays
+  --workers N        every DataLoader's num_workers; the script's value is noted likewise
+  --keep-last        also write last.safetensors: the last recorded step's loss, gradients and parameters
+(bitgrad audit --torch runs the script with --threads, --workers and --keep-last.)
 
 Exit status: the script's own; 2 when the command line, the script or DIR is unusable."""
 
@@ -38,7 +43,8 @@ def _positive(option, text):
 
 
 def _parse(argv):
-    opts = {"out": None, "every": 1, "max_pending": 2, "hashing": "thread"}
+    opts = {"out": None, "every": 1, "max_pending": 2, "hashing": "thread", "threads": None, "workers": None,
+            "keep_last": False}
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -47,8 +53,12 @@ def _parse(argv):
             break
         if a in ("-h", "--help"):
             return None
+        if a == "--keep-last":
+            opts["keep_last"] = True
+            i += 1
+            continue
         name, eq, value = a.partition("=")
-        if name in ("--out", "--every", "--max-pending", "--hashing"):
+        if name in ("--out", "--every", "--max-pending", "--hashing", "--threads", "--workers"):
             if not eq:
                 if i + 1 >= len(argv):
                     raise _Usage("%s: expected a value" % name)
@@ -58,6 +68,13 @@ def _parse(argv):
                 if not value:
                     raise _Usage("--out: expected a directory")
                 opts["out"] = value
+            elif name == "--workers":
+                try:
+                    opts["workers"] = int(value, 10) if value.isascii() else -1
+                except ValueError:
+                    opts["workers"] = -1
+                if opts["workers"] < 0:
+                    raise _Usage("--workers: expected an integer from 0, got %r" % value)
             elif name == "--hashing":
                 if value not in ("thread", "inline"):
                     raise _Usage("--hashing: expected thread or inline, got %r" % value)
@@ -65,7 +82,8 @@ def _parse(argv):
             else:
                 opts[name[2:].replace("-", "_")] = _positive(name, value)
         elif a.startswith("-") and a != "-":
-            raise _Usage("unknown option %s; expected --out, --every, --hashing, --max-pending or the script" % a)
+            raise _Usage("unknown option %s; expected --out, --every, --hashing, --max-pending, --threads, --workers, "
+                         "--keep-last or the script" % a)
         else:
             break
         i += 1
@@ -141,7 +159,8 @@ def main(argv=None):
     sys.argv = [script] + args
     if not sys.flags.safe_path:
         sys.path[0] = os.path.dirname(os.path.abspath(script))  # where `python3 SCRIPT` puts it
-    rec = Recorder(opts["out"], every=opts["every"], max_pending=opts["max_pending"], hashing=opts["hashing"])
+    rec = Recorder(opts["out"], every=opts["every"], max_pending=opts["max_pending"], hashing=opts["hashing"],
+                   threads=opts["threads"], workers=opts["workers"], keep_last=opts["keep_last"])
     try:
         rec.start()
     except (ValueError, RuntimeError, OSError) as e:

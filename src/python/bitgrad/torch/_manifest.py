@@ -97,8 +97,11 @@ def torch_section():
 
 def python_section():
     numpy = sys.modules.get("numpy")
+    # a string's hash shows whether two runs hashed strings alike (PYTHONHASHSEED), which decides
+    # the order of sets, and of dicts filled from them
     return {"version": platform.python_version(), "implementation": platform.python_implementation(),
-            "executable": sys.executable, "numpy": getattr(numpy, "__version__", None)}
+            "executable": sys.executable, "numpy": getattr(numpy, "__version__", None),
+            "hash_randomization": bool(sys.flags.hash_randomization), "str_hash": hash("bitgrad.torch")}
 
 
 def machine_sections():

@@ -202,6 +202,7 @@ class Patches:
                 rec._on_reset(self)
             return it_reset(self, *args, **kwargs)
 
+        self._set(DataLoader, "__init__", _loader_init(DataLoader.__init__))
         self._set(DataLoader, "__iter__", __iter__)
         self._set(It, "__next__", __next__)
         self._set(It, "_next_index", _next_index)
@@ -228,6 +229,11 @@ class Patches:
                 wrapped[id(fn)] = _setting_call(fn, label)
             self._set(owner, name, wrapped[id(fn)])
 
+        import time
+
+        for name in ("time", "time_ns"):
+            self._set(time, name, _clock(getattr(time, name), "time." + name))
+
     def uninstall(self):
         while self._undo:
             owner, name, wrapper, original, had = self._undo.pop()
@@ -240,13 +246,110 @@ class Patches:
                 delattr(owner, name)
 
 
+def script_site(skip=1):
+    """"file.py:LINE" of the nearest caller outside this package, PyTorch, NumPy and Python's
+    own library: the user's code that made the call ("" when there is none)."""
+    f = sys._getframe(skip + 1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_LIBRARY) and not fn.startswith("<frozen"):
+            return "%s:%d" % (os.path.basename(fn), f.f_lineno)
+        f = f.f_back
+    return ""
+
+
+def _library_dirs():
+    import sysconfig
+
+    dirs = {os.path.dirname(os.path.dirname(os.path.abspath(__file__))),  # bitgrad
+            os.path.dirname(os.path.abspath(torch.__file__))}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        d = sysconfig.get_paths().get(key)
+        if d:
+            dirs.add(os.path.abspath(d))
+    for d in sys.path:  # installed packages (Debian's /usr/lib/python3/dist-packages among them)
+        if os.path.basename(d) in ("site-packages", "dist-packages"):
+            dirs.add(os.path.abspath(d))
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        dirs.add(os.path.dirname(os.path.abspath(numpy.__file__)))
+    return tuple(d + os.sep for d in sorted(dirs))
+
+
+_LIBRARY = _library_dirs()
+
+
+def _setting_from_outside(name):
+    """The value an audit set from outside for `name` ("_threads", "_workers"), or None: kept
+    while the recorder is active, even after its recording failed (the run stays the audited one)."""
+    rec = state.active
+    if rec is None or state.in_child:
+        return None
+    return getattr(rec, name, None)
+
+
 def _setting_call(fn, label):
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        out = fn(*args, **kwargs)
         rec = _recording()
+        kept = _setting_from_outside("_threads") if label == "torch.set_num_threads" else None
+        site = script_site() if kept is not None else ""
+        if kept is not None and site:
+            # the audit sets the thread count from outside: the script's own call is noted,
+            # with where it is, and the setting under test stays (PyTorch's own calls, from no
+            # line of the user's, such as its pin-memory thread's, run as they are)
+            out = fn(kept)
+            if rec is not None:
+                rec._on_setting(label, args, kwargs, out, site=site, kept=kept)
+            return out
+        out = fn(*args, **kwargs)
         if rec is not None:
-            rec._on_setting(label, args, kwargs, out)
+            rec._on_setting(label, args, kwargs, out, site=script_site())
         return out
+
+    return call
+
+
+def _loader_init(init):
+    """DataLoader.__init__ with num_workers set from outside (an audit's --workers): the
+    script's value, where it gave one, is noted with its line."""
+    import inspect
+
+    sig = inspect.signature(init)
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        workers = _setting_from_outside("_workers")
+        if workers is None:
+            return init(self, *args, **kwargs)
+        rec = _recording()
+        b = sig.bind(self, *args, **kwargs)
+        explicit = "num_workers" in b.arguments  # bound arguments hold only what the call gave
+        asked = b.arguments.get("num_workers", 0)
+        if asked != workers:
+            b.arguments["num_workers"] = workers
+            if workers == 0:  # options torch accepts only with worker processes
+                for k in ("prefetch_factor", "persistent_workers", "multiprocessing_context"):
+                    b.arguments.pop(k, None)
+            if rec is not None:
+                rec._on_override("torch.utils.data.DataLoader(num_workers=...)", asked, workers, explicit,
+                                 script_site())
+        return init(*b.args, **b.kwargs)
+
+    return __init__
+
+
+def _clock(fn, label):
+    """time.time / time.time_ns, noting a read by the user's code (a seed from the clock)."""
+    @functools.wraps(fn)
+    def call():
+        rec = state.active
+        if rec is not None and not state.in_child:
+            # the direct caller only: a library's read (logging's timestamps, a progress bar)
+            # on behalf of a user's line is no seed
+            f = sys._getframe(1)
+            if not f.f_code.co_filename.startswith(_LIBRARY) and not f.f_code.co_filename.startswith("<"):
+                rec._on_clock(label, "%s:%d" % (os.path.basename(f.f_code.co_filename), f.f_lineno))
+        return fn()
 
     return call

@@ -28,6 +28,7 @@ from bitgrad.torch._fingerprint import Buffers, ZERO_DIGEST, fingerprint, finger
 _WHO = _rundir.WHO
 _MAX_SETTING_CALLS = 1000  # a script that reseeds every step would otherwise grow the manifest without bound
 _MAX_BATCHES = 10000  # data-loader batches kept for optimizers that have not stepped yet
+_MAX_CLOCK_SITES = 100
 
 
 def _shape_str(shape):
@@ -123,12 +124,27 @@ class Recorder:
     out_dir: manifest.json and trace.jsonl, one record per optimizer step (every `every`-th), in
     the format `bitgrad diff` reads. hashing="thread" copies the tensors at the step and hashes
     the copies on a background thread, at most `max_pending` steps behind (a step beyond them
-    waits); hashing="inline" hashes them at the step, without copies."""
+    waits); hashing="inline" hashes them at the step, without copies.
 
-    def __init__(self, out_dir, *, every=1, max_pending=2, hashing="thread"):
+    Set from outside (bitgrad audit --torch): `threads` is torch's thread count for the whole
+    run (a torch.set_num_threads of the script's is noted and keeps it), `workers` every
+    DataLoader's num_workers (the script's value noted); `keep_last` writes the last recorded
+    step's loss, gradients and parameters into last.safetensors, for the size of a difference."""
+
+    def __init__(self, out_dir, *, every=1, max_pending=2, hashing="thread", threads=None, workers=None,
+                 keep_last=False):
         for name, v in (("every", every), ("max_pending", max_pending)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError("%s: %s: expected a positive integer, got %r" % (_WHO, name, v))
+        for name, v, low in (("threads", threads, 1), ("workers", workers, 0)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
+                raise ValueError("%s: %s: expected an integer from %d, got %r" % (_WHO, name, low, v))
+        self._threads = threads
+        self._workers = workers
+        self._keep_last = bool(keep_last)
+        self._last = {}  # optimizer number -> (step, {name: tensor}) of its last recorded step
+        self._overrides = []
+        self._clock_reads = {}  # site -> {"call", "site", "reads", "step"}
         if hashing not in HASHING:
             raise ValueError("%s: hashing: expected 'thread' or 'inline', got %r" % (_WHO, hashing))
         self._out = os.fspath(out_dir)
@@ -213,6 +229,8 @@ class Recorder:
         self._argv = list(sys.argv[1:])
         self._command = " ".join(shlex.quote(a) for a in getattr(sys, "orig_argv", sys.argv))
         self._pid = os.getpid()
+        if self._threads is not None:
+            torch.set_num_threads(self._threads)  # before the patches: not the script's call
         self._base = self._base_manifest()
         self._write_manifest()
         if not self._inline:
@@ -257,6 +275,10 @@ class Recorder:
             self._thread.join()
         os.close(self._fd)
         self._exit = exit_info
+        try:
+            self._write_last()
+        except (OSError, RuntimeError, ValueError) as e:
+            print("%s: cannot write %s: %s" % (_WHO, os.path.join(self._out, "last.safetensors"), e), file=sys.stderr)
         self._state = "closed"
         problem = None
         try:
@@ -300,6 +322,11 @@ class Recorder:
         m["run"] = {"kind": "train", "source": "torch", "command": self._command, "script": script,
                     "cwd": os.getcwd(), "trace": "steps", "every": self._every, "hashing": self.hashing,
                     "threads": torch.get_num_threads()}
+        # the generators' states before the script: one still there at a step was not drawn from
+        m["run"]["rng_at_start"] = _rng_fingerprints(self._rng_states())
+        outside = {k: v for k, v in (("threads", self._threads), ("num_workers", self._workers)) if v is not None}
+        if outside:
+            m["run"]["set_from_outside"] = outside
         return m
 
     def _write_manifest(self):
@@ -314,6 +341,10 @@ class Recorder:
             run["steps"] = self._total
             run["recorded"] = self._written
             run["settings_calls"] = list(self._setting_calls)
+            if self._overrides:
+                run["overridden"] = list(self._overrides)
+            if self._clock_reads:
+                run["clock_reads"] = list(self._clock_reads.values())
             if self._setting_calls_dropped:
                 run["settings_calls_dropped"] = self._setting_calls_dropped
             if self._state == "closed":
@@ -447,9 +478,12 @@ class Recorder:
         except Exception as e:
             self._fail(e)
 
-    def _on_setting(self, label, args, kwargs, out):
+    def _on_setting(self, label, args, kwargs, out, site="", kept=None):
         try:
             with self._lock:
+                asked = _manifest.json_safe(list(args) + list(kwargs.values()))
+                if kept is not None and asked != [kept]:
+                    self._on_override(label, asked, kept, True, site)
                 if len(self._setting_calls) >= _MAX_SETTING_CALLS:
                     self._setting_calls_dropped += 1
                     return
@@ -458,7 +492,34 @@ class Recorder:
                     call["kwargs"] = _manifest.json_safe(dict(kwargs))
                 if label == "torch.seed":
                     call["returned"] = _manifest.json_safe(out)
+                if site:
+                    call["site"] = site
                 self._setting_calls.append(call)
+        except Exception as e:
+            self._fail(e)
+
+    def _on_override(self, what, asked, used, explicit, site):
+        """A setting fixed from outside that the script sets otherwise (or leaves at its default)."""
+        try:
+            with self._lock:
+                if any(o["setting"] == what and o["site"] == site for o in self._overrides):
+                    return  # one note per line (a loader made every epoch)
+                if len(self._overrides) < _MAX_SETTING_CALLS:
+                    self._overrides.append({"setting": what, "script": _manifest.json_safe(asked), "used": used,
+                                            "explicit": bool(explicit), "site": site, "step": self._total})
+        except Exception as e:
+            self._fail(e)
+
+    def _on_clock(self, label, site):
+        """The user's code read the wall clock (a seed or an order may follow it)."""
+        try:
+            with self._lock:
+                r = self._clock_reads.get(site)
+                if r is None:
+                    if len(self._clock_reads) >= _MAX_CLOCK_SITES:
+                        return
+                    r = self._clock_reads[site] = {"call": label, "site": site, "reads": 0, "step": self._total}
+                r["reads"] += 1
         except Exception as e:
             self._fail(e)
 
@@ -572,6 +633,8 @@ class Recorder:
                                 self._capture(("grad", info.index, j), p.grad, pre["buffers"]))
                                for j, (name, p) in enumerate(info.named)]
                 pre["rng"] = self._rng_states()
+                if self._keep_last:
+                    pre["last_grad"] = [(n, p.grad.detach().clone()) for n, p in info.named if p.grad is not None]
                 pre["loss"] = self._loss[1] if self._loss is not None and self._loss[0] > info.last_seq else None
             return pre
 
@@ -659,6 +722,17 @@ class Recorder:
                        "grad": grads, "param": params, "optimizer": info.index, "optimizer_step": info.steps,
                        "state": state, "rng": pre["rng"], "indices": indices, "loader_seed": seed,
                        "lr": [_manifest.json_safe(g.get("lr")) for g in opt.param_groups], "buffers": buffers}
+                if self._keep_last:
+                    kept = {}
+                    if isinstance(loss, torch.Tensor):
+                        kept["loss"] = loss.detach().reshape(-1)[:1].reshape([]).clone()
+                    elif isinstance(loss, (int, float)):
+                        kept["loss"] = torch.tensor(float(loss), dtype=torch.float64)
+                    for n, g in pre["last_grad"]:
+                        kept["grad " + n] = g
+                    for n, p in info.named:
+                        kept["param " + n] = p.detach().clone()
+                    self._last[info.index] = (pre["step"], kept)
             # this step used the calls since the last: the next call of each module is captured anew
             for m, c in list(self._calls.items()):
                 if c.seq <= last_seq:
@@ -675,6 +749,31 @@ class Recorder:
                 while self._batches and self._batches[0][0] <= oldest:
                     self._batches.popleft()
             return job
+
+    def _write_last(self):
+        """last.safetensors: the last recorded step's loss, gradients and parameters (floating
+        point ones, as float32 or float64), named as diff names them."""
+        if not self._keep_last or not self._last:
+            return
+        out, steps = {}, []
+        for index in sorted(self._last):  # every optimizer's last step: a loss each, named apart
+            step, kept = self._last[index]
+            steps.append(str(step))
+            for name, t in kept.items():
+                if name == "loss" and len(self._last) > 1:
+                    out_name = "loss %d" % index
+                else:
+                    out_name = name
+                out[out_name] = t
+        bitgrad_out = {}
+        for name, t in out.items():
+            if not t.is_floating_point():
+                continue
+            t = t.detach().cpu()
+            if t.dtype not in (torch.float32, torch.float64):
+                t = t.to(torch.float32)  # bf16/fp16 values are exact in float32
+            bitgrad_out[name] = bitgrad.from_numpy(t.contiguous().numpy())
+        bitgrad.io.save_safetensors(os.path.join(self._out, "last.safetensors"), bitgrad_out, {"step": ",".join(steps)})
 
     # ---- the hashing thread
 
@@ -705,12 +804,7 @@ class Recorder:
                "param": [[n, fp(p)] for n, p in job["param"]],
                "optimizer": job["optimizer"], "optimizer_step": job["optimizer_step"],
                "state": [[n, fp(v)] for n, v in job["state"]]}
-        rng = job["rng"]
-        rec["rng"] = {"torch": fingerprint(rng["torch"]),
-                      "numpy": fingerprint_bytes(_numpy_state_bytes(rng["numpy"])),
-                      "python": fingerprint_bytes(_python_state_bytes(rng["python"]))}
-        if "cuda" in rng:
-            rec["rng"]["cuda"] = fingerprint(rng["cuda"])
+        rec["rng"] = _rng_fingerprints(job["rng"])
         if job["indices"] is not None:
             rec["indices"], rec["samples"] = _indices_fingerprint(job["indices"])
         else:
@@ -734,6 +828,14 @@ class Recorder:
         self._written += 1
 
 
+def _rng_fingerprints(rng):
+    r = {"torch": fingerprint(rng["torch"]), "numpy": fingerprint_bytes(_numpy_state_bytes(rng["numpy"])),
+         "python": fingerprint_bytes(_python_state_bytes(rng["python"]))}
+    if "cuda" in rng:
+        r["cuda"] = fingerprint(rng["cuda"])
+    return r
+
+
 def _exit_info(exc):
     if exc is None:
         return {"status": "completed"}
@@ -743,7 +845,8 @@ def _exit_info(exc):
     return {"status": "exception", "exception": "".join(traceback.format_exception_only(type(exc), exc)).strip()}
 
 
-def record(out_dir, *, every=1, max_pending=2, hashing="thread"):
+def record(out_dir, *, every=1, max_pending=2, hashing="thread", threads=None, workers=None, keep_last=False):
     """A Recorder for `with bitgrad.torch.record("runs/a"): ...`: what the block trains is recorded
     into runs/a, as `python3 -m bitgrad.torch.record --out runs/a -- train.py` records a script."""
-    return Recorder(out_dir, every=every, max_pending=max_pending, hashing=hashing)
+    return Recorder(out_dir, every=every, max_pending=max_pending, hashing=hashing, threads=threads, workers=workers,
+                    keep_last=keep_last)

@@ -4,7 +4,8 @@ manifest holds) under the recorder, up to optimizer step S, and leaves in DIR
 
   trace.jsonl           the steps again (diff checks that the replay reproduces the run's step S)
   ops.jsonl             every op of step S in execution order (its forward, backward and the
-                        optimizer's update): the op, the module it ran in, the script's line,
+                        optimizer's update; for step 1 also the script's "setup" before its
+                        first model call): the op, the module it ran in, the script's line,
                         the output's shape and fingerprint, the inputs' fingerprints
   tensors.safetensors   step S's loss, gradients and updated parameters (floating point), named
                         as diff names them: "loss", "grad NAME", "param NAME"
@@ -136,6 +137,11 @@ def _replay(run, step, out):
 
     if isinstance(r.get("threads"), int) and r["threads"] >= 1:
         torch.set_num_threads(r["threads"])
+    outside = r.get("set_from_outside") if isinstance(r.get("set_from_outside"), dict) else {}
+
+    def setting(key, low):
+        v = outside.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= low else None
     script = os.path.abspath(script)
     names = {}
 
@@ -161,8 +167,17 @@ def _replay(run, step, out):
                 tracer.paused -= 1
         return method
 
+    def top_call(self, *args):
+        # step 1's ops begin with the script: what runs before its first model call (making the
+        # data and the model) is "setup"
+        if tracer.phase == "setup":
+            tracer.phase = "forward"
+        return untraced_top_call(self, *args)
+
+    untraced_top_call = untraced("_on_top_call")
+
     class Replay(Recorder):
-        _on_top_call = untraced("_on_top_call")
+        _on_top_call = top_call
         _on_backward = untraced("_on_backward")
         _before_step = untraced("_before_step")
         _after_step = untraced("_after_step")
@@ -201,7 +216,8 @@ def _replay(run, step, out):
     sys.argv = [script] + list((r.get("script") or {}).get("argv") or [])
     if not sys.flags.safe_path:
         sys.path[0] = os.path.dirname(script)
-    rec = Replay(out, hashing="thread")
+    # what an audit set from outside, set again
+    rec = Replay(out, hashing="thread", threads=setting("threads", 1), workers=setting("num_workers", 0))
     hooks = [torch.nn.modules.module.register_module_forward_pre_hook(pre_hook),
              torch.nn.modules.module.register_module_forward_hook(post_hook)]
     ended = {"status": "completed"}
@@ -220,6 +236,7 @@ def _replay(run, step, out):
     tracer.entered = False
     if step == 1:
         tracer.step = 1
+        tracer.phase = "setup"
         tracer.__enter__()
         tracer.entered = True
     try:
