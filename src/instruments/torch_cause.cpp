@@ -152,7 +152,7 @@ void explain_torch(const json& ma, const json& mb, const json& x, const json& y,
     return true;
   };
   auto seeded = [&](const std::string& g) {
-    const std::string call = g == "torch" ? "torch.manual_seed" : g == "numpy" ? "numpy.random.seed" : "random.seed";
+    const std::string call = call_of(g);
     const std::string a = seeding(ma, call), b = seeding(mb, call);
     if (a != b)
       return call + " was called with " + a + " in one run and " + b + " in the other" +
