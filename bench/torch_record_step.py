@@ -4,7 +4,15 @@
 #   mlp: 784-256-256-10, Adam, batches of 128 from a shuffling DataLoader
 #   cnn: LeNet-5 on 1x28x28 (conv 6@5x5, pool, conv 16@5x5, pool, 120, 84, 10), Adam, batches of 64
 #   python3 bench/torch_record_step.py mlp|cnn [STEPS]
+# With PAIRED=S, run under `python3 -m bitgrad.torch.record`, the script itself switches the
+# recording off and on every S steps and prints the median, over pairs of neighbouring
+# segments, of recorded time / plain time: the host's slow swings (a shared machine) then
+# touch both sides of a pair alike, which separate processes minutes apart do not.
+# PAIRED=S HASH_ONLY=1, run plain, switches only the hashing the recorder does at a step (the
+# gradients before it, the parameters and Adam's state after it, one bitgrad call each): the
+# floor under any recording that hashes every step.
 import os
+import statistics
 import sys
 import time
 
@@ -13,6 +21,7 @@ import torch.nn.functional as F
 
 model_name = sys.argv[1] if len(sys.argv) > 1 else "mlp"
 steps = int(sys.argv[2]) if len(sys.argv) > 2 else 400
+paired = int(os.environ.get("PAIRED", "0"))
 torch.set_num_threads(int(os.environ.get("THREADS", "1")))
 torch.manual_seed(0)
 if model_name == "mlp":
@@ -30,15 +39,54 @@ else:
 Y = torch.randint(0, 10, (X.shape[0],))
 loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, Y), batch_size=batch, shuffle=True)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-done, t0 = 0, None
+
+switch = None
+if paired and os.environ.get("HASH_ONLY"):
+    from bitgrad.torch._fingerprint import fingerprints
+    hashing = [False]
+    adam_step = opt.step
+
+    def hashed_step(*args, **kwargs):
+        if not hashing[0]:
+            return adam_step(*args, **kwargs)
+        params = [p for g in opt.param_groups for p in g["params"]]
+        fingerprints([p.grad for p in params])
+        out = adam_step(*args, **kwargs)
+        fingerprints(params + [v for p in params for v in opt.state[p].values() if isinstance(v, torch.Tensor)])
+        return out
+
+    opt.step = hashed_step
+
+    def switch(on):
+        hashing[0] = on
+elif paired:
+    from bitgrad.torch import _patches
+    recorder = _patches.state.active
+    if recorder is None:
+        sys.exit("PAIRED needs the recording: python3 -m bitgrad.torch.record --out DIR -- %s" % " ".join(sys.argv))
+
+    def switch(on):
+        _patches.state.active = recorder if on else None
+
+done, t0, marks = 0, None, []
 while done < steps:
     for x, y in loader:
         if done == 20:
             t0 = time.perf_counter()
+        if paired and done >= 20 and (done - 20) % paired == 0:
+            marks.append(time.perf_counter())
+            switch(((done - 20) // paired) % 2 == 0)  # recorded first, then plain
         opt.zero_grad()
         F.cross_entropy(model(x), y).backward()
         opt.step()
         done += 1
         if done == steps:
             break
-print("steps/s %.1f" % ((steps - 20) / (time.perf_counter() - t0)))
+end = time.perf_counter()
+print("steps/s %.1f" % ((steps - 20) / (end - t0)))
+if paired:
+    marks.append(end)
+    seg = [b - a for a, b in zip(marks, marks[1:])]
+    ratios = [seg[i] / seg[i + 1] for i in range(0, len(seg) - 1, 2)]
+    print("paired recorded/plain %.4f over %d pairs of %d steps (quartiles %.4f %.4f)"
+          % (statistics.median(ratios), len(ratios), paired, *statistics.quantiles(ratios, n=4)[::2]))

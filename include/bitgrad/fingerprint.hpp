@@ -37,5 +37,9 @@ class Fingerprint {
 
 Digest128 fingerprint(const Tensor& t);
 Digest128 fingerprint(const std::vector<Tensor>& ts);
+// fingerprint(g) of each group g, in one call (one Python call per recorded step). Hashed in
+// turn on the calling thread: hashing is bound by memory bandwidth, and two threads side by side
+// measured slower than one beside a PyTorch step (docs/benchmarks.md).
+std::vector<Digest128> fingerprints(const std::vector<std::vector<Tensor>>& groups);
 
 }  // namespace bitgrad

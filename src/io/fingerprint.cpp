@@ -67,4 +67,11 @@ Digest128 fingerprint(const std::vector<Tensor>& ts) {
   return f.digest();
 }
 
+std::vector<Digest128> fingerprints(const std::vector<std::vector<Tensor>>& groups) {
+  std::vector<Digest128> out;
+  out.reserve(groups.size());
+  for (const std::vector<Tensor>& g : groups) out.push_back(fingerprint(g));
+  return out;
+}
+
 }  // namespace bitgrad

@@ -299,6 +299,24 @@ void init_interop(py::module_& m, py::class_<Tensor>& cls) {
   m.def("from_numpy", &from_numpy, py::arg("array"),
         "A tensor over the array's memory (no copy): float32/64, float16, int64, uint8 or bool; aligned, writeable, native byte "
         "order, strides >= 0. Anything else is refused with the reason (bitgrad.tensor copies).");
+  // The recorder's one call per step (bitgrad.torch): arrays are viewed, not copied, and the
+  // groups hashed side by side without the GIL.
+  m.def("_fingerprints", [](const py::sequence& groups) {
+    std::vector<std::vector<Tensor>> gs;
+    gs.reserve(py::len(groups));
+    for (const py::handle g : groups) {
+      BITGRAD_CHECK(py::isinstance<py::sequence>(g) && !py::isinstance<py::str>(g), "_fingerprints",
+                    "group ", gs.size(), ": expected a list of tensors or numpy arrays, got ", std::string(py::str(py::type::of(g).attr("__name__"))));
+      std::vector<Tensor> ts;
+      for (const py::handle x : g.cast<py::sequence>())
+        ts.push_back(py::isinstance<Tensor>(x) ? x.cast<Tensor>() : from_numpy(py::reinterpret_borrow<py::object>(x)));
+      gs.push_back(std::move(ts));
+    }
+    const std::vector<Digest128> ds = nogil([&] { return fingerprints(gs); });
+    py::list out;
+    for (const Digest128& d : ds) out.append(d.hex());
+    return out;
+  }, py::arg("groups"), "fingerprint(g) of each group g (a list of tensors or numpy arrays), hashed side by side.");
   m.def("from_dlpack", &from_dlpack, py::arg("tensor"),
         "A tensor over another library's CPU tensor (an object with __dlpack__, e.g. a torch.Tensor or numpy array, or a "
         "'dltensor' capsule), without a copy.");

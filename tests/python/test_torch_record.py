@@ -229,6 +229,24 @@ cases = {
     "reshaped": base.reshape(4, 3), "list": [base, torch.arange(3)],
 }
 out = {k: f(v) for k, v in cases.items()}
+# the recorder's one call per step: the same digests, and views that follow a tensor's changes
+from bitgrad.torch._fingerprint import fingerprints
+from bitgrad.torch import _rng
+import numpy
+out["batched"] = fingerprints(list(cases.values())) == [out[k] for k in cases]
+p = torch.nn.Parameter(base.clone())
+seen = [fingerprints([p])[0] == f(base)]
+with torch.no_grad():
+    p.mul_(2)
+seen.append(fingerprints([p])[0] == f(base * 2))
+p.data = base.t().clone()
+seen.append(fingerprints([p])[0] == f(base.t()))
+out["views"] = seen
+g = _rng.Generators()
+numpy.random.seed(3)
+numpy.random.rand(5)
+words = _rng._numpy_words(numpy.random.get_state()).view(numpy.uint8)
+out["numpy_view"] = [g._numpy is not None, bool(numpy.array_equal(g.read()[1][1], words))]
 out["bfloat16_bits"] = base.to(torch.bfloat16).view(torch.int16).numpy().astype("<u2").tolist()
 print(json.dumps(out))
 """
@@ -258,6 +276,8 @@ def test_fingerprint_dtypes_and_layouts(tmp_path):
     assert got["reshaped"] != got["float32"]  # the shape enters
     assert got["int32"] != got["int32_as_int64"] == spec(np.arange(6, dtype=np.int64))  # the dtype enters
     assert got["list"] == spec(base, np.arange(3, dtype=np.int64))
+    assert got["batched"] and got["views"] == [True, True, True]
+    assert got["numpy_view"] == [True, True]  # NumPy's Mersenne Twister read in place, as get_state() has it
 
 
 def test_context_manager_records_what_the_launcher_records(mlp):
@@ -277,16 +297,16 @@ def test_context_manager_records_what_the_launcher_records(mlp):
         "random.seed", "numpy.random.seed", "torch.manual_seed"]
 
 
-def test_every_workers_and_inline_hashing(mlp):
+def test_every_workers_and_thread_hashing(mlp):
     d, script, runs = mlp
     r = _launch(d, d / "every3", script, options=("--every", "3"))
     assert r.returncode == 0, r.stderr
     full = _trace(runs["a"])
     assert _trace(d / "every3") == [t for t in full if t["step"] % 3 == 0]
-    r = _launch(d, d / "inline", script, options=("--hashing", "inline"))
+    r = _launch(d, d / "thread", script, options=("--hashing", "thread"))
     assert r.returncode == 0, r.stderr
-    assert _trace(d / "inline") == full  # hashed at the step, without copies: the same records
-    assert _manifest(d / "inline")["run"]["hashing"] == "inline"
+    assert _trace(d / "thread") == full  # copies hashed on a background thread: the same records
+    assert _manifest(d / "thread")["run"]["hashing"] == "thread"
     r = _launch(d, d / "workers2", script, env=_env(WORKERS=2))
     assert r.returncode == 0, r.stderr
     assert _trace(d / "workers2") == full  # the same batches, data order and worker seeds from 2 worker processes
@@ -309,7 +329,7 @@ def test_manifest(mlp):
 
     assert run["script"]["sha256"] == hashlib.sha256(script.read_bytes()).hexdigest()
     assert run["parameters"] == [["0.weight", "[16, 12]"], ["0.bias", "[16]"], ["3.weight", "[3, 16]"], ["3.bias", "[3]"]]
-    assert run["steps"] == run["recorded"] == STEPS and run["every"] == 1 and run["hashing"] == "thread"
+    assert run["steps"] == run["recorded"] == STEPS and run["every"] == 1 and run["hashing"] == "inline"
     assert run["optimizers"][0]["class"] == "torch.optim.adam.Adam" and run["optimizers"][0]["steps"] == STEPS
     assert run["optimizers"][0]["param_groups"][0]["params"] == 4
     assert run["seed"] == 0 and run["exit"] == {"status": "completed"}
@@ -373,7 +393,7 @@ def test_refusals(tmp_path):
     assert "run already holds a run (trace.jsonl); choose another directory" in r.stderr
     assert (tmp_path / "run" / "trace.jsonl").read_bytes() == before
     for options, message in ((["--every", "0"], "--every: expected a positive integer, got '0'"),
-                             (["--hashing", "later"], "--hashing: expected thread or inline, got 'later'"),
+                             (["--hashing", "later"], "--hashing: expected inline or thread, got 'later'"),
                              (["--bogus"], "unknown option --bogus"), ([], "expected the script to run")):
         args = [sys.executable, "-m", "bitgrad.torch.record", "--out", str(tmp_path / "x"), *options]
         if options:

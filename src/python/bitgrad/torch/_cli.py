@@ -5,7 +5,7 @@ import traceback
 
 from bitgrad.torch import _rundir
 
-USAGE = ("usage: python3 -m bitgrad.torch.record --out DIR [--every N] [--hashing thread|inline] [--max-pending N] "
+USAGE = ("usage: python3 -m bitgrad.torch.record --out DIR [--every N] [--hashing inline|thread] [--max-pending N] "
          "[--threads N] [--workers N] [--keep-last] [--] SCRIPT [ARGS...]")
 HELP = """
 Runs SCRIPT unmodified, as `python3 SCRIPT ARGS...` would (sys.argv, __name__ == "__main__", the
@@ -14,8 +14,8 @@ and trace.jsonl, one record per optimizer step, which `bitgrad diff` compares.
 
   --out DIR          the run directory (created; one that holds a run is refused)
   --every N          record every N-th optimizer step (default 1: every step)
-  --hashing thread   copy the tensors at the step, hash the copies on a background thread (default)
-  --hashing inline   hash the tensors at the step, without copies
+  --hashing inline   hash the tensors at the step, without copies (default)
+  --hashing thread   copy the tensors at the step, hash the copies on a background thread
   --max-pending N    with thread hashing, steps that may wait to be hashed before a step waits (default 2)
   --threads N        torch's thread count for the whole run; a torch.set_num_threads of the script's is
                      noted in manifest.json ("overridden", with its line) and N stays
@@ -43,7 +43,7 @@ def _positive(option, text):
 
 
 def _parse(argv):
-    opts = {"out": None, "every": 1, "max_pending": 2, "hashing": "thread", "threads": None, "workers": None,
+    opts = {"out": None, "every": 1, "max_pending": 2, "hashing": "inline", "threads": None, "workers": None,
             "keep_last": False}
     i = 0
     while i < len(argv):
@@ -77,7 +77,7 @@ def _parse(argv):
                     raise _Usage("--workers: expected an integer from 0, got %r" % value)
             elif name == "--hashing":
                 if value not in ("thread", "inline"):
-                    raise _Usage("--hashing: expected thread or inline, got %r" % value)
+                    raise _Usage("--hashing: expected inline or thread, got %r" % value)
                 opts["hashing"] = value
             else:
                 opts[name[2:].replace("-", "_")] = _positive(name, value)

@@ -1,11 +1,13 @@
 """Fingerprints of PyTorch tensors, bit for bit those of bitgrad's own tensors (numerics §13), and
 the reusable snapshot buffers the recorder copies tensors into at a step."""
 import threading
+import weakref
 
 import numpy
 import torch
 
 import bitgrad
+from bitgrad import _bitgrad
 
 # torch dtypes with a bitgrad dtype of the same bits; bool arrives as uint8, as NumPy's bool does
 _NATIVE = (torch.float32, torch.float64, torch.int64, torch.uint8, torch.bool, torch.float16, torch.bfloat16)
@@ -49,6 +51,86 @@ def _parts(t):
     return [_bytes_tensor(str(t.dtype).encode()),
             bitgrad.tensor(numpy.asarray(list(t.shape), dtype=numpy.int64).reshape(-1)),
             bitgrad.from_numpy(raw.numpy())]
+
+
+_VIEWED = (torch.float32, torch.float64, torch.int64, torch.uint8, torch.bool, torch.float16)
+
+
+class _Views:
+    """NumPy views of tensors, kept while the tensor lives: parameters, their gradients and the
+    optimizer's state are the same tensors from step to step, and a view checked against the
+    tensor's address, shape and strides costs less than a new one. An entry whose tensor died
+    is dropped (its view would keep the memory alive)."""
+
+    def __init__(self):
+        self._views = {}
+        self._lock = threading.Lock()
+
+    def get(self, t):
+        key = id(t)
+        v = self._views.get(key)
+        if v is not None and v[0]() is t and t.data_ptr() == v[1] and t.shape == v[2] and t.stride() == v[3]:
+            return v[4]
+        a = self._make(t)
+        if a is not None:
+            try:
+                ref = weakref.ref(t, self._dropper(key))
+            except TypeError:
+                return a  # a tensor subclass without weak references: a new view each time
+            with self._lock:
+                self._views[key] = (ref, t.data_ptr(), t.shape, t.stride(), a)
+        return a
+
+    def _dropper(self, key):
+        def drop(ref):
+            with self._lock:
+                v = self._views.get(key)
+                if v is not None and v[0] is ref:
+                    del self._views[key]
+        return drop
+
+    @staticmethod
+    def _make(t):
+        d = t.detach()
+        if d.dtype in _VIEWED and d.dim() <= _MAX_DIMS:
+            try:
+                return d.numpy()  # strided views are hashed row-major all the same
+            except (RuntimeError, TypeError):
+                pass  # on a device, sparse, a negative view: numpy() refuses
+        return None
+
+
+_views = _Views()
+
+
+def _arrays(t):
+    """What _parts(t) hashes, as cheaply as it can be had: a NumPy view of t's memory where
+    NumPy and bitgrad share its dtype (no copy, no bitgrad call), else _parts(t)."""
+    a = _views.get(t)
+    return [a] if a is not None else _parts(t)
+
+
+def fingerprints(items):
+    """fingerprint(item) of each item (a tensor, a sequence of tensors, or a digest string that
+    stays as it is; a NumPy array hashes as bitgrad.from_numpy of it), in one call to bitgrad."""
+    groups, slots = [], []
+    for item in items:
+        if isinstance(item, str):
+            slots.append(item)
+            continue
+        group = []
+        for t in ((item,) if isinstance(item, (torch.Tensor, numpy.ndarray)) else item):
+            if isinstance(t, numpy.ndarray):
+                group.append(t)
+            elif isinstance(t, torch.Tensor):
+                group.extend(_arrays(t))
+            else:
+                raise TypeError("fingerprint: expected a torch.Tensor or a sequence of them, got an element of type %s"
+                                % type(t).__name__)
+        slots.append(len(groups))
+        groups.append(group)
+    digests = _bitgrad._fingerprints(groups)
+    return [s if isinstance(s, str) else digests[s] for s in slots]
 
 
 def fingerprint(tensors):

@@ -6,7 +6,6 @@ import collections
 import json
 import os
 import queue
-import random
 import shlex
 import struct
 import sys
@@ -22,8 +21,9 @@ import bitgrad
 from bitgrad.torch import _environ
 from bitgrad.torch import _manifest
 from bitgrad.torch import _patches
+from bitgrad.torch import _rng
 from bitgrad.torch import _rundir
-from bitgrad.torch._fingerprint import Buffers, ZERO_DIGEST, fingerprint, fingerprint_bytes
+from bitgrad.torch._fingerprint import Buffers, ZERO_DIGEST, fingerprint, fingerprint_bytes, fingerprints
 
 _WHO = _rundir.WHO
 _MAX_SETTING_CALLS = 1000  # a script that reseeds every step would otherwise grow the manifest without bound
@@ -50,34 +50,30 @@ def _tensors_in(obj, out, depth=0):
 
 
 def _loss_bits(v):
-    """The loss's float32 bits as bitgrad writes them: "0x%08x"."""
+    """The loss's float32 bits as bitgrad writes them: "0x%08x" (a float64 loss rounded to
+    nearest, as torch's .to(torch.float32) rounds)."""
     if isinstance(v, torch.Tensor):
-        t = v.detach().reshape(-1)[:1].cpu().to(torch.float32)
+        v = v.detach()
+        if v.numel() == 1 and not v.is_cuda and v.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+            x = v.item()  # exact in a Python float
+            try:
+                return "0x%08x" % struct.unpack("<I", struct.pack("<f", x))[0]
+            except OverflowError:
+                pass  # a float64 beyond float32's range: torch rounds it to inf
+        t = v.reshape(-1)[:1].cpu().to(torch.float32)
     else:
         t = torch.tensor([float(v)], dtype=torch.float64).to(torch.float32)
     return "0x%08x" % (t.view(torch.int32).item() & 0xFFFFFFFF)
 
 
-def _numpy_state_bytes(st):
-    # ('MT19937', keys uint32[624], pos, has_gauss, cached_gaussian)
-    return numpy.asarray(st[1], dtype="<u4").tobytes() + struct.pack("<qqd", int(st[2]), int(st[3]), float(st[4]))
-
-
-def _python_state_bytes(st):
-    # (version, 625 words of the Mersenne Twister and its index, gauss_next)
-    gauss = st[2]
-    return (struct.pack("<q", int(st[0])) + numpy.asarray(st[1], dtype="<u8").tobytes()
-            + struct.pack("<?d", gauss is not None, 0.0 if gauss is None else float(gauss)))
-
-
-def _indices_fingerprint(indices):
-    """Fingerprint of the sample indices as one int64 vector; indices that are not integers
-    (a sampler of keys) hash their repr."""
+def _indices_item(indices):
+    """The sample indices as a fingerprints() item (one int64 vector) and their count; indices
+    that are not integers (a sampler of keys) give the fingerprint of their repr."""
     try:
         a = numpy.concatenate([numpy.asarray(i, dtype=numpy.int64).reshape(-1) for i in indices])
     except (TypeError, ValueError, OverflowError):
         return fingerprint_bytes(repr(indices).encode()), len(indices)
-    return bitgrad.fingerprint(bitgrad.tensor(a)), int(a.size)
+    return a, int(a.size)
 
 
 class _Optimizer:
@@ -96,6 +92,7 @@ class _Optimizer:
         self.last_seq = -1  # event number of the end of its last step
         self.model = ""
         self.groups = []
+        self.state_keys = {}  # parameter number -> (its state's keys, its name, [(key, label)] in the recorded order)
 
 
 class _Call:
@@ -116,22 +113,23 @@ class _LoaderIter:
         self.pending = collections.deque()  # indices drawn from the sampler, not yet yielded
 
 
-HASHING = ("thread", "inline")
+HASHING = ("inline", "thread")
 
 
 class Recorder:
     """Records the PyTorch training that runs between start() and close() (or inside `with`) into
     out_dir: manifest.json and trace.jsonl, one record per optimizer step (every `every`-th), in
-    the format `bitgrad diff` reads. hashing="thread" copies the tensors at the step and hashes
-    the copies on a background thread, at most `max_pending` steps behind (a step beyond them
-    waits); hashing="inline" hashes them at the step, without copies.
+    the format `bitgrad diff` reads. hashing="inline" (the default) hashes the tensors at the
+    step, without copies; hashing="thread" copies them at the step and hashes the copies on a
+    background thread, at most `max_pending` steps behind (a step beyond them waits), which pays
+    only where copying is much cheaper than hashing (docs/benchmarks.md).
 
     Set from outside (bitgrad audit --torch): `threads` is torch's thread count for the whole
     run (a torch.set_num_threads of the script's is noted and keeps it), `workers` every
     DataLoader's num_workers (the script's value noted); `keep_last` writes the last recorded
     step's loss, gradients and parameters into last.safetensors, for the size of a difference."""
 
-    def __init__(self, out_dir, *, every=1, max_pending=2, hashing="thread", threads=None, workers=None,
+    def __init__(self, out_dir, *, every=1, max_pending=2, hashing="inline", threads=None, workers=None,
                  keep_last=False):
         for name, v in (("every", every), ("max_pending", max_pending)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -146,7 +144,7 @@ class Recorder:
         self._overrides = []
         self._clock_reads = {}  # site -> {"call", "site", "reads", "step"}
         if hashing not in HASHING:
-            raise ValueError("%s: hashing: expected 'thread' or 'inline', got %r" % (_WHO, hashing))
+            raise ValueError("%s: hashing: expected 'inline' or 'thread', got %r" % (_WHO, hashing))
         self._out = os.fspath(out_dir)
         self._every = every
         self._max_pending = max_pending
@@ -156,6 +154,7 @@ class Recorder:
         self._lock = threading.RLock()
         self._fail_lock = threading.Lock()
         self._buffers = Buffers()
+        self._generators = _rng.Generators()
         self._patches = _patches.Patches()
         self._seq = 0  # event counter: module calls, backwards, batches and steps, in order
         self._total = 0  # optimizer steps of all optimizers
@@ -174,6 +173,7 @@ class Recorder:
         self._environ_read = {}
         self._setting_calls_dropped = 0
         self._fd = None
+        self._size = 0  # of trace.jsonl: created by this recorder (O_EXCL), written by it alone
         self._queue = None
         self._thread = None
         self._exit = None
@@ -323,7 +323,8 @@ class Recorder:
                     "cwd": os.getcwd(), "trace": "steps", "every": self._every, "hashing": self.hashing,
                     "threads": torch.get_num_threads()}
         # the generators' states before the script: one still there at a step was not drawn from
-        m["run"]["rng_at_start"] = _rng_fingerprints(self._rng_states())
+        names, items = self._generators.read()
+        m["run"]["rng_at_start"] = dict(zip(names, fingerprints(items)))
         outside = {k: v for k, v in (("threads", self._threads), ("num_workers", self._workers)) if v is not None}
         if outside:
             m["run"]["set_from_outside"] = outside
@@ -375,10 +376,11 @@ class Recorder:
         return any((self._total + k) % self._every == 0 for k in range(1, n + 1))
 
     def _capture(self, key, t, buffers):
-        """What the record will hash of tensor t as it is now: its fingerprint (inline), or a
-        copy in a reused buffer, listed in `buffers` to be given back once hashed."""
+        """What the record will hash of tensor t as it is now: t itself (inline: hashed before
+        anything can change it), or a copy in a reused buffer, listed in `buffers` to be given
+        back once hashed."""
         if self._inline:
-            return fingerprint(t)
+            return t
         b = self._buffers.copy(key, t)
         buffers.append((key, b))
         return b
@@ -394,9 +396,9 @@ class Recorder:
     def _on_top_call(self, module, args, kwargs):
         try:
             with self._lock:
-                if next(module.parameters(), None) is None:
-                    return  # a loss or a parameterless layer: not the model
                 if module not in self._roots:
+                    if next(module.parameters(), None) is None:
+                        return  # a loss or a parameterless layer: not the model
                     self._roots[module] = len(self._roots)
                 grad = torch.is_grad_enabled()
                 c = self._calls.get(module)
@@ -412,7 +414,7 @@ class Recorder:
                 snap = None
                 if self._expect_record():
                     if self._inline:
-                        snap = fingerprint(tensors) if tensors else ""
+                        snap = fingerprints([tensors])[0] if tensors else ""
                     else:
                         snap = [(("input", order, k), self._buffers.copy(("input", order, k), t))
                                 for k, t in enumerate(tensors)]
@@ -614,12 +616,6 @@ class Recorder:
         finally:
             _patches.set_in_step(False)
 
-    def _rng_states(self):
-        r = {"torch": torch.get_rng_state(), "numpy": numpy.random.get_state(), "python": random.getstate()}
-        if torch.cuda.is_initialized():
-            r["cuda"] = torch.cuda.get_rng_state_all()
-        return r
-
     def _before_step(self, opt):
         with self._lock:
             info = self._register(opt)
@@ -632,7 +628,13 @@ class Recorder:
                 pre["grad"] = [(name, None if p.grad is None else
                                 self._capture(("grad", info.index, j), p.grad, pre["buffers"]))
                                for j, (name, p) in enumerate(info.named)]
-                pre["rng"] = self._rng_states()
+                pre["rng"] = self._generators.read()
+                if self._inline:  # hashed now: the optimizer may change them in place, and draw
+                    names, items = pre["rng"]
+                    grads = [g for _, g in pre["grad"] if g is not None]
+                    digests = iter(fingerprints(grads + items))
+                    pre["grad"] = [(name, None if g is None else next(digests)) for name, g in pre["grad"]]
+                    pre["rng"] = (names, list(digests))
                 if self._keep_last:
                     pre["last_grad"] = [(n, p.grad.detach().clone()) for n, p in info.named if p.grad is not None]
                 pre["loss"] = self._loss[1] if self._loss is not None and self._loss[0] > info.last_seq else None
@@ -693,11 +695,15 @@ class Recorder:
                     st = opt.state.get(p)
                     if not st:
                         continue
-                    for k in sorted(st, key=str):
+                    keys = tuple(st)
+                    known = info.state_keys.get(j)
+                    if known is None or known[0] != keys or known[1] != name:
+                        known = info.state_keys[j] = (keys, name, [(k, "%s.%s" % (name, k)) for k in sorted(keys, key=str)])
+                    for k, label in known[2]:
                         v = st[k]
-                        label = "%s.%s" % (name, k)
                         if isinstance(v, torch.Tensor):
-                            state.append((label, self._capture(("state", info.index, j, str(k)), v, buffers)))
+                            state.append((label, v if self._inline else
+                                          self._capture(("state", info.index, j, str(k)), v, buffers)))
                         elif isinstance(v, bool):
                             state.append((label, [torch.tensor(v)]))
                         elif isinstance(v, int):
@@ -792,23 +798,23 @@ class Recorder:
                     self._buffers.give_back(key, buf)
 
     def _encode(self, job):
-        """The record's JSON object; a tensor slot holds its fingerprint already (inline
-        hashing, values that are not tensors) or the tensors to hash."""
-        def fp(v):
-            return v if isinstance(v, str) else fingerprint(v)
-
+        """The record's JSON object; a tensor slot holds its fingerprint already (values hashed
+        before the step, values that are not tensors) or the tensors to hash, all hashed here in
+        one call."""
+        rng_names, rng_items = job["rng"]
+        indices, samples = _indices_item(job["indices"]) if job["indices"] is not None else (None, None)
+        slots = ([job["input"]] if job["input"] else []) + [g for _, g in job["grad"] if g is not None] \
+            + [p for _, p in job["param"]] + [v for _, v in job["state"]] + rng_items + ([indices] if indices is not None else [])
+        digests = iter(fingerprints(slots))
         rec = {"step": job["step"], "epoch": job["epoch"], "batch": job["batch"],
-               "input": fp(job["input"]) if job["input"] else "",
-               "loss": _loss_bits(job["loss"]) if job["loss"] is not None else "",
-               "grad": [[n, ZERO_DIGEST if g is None else fp(g)] for n, g in job["grad"]],
-               "param": [[n, fp(p)] for n, p in job["param"]],
-               "optimizer": job["optimizer"], "optimizer_step": job["optimizer_step"],
-               "state": [[n, fp(v)] for n, v in job["state"]]}
-        rec["rng"] = _rng_fingerprints(job["rng"])
-        if job["indices"] is not None:
-            rec["indices"], rec["samples"] = _indices_fingerprint(job["indices"])
-        else:
-            rec["indices"], rec["samples"] = "", None
+               "input": next(digests) if job["input"] else "",
+               "loss": _loss_bits(job["loss"]) if job["loss"] is not None else ""}
+        rec["grad"] = [[n, ZERO_DIGEST if g is None else next(digests)] for n, g in job["grad"]]
+        rec["param"] = [[n, next(digests)] for n, _ in job["param"]]
+        rec["optimizer"], rec["optimizer_step"] = job["optimizer"], job["optimizer_step"]
+        rec["state"] = [[n, next(digests)] for n, _ in job["state"]]
+        rec["rng"] = {name: next(digests) for name in rng_names}
+        rec["indices"], rec["samples"] = (next(digests) if indices is not None else ""), samples
         rec["loader_seed"] = job["loader_seed"]
         rec["lr"] = job["lr"]
         return rec
@@ -817,23 +823,15 @@ class Recorder:
         """One record per write(2) on an O_APPEND descriptor; a write cut short is taken back, so
         the file stays a sequence of complete lines."""
         data = line.encode()
-        size = os.fstat(self._fd).st_size
         done = 0
         try:
             while done < len(data):
                 done += os.write(self._fd, data[done:])
         except OSError:
-            os.ftruncate(self._fd, size)
+            os.ftruncate(self._fd, self._size)
             raise
+        self._size += done
         self._written += 1
-
-
-def _rng_fingerprints(rng):
-    r = {"torch": fingerprint(rng["torch"]), "numpy": fingerprint_bytes(_numpy_state_bytes(rng["numpy"])),
-         "python": fingerprint_bytes(_python_state_bytes(rng["python"]))}
-    if "cuda" in rng:
-        r["cuda"] = fingerprint(rng["cuda"])
-    return r
 
 
 def _exit_info(exc):
@@ -845,7 +843,7 @@ def _exit_info(exc):
     return {"status": "exception", "exception": "".join(traceback.format_exception_only(type(exc), exc)).strip()}
 
 
-def record(out_dir, *, every=1, max_pending=2, hashing="thread", threads=None, workers=None, keep_last=False):
+def record(out_dir, *, every=1, max_pending=2, hashing="inline", threads=None, workers=None, keep_last=False):
     """A Recorder for `with bitgrad.torch.record("runs/a"): ...`: what the block trains is recorded
     into runs/a, as `python3 -m bitgrad.torch.record --out runs/a -- train.py` records a script."""
     return Recorder(out_dir, every=every, max_pending=max_pending, hashing=hashing, threads=threads, workers=workers,

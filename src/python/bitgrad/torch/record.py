@@ -11,7 +11,7 @@ else:
     class _CallableModule(types.ModuleType):
         # importing this module makes it the package's attribute `record`, in place of the
         # function of that name: calling it still records
-        def __call__(self, out_dir, *, every=1, max_pending=2, hashing="thread"):
+        def __call__(self, out_dir, *, every=1, max_pending=2, hashing="inline"):
             from bitgrad.torch._recorder import record
 
             return record(out_dir, every=every, max_pending=max_pending, hashing=hashing)

@@ -1,0 +1,63 @@
+"""The generators a PyTorch training draws from, read at each recorded step as cheaply as their
+states can be had: torch's CPU generator (and CUDA's), NumPy's global RandomState through a
+view of its Mersenne Twister (key and position) instead of get_state()'s conversions, and
+Python's random packed only when it moved."""
+import ctypes
+import random
+import struct
+
+import numpy
+import torch
+
+NAMES = ("torch", "numpy", "python")
+
+
+def _numpy_words(state):
+    """The 624 key words and the position of a legacy get_state() tuple, as the view holds them."""
+    words = numpy.empty(625, dtype="<u4")
+    words[:624] = numpy.asarray(state[1], dtype="<u4")
+    words[624] = numpy.uint32(int(state[2]) & 0xFFFFFFFF)
+    return words
+
+
+def _numpy_view():
+    """A live view of NumPy's global Mersenne Twister state (uint32 key[624], int pos), or None
+    where this NumPy lays it out otherwise (then get_state() is read each time)."""
+    try:
+        bit_generator = numpy.random.mtrand._rand._bit_generator
+        address = bit_generator.ctypes.state_address
+        view = numpy.ctypeslib.as_array((ctypes.c_uint32 * 625).from_address(address))
+        if numpy.array_equal(view, _numpy_words(numpy.random.get_state())):
+            return view
+    except (AttributeError, TypeError, ValueError):
+        pass
+    return None
+
+
+class Generators:
+    """Reads the generators' states: read() gives (names, items) for fingerprints(), each item a
+    copy taken now (the step that follows may draw)."""
+
+    def __init__(self):
+        self._numpy = _numpy_view()
+        self._python_state, self._python_words = None, None
+
+    def _python(self):
+        # (version, 625 words of the Mersenne Twister and its index, gauss_next)
+        st = random.getstate()
+        if st != self._python_state:  # most trainings never draw from it: packed once
+            version, words, gauss = st
+            packed = (struct.pack("<q", int(version)) + struct.pack("<%dQ" % len(words), *words)
+                      + struct.pack("<?d", gauss is not None, 0.0 if gauss is None else float(gauss)))
+            self._python_state = st
+            self._python_words = numpy.frombuffer(bytearray(packed), dtype=numpy.uint8)
+        return self._python_words
+
+    def read(self):
+        np_words = self._numpy.copy() if self._numpy is not None else _numpy_words(numpy.random.get_state())
+        items = [torch.get_rng_state().numpy(), np_words.view(numpy.uint8), self._python()]
+        names = list(NAMES)
+        if torch.cuda.is_initialized():
+            names.append("cuda")
+            items.append(torch.cuda.get_rng_state_all())
+        return names, items
