@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bitgrad::infer {
@@ -23,11 +24,22 @@ struct SampleOptions {
   std::int64_t top_k = 0;  // 0: every token
   std::uint64_t seed = 0;
   int threads = 0;
+  std::int64_t logprobs = -1;  // >= 0: each generated token's log-probability and the k most likely
+};
+// One position's log-probabilities: the f32 log_softmax of its logits row (numerics §9), the
+// bits a training forward of the same window computes; `top` the k most likely tokens, the more
+// likely first, ties to the lower id (a JSON object of them lists its keys sorted).
+struct TokenLogprobs {
+  std::int64_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<std::int64_t, float>> top;
 };
 struct SampleResult {
   std::string text;                  // prompt + generated
   std::vector<std::int64_t> tokens;  // generated token ids
   std::int64_t step = 0;             // of the checkpoint sampled from
+  std::vector<TokenLogprobs> logprobs;  // per generated token, with SampleOptions::logprobs >= 0
+  std::string logprobs_json;  // the same as `bitgrad serve` writes them (OpenAI's object, one line)
 };
 SampleResult sample(const std::string& run_dir, const SampleOptions& o);
 // A run trained before runs kept their vocabulary (no vocabulary.json) is refused, naming the

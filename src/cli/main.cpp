@@ -277,6 +277,9 @@ int run_command(int argc, char** argv) {
   samplec->add_option("--top-k", smp.top_k, "draw from the k most likely tokens only (default 0: all)")->check(CLI::Range(0L, 1L << 24));
   samplec->add_option("--seed", sample_seed, "seed of the draws (default 0)");
   samplec->add_option("--threads", smp.threads, "kernel threads")->check(CLI::Range(1, 4096));
+  samplec->add_option("--logprobs", smp.logprobs,
+                      "after the text, one JSON line: each generated token's log-probability and the K most likely (as `bitgrad serve`)")
+      ->check(CLI::Range(0L, 1L << 24));
 
   std::string serve_dir;
   bitgrad::serve::ServeOptions srv;
@@ -352,7 +355,9 @@ int run_command(int argc, char** argv) {
     }
     if (samplec->parsed()) {
       smp.seed = parse_seed("--seed", sample_seed, UINT64_MAX);
-      std::cout << bitgrad::infer::sample(sample_dir, smp).text << "\n";
+      const bitgrad::infer::SampleResult res = bitgrad::infer::sample(sample_dir, smp);
+      std::cout << res.text << "\n";
+      if (smp.logprobs >= 0) std::cout << "{\"logprobs\":" << res.logprobs_json << "}\n";
       return 0;
     }
     if (servec->parsed()) {

@@ -111,6 +111,68 @@ std::int64_t draw_token(const float* logits, std::int64_t V, double temperature,
   return last;  // u * total rounded up to the sum itself
 }
 
+TokenLogprobs token_logprobs(const float* logits, std::int64_t V, std::int64_t token, std::int64_t k) {
+  BITGRAD_CHECK(token >= 0 && token < V, "logprobs", "token ", token, " is outside the vocabulary of ", V);
+  const Tensor lp = contiguous(log_softmax(Tensor::from(std::vector<float>(logits, logits + V), Shape{1, V}), -1));
+  const float* l = lp.data<float>();
+  TokenLogprobs r;
+  r.token = token;
+  r.logprob = l[token];
+  k = std::min(k, V);
+  if (k > 0) {
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(V));
+    for (std::int64_t i = 0; i < V; ++i) ids[static_cast<std::size_t>(i)] = i;
+    // a total order of finite values: the larger first, then the lower id
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](std::int64_t a, std::int64_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+    for (std::int64_t i = 0; i < k; ++i) r.top.emplace_back(ids[static_cast<std::size_t>(i)], l[ids[static_cast<std::size_t>(i)]]);
+  }
+  return r;
+}
+
+std::string token_text(const data::TextCorpus& corpus, std::int64_t token) {
+  const std::string s = corpus.decode({token});
+  bool whole = true;
+  for (std::size_t i = 0; i < s.size() && whole;) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    whole = n > 0 && i + n <= s.size();
+    for (std::size_t k = 1; whole && k < n; ++k) whole = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+    i += n;
+  }
+  if (whole) return s;
+  std::string out = "bytes:";
+  static const char* hex = "0123456789abcdef";
+  for (const char ch : s) {
+    const auto b = static_cast<unsigned char>(ch);
+    out += "\\x";
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  }
+  return out;
+}
+
+nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lps, const std::vector<std::int64_t>& generated,
+                             const data::TextCorpus& corpus, std::size_t from, std::size_t to) {
+  using json = nlohmann::json;
+  BITGRAD_CHECK(from <= to && to <= lps.size() && lps.size() <= generated.size(), "logprobs", "tokens [", from, ", ", to, ") of ",
+                lps.size(), " listed, ", generated.size(), " generated");
+  json tokens = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < to; ++i) {
+    if (i >= from) {
+      const TokenLogprobs& t = lps[i];
+      tokens.push_back(token_text(corpus, t.token));
+      values.push_back(t.logprob);
+      json top = json::object();
+      for (const auto& [id, lp] : t.top) top[token_text(corpus, id)] = lp;
+      tops.push_back(std::move(top));
+      offsets.push_back(offset);
+    }
+    offset += corpus.decode({generated[i]}).size();
+  }
+  return json{{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
 // ---- the decoder ------------------------------------------------------------------------------
 Decoder::Decoder(const RunModel& m) : m_(m), block_size_(m.cfg.data.block_size) {
   BITGRAD_CHECK(m.text(), "serve", m.dir, " is not a text model");

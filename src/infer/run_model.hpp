@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bitgrad/data.hpp"
+#include "bitgrad/infer.hpp"
 #include "bitgrad/nn.hpp"
 #include "bitgrad/train.hpp"
 
@@ -32,6 +35,17 @@ RunModel load_run_model(const std::string& run_dir, const std::string& what, boo
 
 // The token drawn from the logits of one position (infer::SampleOptions' rule, numerics §21).
 std::int64_t draw_token(const float* logits, std::int64_t V, double temperature, std::int64_t top_k, double u);
+// The log-probabilities of the row `logits` ([V], finite) for the token drawn and the k most
+// likely: bitgrad's log_softmax of the row as a [1, V] tensor, so the bits of any batch's row.
+TokenLogprobs token_logprobs(const float* logits, std::int64_t V, std::int64_t token, std::int64_t k);
+// A token's text for a logprobs listing: its characters, or "bytes:\\xNN..." where they are not
+// whole UTF-8 (a byte vocabulary's piece of a character), so no two tokens print alike.
+std::string token_text(const data::TextCorpus& corpus, std::int64_t token);
+// OpenAI's completions `logprobs` object for generated tokens [from, to): each token's text, its
+// log-probability, its k most likely alternatives and its byte offset in the generated text
+// (before a stop string cut it). lps[i] belongs to generated[i].
+nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lps, const std::vector<std::int64_t>& generated,
+                             const data::TextCorpus& corpus, std::size_t from, std::size_t to);
 
 // Continuous decoding: each call computes the next-token logits of every sequence given, the
 // new rows of all of them in one batch through the row-wise layers (embedding, layer norms,

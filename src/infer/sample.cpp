@@ -16,6 +16,7 @@ SampleResult sample(const std::string& run_dir, const SampleOptions& o) {
   BITGRAD_CHECK(o.tokens >= 0, "sample", "--tokens must be >= 0, got ", o.tokens);
   BITGRAD_CHECK(o.temperature >= 0 && o.temperature <= 1e6, "sample", "--temperature must be in [0, 1e6], got ", o.temperature);
   BITGRAD_CHECK(o.top_k >= 0, "sample", "--top-k must be >= 0, got ", o.top_k);
+  BITGRAD_CHECK(o.logprobs >= -1, "sample", "--logprobs must be >= 0, got ", o.logprobs);
   ThreadCountScope threads(o.threads);
   const RunModel rm = load_run_model(run_dir, "sample", true);
   const auto& cfg = rm.cfg;
@@ -36,10 +37,12 @@ SampleResult sample(const std::string& run_dir, const SampleOptions& o) {
     const float* last = logits.data<float>() + (len - 1) * V;
     const auto pos = static_cast<std::uint64_t>(text.size());  // the position of the token drawn
     const std::int64_t t = draw_token(last, V, o.temperature, o.top_k, stream.uniform_f64(pos));
+    if (o.logprobs >= 0) r.logprobs.push_back(token_logprobs(last, V, t, o.logprobs));
     text.push_back(t);
     r.tokens.push_back(t);
   }
   r.text = corpus->decode(text);
+  if (o.logprobs >= 0) r.logprobs_json = logprobs_json(r.logprobs, r.tokens, *corpus, 0, r.logprobs.size()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return r;
 }
 

@@ -93,8 +93,12 @@ void init_instruments(py::module_& top) {
         "One self-contained HTML page of run directories; returns {'runs', 'plots', 'path'}.");
 
   m.def("sample", [](const std::string& run_dir, const std::string& prompt, std::int64_t tokens, double temperature, std::int64_t top_k,
-                     std::uint64_t seed, int threads) {
+                     std::uint64_t seed, int threads, std::optional<std::int64_t> logprobs) {
     infer::SampleOptions o;
+    if (logprobs) {
+      BITGRAD_CHECK(*logprobs >= 0, "sample", "logprobs must be >= 0 (or None), got ", *logprobs);
+      o.logprobs = *logprobs;
+    }
     o.prompt = prompt;
     o.tokens = tokens;
     o.temperature = temperature;
@@ -106,9 +110,12 @@ void init_instruments(py::module_& top) {
     d["text"] = r.text;
     d["tokens"] = r.tokens;
     d["step"] = r.step;
+    if (logprobs) d["logprobs"] = py::module_::import("json").attr("loads")(r.logprobs_json);
     return d;
   }, py::arg("run_dir"), py::kw_only(), py::arg("prompt") = "\n", py::arg("tokens") = 200, py::arg("temperature") = 1.0, py::arg("top_k") = 0,
-        py::arg("seed") = 0, py::arg("threads") = 0, "Text from a trained language model: a function of (run, prompt, tokens, temperature, top_k, seed).");
+        py::arg("seed") = 0, py::arg("threads") = 0, py::arg("logprobs") = py::none(),
+        "Text from a trained language model: a function of (run, prompt, tokens, temperature, top_k, seed); with logprobs=K also each "
+        "generated token's log-probability and the K most likely (OpenAI's object, as `bitgrad serve` writes it).");
 
   m.def("machine_manifest", [] { return py::module_::import("json").attr("loads")(instruments::machine_manifest_json()); },
         "What `bitgrad env` prints: version, numerics, compiler, CPU, code path, environment.");

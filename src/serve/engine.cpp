@@ -256,6 +256,7 @@ void Engine::step(std::vector<std::shared_ptr<CompletionJob>>& batch) {
       finish(j, "error");
       continue;
     }
+    if (j.req.logprobs >= 0) j.logprobs.push_back(infer::token_logprobs(logits[s].data(), V, t, j.req.logprobs));
     j.seq.tokens.push_back(t);
     j.generated.push_back(t);
     j.text = m_.corpus->decode(j.generated);

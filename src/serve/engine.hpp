@@ -31,11 +31,13 @@ struct CompletionJob {
   std::int64_t prompt_tokens = 0;
   rng::Stream stream;  // (seed, "sample"): token i of the text drawn with uniform_f64(i)
   std::vector<std::int64_t> generated;
+  std::vector<infer::TokenLogprobs> logprobs;  // per generated token, with req.logprobs >= 0 (guarded by the engine's lock)
   std::atomic<bool> cancelled{false};  // the client went away
   // Called under the engine's lock, on the thread that moved the job: new pieces, or done. It
   // must be quick and must not call the engine (the server posts the bytes to the connection).
   std::function<void(CompletionJob&)> on_progress;
   std::size_t delivered = 0;  // pieces the server has written (guarded by the engine's lock)
+  std::size_t delivered_logprobs = 0;  // logprobs entries the server has written (likewise)
   // guarded by the engine's lock
   std::string text;                 // the completion so far (cut at a stop string at the end)
   std::vector<std::string> pieces;  // the text released per token step (streaming: one event each)

@@ -27,6 +27,7 @@ struct Limits {
   std::int64_t max_stops = 4;           // stop strings
   std::int64_t max_stop_bytes = 64;     // bytes of one stop string
   std::int64_t max_samples = 4096;      // inputs of one prediction
+  std::int64_t max_logprobs = 20;       // alternatives listed per token
 };
 
 // POST /v1/completions: a subset of OpenAI's shape.
@@ -39,6 +40,7 @@ struct CompletionRequest {
   std::uint64_t seed = 0;
   std::vector<std::string> stop;
   bool stream = false;
+  std::int64_t logprobs = -1;  // -1 (absent or null): none; k: each token's and the k most likely
 };
 CompletionRequest parse_completion(std::string_view body, const Limits& limits);
 

@@ -141,14 +141,20 @@ void Server::Impl::completions(const HttpRequest& req, const std::shared_ptr<Rep
   const bool stream = r.stream;
   auto job = std::make_shared<CompletionJob>(std::move(r), std::move(prompt));
   const std::string id = "cmpl-" + id_of(name, req.body);
-  auto chunk = [this, id](const std::string& text, const json& reason) {
-    return json{{"id", id}, {"object", "text_completion"}, {"model", name}, {"choices", json::array({json{{"index", 0}, {"text", text}, {"finish_reason", reason}}})}};
+  // the event's or the answer's body; with logprobs, those of the tokens not yet written
+  auto chunk = [this, id](const std::string& text, const json& reason, CompletionJob* lp) {
+    json choice{{"index", 0}, {"text", text}, {"finish_reason", reason}};
+    if (lp != nullptr && lp->req.logprobs >= 0) {
+      choice["logprobs"] = infer::logprobs_json(lp->logprobs, lp->generated, *model.corpus, lp->delivered_logprobs, lp->logprobs.size());
+      lp->delivered_logprobs = lp->logprobs.size();
+    }
+    return json{{"id", id}, {"object", "text_completion"}, {"model", name}, {"choices", json::array({choice})}};
   };
   if (!stream) {
     job->on_progress = [this, reply, chunk, t0](CompletionJob& j) {
       if (!j.done) return;
       if (j.finish_reason == "error") return answer(reply, "/v1/completions", t0, error(500, "", j.error));
-      json body = chunk(j.text, j.finish_reason);
+      json body = chunk(j.text, j.finish_reason, &j);
       const auto generated = static_cast<std::int64_t>(j.generated.size());
       body["usage"] = {{"prompt_tokens", j.prompt_tokens}, {"completion_tokens", generated}, {"total_tokens", j.prompt_tokens + generated}};
       HttpResponse res;
@@ -165,9 +171,9 @@ void Server::Impl::completions(const HttpRequest& req, const std::shared_ptr<Rep
       head.headers.emplace_back("Cache-Control", "no-cache");
       reply->begin_stream(head);
       std::string events;
-      for (; j.delivered < j.pieces.size(); ++j.delivered) events += "data: " + dump(chunk(j.pieces[j.delivered], nullptr)) + "\n\n";
+      for (; j.delivered < j.pieces.size(); ++j.delivered) events += "data: " + dump(chunk(j.pieces[j.delivered], nullptr, &j)) + "\n\n";
       if (j.done)
-        events += "data: " + dump(chunk("", j.finish_reason == "error" ? json("error") : json(j.finish_reason))) + "\n\ndata: [DONE]\n\n";
+        events += "data: " + dump(chunk("", j.finish_reason == "error" ? json("error") : json(j.finish_reason), &j)) + "\n\ndata: [DONE]\n\n";
       reply->write(events);
       if (j.done) {
         reply->end();

@@ -65,3 +65,46 @@ def test_sample_is_a_function_of_its_arguments(tmp_path):
     two = bg.instruments.sample(run["out_dir"], prompt="A", tokens=20, seed=5, threads=3)
     assert one == two and one["text"].startswith("A") and len(one["tokens"]) == 20 and one["step"] == 3
     assert bg.instruments.sample(run["out_dir"], prompt="A", tokens=20, seed=6)["tokens"] != one["tokens"]
+
+
+def test_sample_logprobs_are_the_python_forwards_bits(tmp_path):
+    """bitgrad.sample's log-probabilities (what `bitgrad serve` answers for "logprobs": k) are,
+    bit for bit, log_softmax(model(x)) of the run's model in Python, for positions inside the first
+    window and past it, at 1 and 2 threads."""
+    import json
+    import numpy as np
+
+    if not os.path.isdir("/usr/share/games/fortunes"):
+        pytest.fail("Debian's fortunes package is missing (scripts/install-deps.sh installs it)")
+    run = bg.train(GPT, out=str(tmp_path / "gpt"), quiet=True)
+    d = run["out_dir"]
+    got = bg.instruments.sample(d, prompt="A", tokens=24, temperature=0.8, seed=5, logprobs=3, threads=1)
+    assert bg.instruments.sample(d, prompt="A", tokens=24, temperature=0.8, seed=5, logprobs=3, threads=2) == got
+    lp = got["logprobs"]
+    assert len(lp["token_logprobs"]) == len(lp["tokens"]) == len(lp["top_logprobs"]) == 24
+    # the model in Python, with the checkpoint's weights
+    latest = open(os.path.join(d, "checkpoints", "latest")).read().strip()
+    weights, _ = bg.io.load_safetensors(os.path.join(d, "checkpoints", latest, "model.safetensors"))
+    model = bg.Session(GPT).model
+    named = dict(model.named_parameters())  # the checkpoint's names (docs/python.md, "State")
+    assert sorted(named) == sorted(weights)
+    with bg.no_grad():
+        for name, p in named.items():
+            p.copy_(weights[name])
+    model.eval()
+    symbols = json.load(open(os.path.join(d, "vocabulary.json")))["symbols"]
+    text = [symbols.index(ord("A"))] + list(got["tokens"])
+    block = GPT["model"]["block_size"]
+    with bg.no_grad():
+        for i, t in enumerate(got["tokens"]):
+            n = 1 + i  # tokens before the one drawn; past 16 the window slides
+            window = np.asarray([text[max(0, n - block):n]], dtype=np.float32)
+            row = bg.log_softmax(model(bg.tensor(window)), -1).numpy()[0, -1]
+            want = row[t]
+            assert np.float32(lp["token_logprobs"][i]).view(np.uint32) == np.float32(want).view(np.uint32), i
+            assert lp["tokens"][i] == chr(symbols[t])
+            top = lp["top_logprobs"][i]
+            assert len(top) == 3 and max(top.values()) == row.max()  # the 3 most likely; the keys in JSON's sorted order
+            assert min(top.values()) >= np.sort(row)[-3]
+            for s, v in top.items():
+                assert np.float32(v).view(np.uint32) == row[symbols.index(ord(s))].view(np.uint32), (i, s)

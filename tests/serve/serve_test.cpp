@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <fstream>
 #include <limits>
@@ -51,9 +52,15 @@ std::string text_of(const std::string& body) {
 std::vector<std::string> sixteen() {
   const char* prompts[] = {"A", "Do not ", "Keep it simple", "He who laughs last thinks slowest.\n", "e"};
   std::vector<std::string> v;
-  for (int i = 0; i < 16; ++i)
+  for (int i = 0; i < 16; ++i) {
     v.push_back(completion(prompts[i % 5], 3 + (i * 7) % 23, i % 4 == 0 ? 0.0 : 0.5 + 0.25 * (i % 3), i % 3 == 0 ? 5 : 0,
                            static_cast<std::uint64_t>(1000 + i), i % 5 == 2));
+    if (i % 4 == 1) {  // with log-probabilities (numbers batched beside others are those alone)
+      json q = json::parse(v.back());
+      q["logprobs"] = i % 8 == 1 ? 0 : 5;
+      v.back() = q.dump();
+    }
+  }
   return v;
 }
 
@@ -96,6 +103,85 @@ TEST(Serve, CompletionEqualsSample) {
   ASSERT_EQ(got.status, 200) << got.body;
   EXPECT_EQ(json::parse(got.body)["choices"][0]["text"], full.substr(0, full.find(stop)));
   EXPECT_EQ(json::parse(got.body)["choices"][0]["finish_reason"], "stop");
+}
+
+std::uint32_t bits(float v) { return std::bit_cast<std::uint32_t>(v); }
+
+// The log_softmax a training forward of the window computes for the row of each generated
+// position (the window: the text's last block_size tokens), as Python's `log_softmax(model(x))`.
+std::vector<std::vector<float>> window_logprobs(const infer::RunModel& m, std::vector<std::int64_t> text, const std::vector<std::int64_t>& generated) {
+  const std::int64_t block = m.cfg.data.block_size;
+  std::vector<std::vector<float>> rows;
+  NoGradGuard ng;
+  for (const std::int64_t t : generated) {
+    const std::int64_t len = std::min<std::int64_t>(block, static_cast<std::int64_t>(text.size()));
+    std::vector<float> ctx;
+    for (std::size_t i = text.size() - static_cast<std::size_t>(len); i < text.size(); ++i) ctx.push_back(static_cast<float>(text[i]));
+    const Tensor lp = contiguous(log_softmax(m.model->forward(Tensor::from(ctx, Shape{1, len}), nn::Context{}), -1));  // [1, len, V]
+    const std::int64_t V = lp.shape()[2];
+    const float* last = lp.data<float>() + (len - 1) * V;
+    rows.emplace_back(last, last + V);
+    text.push_back(t);
+  }
+  return rows;
+}
+
+TEST(Serve, LogprobsAreTheTrainingForwardsBitsInsideAndPastTheWindow) {
+  const std::string dir = gpt_run();
+  const infer::RunModel m = infer::load_run_model(dir, "serve", false);
+  const std::string prompt = "It is a poor judge";  // longer than the window (8) already
+  const std::int64_t tokens = 20, k = 3;
+  infer::SampleOptions so;
+  so.prompt = prompt;
+  so.tokens = tokens;
+  so.temperature = 0.8;
+  so.seed = 7;
+  so.logprobs = k;
+  for (const std::string& short_prompt : {std::string("A"), prompt}) {
+    so.prompt = short_prompt;  // "A": positions inside the window first, then past it
+    so.threads = 1;
+    const infer::SampleResult sampled = infer::sample(dir, so);
+    ASSERT_EQ(sampled.logprobs.size(), static_cast<std::size_t>(tokens));
+    const std::vector<std::vector<float>> want = window_logprobs(m, m.corpus->encode(short_prompt, "prompt"), sampled.tokens);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const infer::TokenLogprobs& got = sampled.logprobs[i];
+      EXPECT_EQ(bits(got.logprob), bits(want[i][static_cast<std::size_t>(got.token)])) << "sample, position " << i;
+      ASSERT_EQ(got.top.size(), static_cast<std::size_t>(k));
+      for (const auto& [id, lp] : got.top) EXPECT_EQ(bits(lp), bits(want[i][static_cast<std::size_t>(id)])) << "sample, position " << i;
+      EXPECT_TRUE(want[i][static_cast<std::size_t>(got.top[0].first)] == *std::max_element(want[i].begin(), want[i].end()));
+    }
+    const json sample_lp = json::parse(sampled.logprobs_json);
+    for (int threads : {1, 2}) {
+      serve::ServeOptions o;
+      o.threads = threads;
+      Running r(dir, o);
+      json req{{"prompt", short_prompt}, {"max_tokens", tokens}, {"temperature", 0.8}, {"seed", 7}, {"logprobs", k}};
+      const Reply plain = post(r, "/v1/completions", req.dump());
+      ASSERT_EQ(plain.status, 200) << plain.body;
+      const json lp = json::parse(plain.body)["choices"][0]["logprobs"];
+      EXPECT_EQ(lp, sample_lp) << "the server's logprobs are bitgrad sample's, at " << threads << " threads";
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        const float v = static_cast<float>(lp["token_logprobs"][i].get<double>());
+        EXPECT_EQ(bits(v), bits(want[i][static_cast<std::size_t>(sampled.tokens[i])])) << "server, position " << i;
+        EXPECT_EQ(lp["tokens"][i].get<std::string>(), infer::token_text(*m.corpus, sampled.tokens[i]));
+      }
+      // streamed: the same entries, spread over the events
+      req["stream"] = true;
+      const Reply streamed = post(r, "/v1/completions", req.dump());
+      ASSERT_EQ(streamed.status, 200) << streamed.body;
+      json joined{{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+      for (std::size_t at = 0; (at = streamed.body.find("data: ", at)) != std::string::npos;) {
+        const std::size_t end = streamed.body.find("\n\n", at);
+        const std::string ev = streamed.body.substr(at + 6, end - at - 6);
+        at = end;
+        if (ev == "[DONE]") continue;
+        const json e = json::parse(ev)["choices"][0]["logprobs"];
+        for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+          for (const json& x : e[key]) joined[key].push_back(x);
+      }
+      EXPECT_EQ(joined, sample_lp) << "streamed, at " << threads << " threads";
+    }
+  }
 }
 
 TEST(Serve, ConcurrentClientsGetTheBytesOfOneAtATime) {
@@ -526,6 +612,14 @@ TEST(ServeRequest, ParsesTheOpenAISubset) {
   EXPECT_THROW_MSG(serve::parse_predict(R"({"inputs":[1,2,3,4,5]})", Shape{1, 2, 3}, l), "must hold 1 elements");
   EXPECT_THROW_MSG(serve::parse_completion(R"({"prompt":"A","seed":18446744073709551616})", l),
                    "got a whole number too large for 64 bits");
+  // logprobs: absent or null is none, 0 the chosen token's alone, at most the limit
+  EXPECT_EQ(serve::parse_completion(R"({"prompt":"A"})", l).logprobs, -1);
+  EXPECT_EQ(serve::parse_completion(R"({"prompt":"A","logprobs":null})", l).logprobs, -1);
+  EXPECT_EQ(serve::parse_completion(R"({"prompt":"A","logprobs":0})", l).logprobs, 0);
+  EXPECT_EQ(serve::parse_completion(R"({"prompt":"A","logprobs":20})", l).logprobs, 20);
+  EXPECT_THROW_MSG(serve::parse_completion(R"({"prompt":"A","logprobs":21})", l), "logprobs");
+  EXPECT_THROW_MSG(serve::parse_completion(R"({"prompt":"A","logprobs":true})", l), "logprobs");
+  EXPECT_THROW_MSG(serve::parse_completion(R"({"prompt":"A","echo":true})", l), "echo");
 }
 
 }  // namespace

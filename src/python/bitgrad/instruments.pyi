@@ -12,10 +12,11 @@ class _ReportResult(TypedDict):
     plots: int
     path: str
 
-class _SampleResult(TypedDict):
+class _SampleResult(TypedDict, total=False):
     text: str
     tokens: list[int]
     step: int
+    logprobs: dict[str, Any]  # with logprobs=K: OpenAI's object, as `bitgrad serve` writes it
 
 def diff(run_a: str, run_b: str, *, replay: bool = True, quiet: bool = False) -> _DiffResult: ...
 
@@ -52,6 +53,7 @@ def sample(
     top_k: int = 0,
     seed: int = 0,
     threads: int = 0,
+    logprobs: Optional[int] = None,
 ) -> _SampleResult: ...
 def machine_manifest() -> dict[str, Any]: ...
 def read_metrics(run_dir: str) -> list[dict[str, Any]]: ...
