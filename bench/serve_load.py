@@ -8,7 +8,14 @@ sends them with C concurrent clients (keep-alive connections), then one at a tim
 responses whose bytes differ between the two. Prints one JSON object: throughput (requests and
 generated tokens per second) of both phases, p50/p99 latency of each, and the differing count.
 
+With --system K every prompt starts with the same K characters (a system prompt; the rest 1 to
+8 characters, and 1 to 8 tokens generated, so that K = 48 stays inside a window of 64), the
+prefix cache's workload. --dump FILE writes the concurrent phase's response
+bodies (one JSON string per line), for comparing two servers. --alone-only skips the concurrent
+phase: one request at a time (batch 1), its latency per generated token.
+
   serve_load.py --port P [--requests N] [--clients C] [--seed S] [--corpus DIR] [--label NAME]
+                [--system K] [--dump FILE] [--alone-only]
 """
 import argparse
 import http.client
@@ -32,13 +39,17 @@ def corpus_text(path, limit=400000):
     return text
 
 
-def requests_of(n, seed, text):
+def requests_of(n, seed, text, system=0):
     r = random.Random(seed)
     out = []
+    head = ""
+    if system:
+        at = r.randrange(0, len(text) - system)
+        head = text[at:at + system]
     for i in range(n):
-        plen = r.choice([1, 4, 12, 24, 40, 100])
+        plen = r.choice([1, 4, 8]) if system else r.choice([1, 4, 12, 24, 40, 100])
         at = r.randrange(0, len(text) - plen)
-        out.append({"prompt": text[at:at + plen], "max_tokens": r.choice([1, 4, 8, 16, 24, 32, 48]),
+        out.append({"prompt": head + text[at:at + plen], "max_tokens": r.choice([1, 4, 8] if system else [1, 4, 8, 16, 24, 32, 48]),
                     "temperature": r.choice([0.0, 0.5, 0.8, 1.0]), "top_k": r.choice([0, 0, 10]), "seed": r.randrange(1 << 32)})
     return out
 
@@ -107,10 +118,23 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--corpus", default="/usr/share/games/fortunes")
     ap.add_argument("--label", default="server")
+    ap.add_argument("--system", type=int, default=0)
+    ap.add_argument("--dump", default="")
+    ap.add_argument("--alone-only", action="store_true")
     a = ap.parse_args()
-    reqs = requests_of(a.requests, a.seed, corpus_text(a.corpus))
+    reqs = requests_of(a.requests, a.seed, corpus_text(a.corpus), a.system)
     tokens = sum(q["max_tokens"] for q in reqs)
+    if a.alone_only:
+        seq, lat_s, wall_s = phase(a.port, reqs, 1)
+        per_token = sorted(1000 * t / q["max_tokens"] for t, q in zip(lat_s, reqs))
+        print(json.dumps({"label": a.label, "requests": len(reqs), "tokens": tokens, "seconds": wall_s,
+                          "ms_per_token_p50": pct(per_token, 50), "ms_per_token_min": per_token[0]}), flush=True)
+        return
     conc, lat_c, wall_c = phase(a.port, reqs, a.clients)
+    if a.dump:
+        with open(a.dump, "w") as f:
+            for b in conc:
+                f.write(json.dumps(b.decode("utf-8", errors="replace")) + "\n")
     seq, lat_s, wall_s = phase(a.port, reqs, 1)
     differ = sum(1 for x, y in zip(conc, seq) if x != y)
     print(json.dumps({

@@ -299,6 +299,10 @@ int run_command(int argc, char** argv) {
   std::int64_t max_body_mib = 64;
   servec->add_option("--max-body", max_body_mib, "largest request body in MiB, refused with 413 before it is read (default 64)")
       ->check(CLI::Range(1L, 1L << 14));
+  std::int64_t prefix_cache_mib = 64;
+  servec->add_option("--prefix-cache-mib", prefix_cache_mib,
+                     "MiB of prompt prefixes' key/value rows kept for later requests, the least recently used evicted (default 64; 0: none)")
+      ->check(CLI::Range(0L, 1L << 20));
   // a run's weights for other tools
   std::string export_dir;
   bitgrad::infer::ExportOptions exo;
@@ -362,6 +366,7 @@ int run_command(int argc, char** argv) {
     }
     if (servec->parsed()) {
       srv.http.max_body = max_body_mib << 20;
+      srv.prefix_cache_bytes = prefix_cache_mib << 20;
       srv.http.body_budget = 4 * srv.http.max_body;  // four bodies of the largest size at once
       return cmd_serve(serve_dir, srv);
     }

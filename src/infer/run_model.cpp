@@ -220,7 +220,7 @@ std::vector<std::vector<float>> Decoder::next_logits(const std::vector<Sequence*
     const std::int64_t start = std::max<std::int64_t>(0, n - block_size_);
     if (start != q.start || q.kv.size() != blocks_.size()) {  // the window slid: recompute it whole
       q.start = start;
-      q.cached = 0;
+      q.cached = q.shared = 0;
       q.kv.assign(blocks_.size(), nn::KvCache{});
     }
     first[s] = static_cast<std::int64_t>(ids.size());

@@ -66,6 +66,7 @@ class Decoder {
     std::int64_t start = 0;            // the window's first token
     std::int64_t cached = 0;           // window positions [0, cached) are in the caches
     std::vector<nn::KvCache> kv;       // per block
+    std::int64_t shared = 0;           // window rows the prefix cache has been given (PrefixCache)
   };
   // logits[s] ([V]) of the token after seqs[s]->tokens; updates their caches.
   std::vector<std::vector<float>> next_logits(const std::vector<Sequence*>& seqs);

@@ -49,7 +49,7 @@ void Metrics::tokens(std::int64_t prompt, std::int64_t generated) {
   prompt_tokens_ += prompt;
   generated_tokens_ += generated;
 }
-std::string Metrics::text(std::int64_t waiting, std::int64_t active) const {
+std::string Metrics::text(std::int64_t waiting, std::int64_t active, const infer::PrefixCache::Stats& prefix) const {
   std::lock_guard<std::mutex> l(mu_);
   std::string s;
   s += "# HELP bitgrad_requests_total Requests answered, by endpoint and HTTP status.\n# TYPE bitgrad_requests_total counter\n";
@@ -75,12 +75,27 @@ std::string Metrics::text(std::int64_t waiting, std::int64_t active) const {
     s += "bitgrad_request_latency_seconds_bucket{le=\"" + num(kLatencyBounds[b]) + "\"} " + std::to_string(c += latency_[b]) + "\n";
   s += "bitgrad_request_latency_seconds_bucket{le=\"+Inf\"} " + std::to_string(latency_count_) + "\n";
   s += "bitgrad_request_latency_seconds_sum " + num(latency_sum_) + "\nbitgrad_request_latency_seconds_count " + std::to_string(latency_count_) + "\n";
+  const std::pair<const char*, std::int64_t> cache[] = {
+      {"# HELP bitgrad_prefix_cache_lookups_total New completions looked up in the prefix cache.\n# TYPE bitgrad_prefix_cache_lookups_total counter\n"
+       "bitgrad_prefix_cache_lookups_total ", prefix.lookups},
+      {"# HELP bitgrad_prefix_cache_hits_total Lookups that reused cached rows.\n# TYPE bitgrad_prefix_cache_hits_total counter\n"
+       "bitgrad_prefix_cache_hits_total ", prefix.hits},
+      {"# HELP bitgrad_prefix_cache_reused_tokens_total Prompt tokens whose rows came from the cache.\n# TYPE bitgrad_prefix_cache_reused_tokens_total counter\n"
+       "bitgrad_prefix_cache_reused_tokens_total ", prefix.reused_tokens},
+      {"# HELP bitgrad_prefix_cache_evicted_total Blocks evicted, the least recently used first.\n# TYPE bitgrad_prefix_cache_evicted_total counter\n"
+       "bitgrad_prefix_cache_evicted_total ", prefix.evicted},
+      {"# HELP bitgrad_prefix_cache_blocks Blocks kept.\n# TYPE bitgrad_prefix_cache_blocks gauge\nbitgrad_prefix_cache_blocks ", prefix.blocks},
+      {"# HELP bitgrad_prefix_cache_bytes Bytes of key and value rows kept.\n# TYPE bitgrad_prefix_cache_bytes gauge\nbitgrad_prefix_cache_bytes ",
+       prefix.bytes}};
+  for (const auto& [head, v] : cache) s += head + std::to_string(v) + "\n";
   return s;
 }
 
 // ---- the engine ----------------------------------------------------------------------------------
 Engine::Engine(const infer::RunModel& m, const ServeOptions& o, Metrics& metrics) : m_(m), o_(o), metrics_(metrics) {
   if (m.text()) decoder_ = std::make_unique<infer::Decoder>(m);
+  if (decoder_ && decoder_->cached())
+    prefix_ = std::make_unique<infer::PrefixCache>(o.prefix_cache_bytes, std::max<std::int64_t>(1, std::min(o.prefix_block, m.cfg.data.block_size)));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -129,6 +144,10 @@ std::int64_t Engine::waiting() const {
 std::int64_t Engine::active() const {
   std::lock_guard<std::mutex> l(mu_);
   return static_cast<std::int64_t>(active_.size());
+}
+infer::PrefixCache::Stats Engine::prefix_stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return prefix_stats_;
 }
 
 // The end of s[0, end) moved back before a UTF-8 sequence it cuts short: a lead byte whose
@@ -229,13 +248,19 @@ void Engine::step(std::vector<std::shared_ptr<CompletionJob>>& batch) {
   std::vector<std::vector<float>> logits;
   std::string error;
   try {
+    // a new request's prompt prefix from the cache: the same rows, not computed again
+    if (prefix_)
+      for (infer::Decoder::Sequence* q : seqs) prefix_->attach(*q, m_.cfg.data.block_size);
     logits = decoder_->next_logits(seqs);
+    if (prefix_)
+      for (infer::Decoder::Sequence* q : seqs) prefix_->remember(*q);
   } catch (const std::exception& e) {
     error = e.what();
   }
   metrics_.batch(static_cast<std::int64_t>(batch.size()));
   const std::int64_t V = m_.classes;
   std::lock_guard<std::mutex> l(mu_);
+  if (prefix_) prefix_stats_ = prefix_->stats();
   if (!error.empty()) {
     for (auto& j : batch) {
       j->error = error;

@@ -19,6 +19,7 @@
 
 #include "bitgrad/rng.hpp"
 #include "serve/serve.hpp"
+#include "infer/prefix_cache.hpp"
 #include "infer/run_model.hpp"
 #include "serve/request.hpp"
 
@@ -62,7 +63,7 @@ class Metrics {
   void request(const std::string& endpoint, int status, double seconds);
   void batch(std::int64_t size);
   void tokens(std::int64_t prompt, std::int64_t generated);
-  std::string text(std::int64_t waiting, std::int64_t active) const;
+  std::string text(std::int64_t waiting, std::int64_t active, const infer::PrefixCache::Stats& prefix) const;
 
  private:
   mutable std::mutex mu_;
@@ -85,6 +86,7 @@ class Engine {
   void poke();
   std::int64_t waiting() const;
   std::int64_t active() const;
+  infer::PrefixCache::Stats prefix_stats() const;
   // The drain (Server::drain): no new request is taken (submit returns false); idle() says when
   // the ones inside are done; abort_all ends them with an error.
   void close_intake();
@@ -100,6 +102,8 @@ class Engine {
   ServeOptions o_;
   Metrics& metrics_;
   std::unique_ptr<infer::Decoder> decoder_;
+  std::unique_ptr<infer::PrefixCache> prefix_;  // the engine thread's alone
+  infer::PrefixCache::Stats prefix_stats_;      // a copy, under mu_
   mutable std::mutex mu_;
   std::condition_variable work_;
   std::deque<std::shared_ptr<CompletionJob>> waiting_;

@@ -25,6 +25,8 @@ struct ServeOptions {
   std::int64_t max_prompt = 65536;  // bytes of a prompt
   HttpLimits http;                  // connections, sizes and timeouts of the HTTP front
   double drain_seconds = 60;        // SIGTERM: how long the requests in flight may take to finish
+  std::int64_t prefix_cache_bytes = 64ll << 20;  // key/value rows of prompt prefixes kept (0: none)
+  std::int64_t prefix_block = 16;   // tokens per cached block (at most the run's block_size)
 };
 
 class Server {

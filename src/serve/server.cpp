@@ -100,7 +100,7 @@ void Server::Impl::handle(HttpRequest&& req, const std::shared_ptr<Reply>& reply
     HttpResponse r;
     if (endpoint == "/metrics") {
       r.content_type = "text/plain; version=0.0.4";
-      r.body = metrics.text(engine->waiting(), engine->active());
+      r.body = metrics.text(engine->waiting(), engine->active(), engine->prefix_stats());
       reply->send(r);  // not counted: a scrape would count itself
       return;
     }

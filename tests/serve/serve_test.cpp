@@ -184,6 +184,66 @@ TEST(Serve, LogprobsAreTheTrainingForwardsBitsInsideAndPastTheWindow) {
   }
 }
 
+// A metric's value in /metrics' text.
+double metric(const std::string& text, const std::string& name) {
+  const std::size_t at = text.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
+}
+
+TEST(Serve, APrefixCacheHitAPartialHitAndAMissAnswerAlike) {
+  const std::string dir = gpt_run();  // block_size 8: blocks of 2 tokens, prefixes up to 7
+  // purpose-built overlaps: the same prefix cut at and between blocks, a whole prompt again, a
+  // prompt one block longer, a prompt past the window, and the completions' own continuations
+  const std::vector<std::string> prompts = {"Good ne", "Good news", "Good n", "Go", "Good ne", "Good", "Good new", "Goo",
+                                            "It is a poor judge", "Good ne", "G", "Good nd"};
+  std::vector<std::string> reqs;
+  for (std::size_t i = 0; i < prompts.size(); ++i)
+    reqs.push_back(json{{"prompt", prompts[i]}, {"max_tokens", 6 + static_cast<int>(i % 4)}, {"temperature", i % 3 == 0 ? 0.0 : 0.9},
+                        {"seed", 40 + i}, {"logprobs", 2}}.dump());
+  serve::ServeOptions none;
+  none.prefix_cache_bytes = 0;
+  std::vector<std::string> want;
+  {
+    Running r(dir, none);
+    for (const std::string& q : reqs) {
+      const Reply a = post(r, "/v1/completions", q);
+      ASSERT_EQ(a.status, 200) << a.body;
+      want.push_back(a.body);
+    }
+    EXPECT_EQ(metric(r.client().Get("/metrics")->body, "bitgrad_prefix_cache_lookups_total"), 0);
+  }
+  for (const std::int64_t bytes : {std::int64_t{64} << 20, std::int64_t{1200}}) {  // ample, and two blocks of 512 bytes (evicting)
+    for (int threads : {1, 2}) {
+      serve::ServeOptions o;
+      o.prefix_block = 2;
+      o.prefix_cache_bytes = bytes;
+      o.threads = threads;
+      Running r(dir, o);
+      for (int round = 0; round < 2; ++round)  // the second round finds every prefix the first left
+        for (std::size_t i = 0; i < reqs.size(); ++i) {
+          const Reply a = post(r, "/v1/completions", reqs[i]);
+          ASSERT_EQ(a.status, 200) << a.body;
+          EXPECT_EQ(a.body, want[i]) << "prompt '" << prompts[i] << "', round " << round << ", cache " << bytes << " bytes, " << threads << " threads";
+        }
+      // and all at once, sharing batches and the cache
+      std::vector<Reply> together(reqs.size());
+      std::vector<std::thread> clients;
+      for (std::size_t i = 0; i < reqs.size(); ++i) clients.emplace_back([&, i] { together[i] = post(r, "/v1/completions", reqs[i]); });
+      for (auto& t : clients) t.join();
+      for (std::size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(together[i].body, want[i]) << "together, prompt '" << prompts[i] << "'";
+      const std::string m = r.client().Get("/metrics")->body;
+      EXPECT_EQ(metric(m, "bitgrad_prefix_cache_lookups_total"), 3.0 * static_cast<double>(reqs.size())) << m;
+      EXPECT_LE(metric(m, "bitgrad_prefix_cache_bytes"), static_cast<double>(bytes)) << m;
+      if (bytes > 1200) {
+        EXPECT_GT(metric(m, "bitgrad_prefix_cache_hits_total"), 0) << m;
+        EXPECT_GT(metric(m, "bitgrad_prefix_cache_reused_tokens_total"), 0) << m;
+      } else {
+        EXPECT_GT(metric(m, "bitgrad_prefix_cache_evicted_total"), 0) << m;
+      }
+    }
+  }
+}
+
 TEST(Serve, ConcurrentClientsGetTheBytesOfOneAtATime) {
   const std::vector<std::string> reqs = sixteen();
   std::vector<std::string> first;
