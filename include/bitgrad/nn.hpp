@@ -68,6 +68,13 @@ class Module {
   // of sequence s after those of s - 1, at the positions caches[s]->rows onwards of its window;
   // each row gives what forward gives for it in its window, and the caches take the new rows.
   virtual Tensor forward_rows(const Tensor& x, const std::vector<std::int64_t>& counts, const std::vector<KvCache*>& caches, const Context& ctx);
+  // forward_steps below: a sequence layer whose step t depends on the steps before it only
+  // through a state it carries (Recurrent with batch_first, every step's output).
+  virtual bool carries_state() const { return false; }
+  // Decoding in evaluation: x [1, T, in] continues a sequence from `state` (empty: its start);
+  // returns the steps' outputs, as forward gives them for the whole sequence, and leaves the
+  // state after the last step in `state`.
+  virtual Tensor forward_steps(const Tensor& x, std::vector<Tensor>& state, const Context& ctx);
   // Whether a training forward uses the batch's statistics (a batch norm in it, its own or an
   // imported graph's): micro-batches and ranks then need the batch rule's exchange.
   virtual bool uses_batch_statistics() const;
@@ -369,6 +376,8 @@ class Recurrent : public Module {
   void init(Init weights, std::uint64_t seed, std::uint64_t& index) override;
   Tensor forward(const Tensor& x, const Context& ctx) override;
   RnnResult run(const Tensor& x, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor()) const;
+  bool carries_state() const override { return batch_first && !last_only; }
+  Tensor forward_steps(const Tensor& x, std::vector<Tensor>& state, const Context& ctx) override;  // state: {h_n, c_n}
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
   const std::vector<RnnParams>& layer_params() const { return params_; }

@@ -183,12 +183,28 @@ Decoder::Decoder(const RunModel& m) : m_(m), block_size_(m.cfg.data.block_size) 
   if (!embed_) return;
   std::size_t i = 1;
   for (; i < ch.size() && ch[i].second->decodes_rows(); ++i) blocks_.push_back(ch[i].second.get());
+  bool states = false;
   for (; i < ch.size(); ++i) {
     nn::Module* l = ch[i].second.get();
-    if (!l->rowwise()) return;  // each row of the output a function of the same row alone
+    // each row of the output a function of the same row alone, or (without transformer blocks)
+    // of the steps before it through a state the layer carries
+    if (l->carries_state() && blocks_.empty()) states = true;
+    else if (!l->rowwise()) return;
     tail_.push_back(l);
   }
+  recurrent_ = states;
   cached_ = true;
+}
+
+std::vector<float> Decoder::window_logits(const Sequence& q) const {
+  const auto& text = q.tokens;
+  const std::int64_t len = std::min<std::int64_t>(block_size_, static_cast<std::int64_t>(text.size()));
+  std::vector<float> w(static_cast<std::size_t>(len));
+  for (std::int64_t i = 0; i < len; ++i) w[static_cast<std::size_t>(i)] = static_cast<float>(text[text.size() - static_cast<std::size_t>(len - i)]);
+  const Tensor logits = contiguous(m_.model->forward(Tensor::from(w, Shape{1, len}), nn::Context{}));
+  const std::int64_t V = m_.classes;
+  const float* p = logits.data<float>() + (len - 1) * V;
+  return std::vector<float>(p, p + V);
 }
 
 std::vector<std::vector<float>> Decoder::next_logits(const std::vector<Sequence*>& seqs) {
@@ -201,13 +217,43 @@ std::vector<std::vector<float>> Decoder::next_logits(const std::vector<Sequence*
     return std::vector<float>(p, p + V);
   };
   if (!cached_) {  // the plain forward of each window, as `bitgrad sample`
+    for (std::size_t s = 0; s < seqs.size(); ++s) out[s] = window_logits(*seqs[s]);
+    return out;
+  }
+  if (recurrent_) {
+    // While the window starts at the first token, a recurrent layer's state after token n - 1 is
+    // the cache: the new tokens continue it, step by step as the window's forward runs them.
+    // Once the window slides its steps start from the zero state elsewhere: the window again.
     for (std::size_t s = 0; s < seqs.size(); ++s) {
-      const auto& text = seqs[s]->tokens;
-      const std::int64_t len = std::min<std::int64_t>(block_size_, static_cast<std::int64_t>(text.size()));
-      std::vector<float> w(static_cast<std::size_t>(len));
-      for (std::int64_t i = 0; i < len; ++i) w[static_cast<std::size_t>(i)] = static_cast<float>(text[text.size() - static_cast<std::size_t>(len - i)]);
-      Tensor logits = contiguous(m_.model->forward(Tensor::from(w, Shape{1, len}), ctx));
-      out[s] = logits_row(logits, len - 1);
+      Sequence& q = *seqs[s];
+      const auto n = static_cast<std::int64_t>(q.tokens.size());
+      BITGRAD_CHECK(n > 0, "serve", "a sequence without tokens");
+      if (n > block_size_) {
+        q.states.clear();
+        q.cached = 0;
+        q.start = n - block_size_;
+        out[s] = window_logits(q);
+        continue;
+      }
+      if (q.states.size() != tail_.size()) {
+        q.states.assign(tail_.size(), {});
+        q.cached = 0;
+      }
+      std::vector<std::int64_t> ids, pos;
+      for (std::int64_t p = q.cached; p < n; ++p) {
+        ids.push_back(q.tokens[static_cast<std::size_t>(p)]);
+        pos.push_back(p);
+      }
+      const auto T = static_cast<std::int64_t>(ids.size());
+      BITGRAD_CHECK(T > 0, "serve", "a sequence with no new token");
+      Tensor x = add(embedding(embed_->wte, Tensor::from(ids, Shape{T})), index_select(embed_->wpe, 0, Tensor::from(pos, Shape{T})));
+      x = reshape(x, Shape{1, T, x.shape()[1]});  // [1, T, D]: one sequence, batch first
+      for (std::size_t k = 0; k < tail_.size(); ++k)
+        x = tail_[k]->carries_state() ? tail_[k]->forward_steps(x, q.states[k], ctx) : tail_[k]->forward(x, ctx);
+      q.cached = n;
+      const Tensor t = contiguous(x);
+      BITGRAD_CHECK(t.ndim() == 3 && t.shape()[2] == V, "serve", "the model's output is ", t.shape().str(), ", expected [1, ", T, ", ", V, "]");
+      out[s] = logits_row(t, T - 1);
     }
     return out;
   }

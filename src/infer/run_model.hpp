@@ -60,6 +60,9 @@ class Decoder {
  public:
   explicit Decoder(const RunModel& m);
   bool cached() const { return cached_; }
+  // Whether sequences keep key/value rows (transformer blocks; the prefix cache's), rather than
+  // a recurrent layer's state.
+  bool keeps_rows() const { return cached_ && !recurrent_; }
 
   struct Sequence {
     std::vector<std::int64_t> tokens;  // the text so far (prompt included)
@@ -67,6 +70,7 @@ class Decoder {
     std::int64_t cached = 0;           // window positions [0, cached) are in the caches
     std::vector<nn::KvCache> kv;       // per block
     std::int64_t shared = 0;           // window rows the prefix cache has been given (PrefixCache)
+    std::vector<std::vector<Tensor>> states;  // per layer of a recurrent model: its state after `cached` tokens
   };
   // logits[s] ([V]) of the token after seqs[s]->tokens; updates their caches.
   std::vector<std::vector<float>> next_logits(const std::vector<Sequence*>& seqs);
@@ -76,7 +80,9 @@ class Decoder {
   bool cached_ = false;
   nn::TokenEmbedding* embed_ = nullptr;
   std::vector<nn::Module*> blocks_;  // the blocks that decode rows with a cache
-  std::vector<nn::Module*> tail_;  // row-wise layers after the blocks
+  std::vector<nn::Module*> tail_;  // row-wise layers after the blocks; of a recurrent model, every layer after the embedding
+  bool recurrent_ = false;         // a recurrent text model: its layers' states are the cache
+  std::vector<float> window_logits(const Sequence& q) const;  // the plain forward of q's window, its last row
   std::int64_t block_size_ = 0;
 };
 

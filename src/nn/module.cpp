@@ -178,6 +178,9 @@ void Module::init(Init weights, std::uint64_t seed, std::uint64_t& index) {
 Tensor Module::forward_rows(const Tensor&, const std::vector<std::int64_t>&, const std::vector<KvCache*>&, const Context&) {
   detail::fail(describe().c_str(), "has no cached decoding (decodes_rows() is false)");
 }
+Tensor Module::forward_steps(const Tensor&, std::vector<Tensor>&, const Context&) {
+  detail::fail(describe().c_str(), "carries no state from step to step (carries_state() is false)");
+}
 
 bool Module::uses_batch_statistics() const {
   for (const auto& [name, child] : children_)

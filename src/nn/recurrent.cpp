@@ -57,6 +57,13 @@ Tensor Recurrent::forward(const Tensor& x, const Context&) {
   // the last layer's final h is the last step's output
   return reshape(slice(r.h_n, 0, num_layers - 1, num_layers), Shape{r.h_n.shape()[1], hidden_size});
 }
+Tensor Recurrent::forward_steps(const Tensor& x, std::vector<Tensor>& state, const Context&) {
+  BITGRAD_CHECK(carries_state(), describe().c_str(), "forward_steps needs batch_first and every step's output");
+  const RnnResult r = state.empty() ? run(x) : run(x, state[0], state.size() > 1 ? state[1] : Tensor());
+  state = {r.h_n};
+  if (r.c_n.defined()) state.push_back(r.c_n);
+  return r.output;
+}
 Shape Recurrent::output_shape(const Shape& in) const {
   BITGRAD_CHECK(in.ndim() == 3 && in[2] == input_size && in[batch_first ? 1 : 0] >= 1, describe().c_str(), "expects sequences ",
                 batch_first ? "[N, T, " : "[T, N, ", input_size, "] with T >= 1, got ", in.str());

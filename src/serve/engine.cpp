@@ -94,7 +94,7 @@ std::string Metrics::text(std::int64_t waiting, std::int64_t active, const infer
 // ---- the engine ----------------------------------------------------------------------------------
 Engine::Engine(const infer::RunModel& m, const ServeOptions& o, Metrics& metrics) : m_(m), o_(o), metrics_(metrics) {
   if (m.text()) decoder_ = std::make_unique<infer::Decoder>(m);
-  if (decoder_ && decoder_->cached())
+  if (decoder_ && decoder_->keeps_rows())
     prefix_ = std::make_unique<infer::PrefixCache>(o.prefix_cache_bytes, std::max<std::int64_t>(1, std::min(o.prefix_block, m.cfg.data.block_size)));
   thread_ = std::thread([this] { loop(); });
 }

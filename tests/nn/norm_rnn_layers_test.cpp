@@ -37,6 +37,32 @@ TEST(NormRnnLayers, RecurrentParametersAsPyTorch) {
   EXPECT_TRUE(bitwise_equal(gru.forward(x, {}).to_vector<float>(), slice(r.output, 0, 5, 6).to_vector<float>()));
 }
 
+// forward_steps over a sequence cut in pieces (the server's decoding: a prompt, then a token at a
+// time) gives forward's bits for the whole, for every recurrent kind; layers that cannot (sequence
+// first, the last step only) say so.
+TEST(NormRnnLayers, StepsContinuedFromTheStateAreTheWholeSequencesBits) {
+  for (const RnnMode mode : {RnnMode::lstm, RnnMode::gru, RnnMode::rnn_tanh}) {
+    nn::Recurrent rec(mode, 3, 5, 2);
+    nn::initialize(rec, nn::Init::kaiming_uniform, 4);
+    ASSERT_TRUE(rec.carries_state());
+    const Tensor x = Tensor::from<float>(random_vec<float>(21, 9, -1, 1), Shape{1, 7, 3});
+    const std::vector<float> whole = contiguous(rec.forward(x, {})).to_vector<float>();
+    std::vector<Tensor> state;
+    std::vector<float> pieces;
+    for (const auto& [t0, t1] : {std::pair{0, 4}, std::pair{4, 5}, std::pair{5, 6}, std::pair{6, 7}}) {
+      const std::vector<float> part = contiguous(rec.forward_steps(slice(x, 1, t0, t1), state, {})).to_vector<float>();
+      pieces.insert(pieces.end(), part.begin(), part.end());
+    }
+    EXPECT_TRUE(bitwise_equal(pieces, whole)) << static_cast<int>(mode);
+    EXPECT_EQ(state.size(), mode == RnnMode::lstm ? 2u : 1u);
+  }
+  nn::Recurrent last(RnnMode::lstm, 3, 5, 1, true, true, true), seq_first(RnnMode::lstm, 3, 5, 1, true, false);
+  EXPECT_FALSE(last.carries_state());
+  EXPECT_FALSE(seq_first.carries_state());
+  std::vector<Tensor> state;
+  EXPECT_THROW_MSG(last.forward_steps(Tensor::zeros(Shape{1, 2, 3}), state, {}), "forward_steps needs batch_first");
+}
+
 TEST(NormRnnLayers, NormModules) {
   nn::GroupNorm g(2, 4);
   EXPECT_EQ(g.named_parameters()[0].first, "gamma");

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <cstring>
@@ -25,6 +26,7 @@
 #include "serve/serve.hpp"
 #include "infer/run_model.hpp"
 #include "serve/request.hpp"
+#include "support/onnx_protos.hpp"
 #include "support/runs.hpp"
 #include "support/serving.hpp"
 #include "support/sockets.hpp"
@@ -445,6 +447,118 @@ TEST(Serve, PredictionsOfAClassifierDoNotDependOnTheirBatch) {
   EXPECT_EQ(wrong.status, 422) << wrong.body;
   EXPECT_EQ(json::parse(wrong.body)["error"]["param"], "inputs[0]");
   EXPECT_EQ(post(r, "/v1/completions", R"({"prompt": "A"})").status, 404);
+}
+
+// A character LSTM (a layer list: embedding, lstm, tied head) is served: each completion is
+// `bitgrad sample`'s text and log-probabilities, inside the window and past it, and requests
+// batched together get the bytes they get alone, at 1 and 2 threads.
+TEST(Serve, ACharacterLstmIsServedAsSampleAndBatchedAsAlone) {
+  const std::string cfg = R"(
+seed = 5
+[data]
+dataset = "text"
+path = ")" + tiny_corpus() + R"("
+val_fraction = 0.2
+block_size = 8
+[model]
+layers = [ { type = "embedding", dim = 12 }, { type = "lstm", hidden = 12 }, { type = "tied_head" } ]
+[train]
+batch_size = 32
+steps = 4
+[optimizer]
+type = "adam"
+lr = 0.01
+)";
+  const std::string dir = train_into(cfg, "serve_lstm", options(4, 1, 0));
+  const infer::RunModel m = infer::load_run_model(dir, "serve", false);
+  const infer::Decoder dec(m);
+  EXPECT_TRUE(dec.cached() && !dec.keeps_rows()) << "the lstm's state is the cache";
+  const std::vector<std::string> prompts = {"A", "Good news ", "It is a poor judge", "\n"};
+  std::vector<std::string> reqs, want;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    infer::SampleOptions so;
+    so.prompt = prompts[i];
+    so.tokens = 6 + 5 * static_cast<std::int64_t>(i);  // past the window of 8 for the longer ones
+    so.temperature = i % 2 == 0 ? 0.8 : 0.0;
+    so.seed = 70 + i;
+    so.logprobs = 2;
+    so.threads = 1;
+    const infer::SampleResult sr = infer::sample(dir, so);
+    want.push_back(sr.text);
+    reqs.push_back(json{{"prompt", so.prompt}, {"max_tokens", so.tokens}, {"temperature", so.temperature}, {"seed", so.seed}, {"logprobs", 2}}.dump());
+    want.push_back(sr.logprobs_json);
+  }
+  std::vector<std::string> first;
+  for (int threads : {1, 2}) {
+    serve::ServeOptions o;
+    o.threads = threads;
+    Running r(dir, o);
+    std::vector<std::string> alone;
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      const Reply a = post(r, "/v1/completions", reqs[i]);
+      ASSERT_EQ(a.status, 200) << a.body;
+      const json body = json::parse(a.body);
+      EXPECT_EQ(prompts[i] + body["choices"][0]["text"].get<std::string>(), want[2 * i]) << "prompt '" << prompts[i] << "'";
+      EXPECT_EQ(body["choices"][0]["logprobs"], json::parse(want[2 * i + 1])) << "prompt '" << prompts[i] << "'";
+      alone.push_back(a.body);
+    }
+    std::vector<Reply> together(reqs.size());
+    std::vector<std::thread> clients;
+    for (std::size_t i = 0; i < reqs.size(); ++i) clients.emplace_back([&, i] { together[i] = post(r, "/v1/completions", reqs[i]); });
+    for (auto& t : clients) t.join();
+    for (std::size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(together[i].body, alone[i]) << "request " << i << " at " << threads << " threads";
+    if (first.empty()) first = alone;
+    EXPECT_EQ(alone, first) << "threads " << threads;
+  }
+}
+
+// An imported ONNX graph trained as a run is served as the classifier it is: x [N, 6] times W1,
+// plus b1, tanh, times W2, plus b2 (torch's Linear layers as an exporter writes them).
+TEST(Serve, AnImportedOnnxClassifierIsServedBatchedAsAlone) {
+  const std::string d = fresh_dir("onnx_classifier");
+  ASSERT_EQ(std::system(("mkdir -p '" + d + "'").c_str()), 0);
+  std::vector<float> w1(6 * 16), w2(16 * 3), b1(16, 0.01f), b2(3, 0.0f);
+  for (std::size_t i = 0; i < w1.size(); ++i) w1[i] = 0.3f * std::sin(0.7f * static_cast<float>(i));
+  for (std::size_t i = 0; i < w2.size(); ++i) w2[i] = 0.25f * std::cos(1.3f * static_cast<float>(i));
+  onnx::ValueInfoProto x = info("x", {-1, 6});
+  x.dim_params[0] = "N";
+  const onnx::ModelProto m = model_of({node("MatMul", "fc1", {"x", "W1"}, {"h"}), node("Add", "fc1_bias", {"h", "b1"}, {"hb"}),
+                                       node("Tanh", "act", {"hb"}, {"a"}), node("MatMul", "fc2", {"a", "W2"}, {"o"}),
+                                       node("Add", "fc2_bias", {"o", "b2"}, {"y"})},
+                                      {floats("W1", {6, 16}, w1), floats("b1", {16}, b1), floats("W2", {16, 3}, w2), floats("b2", {3}, b2)}, {x});
+  {
+    std::ofstream f(d + "/classifier.onnx", std::ios::binary);
+    f << onnx::serialize_model(m);
+  }
+  const std::string cfg = "seed = 17\n[data]\ndataset = \"synthetic\"\nshape = [6]\nclasses = 3\nsamples = 256\n[model]\nonnx = \"" + d +
+                          "/classifier.onnx\"\n[train]\nbatch_size = 64\nepochs = 1\n[optimizer]\ntype = \"adam\"\nlr = 0.01\n";
+  const std::string dir = train_into(cfg, "serve_onnx", options(3, 1, 0));
+  const infer::RunModel rm = infer::load_run_model(dir, "serve", false);
+  std::vector<std::vector<float>> xs;
+  for (int i = 0; i < 7; ++i) {
+    std::vector<float> v;
+    for (int k = 0; k < 6; ++k) v.push_back(static_cast<float>(0.41 * i - 0.13 * k * k + 0.2));
+    xs.push_back(v);
+  }
+  for (int threads : {1, 2}) {
+    serve::ServeOptions o;
+    o.threads = threads;
+    Running r(dir, o);
+    const Reply all = post(r, "/v1/predict", json{{"inputs", xs}}.dump());
+    ASSERT_EQ(all.status, 200) << all.body;
+    const json a = json::parse(all.body);
+    ASSERT_EQ(a["logits"].size(), xs.size());
+    NoGradGuard ng;
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      const json one = json::parse(post(r, "/v1/predict", json{{"inputs", xs[i]}}.dump()).body);
+      EXPECT_EQ(one["logits"][0], a["logits"][i]) << "sample " << i << " at " << threads << " threads";
+      EXPECT_EQ(one["probabilities"][0], a["probabilities"][i]);
+      // the run's model alone, as `bitgrad serve` computes it: the same f32 bits
+      const Tensor y = contiguous(rm.model->forward(Tensor::from(xs[i], Shape{1, 6}), nn::Context{}));
+      for (std::int64_t c = 0; c < 3; ++c)
+        EXPECT_EQ(bits(static_cast<float>(a["logits"][i][static_cast<std::size_t>(c)].get<double>())), bits(y.data<float>()[c])) << "sample " << i;
+    }
+  }
 }
 
 // a byte vocabulary draws a multi-byte character one byte per token step; a stream
