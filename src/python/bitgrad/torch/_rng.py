@@ -20,11 +20,19 @@ def _numpy_words(state):
     return words
 
 
-def _numpy_view():
-    """A live view of NumPy's global Mersenne Twister state (uint32 key[624], int pos), or None
-    where this NumPy lays it out otherwise (then get_state() is read each time)."""
+def _global_bit_generator():
     try:
-        bit_generator = numpy.random.mtrand._rand._bit_generator
+        return numpy.random.mtrand._rand._bit_generator
+    except AttributeError:
+        return None
+
+
+def _numpy_view(bit_generator):
+    """A live view of the Mersenne Twister state (uint32 key[624], int pos) of NumPy's global
+    RandomState, or None where this NumPy lays it out otherwise (then get_state() is read each
+    time). The view is only read while `bit_generator` is still the global one (NumPy 1.25's
+    set_bit_generator can replace it) and referenced, so its memory lives."""
+    try:
         address = bit_generator.ctypes.state_address
         view = numpy.ctypeslib.as_array((ctypes.c_uint32 * 625).from_address(address))
         if numpy.array_equal(view, _numpy_words(numpy.random.get_state())):
@@ -39,8 +47,18 @@ class Generators:
     copy taken now (the step that follows may draw)."""
 
     def __init__(self):
-        self._numpy = _numpy_view()
+        self._bit_generator = _global_bit_generator()
+        self._numpy = _numpy_view(self._bit_generator) if self._bit_generator is not None else None
         self._python_state, self._python_words = None, None
+
+    def _numpy_words(self):
+        bg = _global_bit_generator()
+        if bg is not self._bit_generator:  # replaced: view the new one (or read get_state())
+            self._bit_generator = bg
+            self._numpy = _numpy_view(bg) if bg is not None else None
+        if self._numpy is not None:
+            return self._numpy.copy()
+        return _numpy_words(numpy.random.get_state())
 
     def _python(self):
         # (version, 625 words of the Mersenne Twister and its index, gauss_next)
@@ -54,8 +72,7 @@ class Generators:
         return self._python_words
 
     def read(self):
-        np_words = self._numpy.copy() if self._numpy is not None else _numpy_words(numpy.random.get_state())
-        items = [torch.get_rng_state().numpy(), np_words.view(numpy.uint8), self._python()]
+        items = [torch.get_rng_state().numpy(), self._numpy_words().view(numpy.uint8), self._python()]
         names = list(NAMES)
         if torch.cuda.is_initialized():
             names.append("cuda")
