@@ -173,6 +173,31 @@ nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lps, const std::v
   return json{{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
+nlohmann::json prompt_logprobs_json(const std::vector<TokenLogprobs>& lps, const std::vector<std::int64_t>& prompt,
+                                    const data::TextCorpus& corpus) {
+  using json = nlohmann::json;
+  BITGRAD_CHECK(!prompt.empty() && lps.size() + 1 == prompt.size(), "logprobs", lps.size(), " log-probabilities for a prompt of ", prompt.size(),
+                " tokens");
+  json tokens = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < prompt.size(); ++i) {
+    tokens.push_back(token_text(corpus, prompt[i]));
+    offsets.push_back(offset);
+    offset += corpus.decode({prompt[i]}).size();
+    if (i == 0) {
+      values.push_back(nullptr);
+      tops.push_back(nullptr);
+      continue;
+    }
+    const TokenLogprobs& t = lps[i - 1];
+    values.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [id, lp] : t.top) top[token_text(corpus, id)] = lp;
+    tops.push_back(std::move(top));
+  }
+  return json{{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
 // ---- the decoder ------------------------------------------------------------------------------
 Decoder::Decoder(const RunModel& m) : m_(m), block_size_(m.cfg.data.block_size) {
   BITGRAD_CHECK(m.text(), "serve", m.dir, " is not a text model");
@@ -194,6 +219,34 @@ Decoder::Decoder(const RunModel& m) : m_(m), block_size_(m.cfg.data.block_size) 
   }
   recurrent_ = states;
   cached_ = true;
+}
+
+std::vector<TokenLogprobs> Decoder::prompt_logprobs(const std::vector<std::int64_t>& tokens, std::int64_t k) const {
+  NoGradGuard ng;
+  const std::int64_t V = m_.classes, P = static_cast<std::int64_t>(tokens.size());
+  std::vector<TokenLogprobs> out;
+  auto add = [&](const float* row, std::int64_t token) {
+    for (std::int64_t i = 0; i < V; ++i)
+      BITGRAD_CHECK(std::isfinite(row[i]), "logprobs", "the model's logit for token ", i, " is ", row[i],
+                    ": its outputs are not finite (a diverged run), so the prompt has no log-probabilities");
+    out.push_back(token_logprobs(row, V, token, k));
+  };
+  auto forward = [&](std::int64_t b, std::int64_t e) {  // the model on tokens [b, e): [1, e - b, V]
+    std::vector<float> w;
+    for (std::int64_t i = b; i < e; ++i) w.push_back(static_cast<float>(tokens[static_cast<std::size_t>(i)]));
+    return contiguous(m_.model->forward(Tensor::from(w, Shape{1, e - b}), nn::Context{}));
+  };
+  const std::int64_t first = cached_ ? std::min(P - 1, block_size_) : 0;  // positions 1 .. first from one forward
+  if (first > 0) {
+    const Tensor l = forward(0, first);
+    for (std::int64_t i = 0; i < first; ++i) add(l.data<float>() + i * V, tokens[static_cast<std::size_t>(i + 1)]);
+  }
+  for (std::int64_t p = std::max<std::int64_t>(first + 1, 1); p < P; ++p) {
+    const std::int64_t b = std::max<std::int64_t>(0, p - block_size_);
+    const Tensor l = forward(b, p);
+    add(l.data<float>() + (p - b - 1) * V, tokens[static_cast<std::size_t>(p)]);
+  }
+  return out;
 }
 
 std::vector<float> Decoder::window_logits(const Sequence& q) const {

@@ -46,6 +46,10 @@ std::string token_text(const data::TextCorpus& corpus, std::int64_t token);
 // (before a stop string cut it). lps[i] belongs to generated[i].
 nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lps, const std::vector<std::int64_t>& generated,
                              const data::TextCorpus& corpus, std::size_t from, std::size_t to);
+// The same object for a prompt (`echo`): its first token has no log-probability (null), token p
+// has lps[p - 1]; offsets from the prompt's start.
+nlohmann::json prompt_logprobs_json(const std::vector<TokenLogprobs>& lps, const std::vector<std::int64_t>& prompt,
+                                    const data::TextCorpus& corpus);
 
 // Continuous decoding: each call computes the next-token logits of every sequence given, the
 // new rows of all of them in one batch through the row-wise layers (embedding, layer norms,
@@ -74,6 +78,11 @@ class Decoder {
   };
   // logits[s] ([V]) of the token after seqs[s]->tokens; updates their caches.
   std::vector<std::vector<float>> next_logits(const std::vector<Sequence*>& seqs);
+  // The log-probabilities of tokens 1 .. P-1 of a prompt, each from the window `bitgrad sample`
+  // would draw it from (the block_size tokens before it), with the k most likely: a causal model
+  // (one the decoder caches) gives the first window's positions from one forward, whose rows are
+  // its prefixes' last rows; past it, and for other models, one forward per position.
+  std::vector<TokenLogprobs> prompt_logprobs(const std::vector<std::int64_t>& tokens, std::int64_t k) const;
 
  private:
   const RunModel& m_;

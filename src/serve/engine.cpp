@@ -22,7 +22,7 @@ std::string num(double x) {
 }  // namespace
 
 CompletionJob::CompletionJob(CompletionRequest r, std::vector<std::int64_t> prompt)
-    : req(std::move(r)), prompt_tokens(static_cast<std::int64_t>(prompt.size())), stream(req.seed, "sample") {
+    : req(std::move(r)), prompt_ids(prompt), prompt_tokens(static_cast<std::int64_t>(prompt.size())), stream(req.seed, "sample") {
   seq.tokens = std::move(prompt);
 }
 
@@ -114,7 +114,7 @@ bool Engine::submit(const std::shared_ptr<CompletionJob>& j) {
     const auto inside = static_cast<std::int64_t>(waiting_.size() + predicts_.size() + active_.size());
     if (stopping_ || closed_ || inside >= static_cast<std::int64_t>(o_.max_batch) + o_.max_queue) return false;
     metrics_.tokens(j->prompt_tokens, 0);
-    if (j->req.max_tokens == 0) {  // nothing to compute
+    if (j->req.max_tokens == 0 && !(j->req.echo && j->req.logprobs >= 0)) {  // nothing to compute
       finish(*j, "length");
       return true;
     }
@@ -243,6 +243,35 @@ void Engine::loop() {
 }
 
 void Engine::step(std::vector<std::shared_ptr<CompletionJob>>& batch) {
+  // echo's log-probabilities of the prompt, once, before the job's first token (computed here,
+  // handed over under the lock: a drain may end the job meanwhile)
+  std::vector<std::vector<infer::TokenLogprobs>> echoes(batch.size());
+  std::vector<std::string> failed(batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const CompletionJob& j = *batch[i];
+    if (!j.req.echo || j.req.logprobs < 0 || j.echoed) continue;
+    try {
+      echoes[i] = decoder_->prompt_logprobs(j.seq.tokens, j.req.logprobs);
+    } catch (const std::exception& e) {
+      failed[i] = e.what();
+    }
+  }
+  {  // those that failed there, and those that ask for no token, end here
+    std::lock_guard<std::mutex> l(mu_);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      CompletionJob& j = *batch[i];
+      if (j.req.echo && j.req.logprobs >= 0 && !j.echoed) {
+        j.echoed = true;
+        j.prompt_logprobs = std::move(echoes[i]);
+      }
+      if (j.done || (failed[i].empty() && j.req.max_tokens > 0)) continue;
+      if (!failed[i].empty()) j.error = failed[i];
+      finish(j, failed[i].empty() ? "length" : "error");
+    }
+    std::erase_if(active_, [](const auto& j) { return j->done; });
+    std::erase_if(batch, [](const auto& j) { return j->done; });
+  }
+  if (batch.empty()) return;
   std::vector<infer::Decoder::Sequence*> seqs;
   for (auto& j : batch) seqs.push_back(&j->seq);
   std::vector<std::vector<float>> logits;

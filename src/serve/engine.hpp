@@ -28,10 +28,13 @@ namespace bitgrad::serve {
 struct CompletionJob {
   CompletionJob(CompletionRequest r, std::vector<std::int64_t> prompt);
   CompletionRequest req;
+  std::vector<std::int64_t> prompt_ids;  // the prompt's tokens (seq.tokens begins with them)
   infer::Decoder::Sequence seq;
   std::int64_t prompt_tokens = 0;
   rng::Stream stream;  // (seed, "sample"): token i of the text drawn with uniform_f64(i)
   std::vector<std::int64_t> generated;
+  std::vector<infer::TokenLogprobs> prompt_logprobs;  // echo: the prompt's tokens 1 .. P-1 (guarded by the engine's lock)
+  bool echoed = false;                                // (likewise)
   std::vector<infer::TokenLogprobs> logprobs;  // per generated token, with req.logprobs >= 0 (guarded by the engine's lock)
   std::atomic<bool> cancelled{false};  // the client went away
   // Called under the engine's lock, on the thread that moved the job: new pieces, or done. It

@@ -119,7 +119,7 @@ void flatten(const json& v, const std::vector<std::int64_t>& dims, std::size_t d
 
 CompletionRequest parse_completion(std::string_view body, const Limits& limits) {
   const json j = parse_object(body);
-  only(j, {"model", "prompt", "max_tokens", "temperature", "top_k", "seed", "stop", "stream", "logprobs"});
+  only(j, {"model", "prompt", "max_tokens", "temperature", "top_k", "seed", "stop", "stream", "logprobs", "echo"});
   CompletionRequest r;
   if (j.contains("model")) r.model = get_string(j["model"], "model", 1024);
   if (!j.contains("prompt")) bad("prompt", "is missing: give the text to continue");
@@ -157,6 +157,11 @@ CompletionRequest parse_completion(std::string_view body, const Limits& limits) 
     r.stream = j["stream"].get<bool>();
   }
   if (j.contains("logprobs") && !j["logprobs"].is_null()) r.logprobs = get_int(j["logprobs"], "logprobs", 0, limits.max_logprobs);
+  if (j.contains("echo")) {
+    if (!j["echo"].is_boolean()) bad("echo", std::string("must be true or false, got ") + type_name(j["echo"]));
+    r.echo = j["echo"].get<bool>();
+    if (r.echo && r.stream) bad("echo", "is not served with \"stream\": true; ask for the whole answer");
+  }
   return r;
 }
 

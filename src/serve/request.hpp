@@ -28,6 +28,7 @@ struct Limits {
   std::int64_t max_stop_bytes = 64;     // bytes of one stop string
   std::int64_t max_samples = 4096;      // inputs of one prediction
   std::int64_t max_logprobs = 20;       // alternatives listed per token
+  std::int64_t max_echo_tokens = 1024;  // prompt tokens whose log-probabilities echo computes
 };
 
 // POST /v1/completions: a subset of OpenAI's shape.
@@ -41,6 +42,7 @@ struct CompletionRequest {
   std::vector<std::string> stop;
   bool stream = false;
   std::int64_t logprobs = -1;  // -1 (absent or null): none; k: each token's and the k most likely
+  bool echo = false;           // the prompt before the completion (and its log-probabilities)
 };
 CompletionRequest parse_completion(std::string_view body, const Limits& limits);
 

@@ -137,6 +137,9 @@ void Server::Impl::completions(const HttpRequest& req, const std::shared_ptr<Rep
   } catch (const std::exception& e) {
     throw RequestError(400, "prompt", e.what());
   }
+  if (r.echo && r.logprobs >= 0 && static_cast<std::int64_t>(prompt.size()) > limits.max_echo_tokens)
+    throw RequestError(413, "echo", "the prompt's log-probabilities are served for prompts of at most " + std::to_string(limits.max_echo_tokens) +
+                                        " tokens; this one has " + std::to_string(prompt.size()));
   if (draining) throw RequestError(503, "", "the server is stopping; retry on another");
   const bool stream = r.stream;
   auto job = std::make_shared<CompletionJob>(std::move(r), std::move(prompt));
@@ -154,7 +157,17 @@ void Server::Impl::completions(const HttpRequest& req, const std::shared_ptr<Rep
     job->on_progress = [this, reply, chunk, t0](CompletionJob& j) {
       if (!j.done) return;
       if (j.finish_reason == "error") return answer(reply, "/v1/completions", t0, error(500, "", j.error));
-      json body = chunk(j.text, j.finish_reason, &j);
+      json body = chunk(j.req.echo ? j.req.prompt + j.text : j.text, j.finish_reason, &j);
+      if (j.req.echo && j.req.logprobs >= 0) {  // the prompt's entries first, then the completion's after its bytes
+        json all = infer::prompt_logprobs_json(j.prompt_logprobs, j.prompt_ids, *model.corpus);
+        const json& gen = body["choices"][0]["logprobs"];
+        std::size_t base = 0;
+        for (const std::int64_t t : j.prompt_ids) base += model.corpus->decode({t}).size();
+        for (const char* key : {"tokens", "token_logprobs", "top_logprobs"})
+          for (const json& x : gen[key]) all[key].push_back(x);
+        for (const json& x : gen["text_offset"]) all["text_offset"].push_back(base + x.get<std::size_t>());
+        body["choices"][0]["logprobs"] = std::move(all);
+      }
       const auto generated = static_cast<std::int64_t>(j.generated.size());
       body["usage"] = {{"prompt_tokens", j.prompt_tokens}, {"completion_tokens", generated}, {"total_tokens", j.prompt_tokens + generated}};
       HttpResponse res;

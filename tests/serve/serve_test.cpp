@@ -186,6 +186,63 @@ TEST(Serve, LogprobsAreTheTrainingForwardsBitsInsideAndPastTheWindow) {
   }
 }
 
+// The log-probability of prompt token p from the window before it (the block_size tokens
+// `bitgrad sample` would draw it from): log_softmax of the window forward's last row.
+float window_logprob(const infer::RunModel& m, const std::vector<std::int64_t>& ids, std::size_t p) {
+  NoGradGuard ng;
+  const std::int64_t b = std::max<std::int64_t>(0, static_cast<std::int64_t>(p) - m.cfg.data.block_size), len = static_cast<std::int64_t>(p) - b;
+  std::vector<float> w;
+  for (std::int64_t i = b; i < static_cast<std::int64_t>(p); ++i) w.push_back(static_cast<float>(ids[static_cast<std::size_t>(i)]));
+  const Tensor l = contiguous(log_softmax(m.model->forward(Tensor::from(w, Shape{1, len}), nn::Context{}), -1));
+  return l.data<float>()[(len - 1) * m.classes + ids[p]];
+}
+
+// `echo` puts the prompt before the completion, and with logprobs each prompt token's
+// log-probability from the window `bitgrad sample` would draw it from: bit for bit the window
+// forward's log_softmax, inside the first window and past it.
+TEST(Serve, EchoGivesThePromptsLogprobsFromItsWindows) {
+  const std::string dir = gpt_run();
+  const infer::RunModel m = infer::load_run_model(dir, "serve", false);
+  Running r(dir);
+  for (const std::string prompt : {"A", "Good ne", "It is a poor judge"}) {
+    json req{{"prompt", prompt}, {"max_tokens", 3}, {"temperature", 0.8}, {"seed", 9}, {"logprobs", 2}};
+    const json plain = json::parse(post(r, "/v1/completions", req.dump()).body)["choices"][0];
+    req["echo"] = true;
+    const Reply a = post(r, "/v1/completions", req.dump());
+    ASSERT_EQ(a.status, 200) << a.body;
+    const json c = json::parse(a.body)["choices"][0];
+    EXPECT_EQ(c["text"], prompt + plain["text"].get<std::string>());
+    const json& lp = c["logprobs"];
+    const std::vector<std::int64_t> ids = m.corpus->encode(prompt, "prompt");
+    const std::size_t P = ids.size();
+    ASSERT_EQ(lp["tokens"].size(), P + 3);
+    EXPECT_TRUE(lp["token_logprobs"][0].is_null() && lp["top_logprobs"][0].is_null());
+    for (std::size_t p = 1; p < P; ++p) {
+      EXPECT_EQ(bits(static_cast<float>(lp["token_logprobs"][p].get<double>())), bits(window_logprob(m, ids, p))) << "'" << prompt << "' position " << p;
+      EXPECT_EQ(lp["tokens"][p], infer::token_text(*m.corpus, ids[p]));
+      EXPECT_EQ(lp["text_offset"][p], p);  // one byte per character here
+    }
+    for (std::size_t i = 0; i < 3; ++i) {  // then the completion's, as without echo
+      EXPECT_EQ(lp["token_logprobs"][P + i], plain["logprobs"]["token_logprobs"][i]);
+      EXPECT_EQ(lp["top_logprobs"][P + i], plain["logprobs"]["top_logprobs"][i]);
+      EXPECT_EQ(lp["text_offset"][P + i].get<std::size_t>(), P + plain["logprobs"]["text_offset"][i].get<std::size_t>());
+    }
+    // no token asked: the prompt scored alone
+    req["max_tokens"] = 0;
+    const json scored = json::parse(post(r, "/v1/completions", req.dump()).body)["choices"][0];
+    EXPECT_EQ(scored["text"], prompt);
+    EXPECT_EQ(scored["logprobs"]["token_logprobs"].size(), P);
+    for (std::size_t p = 0; p < P; ++p) EXPECT_EQ(scored["logprobs"]["token_logprobs"][p], lp["token_logprobs"][p]);
+  }
+  const Reply streamed = post(r, "/v1/completions", R"({"prompt": "A", "echo": true, "stream": true})");
+  EXPECT_EQ(streamed.status, 400);
+  EXPECT_EQ(json::parse(streamed.body)["error"]["param"], "echo");
+  const Reply long_prompt = post(r, "/v1/completions", json{{"prompt", std::string(1100, 'A')}, {"echo", true}, {"logprobs", 0}}.dump());
+  EXPECT_EQ(long_prompt.status, 413) << long_prompt.body;
+  EXPECT_EQ(json::parse(long_prompt.body)["error"]["param"], "echo");
+  EXPECT_EQ(post(r, "/v1/completions", json{{"prompt", std::string(1100, 'A')}, {"echo", true}, {"max_tokens", 1}}.dump()).status, 200);
+}
+
 // A metric's value in /metrics' text.
 double metric(const std::string& text, const std::string& name) {
   const std::size_t at = text.find("\n" + name + " ");
@@ -509,6 +566,12 @@ lr = 0.01
     for (std::size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(together[i].body, alone[i]) << "request " << i << " at " << threads << " threads";
     if (first.empty()) first = alone;
     EXPECT_EQ(alone, first) << "threads " << threads;
+    // echo: the prompt's log-probabilities from its windows (the first one from one forward)
+    const std::string prompt = "It is a poor judge";
+    const json e = json::parse(post(r, "/v1/completions", json{{"prompt", prompt}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}}.dump()).body);
+    const std::vector<std::int64_t> ids = m.corpus->encode(prompt, "prompt");
+    for (std::size_t p = 1; p < ids.size(); ++p)
+      EXPECT_EQ(bits(static_cast<float>(e["choices"][0]["logprobs"]["token_logprobs"][p].get<double>())), bits(window_logprob(m, ids, p))) << p;
   }
 }
 
@@ -793,7 +856,9 @@ TEST(ServeRequest, ParsesTheOpenAISubset) {
   EXPECT_EQ(serve::parse_completion(R"({"prompt":"A","logprobs":20})", l).logprobs, 20);
   EXPECT_THROW_MSG(serve::parse_completion(R"({"prompt":"A","logprobs":21})", l), "logprobs");
   EXPECT_THROW_MSG(serve::parse_completion(R"({"prompt":"A","logprobs":true})", l), "logprobs");
-  EXPECT_THROW_MSG(serve::parse_completion(R"({"prompt":"A","echo":true})", l), "echo");
+  EXPECT_TRUE(serve::parse_completion(R"({"prompt":"A","echo":true})", l).echo);
+  EXPECT_THROW_MSG(serve::parse_completion(R"({"prompt":"A","echo":true,"stream":true})", l), "echo");
+  EXPECT_THROW_MSG(serve::parse_completion(R"({"prompt":"A","echo":1})", l), "echo");
 }
 
 }  // namespace
