@@ -234,7 +234,7 @@ std::vector<TokenLogprobs> Decoder::prompt_logprobs(const std::vector<std::int64
   auto forward = [&](std::int64_t b, std::int64_t e) {  // the model on tokens [b, e): [1, e - b, V]
     std::vector<float> w;
     for (std::int64_t i = b; i < e; ++i) w.push_back(static_cast<float>(tokens[static_cast<std::size_t>(i)]));
-    return contiguous(m_.model->forward(Tensor::from(w, Shape{1, e - b}), nn::Context{}));
+    return contiguous(m_.model->forward(Tensor::from(w, Shape{1, e - b}), m_.context()));
   };
   const std::int64_t first = cached_ ? std::min(P - 1, block_size_) : 0;  // positions 1 .. first from one forward
   if (first > 0) {
@@ -254,7 +254,7 @@ std::vector<float> Decoder::window_logits(const Sequence& q) const {
   const std::int64_t len = std::min<std::int64_t>(block_size_, static_cast<std::int64_t>(text.size()));
   std::vector<float> w(static_cast<std::size_t>(len));
   for (std::int64_t i = 0; i < len; ++i) w[static_cast<std::size_t>(i)] = static_cast<float>(text[text.size() - static_cast<std::size_t>(len - i)]);
-  const Tensor logits = contiguous(m_.model->forward(Tensor::from(w, Shape{1, len}), nn::Context{}));
+  const Tensor logits = contiguous(m_.model->forward(Tensor::from(w, Shape{1, len}), m_.context()));
   const std::int64_t V = m_.classes;
   const float* p = logits.data<float>() + (len - 1) * V;
   return std::vector<float>(p, p + V);
@@ -262,7 +262,7 @@ std::vector<float> Decoder::window_logits(const Sequence& q) const {
 
 std::vector<std::vector<float>> Decoder::next_logits(const std::vector<Sequence*>& seqs) {
   NoGradGuard ng;
-  const nn::Context ctx{};  // evaluation, f32: what `bitgrad sample` runs
+  const nn::Context ctx = m_.context();  // evaluation in the run's precision: what `bitgrad sample` runs
   const std::int64_t V = m_.classes;
   std::vector<std::vector<float>> out(seqs.size());
   auto logits_row = [&](const Tensor& t, std::int64_t row) {

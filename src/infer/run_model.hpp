@@ -29,6 +29,14 @@ struct RunModel {
   std::int64_t classes = 0;                        // the vocabulary of a text run
   std::int64_t step = 0;                           // of the checkpoint
   bool text() const { return corpus != nullptr; }
+  // The evaluation forward of the run: in its precision (bf16/fp16 runs round their matmul-like
+  // ops to nearest, as their evaluation during training does; numerics §24).
+  nn::Context context() const {
+    nn::Context c;
+    c.seed = cfg.seed;
+    c.precision = cfg.train.precision;
+    return c;
+  }
 };
 // `what` prefixes the errors ("sample", "serve"); need_text refuses a run of other data.
 RunModel load_run_model(const std::string& run_dir, const std::string& what, bool need_text);

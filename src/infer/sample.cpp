@@ -33,7 +33,7 @@ SampleResult sample(const std::string& run_dir, const SampleOptions& o) {
     const std::int64_t len = std::min<std::int64_t>(block, static_cast<std::int64_t>(text.size()));
     std::vector<float> ctx(static_cast<std::size_t>(len));
     for (std::int64_t i = 0; i < len; ++i) ctx[static_cast<std::size_t>(i)] = static_cast<float>(text[text.size() - static_cast<std::size_t>(len - i)]);
-    Tensor logits = model->forward(Tensor::from(ctx, Shape{1, len}), nn::Context{});  // [1, len, V]
+    Tensor logits = model->forward(Tensor::from(ctx, Shape{1, len}), rm.context());  // [1, len, V]
     const float* last = logits.data<float>() + (len - 1) * V;
     const auto pos = static_cast<std::uint64_t>(text.size());  // the position of the token drawn
     const std::int64_t t = draw_token(last, V, o.temperature, o.top_k, stream.uniform_f64(pos));

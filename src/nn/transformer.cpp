@@ -178,13 +178,14 @@ Tensor TransformerBlock::forward_rows(const Tensor& x, const std::vector<std::in
     Tensor kh = permute(reshape(c.k, Shape{L, H, E}), {1, 2, 0});                              // [H, E, L]
     Tensor vh = permute(reshape(c.v, Shape{L, H, E}), {1, 0, 2});                              // [H, L, E]
     // the window's attention rows p0 .. p0+n-1
-    Tensor att = mul(matmul(qh, kh), 1.0 / math::sqrt(static_cast<double>(E)));  // [H, n, L]
+    // the products rounded where forward rounds them (mixed precision; identities in f32)
+    Tensor att = mul(detail::lowp(matmul(qh, kh), ctx, site(), 0), 1.0 / math::sqrt(static_cast<double>(E)));  // [H, n, L]
     Tensor mask = Tensor::zeros(Shape{n, L}, DType::u8);
     std::uint8_t* mp = mask.mutable_data<std::uint8_t>();
     for (std::int64_t i = 0; i < n; ++i)
       for (std::int64_t j = 0; j <= p0 + i; ++j) mp[i * L + j] = 1;
-    att = softmax(where(mask, att, Tensor::scalar(lowest, att.dtype())), -1);
-    ys.push_back(reshape(contiguous(permute(matmul(att, vh), {1, 0, 2})), Shape{n, D}));  // heads side by side
+    att = detail::lowp(softmax(where(mask, att, Tensor::scalar(lowest, att.dtype())), -1), ctx, site(), 1);
+    ys.push_back(reshape(contiguous(permute(detail::lowp(matmul(att, vh), ctx, site(), 2), {1, 0, 2})), Shape{n, D}));  // heads side by side
   }
   BITGRAD_CHECK(first == x.shape()[0], describe().c_str(), "forward_rows: the counts add up to ", first, " rows, x has ", x.shape()[0]);
   Tensor h = add(x, proj_->forward(concat(ys, 0), ctx));

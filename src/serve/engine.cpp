@@ -355,7 +355,7 @@ void Engine::predict(std::vector<std::shared_ptr<PredictJob>>& batch) {
   Tensor logits, probs;
   try {
     NoGradGuard ng;
-    logits = contiguous(m_.model->forward(Tensor::from(in, Shape(dims)), nn::Context{}));
+    logits = contiguous(m_.model->forward(Tensor::from(in, Shape(dims)), m_.context()));
     if (m_.classes > 0 && logits.ndim() == 2) probs = contiguous(softmax(logits, -1));
   } catch (const std::exception& e) {
     error = e.what();

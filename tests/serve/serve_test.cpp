@@ -243,6 +243,67 @@ TEST(Serve, EchoGivesThePromptsLogprobsFromItsWindows) {
   EXPECT_EQ(post(r, "/v1/completions", json{{"prompt", std::string(1100, 'A')}, {"echo", true}, {"max_tokens", 1}}.dump()).status, 200);
 }
 
+// bf16 and fp16 runs are sampled and served with their evaluation forward's rounding (the
+// matmul-like ops to nearest in the run's precision, numerics §24), the cache's rows included:
+// completions and log-probabilities equal `sample`'s and that forward's, batched equal alone.
+TEST(Serve, Bf16AndFp16RunsAreServedWithTheirTrainingForwardsRounding) {
+  for (const std::string precision : {"bf16", "fp16"}) {
+    std::string cfg = tiny_gpt("precision = \"" + precision + "\"\n");
+    cfg.replace(cfg.find("dropout = 0.1"), 13, "dropout = 0.0");
+    const std::string dir = train_into(cfg, "serve_" + precision, options(4, 1, 0));
+    const infer::RunModel m = infer::load_run_model(dir, "serve", false);
+    ASSERT_NE(m.context().precision, Precision::fp32);
+    EXPECT_TRUE(infer::Decoder(m).keeps_rows());
+    infer::SampleOptions so;
+    so.prompt = "A";
+    so.tokens = 14;  // past the window of 8
+    so.temperature = 0.8;
+    so.seed = 5;
+    so.logprobs = 2;
+    so.threads = 1;
+    const infer::SampleResult sr = infer::sample(dir, so);
+    // the window forward in the run's precision, and in f32: the rounding shows in the numbers
+    std::vector<std::int64_t> text = m.corpus->encode("A", "prompt");
+    int differ_from_f32 = 0;
+    NoGradGuard ng;
+    for (std::size_t i = 0; i < sr.tokens.size(); ++i) {
+      const std::int64_t len = std::min<std::int64_t>(m.cfg.data.block_size, static_cast<std::int64_t>(text.size()));
+      std::vector<float> w(text.end() - len, text.end());
+      const Tensor x = Tensor::from(w, Shape{1, len});
+      const Tensor lp = contiguous(log_softmax(m.model->forward(x, m.context()), -1));
+      const Tensor lp32 = contiguous(log_softmax(m.model->forward(x, nn::Context{}), -1));
+      const std::int64_t at = (len - 1) * m.classes + sr.tokens[i];
+      EXPECT_EQ(bits(sr.logprobs[i].logprob), bits(lp.data<float>()[at])) << precision << " position " << i;
+      differ_from_f32 += bits(lp.data<float>()[at]) != bits(lp32.data<float>()[at]);
+      text.push_back(sr.tokens[i]);
+    }
+    EXPECT_GT(differ_from_f32, 0) << precision << ": the run's rounding changes no log-probability; the test would not see it ignored";
+    const std::vector<std::string> reqs = {
+        json{{"prompt", "A"}, {"max_tokens", 14}, {"temperature", 0.8}, {"seed", 5}, {"logprobs", 2}}.dump(),
+        json{{"prompt", "Good ne"}, {"max_tokens", 9}, {"temperature", 0.0}, {"seed", 1}}.dump(),
+        json{{"prompt", "It is a poor judge"}, {"max_tokens", 5}, {"temperature", 1.0}, {"seed", 2}, {"logprobs", 0}}.dump()};
+    for (int threads : {1, 2}) {
+      serve::ServeOptions o;
+      o.threads = threads;
+      Running r(dir, o);
+      std::vector<std::string> alone;
+      for (const std::string& q : reqs) {
+        const Reply a = post(r, "/v1/completions", q);
+        ASSERT_EQ(a.status, 200) << a.body;
+        alone.push_back(a.body);
+      }
+      const json first = json::parse(alone[0])["choices"][0];
+      EXPECT_EQ("A" + first["text"].get<std::string>(), sr.text) << precision << " at " << threads << " threads";
+      EXPECT_EQ(first["logprobs"], json::parse(sr.logprobs_json)) << precision << " at " << threads << " threads";
+      std::vector<Reply> together(reqs.size());
+      std::vector<std::thread> clients;
+      for (std::size_t i = 0; i < reqs.size(); ++i) clients.emplace_back([&, i] { together[i] = post(r, "/v1/completions", reqs[i]); });
+      for (auto& t : clients) t.join();
+      for (std::size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(together[i].body, alone[i]) << precision << " request " << i;
+    }
+  }
+}
+
 // A metric's value in /metrics' text.
 double metric(const std::string& text, const std::string& name) {
   const std::size_t at = text.find("\n" + name + " ");
