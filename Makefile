@@ -1,13 +1,13 @@
 # The README's two commands:
 #   make demo   install dependencies, build the CLI, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
-# Other targets: build, package, package-check, bench, bench-fastest, bench-dist, bench-gpt, bench-precision, bench-python, bench-serve, contract, contract-torch, crosscheck, onnx-table, onnx-roundtrip,
+# Other targets: build, package, package-check, bench, bench-fastest, bench-dist, bench-gpt, bench-precision, bench-python, bench-serve, bench-zoo, contract, contract-torch, crosscheck, onnx-table, onnx-roundtrip,
 # soak, pip-check, sanitize, sanitize-ci, tsan, fuzz, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test package package-check crosscheck sanitize sanitize-ci tsan fuzz bench bench-fastest bench-dist bench-dist-hosts bench-gpt bench-precision bench-python bench-serve contract contract-torch soak pip-check onnx-table onnx-roundtrip accuracy clean
+.PHONY: deps configure build demo test package package-check crosscheck sanitize sanitize-ci tsan fuzz bench bench-fastest bench-dist bench-dist-hosts bench-gpt bench-precision bench-python bench-serve bench-zoo contract contract-torch soak pip-check onnx-table onnx-roundtrip accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -135,6 +135,12 @@ bench-python: build
 # train examples/fortunes_gpt.toml for SERVE_STEPS=300 steps first).
 bench-serve: build
 	@bash bench/serve_bench.sh $(BUILD) $(BUILD)/bench-serve
+
+# The zoo (docs/benchmarks.md, issue 47): training steps of the models users bring (recurrent
+# layers and classifiers in Python, torchvision CNNs through ONNX) against PyTorch eager at 1
+# and 2 threads, interleaved rounds; ZOO_ARGS passes options (--models, --rounds, --steps).
+bench-zoo: build
+	@PYTHONPATH=$(BUILD)/python /usr/bin/python3 bench/zoo.py --json $(BUILD)/zoo.json $(ZOO_ARGS)
 
 # Data parallel (docs/distributed_bench.md): tree_allreduce against MPI_Allreduce, and the MLP's
 # training step under mpirun against one process; DIST_RANKS="2 4", DIST_ONLY=combine|train.
