@@ -136,7 +136,7 @@ bench-python: build
 bench-serve: build
 	@bash bench/serve_bench.sh $(BUILD) $(BUILD)/bench-serve
 
-# The zoo (docs/benchmarks.md, issue 47): training steps of the models users bring (recurrent
+# The zoo (docs/benchmarks.md): training steps of the models users bring (recurrent
 # layers and classifiers in Python, torchvision CNNs through ONNX) against PyTorch eager at 1
 # and 2 threads, interleaved rounds; ZOO_ARGS passes options (--models, --rounds, --steps).
 bench-zoo: build

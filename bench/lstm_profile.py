@@ -1,4 +1,4 @@
-# Where an LSTM layer's forward time goes (issue 47's profile; docs/benchmarks.md): nn.LSTM over
+# Where an LSTM layer's forward time goes (docs/benchmarks.md, the zoo's first profile): nn.LSTM over
 # [64, 32, 64] with hidden 256 at 1 thread, beside PyTorch's; the input projection as one GEMM,
 # the 32 recurrent GEMMs, the gates' elementwise work (as ops), and the throughput of bitgrad's
 # sigmoid, tanh and exp per element. Medians of 15.

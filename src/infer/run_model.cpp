@@ -152,22 +152,19 @@ std::string token_text(const data::TextCorpus& corpus, std::int64_t token) {
 }
 
 nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lps, const std::vector<std::int64_t>& generated,
-                             const data::TextCorpus& corpus, std::size_t from, std::size_t to) {
+                             const data::TextCorpus& corpus, std::size_t from, std::size_t to, std::size_t& offset) {
   using json = nlohmann::json;
   BITGRAD_CHECK(from <= to && to <= lps.size() && lps.size() <= generated.size(), "logprobs", "tokens [", from, ", ", to, ") of ",
                 lps.size(), " listed, ", generated.size(), " generated");
   json tokens = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
-  std::size_t offset = 0;
-  for (std::size_t i = 0; i < to; ++i) {
-    if (i >= from) {
-      const TokenLogprobs& t = lps[i];
-      tokens.push_back(token_text(corpus, t.token));
-      values.push_back(t.logprob);
-      json top = json::object();
-      for (const auto& [id, lp] : t.top) top[token_text(corpus, id)] = lp;
-      tops.push_back(std::move(top));
-      offsets.push_back(offset);
-    }
+  for (std::size_t i = from; i < to; ++i) {
+    const TokenLogprobs& t = lps[i];
+    tokens.push_back(token_text(corpus, t.token));
+    values.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [id, lp] : t.top) top[token_text(corpus, id)] = lp;
+    tops.push_back(std::move(top));
+    offsets.push_back(offset);
     offset += corpus.decode({generated[i]}).size();
   }
   return json{{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};

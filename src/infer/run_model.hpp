@@ -51,9 +51,10 @@ TokenLogprobs token_logprobs(const float* logits, std::int64_t V, std::int64_t t
 std::string token_text(const data::TextCorpus& corpus, std::int64_t token);
 // OpenAI's completions `logprobs` object for generated tokens [from, to): each token's text, its
 // log-probability, its k most likely alternatives and its byte offset in the generated text
-// (before a stop string cut it). lps[i] belongs to generated[i].
+// (before a stop string cut it), counted from `offset`, token `from`'s. lps[i] belongs to
+// generated[i]. `offset` becomes token `to`'s, for the next call (a stream's next event).
 nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lps, const std::vector<std::int64_t>& generated,
-                             const data::TextCorpus& corpus, std::size_t from, std::size_t to);
+                             const data::TextCorpus& corpus, std::size_t from, std::size_t to, std::size_t& offset);
 // The same object for a prompt (`echo`): its first token has no log-probability (null), token p
 // has lps[p - 1]; offsets from the prompt's start.
 nlohmann::json prompt_logprobs_json(const std::vector<TokenLogprobs>& lps, const std::vector<std::int64_t>& prompt,

@@ -42,7 +42,9 @@ SampleResult sample(const std::string& run_dir, const SampleOptions& o) {
     r.tokens.push_back(t);
   }
   r.text = corpus->decode(text);
-  if (o.logprobs >= 0) r.logprobs_json = logprobs_json(r.logprobs, r.tokens, *corpus, 0, r.logprobs.size()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::size_t offset = 0;
+  if (o.logprobs >= 0)
+    r.logprobs_json = logprobs_json(r.logprobs, r.tokens, *corpus, 0, r.logprobs.size(), offset).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return r;
 }
 

@@ -42,6 +42,7 @@ struct CompletionJob {
   std::function<void(CompletionJob&)> on_progress;
   std::size_t delivered = 0;  // pieces the server has written (guarded by the engine's lock)
   std::size_t delivered_logprobs = 0;  // logprobs entries the server has written (likewise)
+  std::size_t delivered_offset = 0;    // the byte offset of the next entry's token (likewise)
   // guarded by the engine's lock
   std::string text;                 // the completion so far (cut at a stop string at the end)
   std::vector<std::string> pieces;  // the text released per token step (streaming: one event each)

@@ -148,7 +148,8 @@ void Server::Impl::completions(const HttpRequest& req, const std::shared_ptr<Rep
   auto chunk = [this, id](const std::string& text, const json& reason, CompletionJob* lp) {
     json choice{{"index", 0}, {"text", text}, {"finish_reason", reason}};
     if (lp != nullptr && lp->req.logprobs >= 0) {
-      choice["logprobs"] = infer::logprobs_json(lp->logprobs, lp->generated, *model.corpus, lp->delivered_logprobs, lp->logprobs.size());
+      choice["logprobs"] = infer::logprobs_json(lp->logprobs, lp->generated, *model.corpus, lp->delivered_logprobs, lp->logprobs.size(),
+                                                lp->delivered_offset);
       lp->delivered_logprobs = lp->logprobs.size();
     }
     return json{{"id", id}, {"object", "text_completion"}, {"model", name}, {"choices", json::array({choice})}};

@@ -37,8 +37,8 @@ def _numpy_view(bit_generator):
         view = numpy.ctypeslib.as_array((ctypes.c_uint32 * 625).from_address(address))
         if numpy.array_equal(view, _numpy_words(numpy.random.get_state())):
             return view
-    except (AttributeError, TypeError, ValueError):
-        pass
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError):
+        pass  # not NumPy's legacy Mersenne Twister layout: read through get_state()
     return None
 
 
@@ -58,7 +58,12 @@ class Generators:
             self._numpy = _numpy_view(bg) if bg is not None else None
         if self._numpy is not None:
             return self._numpy.copy()
-        return _numpy_words(numpy.random.get_state())
+        state = numpy.random.get_state(legacy=False)
+        if state.get("bit_generator") == "MT19937":
+            return _numpy_words(numpy.random.get_state())
+        # another bit generator behind the global RandomState (NumPy 1.25's set_bit_generator):
+        # its state as NumPy reports it
+        return numpy.frombuffer(bytearray(repr(state).encode()), dtype=numpy.uint8)
 
     def _python(self):
         # (version, 625 words of the Mersenne Twister and its index, gauss_next)
