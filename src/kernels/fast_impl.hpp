@@ -59,6 +59,10 @@ inline void store_d(double* p, D v) { VT<double>::store(p, v); }
 inline void store_d_part(float* p, D v, int n) { store_f32_part(p, VT<double>::canon(v), n); }
 inline void store_d_part(double* p, D v, int n) { VT<double>::store_part(p, v, n); }
 
+// An f32 result lets a function take its *_f32r form (mathfn_impl.hpp): the same f32 bits.
+template <class T>
+constexpr bool f32_out() { return std::is_same_v<T, float>; }
+
 // y[i] = f(x[i]) in f64 lanes
 template <class T, class Fn>
 inline void map_d(const T* x, T* y, std::int64_t n, Fn f) {
@@ -215,13 +219,13 @@ void unary_fast(Unary op, const T* x, T* y, std::int64_t n) {
       case Unary::square: for (std::int64_t i = 0; i < m; ++i) ys[i] = canon(xs[i] * xs[i]); break;
       case Unary::reciprocal: for (std::int64_t i = 0; i < m; ++i) ys[i] = canon(T(1) / xs[i]); break;
       case Unary::sqrt: for (std::int64_t i = 0; i < m; ++i) ys[i] = canon(std::sqrt(xs[i])); break;
-      case Unary::exp: map_d(xs, ys, m, [](D v) { return exp_f64(v); }); break;
+      case Unary::exp: map_d(xs, ys, m, [](D v) { return f32_out<T>() ? exp_f32r(v) : exp_f64(v); }); break;
       case Unary::expm1: map_d(xs, ys, m, [](D v) { return expm1_f64(v); }); break;
       case Unary::log: map_d(xs, ys, m, [](D v) { return log_f64(v); }); break;
       case Unary::log1p: map_d(xs, ys, m, [](D v) { return log1p_f64(v); }); break;
       case Unary::rsqrt: map_d(xs, ys, m, [](D v) { return rsqrt_f64(v); }); break;
-      case Unary::tanh: map_d(xs, ys, m, [](D v) { return tanh_f64(v); }); break;
-      case Unary::sigmoid: map_d(xs, ys, m, [](D v) { return sigmoid_f64(v); }); break;
+      case Unary::tanh: map_d(xs, ys, m, [](D v) { return f32_out<T>() ? tanh_f32r(v) : tanh_f64(v); }); break;
+      case Unary::sigmoid: map_d(xs, ys, m, [](D v) { return f32_out<T>() ? sigmoid_f32r(v) : sigmoid_f64(v); }); break;
       case Unary::erf: erf_map(xs, 1.0, ys, m, [](D, D r) { return r; }); break;
       case Unary::sin: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 0); }); break;
       case Unary::cos: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 1); }); break;

@@ -223,6 +223,108 @@ inline D sigmoid_f64(D x) {
   return select(isnan_(x), x + x, y);
 }
 
+// ---- f32 results of exp, sigmoid and tanh, fast, with the bits above ----
+// An f32 function is its f64 function rounded once. Where that rounding is decided by a wide
+// margin, a cheaper f64 approximation decides it the same way: *_f32r below evaluate one
+// (relative error < 2^-48), keep it on the lanes whose f32 rounding no value within 2^-40 of it
+// would change, and take the f64 function above on the others (about one lane in 2^15). The
+// f64 function is within 2^-52 of the true value, so both lie in that window and round alike.
+// The result is a D whose rounding to f32 is the f32 function's; it is not the f64 function.
+// tools/fast_f32_check runs every f32 input through both (docs/numerics.md §8).
+
+alignas(64) constexpr double kExp8Tab[8] = {kExpTabHi[0],  kExpTabHi[16], kExpTabHi[32], kExpTabHi[48],
+                                            kExpTabHi[64], kExpTabHi[80], kExpTabHi[96], kExpTabHi[112]};
+
+// e^x for |x| <= 100 (finite, normal): x = (8k + j) ln2/8 + r, |r| <= ln2/16, 2^(j/8) from
+// kExp8Tab, e^r - 1 to degree 7 (truncation < 2^-51); relative error < 2^-49.
+inline D exp_approx(D x) {
+  const D shift = 0x1.8p52;
+  D t = fma(x, D(kExpInvLn2N * 0.0625), shift);  // 8/ln2
+  D kd = t - shift;
+  I ki = subi(as_int(t), as_int(shift));
+  D r = fma(-kd, D(kExpLn2NHi * 16.0), x);  // exact: the high part has 35 bits, |kd| < 2^11
+  r = fma(-kd, D(kExpLn2NLo * 16.0), r);
+  D p = D(1.0 / 5040);
+  p = fma(p, r, D(1.0 / 720));
+  p = fma(p, r, D(1.0 / 120));
+  p = fma(p, r, D(1.0 / 24));
+  p = fma(p, r, D(1.0 / 6));
+  p = fma(p, r, D(0.5));
+  p = fma(p, r, D(1.0));
+  p = p * r;
+  D T = lookup8(kExp8Tab, andi(ki, to_i(7)));
+  return fma(T, p, T) * pow2i(sra<3>(ki));
+}
+
+// True on the lanes where a (> 0, rounding to a normal f32) and every value within a relative
+// 2^-40 of it round to the same f32.
+inline M f32_rounding_safe(D a) {
+  D y = round_f32(a);
+  I yb = as_int(y);
+  D ulp = as_double(subi(andi(yb, to_i(0x7ff0000000000000LL)), to_i(23LL << 52)));  // 2^(e-23)
+  D up = D(0.5) * ulp;
+  // below a power of two the f32 spacing halves
+  D down = select(eqi(andi(yb, to_i(0x000fffffffffffffLL)), to_i(0)), D(0.25) * ulp, up);
+  D d = a - y;  // exact: y is within half an f32 ulp of a
+  D m = a * D(0x1p-40);
+  return mand(d + m < up, m - d < down);
+}
+
+inline D exp_f32r(D x) {
+  M in = mand(x >= D(-87.0), x <= D(88.0));  // a normal f32 result; NaN fails
+  D y = exp_approx(select(in, x, D(0.0)));
+  M ok = mand(in, f32_rounding_safe(y));
+  if (!all(ok)) y = select(ok, y, exp_f64(x));
+  return y;
+}
+
+// sigmoid for |x| <= 80 (relative error < 2^-49)
+inline D sigmoid_approx(D x, D ax) {
+  D s = exp_approx(-ax);
+  return select(x < D(0.0), s, D(1.0)) / (D(1.0) + s);
+}
+
+inline D sigmoid_f32r(D x) {
+  D ax = abs(x);
+  M in = ax <= D(80.0);  // sigmoid(-80) is a normal f32; NaN fails
+  D y = sigmoid_approx(x, select(in, ax, D(0.0)));
+  M ok = mand(in, f32_rounding_safe(y));
+  if (!all(ok)) y = select(ok, y, sigmoid_f64(x));
+  return y;
+}
+
+// tanh a for 0 <= a <= 20 (relative error < 2^-48): (1 - e)/(1 + e), e = e^-2a, from a = 1/8
+// (1 - e > 0.22, so e's error grows at most 3.5 times); below, a + a^3 q(a^2) to degree 13
+// (truncation < 2^-51).
+inline D tanh_approx_abs(D a) {
+  D e = exp_approx(D(-2.0) * a);
+  D y = (D(1.0) - e) / (D(1.0) + e);
+  M small = a < D(0.125);
+  if (any(small)) {
+    D s = a * a;
+    D q = D(0x1.d6d3d0e157de0p-9);
+    q = fma(q, s, D(-0x1.226e355e6c23dp-7));
+    q = fma(q, s, D(0x1.664f4882c10fap-6));
+    q = fma(q, s, D(-0x1.ba1ba1ba1ba1cp-5));
+    q = fma(q, s, D(0x1.1111111111111p-3));
+    q = fma(q, s, D(-0x1.5555555555555p-2));
+    y = select(small, fma(a * s, q, a), y);
+  }
+  return y;
+}
+
+inline D tanh_f32r(D x) {
+  D ax = abs(x);
+  M in = ax <= D(20.0);  // beyond, tanh_f64 is exactly 1; NaN fails
+  D y = tanh_approx_abs(select(in, ax, D(1.0)));
+  // tanh is odd and rounding to nearest is symmetric: decided on |x|; +-0 stays +-0
+  M zero = x == D(0.0);
+  M ok = mor(mand(mand(in, mnot(zero)), f32_rounding_safe(y)), zero);
+  y = copysign_(select(zero, D(0.0), y), x);
+  if (!all(ok)) y = select(ok, y, tanh_f64(x));
+  return y;
+}
+
 // erf in two branches; erf_f64 evaluates both on every lane and selects, erf_in_place (the
 // kernels) evaluates the second only on the values that take it: the same bits either way.
 // |x| < 0.84375: x + x q(x^2)

@@ -53,6 +53,7 @@ inline D load_part(const double* p, int n, double fill) { return n > 0 ? *p : fi
 inline void store_part(double* p, D v, int n) { if (n > 0) *p = v; }
 inline D load_range(const double* p, int a, int b) { return a <= 0 && 0 < b ? *p : 0.0; }
 inline D load_f32(const float* p) { return static_cast<double>(*p); }
+inline D round_f32(D v) { return static_cast<double>(static_cast<float>(v)); }
 inline void store_f32(float* p, D v) { *p = static_cast<float>(v); }
 inline D load_f32_part(const float* p, int n, double fill) { return n > 0 ? static_cast<double>(*p) : fill; }
 inline void store_f32_part(float* p, D v, int n) { if (n > 0) *p = static_cast<float>(v); }
@@ -143,6 +144,7 @@ inline D load_range(const double* p, int a, int b) {
   return _mm256_maskload_pd(p, _mm256_andnot_si256(part_mask(a), part_mask(b)));
 }
 inline D load_f32(const float* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
+inline D round_f32(D v) { return _mm256_cvtps_pd(_mm256_cvtpd_ps(v.v)); }
 inline void store_f32(float* p, D v) { _mm_storeu_ps(p, _mm256_cvtpd_ps(v.v)); }
 inline D load_f32_part(const float* p, int n, double fill) {
   float tmp[4] = {0, 0, 0, 0};
@@ -240,6 +242,7 @@ inline D load_range(const double* p, int a, int b) {
   return _mm512_maskz_loadu_pd(static_cast<__mmask8>(part_mask(b) & ~part_mask(a)), p);
 }
 inline D load_f32(const float* p) { return cvt_ps_pd(_mm256_loadu_ps(p)); }
+inline D round_f32(D v) { return cvt_ps_pd(cvt_pd_ps(v.v)); }
 inline void store_f32(float* p, D v) { _mm256_storeu_ps(p, cvt_pd_ps(v.v)); }
 inline D load_f32_part(const float* p, int n, double fill) {
   __m256 f = _mm256_maskz_loadu_ps(part_mask(n), p);
