@@ -611,7 +611,7 @@ inline std::vector<T>& scratch() {
 template <class T>
 inline void exp_shifted_fast(const T* x, T m, T* e, std::int64_t L) {
   const D md = D(static_cast<double>(m));
-  map_d(x, e, L, [md](D v) { return exp_f64(v - md); });
+  map_d(x, e, L, [md](D v) { return f32_out<T>() ? exp_f32r(v - md) : exp_f64(v - md); });
 }
 
 // The softmax family's common start: m = the row maximum, out = exp(x - m), returns the row
@@ -684,7 +684,7 @@ void log_softmax_grad_rows_fast(const T* y, const T* gy, std::int64_t R, std::in
       const T* gr = gy + r * L;
       T* ox = gx + r * L;
       const T sg = row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, gr + i, c); });
-      map_d(yr, ox, L, [](D v) { return exp_f64(v); });  // exp(y) rounded to T
+      map_d(yr, ox, L, [](D v) { return f32_out<T>() ? exp_f32r(v) : exp_f64(v); });  // exp(y) rounded to T
       const V sv = V(sg);
       std::int64_t i = 0;
       for (; i + Tr::W <= L; i += Tr::W) Tr::store(ox + i, Tr::load(gr + i) - Tr::load(ox + i) * sv);
