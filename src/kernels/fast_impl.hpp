@@ -63,12 +63,38 @@ inline void store_d_part(double* p, D v, int n) { VT<double>::store_part(p, v, n
 template <class T>
 constexpr bool f32_out() { return std::is_same_v<T, float>; }
 
+// The fast forms as functors whose call always inlines (a lambda's call was left out of line,
+// and one vector at a time its latency was the loop's)
+#define BITGRAD_LANE_FN(name_, f32_, f64_)                                                     \
+  template <class T>                                                                          \
+  struct name_ {                                                                              \
+    [[gnu::always_inline]] D operator()(D v) const {                                          \
+      if constexpr (f32_out<T>()) return f32_(v);                                             \
+      else return f64_(v);                                                                    \
+    }                                                                                         \
+  };
+BITGRAD_LANE_FN(ExpT, exp_f32r, exp_f64)
+BITGRAD_LANE_FN(SigmoidT, sigmoid_f32r, sigmoid_f64)
+BITGRAD_LANE_FN(TanhT, tanh_f32r, tanh_f64)
+#undef BITGRAD_LANE_FN
+
 // y[i] = f(x[i]) in f64 lanes
 template <class T, class Fn>
 inline void map_d(const T* x, T* y, std::int64_t n, Fn f) {
   std::int64_t i = 0;
   for (; i + kWD <= n; i += kWD) store_d(y + i, f(load_d(x + i)));
   if (i < n) store_d_part(y + i, f(load_d_part(x + i, static_cast<int>(n - i), 0.0)), static_cast<int>(n - i));
+}
+// map_d two vectors an iteration, so that one's latency hides behind the other's
+template <class T, class Fn>
+inline void map_d_x2(const T* x, T* y, std::int64_t n, Fn f) {
+  std::int64_t i = 0;
+  for (; i + 2 * kWD <= n; i += 2 * kWD) {
+    const D a = f(load_d(x + i)), b = f(load_d(x + i + kWD));
+    store_d(y + i, a);
+    store_d(y + i + kWD, b);
+  }
+  map_d(x + i, y + i, n - i, f);
 }
 template <class T, class Fn>
 inline void map2_d(const T* a, const T* b, T* y, std::int64_t n, Fn f) {
@@ -219,13 +245,13 @@ void unary_fast(Unary op, const T* x, T* y, std::int64_t n) {
       case Unary::square: for (std::int64_t i = 0; i < m; ++i) ys[i] = canon(xs[i] * xs[i]); break;
       case Unary::reciprocal: for (std::int64_t i = 0; i < m; ++i) ys[i] = canon(T(1) / xs[i]); break;
       case Unary::sqrt: for (std::int64_t i = 0; i < m; ++i) ys[i] = canon(std::sqrt(xs[i])); break;
-      case Unary::exp: map_d(xs, ys, m, [](D v) { return f32_out<T>() ? exp_f32r(v) : exp_f64(v); }); break;
+      case Unary::exp: map_d_x2(xs, ys, m, ExpT<T>{}); break;
       case Unary::expm1: map_d(xs, ys, m, [](D v) { return expm1_f64(v); }); break;
       case Unary::log: map_d(xs, ys, m, [](D v) { return log_f64(v); }); break;
       case Unary::log1p: map_d(xs, ys, m, [](D v) { return log1p_f64(v); }); break;
       case Unary::rsqrt: map_d(xs, ys, m, [](D v) { return rsqrt_f64(v); }); break;
-      case Unary::tanh: map_d(xs, ys, m, [](D v) { return f32_out<T>() ? tanh_f32r(v) : tanh_f64(v); }); break;
-      case Unary::sigmoid: map_d(xs, ys, m, [](D v) { return f32_out<T>() ? sigmoid_f32r(v) : sigmoid_f64(v); }); break;
+      case Unary::tanh: map_d_x2(xs, ys, m, TanhT<T>{}); break;
+      case Unary::sigmoid: map_d_x2(xs, ys, m, SigmoidT<T>{}); break;
       case Unary::erf: erf_map(xs, 1.0, ys, m, [](D, D r) { return r; }); break;
       case Unary::sin: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 0); }); break;
       case Unary::cos: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 1); }); break;
@@ -422,6 +448,43 @@ void gelu_grad_kept_fast(const T* x, const double* e, const T* g, T* out, std::i
   parallel_for(n, kGrainSimple / 4, [&](std::int64_t b, std::int64_t end) { gelu_grad_from_erf(x + b, e + b, g + b, out + b, end - b); });
 }
 
+// The LSTM step in f64 lanes: each op's result rounded to T (an f32 add or product computed in f64
+// and rounded once is the f32 op's: 53 >= 2*24 + 2), sigmoid and tanh in their f32 fast forms.
+template <class T>
+[[gnu::always_inline]] inline D round_t(D v) {
+  if constexpr (f32_out<T>()) return round_f32(v);
+  else return v;
+}
+template <class T>
+[[gnu::always_inline]] inline D sigmoid_t(D v) { return round_t<T>(SigmoidT<T>{}(v)); }
+template <class T>
+[[gnu::always_inline]] inline D tanh_t(D v) { return round_t<T>(TanhT<T>{}(v)); }
+template <class T>
+void lstm_gates_fast(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
+                     std::int64_t ldh) {
+  parallel_for(N, std::max<std::int64_t>(1, kGrainMath / (4 * H)), [&](std::int64_t n0, std::int64_t n1) {
+    for (std::int64_t n = n0; n < n1; ++n) {
+      const T* x = xz + n * ldx;
+      const T* r = hh + n * 4 * H;
+      auto step = [&](std::int64_t j, auto load, auto store) {
+        const D i = sigmoid_t<T>(round_t<T>(load(x + j) + load(r + j)));
+        const D f = sigmoid_t<T>(round_t<T>(load(x + H + j) + load(r + H + j)));
+        const D g = tanh_t<T>(round_t<T>(load(x + 2 * H + j) + load(r + 2 * H + j)));
+        const D o = sigmoid_t<T>(round_t<T>(load(x + 3 * H + j) + load(r + 3 * H + j)));
+        const D cn = round_t<T>(round_t<T>(f * load(c + n * H + j)) + round_t<T>(i * g));
+        store(c_out + n * H + j, cn);
+        store(h_out + n * ldh + j, o * tanh_t<T>(cn));
+      };
+      std::int64_t j = 0;
+      for (; j + kWD <= H; j += kWD) step(j, [](const T* p) { return load_d(p); }, [](T* p, D v) { store_d(p, v); });
+      if (j < H) {
+        const int m = static_cast<int>(H - j);
+        step(j, [m](const T* p) { return load_d_part(p, m, 0.0); }, [m](T* p, D v) { store_d_part(p, v, m); });
+      }
+    }
+  });
+}
+
 // ---- the row rule in lanes ----------------------------------------------------------------
 // 16 logical lanes = kNV vectors of W lanes; lane j of the block is element j mod 16.
 template <class T>
@@ -611,7 +674,7 @@ inline std::vector<T>& scratch() {
 template <class T>
 inline void exp_shifted_fast(const T* x, T m, T* e, std::int64_t L) {
   const D md = D(static_cast<double>(m));
-  map_d(x, e, L, [md](D v) { return f32_out<T>() ? exp_f32r(v - md) : exp_f64(v - md); });
+  map_d_x2(x, e, L, [md](D v) { return ExpT<T>{}(v - md); });
 }
 
 // The softmax family's common start: m = the row maximum, out = exp(x - m), returns the row
@@ -684,7 +747,7 @@ void log_softmax_grad_rows_fast(const T* y, const T* gy, std::int64_t R, std::in
       const T* gr = gy + r * L;
       T* ox = gx + r * L;
       const T sg = row_rule_fast<T>(L, [&](Lanes16<T>& ln, std::int64_t i, int c) { add_lanes(ln, gr + i, c); });
-      map_d(yr, ox, L, [](D v) { return f32_out<T>() ? exp_f32r(v) : exp_f64(v); });  // exp(y) rounded to T
+      map_d_x2(yr, ox, L, ExpT<T>{});  // exp(y) rounded to T
       const V sv = V(sg);
       std::int64_t i = 0;
       for (; i + Tr::W <= L; i += Tr::W) Tr::store(ox + i, Tr::load(gr + i) - Tr::load(ox + i) * sv);
@@ -738,6 +801,7 @@ Table<T> fast_table(Table<T> tb) {
   tb.act_grad_p = &act_grad_p_fast<T>;
   tb.gelu_keep = &gelu_keep_fast<T>;
   tb.gelu_grad_kept = &gelu_grad_kept_fast<T>;
+  tb.lstm_gates = &lstm_gates_fast<T>;
   tb.sum_rows = &sum_rows_fast<T>;
   tb.sumsq_rows = &sumsq_rows_fast<T>;
   tb.sum_cols = &sum_cols_fast<T>;

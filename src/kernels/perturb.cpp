@@ -228,6 +228,11 @@ void gelu_keep(const T* x, T* y, double* e, std::int64_t n) { base<T>().gelu_kee
 template <class T>
 void gelu_grad_kept(const T* x, const double* e, const T* g, T* out, std::int64_t n) { base<T>().gelu_grad_kept(x, e, g, out, n); }
 
+template <class T>
+void lstm_gates(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
+                std::int64_t ldh) {
+  base<T>().lstm_gates(xz, ldx, hh, c, N, H, c_out, h_out, ldh);
+}
 // element by element: no order to perturb
 template <class T>
 void round_nearest(Precision p, const T* x, T* y, std::int64_t n) { base<T>().round_nearest(p, x, y, n); }
@@ -243,6 +248,7 @@ Table<T> make() {
   t.act_grad_p = &act_grad_p<T>;
   t.gelu_keep = &gelu_keep<T>;
   t.gelu_grad_kept = &gelu_grad_kept<T>;
+  t.lstm_gates = &lstm_gates<T>;
   t.sum_rows = &sum_rows<T>;
   t.sumsq_rows = &sumsq_rows<T>;
   t.sum_cols = &sum_cols<T>;

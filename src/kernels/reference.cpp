@@ -195,6 +195,24 @@ void gelu_keep(const T* x, T* y, double* e, std::int64_t n) {
     y[i] = canon(from_d<T>((0.5 * d) * (1.0 + e[i])));
   }
 }
+// the LSTM step as its ops compute it: each result rounded to T (canon: a NaN is stored canonical)
+template <class T>
+void lstm_gates(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
+                std::int64_t ldh) {
+  for (std::int64_t n = 0; n < N; ++n) {
+    const T* x = xz + n * ldx;
+    const T* r = hh + n * 4 * H;
+    for (std::int64_t j = 0; j < H; ++j) {
+      const T i = unary_one(Unary::sigmoid, canon(x[j] + r[j]));
+      const T f = unary_one(Unary::sigmoid, canon(x[H + j] + r[H + j]));
+      const T g = unary_one(Unary::tanh, canon(x[2 * H + j] + r[2 * H + j]));
+      const T o = unary_one(Unary::sigmoid, canon(x[3 * H + j] + r[3 * H + j]));
+      const T cn = canon(canon(f * c[n * H + j]) + canon(i * g));
+      c_out[n * H + j] = cn;
+      h_out[n * ldh + j] = canon(o * canon(unary_one(Unary::tanh, cn)));
+    }
+  }
+}
 template <class T>
 void gelu_grad_kept(const T* x, const double* e, const T* g, T* out, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
@@ -407,6 +425,7 @@ Table<T> make_table() {
   tb.act_grad_p = &act_grad_p<T>;
   tb.gelu_keep = &gelu_keep<T>;
   tb.gelu_grad_kept = &gelu_grad_kept<T>;
+  tb.lstm_gates = &lstm_gates<T>;
   tb.sum_rows = &sum_rows<T>;
   tb.sumsq_rows = &sumsq_rows<T>;
   tb.sum_cols = &sum_cols<T>;

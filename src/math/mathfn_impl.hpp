@@ -232,12 +232,20 @@ inline D sigmoid_f64(D x) {
 // The result is a D whose rounding to f32 is the f32 function's; it is not the f64 function.
 // tools/fast_f32_check runs every f32 input through both (docs/numerics.md §8).
 
+// 1/v for v in [1, 4], relative error < 2^-51: the ISA's reciprocal estimate and Newton steps
+// (a division's throughput is a fraction of an fma's)
+[[gnu::always_inline]] inline D recip_approx(D v) {
+  D r = rcp_approx(v);
+  for (int i = 0; i < kRcpSteps; ++i) r = fma(r, fma(-v, r, D(1.0)), r);
+  return r;
+}
+
 alignas(64) constexpr double kExp8Tab[8] = {kExpTabHi[0],  kExpTabHi[16], kExpTabHi[32], kExpTabHi[48],
                                             kExpTabHi[64], kExpTabHi[80], kExpTabHi[96], kExpTabHi[112]};
 
 // e^x for |x| <= 100 (finite, normal): x = (8k + j) ln2/8 + r, |r| <= ln2/16, 2^(j/8) from
 // kExp8Tab, e^r - 1 to degree 7 (truncation < 2^-51); relative error < 2^-49.
-inline D exp_approx(D x) {
+[[gnu::always_inline]] inline D exp_approx(D x) {
   const D shift = 0x1.8p52;
   D t = fma(x, D(kExpInvLn2N * 0.0625), shift);  // 8/ln2
   D kd = t - shift;
@@ -256,72 +264,71 @@ inline D exp_approx(D x) {
   return fma(T, p, T) * pow2i(sra<3>(ki));
 }
 
-// True on the lanes where a (> 0, rounding to a normal f32) and every value within a relative
-// 2^-40 of it round to the same f32.
-inline M f32_rounding_safe(D a) {
-  D y = round_f32(a);
-  I yb = as_int(y);
-  D ulp = as_double(subi(andi(yb, to_i(0x7ff0000000000000LL)), to_i(23LL << 52)));  // 2^(e-23)
-  D up = D(0.5) * ulp;
-  // below a power of two the f32 spacing halves
-  D down = select(eqi(andi(yb, to_i(0x000fffffffffffffLL)), to_i(0)), D(0.25) * ulp, up);
-  D d = a - y;  // exact: y is within half an f32 ulp of a
-  D m = a * D(0x1p-40);
-  return mand(d + m < up, m - d < down);
+// True on the lanes where a (in [2^-126, 2^128): a normal f32 after rounding) and every value
+// within a relative 2^-40 of it round to the same f32. The f32 rounding of a is decided by the
+// 29 mantissa bits of a below the f32's 24; the midpoints between f32 values are the pattern
+// 2^28 there (also below a power of two: its lower midpoint lies in a's binade only when a is
+// under the power). 2^-40 a is at most 2^13 units of a's last place, so a is safe when those
+// bits are more than 2^13 away from 2^28.
+[[gnu::always_inline]] inline M f32_rounding_safe(D a) {
+  I d = subi(andi(as_int(a), to_i((1LL << 29) - 1)), to_i(1LL << 28));
+  return mor(gti(d, to_i(1LL << 13)), gti(to_i(-(1LL << 13)), d));
 }
 
-inline D exp_f32r(D x) {
+// the f64 function on the lanes not ok (rare: out of line, so the fast forms inline small)
+[[gnu::noinline]] inline D exp_f64_where(M ok, D y, D x) { return select(ok, y, exp_f64(x)); }
+[[gnu::noinline]] inline D sigmoid_f64_where(M ok, D y, D x) { return select(ok, y, sigmoid_f64(x)); }
+[[gnu::noinline]] inline D tanh_f64_where(M ok, D y, D x) { return select(ok, y, tanh_f64(x)); }
+
+[[gnu::always_inline]] inline D exp_f32r(D x) {
   M in = mand(x >= D(-87.0), x <= D(88.0));  // a normal f32 result; NaN fails
   D y = exp_approx(select(in, x, D(0.0)));
   M ok = mand(in, f32_rounding_safe(y));
-  if (!all(ok)) y = select(ok, y, exp_f64(x));
+  if (!all(ok)) y = exp_f64_where(ok, y, x);
   return y;
 }
 
 // sigmoid for |x| <= 80 (relative error < 2^-49)
-inline D sigmoid_approx(D x, D ax) {
+[[gnu::always_inline]] inline D sigmoid_approx(D x, D ax) {
   D s = exp_approx(-ax);
-  return select(x < D(0.0), s, D(1.0)) / (D(1.0) + s);
+  return select(x < D(0.0), s, D(1.0)) * recip_approx(D(1.0) + s);
 }
 
-inline D sigmoid_f32r(D x) {
+[[gnu::always_inline]] inline D sigmoid_f32r(D x) {
   D ax = abs(x);
   M in = ax <= D(80.0);  // sigmoid(-80) is a normal f32; NaN fails
   D y = sigmoid_approx(x, select(in, ax, D(0.0)));
   M ok = mand(in, f32_rounding_safe(y));
-  if (!all(ok)) y = select(ok, y, sigmoid_f64(x));
+  if (!all(ok)) y = sigmoid_f64_where(ok, y, x);
   return y;
 }
 
 // tanh a for 0 <= a <= 20 (relative error < 2^-48): (1 - e)/(1 + e), e = e^-2a, from a = 1/8
 // (1 - e > 0.22, so e's error grows at most 3.5 times); below, a + a^3 q(a^2) to degree 13
 // (truncation < 2^-51).
-inline D tanh_approx_abs(D a) {
+[[gnu::always_inline]] inline D tanh_approx_abs(D a) {
   D e = exp_approx(D(-2.0) * a);
-  D y = (D(1.0) - e) / (D(1.0) + e);
-  M small = a < D(0.125);
-  if (any(small)) {
-    D s = a * a;
-    D q = D(0x1.d6d3d0e157de0p-9);
-    q = fma(q, s, D(-0x1.226e355e6c23dp-7));
-    q = fma(q, s, D(0x1.664f4882c10fap-6));
-    q = fma(q, s, D(-0x1.ba1ba1ba1ba1cp-5));
-    q = fma(q, s, D(0x1.1111111111111p-3));
-    q = fma(q, s, D(-0x1.5555555555555p-2));
-    y = select(small, fma(a * s, q, a), y);
-  }
-  return y;
+  D y = (D(1.0) - e) * recip_approx(D(1.0) + e);
+  // on every lane: a branch on "any lane small" is taken at random on an LSTM's gates
+  D s = a * a;
+  D q = D(0x1.d6d3d0e157de0p-9);
+  q = fma(q, s, D(-0x1.226e355e6c23dp-7));
+  q = fma(q, s, D(0x1.664f4882c10fap-6));
+  q = fma(q, s, D(-0x1.ba1ba1ba1ba1cp-5));
+  q = fma(q, s, D(0x1.1111111111111p-3));
+  q = fma(q, s, D(-0x1.5555555555555p-2));
+  return select(a < D(0.125), fma(a * s, q, a), y);
 }
 
-inline D tanh_f32r(D x) {
+[[gnu::always_inline]] inline D tanh_f32r(D x) {
   D ax = abs(x);
-  M in = ax <= D(20.0);  // beyond, tanh_f64 is exactly 1; NaN fails
+  M in = mand(ax <= D(20.0), ax >= D(0x1p-125));  // beyond 20 tanh_f64 is exactly 1; below, near f32 subnormals; NaN fails
   D y = tanh_approx_abs(select(in, ax, D(1.0)));
   // tanh is odd and rounding to nearest is symmetric: decided on |x|; +-0 stays +-0
   M zero = x == D(0.0);
-  M ok = mor(mand(mand(in, mnot(zero)), f32_rounding_safe(y)), zero);
+  M ok = mor(mand(in, f32_rounding_safe(y)), zero);
   y = copysign_(select(zero, D(0.0), y), x);
-  if (!all(ok)) y = select(ok, y, tanh_f64(x));
+  if (!all(ok)) y = tanh_f64_where(ok, y, x);
   return y;
 }
 

@@ -54,6 +54,9 @@ inline void store_part(double* p, D v, int n) { if (n > 0) *p = v; }
 inline D load_range(const double* p, int a, int b) { return a <= 0 && 0 < b ? *p : 0.0; }
 inline D load_f32(const float* p) { return static_cast<double>(*p); }
 inline D round_f32(D v) { return static_cast<double>(static_cast<float>(v)); }
+// 1/v to within 2^-12 (here exact) for v in [1, 4]; kRcpSteps Newton steps bring it to f64's
+inline D rcp_approx(D v) { return 1.0 / v; }
+constexpr int kRcpSteps = 0;
 inline void store_f32(float* p, D v) { *p = static_cast<float>(v); }
 inline D load_f32_part(const float* p, int n, double fill) { return n > 0 ? static_cast<double>(*p) : fill; }
 inline void store_f32_part(float* p, D v, int n) { if (n > 0) *p = static_cast<float>(v); }
@@ -145,6 +148,8 @@ inline D load_range(const double* p, int a, int b) {
 }
 inline D load_f32(const float* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
 inline D round_f32(D v) { return _mm256_cvtps_pd(_mm256_cvtpd_ps(v.v)); }
+inline D rcp_approx(D v) { return _mm256_cvtps_pd(_mm_rcp_ps(_mm256_cvtpd_ps(v.v))); }  // 2^-12: three steps
+constexpr int kRcpSteps = 3;
 inline void store_f32(float* p, D v) { _mm_storeu_ps(p, _mm256_cvtpd_ps(v.v)); }
 inline D load_f32_part(const float* p, int n, double fill) {
   float tmp[4] = {0, 0, 0, 0};
@@ -243,6 +248,8 @@ inline D load_range(const double* p, int a, int b) {
 }
 inline D load_f32(const float* p) { return cvt_ps_pd(_mm256_loadu_ps(p)); }
 inline D round_f32(D v) { return cvt_ps_pd(cvt_pd_ps(v.v)); }
+inline D rcp_approx(D v) { return _mm512_rcp14_pd(v.v); }  // 2^-14: two steps
+constexpr int kRcpSteps = 2;
 inline void store_f32(float* p, D v) { _mm256_storeu_ps(p, cvt_pd_ps(v.v)); }
 inline D load_f32_part(const float* p, int n, double fill) {
   __m256 f = _mm256_maskz_loadu_ps(part_mask(n), p);

@@ -62,7 +62,15 @@ void check_state(const char* op, const char* name, const Tensor& s, std::int64_t
 struct SequenceGrads {
   std::int64_t T;
   std::vector<Tensor> g, h;  // step t's output gradient [N, G·H] and input [N, H]; undefined if none reached it
+  std::vector<Tensor> gx;    // step t's input-projection gradient [N, G·H] (step_input); undefined if none reached it
+  Tensor w_t;                // w_hh transposed [H, G·H], contiguous: made at the first step, read by every step
 };
+// w [G·H, H] as the GEMM's row-major B [H, G·H] (the same bits as reading w transposed, numerics §5:
+// the order is the shapes'; B's rows contiguous pack faster)
+Tensor transposed_copy(const Tensor& w) {
+  const Shape s = w.shape(), st = w.strides();  // a view made here, not an op: nothing recorded or traced
+  return kern::contiguous(Tensor::view_of(w.detach(), Shape{s[1], s[0]}, Shape{st[1], st[0]}, w.offset()));
+}
 struct ProductSaved {
   std::int64_t t, N, H, GH;
 };
@@ -129,9 +137,10 @@ Tensor recurrent_product(const Tensor& h, const Tensor& w, const Tensor& b, std:
                          CallSite site) {
   const std::int64_t N = h.shape()[0], H = h.shape()[1], GH = w.shape()[0];
   Tensor hc = kern::contiguous(h), wc = kern::contiguous(w), bc = b.defined() ? kern::contiguous(b) : Tensor();
+  if (!acc->w_t.defined()) acc->w_t = transposed_copy(w);
   Tensor y = Tensor::empty(Shape{N, GH}, h.dtype());
   BITGRAD_DISPATCH_FLOAT(h.dtype(), "rnn", T, [&] {
-    ops::gemm<T>(N, GH, H, ops::row_major(hc.data<T>(), N, H), ops::row_major(wc.data<T>(), H, GH, true), kern::out_ptr<T>(y),
+    ops::gemm<T>(N, GH, H, ops::row_major(hc.data<T>(), N, H), ops::row_major(acc->w_t.data<T>(), H, GH), kern::out_ptr<T>(y),
                  bc.defined() ? bc.data<T>() : nullptr);
   });
   Node* n = b.defined() ? ops::record("rnn_hh", recurrent_product_bw, {&h, &w, &b}, y, site)
@@ -145,12 +154,59 @@ Tensor recurrent_product(const Tensor& h, const Tensor& w, const Tensor& b, std:
   return y;
 }
 
+// ---- a step's input part: xz_t = xp[:, t, :], a view of the projection xp [N, T, G·H].
+// backward: each step's gradient is kept in the layer's record; step 0's (created first, so run
+// last) lays them out as xp's gradient, zeros where no gradient reached a step. These are the
+// bits of the slices this replaces: each element of xp had T contributions summed by add (its
+// step's, +0 from the others), which leaves a value unchanged except -0 (to +0) and NaN (to
+// the canonical NaN), so for T >= 2 each value is stored as v + 0. One layout, not T sums of
+// [N, T, G·H] zeros.
+struct StepSaved {
+  std::int64_t t;
+};
+void step_input_bw(Node& n, const Tensor& g, Tensor* gi) {
+  const std::int64_t t = n.payload<StepSaved>().t;
+  auto& acc = *static_cast<SequenceGrads*>(n.owned.get());
+  acc.gx[static_cast<std::size_t>(t)] = kern::contiguous(g);
+  if (t != 0) return;
+  const Shape& xs = n.in_shape[0];
+  const std::int64_t N = xs[0], Ts = xs[1], GH = xs[2];
+  Tensor G = Tensor::zeros(xs, g.dtype());
+  BITGRAD_DISPATCH_FLOAT(g.dtype(), "rnn", T, [&] {
+    T* to = kern::out_ptr<T>(G);
+    for (std::int64_t s = 0; s < Ts; ++s) {
+      const Tensor& gs = acc.gx[static_cast<std::size_t>(s)];
+      if (!gs.defined()) continue;
+      const T* from = gs.data<T>();
+      for (std::int64_t i = 0; i < N; ++i) {
+        T* row = to + (i * Ts + s) * GH;
+        const T* src = from + i * GH;
+        if (Ts == 1) std::copy(src, src + GH, row);
+        else for (std::int64_t j = 0; j < GH; ++j) row[j] = kern::canon(src[j] + T(0));
+      }
+    }
+  });
+  acc.gx.assign(acc.gx.size(), Tensor());  // a second backward (retain_graph) starts afresh
+  gi[0] = G;
+}
+
+Tensor step_input(const Tensor& xp, std::int64_t t, const std::shared_ptr<SequenceGrads>& acc, CallSite site) {
+  const std::int64_t N = xp.shape()[0], GH = xp.shape()[2];
+  Tensor y = Tensor::view_of(xp, Shape{N, GH}, Shape{xp.strides()[0], xp.strides()[2]}, xp.offset() + t * xp.strides()[1]);
+  if (Node* n = ops::record("rnn_x", step_input_bw, {&xp}, y, site)) {
+    n->set_payload(StepSaved{t});
+    n->owned = acc;
+  }
+  return y;
+}
+
 // One layer's steps share a record of their products' gradients.
 std::shared_ptr<SequenceGrads> sequence_grads(std::int64_t T) {
   auto a = std::make_shared<SequenceGrads>();
   a->T = T;
   a->g.resize(static_cast<std::size_t>(T));
   a->h.resize(static_cast<std::size_t>(T));
+  a->gx.resize(static_cast<std::size_t>(T));
   return a;
 }
 
@@ -202,6 +258,42 @@ Tensor initial(RnnMode mode, const char* name, const Tensor& s0, std::size_t l, 
   return reshape(slice(s0, 0, li, li + 1, 1, site), Shape{N, H}, site);
 }
 
+// An LSTM layer that records nothing (no gradient wanted, no op hook): the recurrent product
+// and one lstm_gates kernel per step, the ops' bits (numerics §34) without their tensors.
+// xp [N, T, 4H] contiguous; h, c [N, H]; returns the outputs [N, T, H], leaves h, c at step T.
+Tensor lstm_unrecorded(const Tensor& xp, const Tensor& w_hh, Tensor& h, Tensor& c) {
+  const std::int64_t N = xp.shape()[0], T = xp.shape()[1], GH = xp.shape()[2], H = GH / 4;
+  Tensor out = Tensor::empty(Shape{N, T, H}, xp.dtype());
+  Tensor wt = transposed_copy(w_hh), h0 = kern::contiguous(h), c0 = kern::contiguous(c);
+  Tensor hh = Tensor::empty(Shape{N, GH}, xp.dtype());
+  Tensor cs[2] = {Tensor::empty(Shape{N, H}, xp.dtype()), Tensor::empty(Shape{N, H}, xp.dtype())};
+  BITGRAD_DISPATCH_FLOAT(xp.dtype(), "lstm", T_, [&] {
+    T_* po = kern::out_ptr<T_>(out);
+    const T_* px = xp.data<T_>();
+    const T_* cprev = c0.data<T_>();
+    for (std::int64_t t = 0; t < T; ++t) {
+      // h_{t-1}: h0, or the outputs' row of step t - 1
+      const ops::Mat<T_> a = t == 0 ? ops::row_major(h0.data<T_>(), N, H) : ops::Mat<T_>{po + (t - 1) * H, T * H, 1};
+      ops::gemm<T_>(N, GH, H, a, ops::row_major(wt.data<T_>(), H, GH), kern::out_ptr<T_>(hh));
+      T_* cnext = kern::out_ptr<T_>(cs[t % 2]);
+      kern::active<T_>().lstm_gates(px + t * GH, T * GH, hh.data<T_>(), cprev, N, H, cnext, po + t * H, T * H);
+      cprev = cnext;
+    }
+  });
+  c = cs[(T - 1) % 2];
+  h = reshape(slice(out, 1, T - 1, T, 1), Shape{N, H}).contiguous_copy();
+  return out;
+}
+
+bool records(const Tensor& x, const std::vector<RnnParams>& layers, const Tensor& h0, const Tensor& c0) {
+  if (autograd::op_hook_active()) return true;
+  if (!grad_enabled()) return false;
+  bool any = x.requires_grad() || (h0.defined() && h0.requires_grad()) || (c0.defined() && c0.requires_grad());
+  for (const RnnParams& p : layers)
+    for (const Tensor* t : {&p.w_ih, &p.w_hh, &p.b_ih, &p.b_hh}) any = any || (t->defined() && t->requires_grad());
+  return any;
+}
+
 }  // namespace
 
 Tensor rnn_cell(const Tensor& x, const Tensor& h, const RnnParams& p, bool relu_act, CallSite site) {
@@ -226,20 +318,26 @@ RnnResult rnn(const Tensor& x, RnnMode mode, const std::vector<RnnParams>& layer
   BITGRAD_CHECK(T >= 1, op, "the sequence is empty (x ", x.shape().str(), ")");
   std::vector<Tensor> hn, cn;
   std::int64_t H0 = 0;
+  const bool fused = mode == RnnMode::lstm && !records(x, layers, h0, c0);
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const RnnParams& p = layers[l];
     const std::int64_t H = check_params(mode, p, seq.shape()[2], l);
     if (l == 0) H0 = H;
     BITGRAD_CHECK(H == H0, op, "layer ", l, " has hidden size ", H, "; every layer must have layer 0's, ", H0);
-    const std::int64_t GH = gates_of(mode) * H;
     const Tensor xp = input_part(mode, seq, p, site);  // [N, T, G·H]
     RnnState s{initial(mode, "h0", h0, l, layers.size(), N, H, x.dtype(), site),
                mode == RnnMode::lstm ? initial(mode, "c0", c0, l, layers.size(), N, H, x.dtype(), site) : Tensor()};
+    if (fused) {
+      seq = lstm_unrecorded(kern::contiguous(xp), p.w_hh, s.h, s.c);
+      hn.push_back(s.h);
+      cn.push_back(s.c);
+      continue;
+    }
     std::vector<Tensor> hs;
     hs.reserve(static_cast<std::size_t>(T));
     const std::shared_ptr<SequenceGrads> acc = sequence_grads(T);
     for (std::int64_t t = 0; t < T; ++t) {
-      s = step(mode, reshape(slice(xp, 1, t, t + 1, 1, site), Shape{N, GH}, site), s, p, t, acc, site);
+      s = step(mode, step_input(xp, t, acc, site), s, p, t, acc, site);
       hs.push_back(s.h);
     }
     seq = stack(hs, 1, site);  // [N, T, H]

@@ -50,6 +50,28 @@ void layer_norm_cases() {
   }
 }
 
+// One LSTM step (numerics §34): odd hidden sizes (a partial vector), strided rows of xz and h,
+// a wide range (every branch of sigmoid and tanh, their fallbacks) and specials.
+template <class T>
+void lstm_gates_cases() {
+  const std::pair<std::int64_t, std::int64_t> shapes[] = {{1, 1}, {3, 5}, {7, 17}, {33, 8}, {64, 67}};
+  for (auto [N, H] : shapes) {
+    const std::int64_t ldx = 4 * H + 3, ldh = H + 2;
+    const auto xz = random_vec<T>(static_cast<std::size_t>(N * ldx), 81, -12, 12, true);
+    const auto hh = random_vec<T>(static_cast<std::size_t>(N * 4 * H), 82, -12, 12, true);
+    const auto c = random_vec<T>(static_cast<std::size_t>(N * H), 83, -3, 3, true);
+    std::ostringstream sh;
+    sh << "(N=" << N << ",H=" << H << "," << tname(T{}) << ")";
+    expect_fast_equals_reference<T>("lstm_gates" + sh.str(), [&](const kern::Table<T>& tb) {
+      std::vector<T> out(static_cast<std::size_t>(N * H + N * ldh), T(7));
+      tb.lstm_gates(xz.data(), ldx, hh.data(), c.data(), N, H, out.data(), out.data() + N * H, ldh);
+      return out;
+    });
+  }
+}
+TEST(NnKernels, LstmGatesF32) { lstm_gates_cases<float>(); }
+TEST(NnKernels, LstmGatesF64) { lstm_gates_cases<double>(); }
+
 TEST(NnKernels, LayerNormF32) { layer_norm_cases<float>(); }
 TEST(NnKernels, LayerNormF64) { layer_norm_cases<double>(); }
 

@@ -115,6 +115,87 @@ TEST(NormRnnOps, DocumentedCompositions) {
   }
 }
 
+// The layer (its step inputs gathered by one node, its no-grad LSTM fused into one kernel a
+// step) has the bits of the same equations written with the public ops: outputs, and every
+// gradient that does not go through the recurrent product's own reduction (numerics §34) —
+// with -0 and +0 in the seed, where a sum of slices' gradients turns -0 into +0.
+TEST(NormRnnOps, TheLayerHasItsComposedOpsBits) {
+  const std::int64_t N = 3, I = 4, H = 5;
+  for (RnnMode m : {RnnMode::rnn_tanh, RnnMode::lstm, RnnMode::gru}) {
+    for (std::int64_t T : {1, 2, 5})
+    for (bool all_negative_zero : {false, true}) {
+      const std::int64_t G = m == RnnMode::lstm ? 4 : m == RnnMode::gru ? 3 : 1;
+      const bool lstm = m == RnnMode::lstm;
+      auto leaves = [&] {
+        std::vector<Tensor> v{rand_f32(Shape{N, T, I}, 61), rand_f32(Shape{1, N, H}, 62), rand_f32(Shape{1, N, H}, 63),
+                              rand_f32(Shape{G * H, I}, 64),  rand_f32(Shape{G * H, H}, 65), rand_f32(Shape{G * H}, 66),
+                              rand_f32(Shape{G * H}, 67)};
+        for (Tensor& t : v) t.set_requires_grad(true);
+        return v;
+      };
+      std::vector<float> mv = rand_f32(Shape{N, T, H}, 68).to_vector<float>();
+      for (std::size_t i = 0; i < mv.size(); i += 3) mv[i] = i % 2 ? -0.0f : 0.0f;
+      if (all_negative_zero) mv.assign(mv.size(), -0.0f);  // every gradient a zero: only their signs can differ
+      const Tensor mask = Tensor::from(mv, Shape{N, T, H});
+      const Tensor mh = all_negative_zero ? Tensor::full(Shape{1, N, H}, -0.0) : rand_f32(Shape{1, N, H}, 69);
+      const Tensor mc = all_negative_zero ? Tensor::full(Shape{1, N, H}, -0.0) : rand_f32(Shape{1, N, H}, 70);
+      auto loss = [&](const Tensor& out, const Tensor& hn, const Tensor& cn) {
+        Tensor l = add(sum(mul(out, mask)), sum(mul(hn, mh)));
+        return lstm ? add(l, sum(mul(cn, mc))) : l;
+      };
+      // the layer
+      std::vector<Tensor> a = leaves();
+      const RnnParams pa{a[3], a[4], a[5], a[6]};
+      const RnnResult r = rnn(a[0], m, {pa}, a[1], lstm ? a[2] : Tensor(), true);
+      loss(r.output, r.h_n, r.c_n).backward();
+      // the composition
+      std::vector<Tensor> b = leaves();
+      Tensor xp = linear(b[0], b[3], b[5]);
+      if (m != RnnMode::gru) xp = add(xp, b[6]);
+      Tensor h = reshape(slice(b[1], 0, 0, 1), Shape{N, H}), c = reshape(slice(b[2], 0, 0, 1), Shape{N, H});
+      std::vector<Tensor> hs;
+      for (std::int64_t t = 0; t < T; ++t) {
+        const Tensor xz = reshape(slice(xp, 1, t, t + 1), Shape{N, G * H});
+        if (m == RnnMode::rnn_tanh) {
+          h = tanh(add(xz, linear(h, b[4], Tensor())));
+        } else if (lstm) {
+          const std::vector<Tensor> z = chunk(add(xz, linear(h, b[4], Tensor())), 4, 1);
+          c = add(mul(sigmoid(z[1]), c), mul(sigmoid(z[0]), tanh(z[2])));
+          h = mul(sigmoid(z[3]), tanh(c));
+        } else {
+          const std::vector<Tensor> xg = chunk(xz, 3, 1), hg = chunk(linear(h, b[4], b[6]), 3, 1);
+          const Tensor rr = sigmoid(add(xg[0], hg[0])), zz = sigmoid(add(xg[1], hg[1]));
+          const Tensor nn = tanh(add(xg[2], mul(rr, hg[2])));
+          h = add(mul(sub(h, nn), zz), nn);
+        }
+        hs.push_back(h);
+      }
+      const Tensor out = stack(hs, 1), hn = stack({h}, 0), cn = lstm ? stack({c}, 0) : Tensor();
+      loss(out, hn, cn).backward();
+      const std::string what = std::string(m == RnnMode::lstm ? "lstm" : m == RnnMode::gru ? "gru" : "rnn") + " T=" + std::to_string(T) +
+                               (all_negative_zero ? " seed -0" : "");
+      EXPECT_TRUE(bitwise_equal(raw(r.output), raw(out))) << what;
+      if (lstm) {
+        EXPECT_TRUE(bitwise_equal(raw(r.c_n), raw(cn))) << what;
+      }
+      const char* names[] = {"x", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh"};
+      for (std::size_t i : {0, 1, 2, 3, 5, 6}) {
+        if (i == 2 && !lstm) continue;
+        if (i == 6 && m == RnnMode::gru) continue;  // the recurrent product's bias: its own reduction
+        EXPECT_TRUE(bitwise_equal(raw(a[i].grad()), raw(b[i].grad()))) << what << " grad " << names[i];
+      }
+      // without gradients (the LSTM's fused steps)
+      NoGradGuard ng;
+      const RnnResult q = rnn(a[0], m, {pa}, a[1], lstm ? a[2] : Tensor(), true);
+      EXPECT_TRUE(bitwise_equal(raw(q.output), raw(out))) << what << " no grad";
+      EXPECT_TRUE(bitwise_equal(raw(q.h_n), raw(hn))) << what << " no grad";
+      if (lstm) {
+        EXPECT_TRUE(bitwise_equal(raw(q.c_n), raw(cn))) << what << " no grad";
+      }
+    }
+  }
+}
+
 // T5: the affine and the recurrent layers' gradients reduce per sample, then by the batch rule,
 // so two micro-batches of 32 samples add up to the whole batch's bits.
 TEST(NormRnnOps, MicroBatchesCombineToTheWholeBatch) {
