@@ -461,19 +461,28 @@ template <class T>
 [[gnu::always_inline]] inline D tanh_t(D v) { return round_t<T>(TanhT<T>{}(v)); }
 template <class T>
 void lstm_gates_fast(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
-                     std::int64_t ldh) {
+                     std::int64_t ldh, T* keep) {
   parallel_for(N, std::max<std::int64_t>(1, kGrainMath / (4 * H)), [&](std::int64_t n0, std::int64_t n1) {
     for (std::int64_t n = n0; n < n1; ++n) {
       const T* x = xz + n * ldx;
       const T* r = hh + n * 4 * H;
+      T* k = keep ? keep + n * 5 * H : nullptr;
       auto step = [&](std::int64_t j, auto load, auto store) {
         const D i = sigmoid_t<T>(round_t<T>(load(x + j) + load(r + j)));
         const D f = sigmoid_t<T>(round_t<T>(load(x + H + j) + load(r + H + j)));
         const D g = tanh_t<T>(round_t<T>(load(x + 2 * H + j) + load(r + 2 * H + j)));
         const D o = sigmoid_t<T>(round_t<T>(load(x + 3 * H + j) + load(r + 3 * H + j)));
         const D cn = round_t<T>(round_t<T>(f * load(c + n * H + j)) + round_t<T>(i * g));
+        const D tc = tanh_t<T>(cn);
         store(c_out + n * H + j, cn);
-        store(h_out + n * ldh + j, o * tanh_t<T>(cn));
+        store(h_out + n * ldh + j, o * tc);
+        if (k) {
+          store(k + j, i);
+          store(k + H + j, f);
+          store(k + 2 * H + j, g);
+          store(k + 3 * H + j, o);
+          store(k + 4 * H + j, tc);
+        }
       };
       std::int64_t j = 0;
       for (; j + kWD <= H; j += kWD) step(j, [](const T* p) { return load_d(p); }, [](T* p, D v) { store_d(p, v); });

@@ -193,9 +193,10 @@ struct Table {
   void (*gelu_grad_kept)(const T* x, const double* e, const T* g, T* out, std::int64_t n);
   // One LSTM step over N rows (numerics §34): z = xz + hh (xz rows ldx apart, hh [N, 4H]);
   // i, f, o = sigmoid and g = tanh of z's quarters; c' = f*c + i*g; h' = o*tanh(c'); each op
-  // rounded to T as the ops round it. c [N, H]; c_out [N, H]; h_out rows ldh apart.
+  // rounded to T as the ops round it. c [N, H]; c_out [N, H]; h_out rows ldh apart; keep (may be
+  // null) [N, 5H]: i, f, g, o, tanh(c') for the backward.
   void (*lstm_gates)(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
-                     std::int64_t ldh);
+                     std::int64_t ldh, T* keep);
   // row rule over each of R rows of length L
   void (*sum_rows)(const T* x, std::int64_t R, std::int64_t L, T* out);
   // row rule of d*d accumulated by fma, d = a - b (b may be null: d = a)

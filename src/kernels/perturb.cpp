@@ -230,8 +230,8 @@ void gelu_grad_kept(const T* x, const double* e, const T* g, T* out, std::int64_
 
 template <class T>
 void lstm_gates(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
-                std::int64_t ldh) {
-  base<T>().lstm_gates(xz, ldx, hh, c, N, H, c_out, h_out, ldh);
+                std::int64_t ldh, T* keep) {
+  base<T>().lstm_gates(xz, ldx, hh, c, N, H, c_out, h_out, ldh, keep);
 }
 // element by element: no order to perturb
 template <class T>

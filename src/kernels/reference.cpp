@@ -198,18 +198,23 @@ void gelu_keep(const T* x, T* y, double* e, std::int64_t n) {
 // the LSTM step as its ops compute it: each result rounded to T (canon: a NaN is stored canonical)
 template <class T>
 void lstm_gates(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
-                std::int64_t ldh) {
+                std::int64_t ldh, T* keep) {
   for (std::int64_t n = 0; n < N; ++n) {
     const T* x = xz + n * ldx;
     const T* r = hh + n * 4 * H;
     for (std::int64_t j = 0; j < H; ++j) {
-      const T i = unary_one(Unary::sigmoid, canon(x[j] + r[j]));
-      const T f = unary_one(Unary::sigmoid, canon(x[H + j] + r[H + j]));
-      const T g = unary_one(Unary::tanh, canon(x[2 * H + j] + r[2 * H + j]));
-      const T o = unary_one(Unary::sigmoid, canon(x[3 * H + j] + r[3 * H + j]));
+      const T i = canon(unary_one(Unary::sigmoid, canon(x[j] + r[j])));
+      const T f = canon(unary_one(Unary::sigmoid, canon(x[H + j] + r[H + j])));
+      const T g = canon(unary_one(Unary::tanh, canon(x[2 * H + j] + r[2 * H + j])));
+      const T o = canon(unary_one(Unary::sigmoid, canon(x[3 * H + j] + r[3 * H + j])));
       const T cn = canon(canon(f * c[n * H + j]) + canon(i * g));
+      const T tc = canon(unary_one(Unary::tanh, cn));
       c_out[n * H + j] = cn;
-      h_out[n * ldh + j] = canon(o * canon(unary_one(Unary::tanh, cn)));
+      h_out[n * ldh + j] = canon(o * tc);
+      if (keep) {
+        T* k = keep + n * 5 * H + j;
+        k[0] = i, k[H] = f, k[2 * H] = g, k[3 * H] = o, k[4 * H] = tc;
+      }
     }
   }
 }

@@ -216,12 +216,105 @@ Tensor input_part(RnnMode mode, const Tensor& x, const RnnParams& p, CallSite si
   return z;
 }
 
+// ---- the LSTM step as two nodes over one kernel (lstm_gates), with the composition's bits:
+//   cell    c' = f c + i g      inputs xz [N, 4H], hh [N, 4H], c [N, H]; output c' [N, H]
+//   hidden  h' = o tanh(c')     inputs c', xz, hh; output h' [N, H]
+// Both keep i, f, g, o, tanh(c') [N, 5H]. Each backward computes what the ops' backwards compute
+// (mul: g*b; sigmoid: (g*y)*(1-y); tanh: g*(1-y*y)) and gives xz and hh its gates' gradient
+// [N, 4H] with zeros in the others' quarters, each value as v + 0: the composition's four
+// slices' gradients were summed with zeros (-0 to +0). c' keeps its consumers (the hidden node's
+// tanh, the next step, c_n), so its gradient is summed as before.
+struct LstmKept {
+  std::int64_t N, H;
+};
+template <class T>
+T plus_zero(T v) {
+  return kern::canon(v + T(0));
+}
+void lstm_cell_bw(Node& n, const Tensor& gc_in, Tensor* gi) {
+  const auto [N, H] = n.payload<LstmKept>();
+  const Tensor& keep = n.saved_tensor(0);
+  const Tensor& c = n.saved_tensor(1);
+  Tensor gc = kern::contiguous(gc_in);
+  Tensor gz = Tensor::empty(Shape{N, 4 * H}, gc.dtype());
+  Tensor gcp = n.in[2].needs_grad() ? Tensor::empty(Shape{N, H}, gc.dtype()) : Tensor();
+  BITGRAD_DISPATCH_FLOAT(gc.dtype(), "lstm", T, [&] {
+    const T *k = keep.data<T>(), *pc = c.data<T>(), *pg = gc.data<T>();
+    T* z = kern::out_ptr<T>(gz);
+    T* to_c = gcp.defined() ? kern::out_ptr<T>(gcp) : nullptr;
+    for (std::int64_t r = 0; r < N; ++r) {
+      const T* kr = k + r * 5 * H;
+      T* zr = z + r * 4 * H;
+      for (std::int64_t j = 0; j < H; ++j) {
+        const T g = pg[r * H + j], i = kr[j], f = kr[H + j], gg = kr[2 * H + j];
+        const T g_f = g * pc[r * H + j], g_i = g * gg, g_g = g * i;
+        zr[j] = plus_zero((g_i * i) * (T(1) - i));
+        zr[H + j] = plus_zero((g_f * f) * (T(1) - f));
+        zr[2 * H + j] = plus_zero(g_g * (T(1) - gg * gg));
+        zr[3 * H + j] = T(0);
+        if (to_c) to_c[r * H + j] = kern::canon(g * f);
+      }
+    }
+  });
+  if (n.in[0].needs_grad()) gi[0] = gz;
+  if (n.in[1].needs_grad()) gi[1] = gz;
+  if (gcp.defined()) gi[2] = gcp;
+}
+void lstm_hidden_bw(Node& n, const Tensor& gh_in, Tensor* gi) {
+  const auto [N, H] = n.payload<LstmKept>();
+  const Tensor& keep = n.saved_tensor(0);
+  Tensor gh = kern::contiguous(gh_in);
+  Tensor gz = Tensor::empty(Shape{N, 4 * H}, gh.dtype()), gc = Tensor::empty(Shape{N, H}, gh.dtype());
+  BITGRAD_DISPATCH_FLOAT(gh.dtype(), "lstm", T, [&] {
+    const T *k = keep.data<T>(), *pg = gh.data<T>();
+    T *z = kern::out_ptr<T>(gz), *to_c = kern::out_ptr<T>(gc);
+    for (std::int64_t r = 0; r < N; ++r) {
+      const T* kr = k + r * 5 * H;
+      T* zr = z + r * 4 * H;
+      std::fill(zr, zr + 3 * H, T(0));
+      for (std::int64_t j = 0; j < H; ++j) {
+        const T g = pg[r * H + j], o = kr[3 * H + j], tc = kr[4 * H + j];
+        const T g_o = g * tc, g_tc = g * o;
+        zr[3 * H + j] = plus_zero((g_o * o) * (T(1) - o));
+        to_c[r * H + j] = kern::canon(g_tc * (T(1) - tc * tc));
+      }
+    }
+  });
+  if (n.in[0].needs_grad()) gi[0] = gc;
+  if (n.in[1].needs_grad()) gi[1] = gz;
+  if (n.in[2].needs_grad()) gi[2] = gz;
+}
+
+RnnState lstm_step_recorded(const Tensor& xz, const Tensor& hh, const Tensor& c, CallSite site) {
+  const std::int64_t N = hh.shape()[0], H = hh.shape()[1] / 4;
+  Tensor cc = kern::contiguous(c);
+  Tensor cn = Tensor::empty(Shape{N, H}, hh.dtype()), hn = Tensor::empty(Shape{N, H}, hh.dtype());
+  Tensor keep = Tensor::empty(Shape{N, 5 * H}, hh.dtype());
+  BITGRAD_DISPATCH_FLOAT(hh.dtype(), "lstm", T, [&] {
+    kern::active<T>().lstm_gates(xz.data<T>(), xz.strides()[0], hh.data<T>(), cc.data<T>(), N, H, kern::out_ptr<T>(cn),
+                                 kern::out_ptr<T>(hn), H, kern::out_ptr<T>(keep));
+  });
+  if (Node* n = ops::record("lstm_cell_state", lstm_cell_bw, {&xz, &hh, &c}, cn, site)) {
+    n->save(0, keep);
+    n->save(1, cc);
+    n->set_payload(LstmKept{N, H});
+  }
+  if (Node* n = ops::record("lstm_hidden", lstm_hidden_bw, {&cn, &xz, &hh}, hn, site)) {
+    n->save(0, keep);
+    n->set_payload(LstmKept{N, H});
+  }
+  return {hn, cn};
+}
+
 RnnState step(RnnMode mode, const Tensor& xz, const RnnState& s, const RnnParams& p, std::int64_t t,
              const std::shared_ptr<SequenceGrads>& acc, CallSite site) {
   switch (mode) {
     case RnnMode::rnn_tanh: return {tanh(add(xz, recurrent_product(s.h, p.w_hh, Tensor(), t, acc, site), site), site), Tensor()};
     case RnnMode::rnn_relu: return {relu(add(xz, recurrent_product(s.h, p.w_hh, Tensor(), t, acc, site), site), site), Tensor()};
     case RnnMode::lstm: {
+      // xz rows one stride apart (a step's view of the projection, or a cell's own)
+      if (!autograd::op_hook_active() && xz.strides()[1] == 1 && xz.strides()[0] >= xz.shape()[1] && is_floating(xz.dtype()))
+        return lstm_step_recorded(xz, recurrent_product(s.h, p.w_hh, Tensor(), t, acc, site), s.c, site);
       const std::vector<Tensor> z = chunk(add(xz, recurrent_product(s.h, p.w_hh, Tensor(), t, acc, site), site), 4, 1, site);
       const Tensor i = sigmoid(z[0], site), f = sigmoid(z[1], site), g = tanh(z[2], site), o = sigmoid(z[3], site);
       const Tensor c = add(mul(f, s.c, site), mul(i, g, site), site);
@@ -276,7 +369,7 @@ Tensor lstm_unrecorded(const Tensor& xp, const Tensor& w_hh, Tensor& h, Tensor& 
       const ops::Mat<T_> a = t == 0 ? ops::row_major(h0.data<T_>(), N, H) : ops::Mat<T_>{po + (t - 1) * H, T * H, 1};
       ops::gemm<T_>(N, GH, H, a, ops::row_major(wt.data<T_>(), H, GH), kern::out_ptr<T_>(hh));
       T_* cnext = kern::out_ptr<T_>(cs[t % 2]);
-      kern::active<T_>().lstm_gates(px + t * GH, T * GH, hh.data<T_>(), cprev, N, H, cnext, po + t * H, T * H);
+      kern::active<T_>().lstm_gates(px + t * GH, T * GH, hh.data<T_>(), cprev, N, H, cnext, po + t * H, T * H, nullptr);
       cprev = cnext;
     }
   });

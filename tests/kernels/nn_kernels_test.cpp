@@ -1,6 +1,7 @@
 // Layer norm, pooling, im2col and the optimizer updates: every fast path equals the scalar
 // reference bit for bit on odd shapes at threads 1..8; the reference equals the documented
 // orders.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -63,8 +64,11 @@ void lstm_gates_cases() {
     std::ostringstream sh;
     sh << "(N=" << N << ",H=" << H << "," << tname(T{}) << ")";
     expect_fast_equals_reference<T>("lstm_gates" + sh.str(), [&](const kern::Table<T>& tb) {
-      std::vector<T> out(static_cast<std::size_t>(N * H + N * ldh), T(7));
-      tb.lstm_gates(xz.data(), ldx, hh.data(), c.data(), N, H, out.data(), out.data() + N * H, ldh);
+      std::vector<T> out(static_cast<std::size_t>(N * H + N * ldh + 5 * N * H), T(7));
+      tb.lstm_gates(xz.data(), ldx, hh.data(), c.data(), N, H, out.data(), out.data() + N * H, ldh, out.data() + N * H + N * ldh);
+      std::vector<T> no_keep(static_cast<std::size_t>(N * H + N * ldh), T(7));
+      tb.lstm_gates(xz.data(), ldx, hh.data(), c.data(), N, H, no_keep.data(), no_keep.data() + N * H, ldh, nullptr);
+      EXPECT_TRUE(std::equal(no_keep.begin(), no_keep.end(), out.begin(), [](T a, T b) { return std::memcmp(&a, &b, sizeof a) == 0; }));
       return out;
     });
   }
