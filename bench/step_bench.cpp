@@ -115,6 +115,8 @@ int main(int argc, char** argv) {
     g_canonical = &kern::context_table_f32();
     kern::Table<float> counting = *g_canonical;
     counting.gemm = &counting_gemm;
+    // the samples' weight gradients counted as their per-sample GEMMs
+    counting.gemm_samples = [](const kern::GemmSamplesArgs<float>& a) { kern::gemm_samples_stored(a, &counting_gemm, g_canonical->sum_cols); };
     kern::set_substitute_f32(&counting);
     session.step(warmup + measured);
     kern::set_substitute_f32(nullptr);

@@ -107,6 +107,8 @@ int main(int argc, char** argv) {
     kern::Table<float> free_table = *g_canonical;
     free_table.gemm = &free_gemm;
     free_table.sum_cols = &free_sum_cols;
+    // the samples' weight gradients through the free GEMM and sum too
+    free_table.gemm_samples = [](const kern::GemmSamplesArgs<float>& a) { kern::gemm_samples_stored(a, &free_gemm, &free_sum_cols); };
 
     const train::Config cfg = train::load_config(config);
     auto data = train::train_dataset(cfg);

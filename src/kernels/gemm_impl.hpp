@@ -362,6 +362,108 @@ struct GemmFrame {
   }
 };
 
+// gemm_samples (kernels.hpp): per panel of C's columns, the samples in turn, each sample's tree
+// over k (one chunk: K <= kChunk) computed in registers and added to its block's running sum
+// (a chain from +0 over the block's 32 samples), the blocks merged by the batch rule's pairwise
+// stack: sum_cols's order over each element's stored products, without storing them. Longer k
+// (or none) takes the stored form.
+template <class UK>
+struct GemmSamples {
+  using F = GemmFrame<UK>;
+  using T = typename UK::T;
+  static constexpr int MR = UK::MR, NR = UK::NR;
+
+  static void run(const GemmSamplesArgs<T>& a, void (*gemm)(const GemmArgs<T>&), void (*sum_cols)(const T*, std::int64_t, std::int64_t, T*)) {
+    const GemmArgs<T>& g = a.g;
+    if (g.M == 0 || g.N == 0) return;
+    if (g.K == 0 || g.K > F::kChunk || a.S == 0) return gemm_samples_stored(a, gemm, sum_cols);
+    // column panels whose block sums stay in cache: M x ncs about 2^17 values
+    const std::int64_t tiles_m = (g.M + MR - 1) / MR;
+    std::int64_t ncs = (std::int64_t(1) << 17) / (tiles_m * MR) / NR * NR;
+    ncs = ncs < NR ? NR : (ncs > UK::NC ? UK::NC : ncs);
+    const std::int64_t panels = (g.N + ncs - 1) / ncs;
+    parallel_for(panels, 1, [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t pn = p0; pn < p1; ++pn) panel(a, pn * ncs, g.N - pn * ncs < ncs ? g.N - pn * ncs : ncs);
+    });
+  }
+
+  static void panel(const GemmSamplesArgs<T>& a, std::int64_t j0, std::int64_t nc) {
+    const GemmArgs<T>& g = a.g;
+    const std::int64_t K = g.K, tiles_m = (g.M + MR - 1) / MR, tiles_n = (nc + NR - 1) / NR;
+    const std::size_t tile = static_cast<std::size_t>(MR * NR), area = static_cast<std::size_t>(tiles_m * tiles_n) * tile;
+    alignas(64) T kslots[UK::kChunkLevels * MR * NR];
+    alignas(64) T out[MR * NR];
+    T* Bp = F::bbuf().get(static_cast<std::size_t>(K * tiles_n * NR));
+    T* Ap = F::abuf().get(static_cast<std::size_t>(K * MR));
+    // the block's running sums, then the pairwise stack of finished blocks (level per entry)
+    thread_local std::vector<T> sums;
+    constexpr int kLevels = 64;  // PairwiseStack's
+    int levels = 1;
+    for (std::int64_t b = (a.S + kBatchBlock - 1) / kBatchBlock; b > 1; b = (b + 1) / 2) ++levels;
+    sums.resize(area * static_cast<std::size_t>(levels + 1));
+    T* blk = sums.data();
+    int level[kLevels];
+    int depth = 0;
+    auto entry = [&](int e) { return sums.data() + area * static_cast<std::size_t>(e + 1); };
+    const bool a_rows = g.csa == 1 && g.rsa >= 1;
+    std::fill(blk, blk + area, T(0));
+    for (std::int64_t s = 0; s < a.S; ++s) {
+      const T* As = g.A + s * a.sa;
+      F::pack_b(K, nc, g.B + s * a.sb + j0 * g.csb, g.rsb, g.csb, Bp);
+      for (std::int64_t ti = 0; ti < tiles_m; ++ti) {
+        const std::int64_t i0 = ti * MR;
+        const int mv = static_cast<int>(g.M - i0 < MR ? g.M - i0 : MR);
+        const bool direct = a_rows && mv == MR;
+        if (!direct) F::pack_a(mv, K, As + i0 * g.rsa, g.rsa, g.csa, Ap);
+        for (std::int64_t tj = 0; tj < tiles_n; ++tj) {
+          typename UK::A acc;
+          const T* bpanel = Bp + tj * K * NR;
+          if (direct) {
+            const T* arow = As + i0 * g.rsa;
+            const std::int64_t lda = g.rsa;
+            UK::chunk_tree(acc, K, [arow, lda](int i, std::int64_t k) { return arow[i * lda + k]; }, bpanel, kslots);
+          } else {
+            UK::chunk_tree(acc, K, [Ap](int i, std::int64_t k) { return Ap[k * MR + i]; }, bpanel, kslots);
+          }
+          T* slot = blk + static_cast<std::size_t>(ti * tiles_n + tj) * tile;
+          acc.add_left(slot, NR);  // the block's chain: sum + this sample's product
+          acc.store_raw(slot, NR);
+        }
+      }
+      if ((s + 1) % kBatchBlock != 0 && s + 1 != a.S) continue;
+      // a finished block: merge it with the stack's entries of its level (left + right), as
+      // PairwiseStack::push does, then start the next block from +0
+      int lv = 0;
+      while (depth > 0 && level[depth - 1] == lv) {
+        const T* left = entry(depth - 1);
+        for (std::size_t e = 0; e < area; ++e) blk[e] = left[e] + blk[e];
+        --depth;
+        ++lv;
+      }
+      std::copy(blk, blk + area, entry(depth));
+      level[depth++] = lv;
+      std::fill(blk, blk + area, T(0));
+    }
+    // total: folded from the top (right) down, as PairwiseStack::total
+    T* tot = entry(depth - 1);
+    for (int e = depth - 2; e >= 0; --e) {
+      const T* left = entry(e);
+      for (std::size_t x = 0; x < area; ++x) tot[x] = left[x] + tot[x];
+    }
+    for (std::int64_t ti = 0; ti < tiles_m; ++ti)
+      for (std::int64_t tj = 0; tj < tiles_n; ++tj) {
+        const T* t = tot + static_cast<std::size_t>(ti * tiles_n + tj) * tile;
+        const std::int64_t i0 = ti * MR, jj = j0 + tj * NR;
+        const int mv = static_cast<int>(g.M - i0 < MR ? g.M - i0 : MR), nv = static_cast<int>(j0 + nc - jj < NR ? j0 + nc - jj : NR);
+        typename UK::A acc;
+        acc.load(t, NR);
+        acc.store(out, NR);  // canonical NaNs
+        for (int i = 0; i < mv; ++i)
+          for (int j = 0; j < nv; ++j) g.C[(i0 + i) * g.ldc + jj + j] = out[i * NR + j];
+      }
+  }
+};
+
 // Several microkernels of one code path (widest first): the one whose tiles are best filled by
 // C or by C^T wins. Every variant computes every element with the same chain or tree, so the
 // choice depends on the shape only and never moves a bit.

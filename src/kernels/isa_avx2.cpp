@@ -23,10 +23,16 @@ namespace bitgrad::kern::avx2 {
 #include "kernels/gemm_impl.hpp"
 #undef ISA_NS
 
+void gemm_f32(const GemmArgs<float>& g) { gemm_multi<float, RegTile<float, 6, 2, 384, 72, 2048>, RegTile<float, 12, 1, 384, 72, 2048>>(g); }
+void gemm_f64(const GemmArgs<double>& g) { GemmFrame<RegTile<double, 4, 3, 256, 72, 2048>>::run(g); }
+void gemm_samples_f32(const GemmSamplesArgs<float>& a) { GemmSamples<RegTile<float, 6, 2, 384, 72, 2048>>::run(a, &gemm_f32, &sum_cols_fast<float>); }
+void gemm_samples_f64(const GemmSamplesArgs<double>& a) { GemmSamples<RegTile<double, 4, 3, 256, 72, 2048>>::run(a, &gemm_f64, &sum_cols_fast<double>); }
+
 const Table<float>& table_f32() {
   static const Table<float> t = [] {
     Table<float> tb = fast_nn_table<float>(fast_table<float>(ref::table_f32()));
-    tb.gemm = &gemm_multi<float, RegTile<float, 6, 2, 384, 72, 2048>, RegTile<float, 12, 1, 384, 72, 2048>>;
+    tb.gemm = &gemm_f32;
+    tb.gemm_samples = &gemm_samples_f32;
     return tb;
   }();
   return t;
@@ -35,7 +41,8 @@ const Table<float>& table_f32() {
 const Table<double>& table_f64() {
   static const Table<double> t = [] {
     Table<double> tb = fast_nn_table<double>(fast_table<double>(ref::table_f64()));
-    tb.gemm = &GemmFrame<RegTile<double, 4, 3, 256, 72, 2048>>::run;
+    tb.gemm = &gemm_f64;
+    tb.gemm_samples = &gemm_samples_f64;
     return tb;
   }();
   return t;

@@ -7,7 +7,9 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstdlib>
 #include <iterator>
+#include <new>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -63,6 +65,16 @@ struct GemmArgs {
   T* C = nullptr;
   std::int64_t ldc = 0;  // C[i,j] = C[i*ldc + j]
   const T* bias = nullptr;
+};
+
+// A batch of S samples' products summed by the batch rule (§3): C = the batch rule over s of
+// A_s B_s, each product in §5's order over k (g.bias unused). A_s = g.A + s*sa, B_s = g.B + s*sb.
+// The weight gradient of a layer whose samples span several rows (a convolution's positions):
+// the samples' products need not be stored.
+template <class T>
+struct GemmSamplesArgs {
+  std::int64_t S = 0, sa = 0, sb = 0;
+  GemmArgs<T> g;
 };
 
 // ---- elementwise ----------------------------------------------------------------------------
@@ -180,6 +192,7 @@ struct AdamCoef {
 template <class T>
 struct Table {
   void (*gemm)(const GemmArgs<T>&);
+  void (*gemm_samples)(const GemmSamplesArgs<T>&);
   void (*unary)(Unary op, const T* x, T* y, std::int64_t n);
   void (*binary)(Binary op, Bcast bc, const T* a, const T* b, T* y, std::int64_t outer, std::int64_t inner);
   void (*act_grad)(ActGrad op, const T* v, const T* g, T* out, std::int64_t n);
@@ -253,6 +266,30 @@ struct Table {
 
 const Table<float>& table_f32(Isa isa);
 const Table<double>& table_f64(Isa isa);
+
+// gemm_samples as its definition reads: each sample's product stored, then the batch rule over
+// the samples (sum_cols). The reference, and the fallback of the fast paths.
+template <class T, class Gemm, class SumCols>
+void gemm_samples_stored(const GemmSamplesArgs<T>& a, Gemm gemm, SumCols sum_cols) {
+  const GemmArgs<T>& g = a.g;
+  const std::int64_t MN = g.M * g.N;
+  T* part = static_cast<T*>(std::malloc(static_cast<std::size_t>((a.S + 1) * MN) * sizeof(T) + sizeof(T)));
+  if (!part) throw std::bad_alloc();
+  for (std::int64_t s = 0; s < a.S; ++s) {
+    GemmArgs<T> gs = g;
+    gs.A = g.A + s * a.sa;
+    gs.B = g.B + s * a.sb;
+    gs.C = part + s * MN;
+    gs.ldc = g.N;
+    gs.bias = nullptr;
+    gemm(gs);
+  }
+  T* total = part + a.S * MN;
+  sum_cols(part, a.S, MN, total);
+  for (std::int64_t i = 0; i < g.M; ++i)
+    for (std::int64_t j = 0; j < g.N; ++j) g.C[i * g.ldc + j] = total[i * g.N + j];
+  std::free(part);
+}
 
 // Precision's values for code that does not include half.hpp (checked in lowp.cpp), and the
 // reference of Table::round_nearest (lowp.cpp), the tail of the ISA paths

@@ -252,6 +252,8 @@ Table<T> make() {
   t.sum_rows = &sum_rows<T>;
   t.sumsq_rows = &sumsq_rows<T>;
   t.sum_cols = &sum_cols<T>;
+  // the perturbed GEMM and batch rule, each sample's product stored
+  t.gemm_samples = [](const GemmSamplesArgs<T>& a) { gemm_samples_stored(a, &gemm<T>, &sum_cols<T>); };
   t.softmax_rows = &rows1<T, &Table<T>::softmax_rows>;
   t.log_softmax_rows = &rows1<T, &Table<T>::log_softmax_rows>;
   t.softmax_grad_rows = &rows2<T, &Table<T>::softmax_grad_rows>;

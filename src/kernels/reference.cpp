@@ -423,6 +423,7 @@ template <class T>
 Table<T> make_table() {
   Table<T> tb{};
   tb.gemm = &gemm<T>;
+  tb.gemm_samples = [](const GemmSamplesArgs<T>& a) { gemm_samples_stored(a, &gemm<T>, &sum_cols<T>); };
   tb.unary = &unary<T>;
   tb.binary = &binary<T>;
   tb.act_grad = &act_grad<T>;

@@ -92,18 +92,28 @@ void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
       gi[0] = dx;
     }
     if (n.in[1].needs_grad()) {
-      Tensor part = Tensor::empty(Shape{G.N, G.OC * CKK}, g.dtype());
-      T* pp = kern::out_ptr<T>(part);
-      for_items(G.N, [&](std::int64_t b, std::int64_t e) {
-        T* rows = scratch<T, 2>(P * CKK);
-        for (std::int64_t i = b; i < e; ++i) {
-          K.im2row(px + i * X, G.sample(), rows);
-          ops::gemm<T>(G.OC, CKK, P, row_major(pg + i * G.OC * P, G.OC, P), row_major(rows, P, CKK), pp + i * G.OC * CKK);
-        }
-      });
       Tensor dw = Tensor::empty(n.in_shape[1], g.dtype());
       autograd::SampleCountCheck::note("conv2d's weight gradient", G.N, n.in_shape[0]);
-      K.sum_cols(pp, G.N, G.OC * CKK, kern::out_ptr<T>(dw));
+      if (ops::samples_in_one_gemm(P, G.N * P * CKK)) {
+        // every sample's rows, then one gemm_samples: the samples' products are not stored
+        Tensor rows = Tensor::empty(Shape{G.N, P, CKK}, g.dtype());
+        T* pr = kern::out_ptr<T>(rows);
+        for_items(G.N, [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t i = b; i < e; ++i) K.im2row(px + i * X, G.sample(), pr + i * P * CKK);
+        });
+        ops::gemm_samples<T>(G.N, G.OC, CKK, P, {pg, P, 1}, G.OC * P, {pr, CKK, 1}, P * CKK, kern::out_ptr<T>(dw));
+      } else {
+        Tensor part = Tensor::empty(Shape{G.N, G.OC * CKK}, g.dtype());
+        T* pp = kern::out_ptr<T>(part);
+        for_items(G.N, [&](std::int64_t b, std::int64_t e) {
+          T* rows = scratch<T, 2>(P * CKK);
+          for (std::int64_t i = b; i < e; ++i) {
+            K.im2row(px + i * X, G.sample(), rows);
+            ops::gemm<T>(G.OC, CKK, P, row_major(pg + i * G.OC * P, G.OC, P), row_major(rows, P, CKK), pp + i * G.OC * CKK);
+          }
+        });
+        K.sum_cols(pp, G.N, G.OC * CKK, kern::out_ptr<T>(dw));
+      }
       gi[1] = dw;
     }
     if (n.n_inputs > 2 && n.in[2].needs_grad()) {

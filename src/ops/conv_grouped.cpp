@@ -116,6 +116,25 @@ void conv_input_grad(const CGeom& G, const T* w, const T* dy, T* dx) {
 template <class T>
 Tensor conv_weight_grad(const CGeom& G, const T* x, const T* dy, const Shape& wshape, DType dt) {
   const std::int64_t P = G.P(), CKK = G.ckk(), OCg = G.cout_g(), X = G.Cin * G.H * G.W, WN = G.Cout * CKK;
+  autograd::SampleCountCheck::note("a convolution's weight gradient", G.N, wshape);
+  if (ops::samples_in_one_gemm(P, G.N * CKK * P)) {
+    // per group: every sample's cols, then one gemm_samples (no sample's product stored)
+    Tensor dw = Tensor::empty(wshape, dt);
+    Tensor cols = Tensor::empty(Shape{G.N, CKK, P}, dt);
+    T* pc = kern::out_ptr<T>(cols);
+    for (std::int64_t gi = 0; gi < G.groups; ++gi) {
+      for_items(G.N, [&](std::int64_t n0, std::int64_t n1) {
+        for (std::int64_t n = n0; n < n1; ++n) {
+          const T* xs = x + n * X;
+          T* cs = pc + n * CKK * P;
+          for_each_col(G, gi, [&](std::int64_t at, std::int64_t px) { cs[at] = px >= 0 ? xs[px] : T(0); });
+        }
+      });
+      ops::gemm_samples<T>(G.N, OCg, CKK, P, {dy + gi * OCg * P, P, 1}, G.Cout * P, {pc, 1, P}, CKK * P,
+                           kern::out_ptr<T>(dw) + gi * OCg * CKK);
+    }
+    return dw;
+  }
   Tensor part = Tensor::empty(Shape{G.N, WN}, dt);
   T* pp = kern::out_ptr<T>(part);
   for_items(G.N, [&](std::int64_t n0, std::int64_t n1) {
@@ -129,7 +148,6 @@ Tensor conv_weight_grad(const CGeom& G, const T* x, const T* dy, const Shape& ws
       }
   });
   Tensor dw = Tensor::empty(wshape, dt);
-  autograd::SampleCountCheck::note("a convolution's weight gradient", G.N, wshape);
   kern::active<T>().sum_cols(pp, G.N, WN, kern::out_ptr<T>(dw));
   return dw;
 }

@@ -42,6 +42,8 @@ void linear_bw(Node& n, const Tensor& g, Tensor* gi) {
         ops::gemm<T>(out, in, R, row_major(pg + r0 * out, out, R, true), row_major(px + r0 * in, R, in), to);
       };
       if (s.samples == N) dw(0, N, kern::out_ptr<T>(dW));
+      else if (ops::samples_in_one_gemm(rows, 0))
+        ops::gemm_samples<T>(s.samples, out, in, rows, {pg, 1, out}, rows * out, {px, in, 1}, rows * in, kern::out_ptr<T>(dW));
       else ops::batch_rule_over_samples<T>(s.samples, out * in, g.dtype(), [&](std::int64_t i, T* part) { dw(i * rows, rows, part); }, kern::out_ptr<T>(dW));
       gi[1] = dW;
     }

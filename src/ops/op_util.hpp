@@ -61,6 +61,27 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, Mat<T> a, Mat<T> b, T*
   kern::active<T>().gemm(g);
 }
 
+// C [M, N] (row-major) = the batch rule over S samples (§3) of a_s b_s (§5's order over K), a_s
+// and b_s the operands advanced by s * a_step, s * b_step: a weight gradient whose samples span
+// several rows, with no sample's product stored (kern::Table::gemm_samples).
+template <class T>
+void gemm_samples(std::int64_t S, std::int64_t M, std::int64_t N, std::int64_t K, Mat<T> a, std::int64_t a_step, Mat<T> b,
+                  std::int64_t b_step, T* c) {
+  kern::GemmSamplesArgs<T> s;
+  s.S = S, s.sa = a_step, s.sb = b_step;
+  s.g.M = M, s.g.N = N, s.g.K = K;
+  s.g.A = a.p, s.g.rsa = a.rs, s.g.csa = a.cs;
+  s.g.B = b.p, s.g.rsb = b.rs, s.g.csb = b.cs;
+  s.g.C = c, s.g.ldc = N;
+  kern::active<T>().gemm_samples(s);
+}
+// Whether a weight gradient over samples of k = `per_sample_k` rows each goes through one
+// gemm_samples: k within the fast paths' one chunk of the tree (their form that stores no
+// product), and the samples' operands it needs laid out side by side at most 2^24 values.
+inline bool samples_in_one_gemm(std::int64_t per_sample_k, std::int64_t operand_values) {
+  return per_sample_k >= 1 && per_sample_k <= 128 && operand_values <= (std::int64_t(1) << 24);
+}
+
 // The samples are the leading dimension: of x with more than two dimensions, x.shape()[0];
 // otherwise every row is a sample (numerics.md §3, "samples of several rows").
 inline std::int64_t samples_of(const Tensor& x, std::int64_t rows) { return x.ndim() >= 3 ? x.shape()[0] : rows; }

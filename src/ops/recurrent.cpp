@@ -119,6 +119,8 @@ void recurrent_product_bw(Node& n, const Tensor& g, Tensor* gi) {
         ops::gemm<T>(GH, H, R, ops::row_major(pG + r0 * GH, GH, R, true), ops::row_major(pX + r0 * H, R, H), to);
       };
       if (Ts == 1) part_dw(0, N, kern::out_ptr<T>(dW));
+      else if (ops::samples_in_one_gemm(Ts, 0))
+        ops::gemm_samples<T>(N, GH, H, Ts, {pG, 1, GH}, Ts * GH, {pX, H, 1}, Ts * H, kern::out_ptr<T>(dW));
       else ops::batch_rule_over_samples<T>(N, GH * H, g.dtype(), [&](std::int64_t i, T* part) { part_dw(i * Ts, Ts, part); }, kern::out_ptr<T>(dW));
       gi[1] = dW;
     }

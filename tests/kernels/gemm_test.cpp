@@ -1,6 +1,7 @@
 // GEMM: every fast path equals the scalar reference bit for bit, on odd shapes, all transposes,
 // with and without bias, at threads 1..8: k around every block and chunk boundary, k = 0 and 1,
 // and outputs small enough for split-K.
+#include <array>
 #include <cmath>
 #include <sstream>
 
@@ -76,6 +77,62 @@ TEST(Gemm, FastPathsEqualReferenceF32) {
 
 TEST(Gemm, FastPathsEqualReferenceF64) {
   for (const auto& c : kCases) run_case<double>(c);
+}
+
+// gemm_samples: the batch rule over S samples' products (each sample's operands at its own
+// offset) equals the reference's stored products summed by sum_cols, and that is by definition
+// what it is: checked against tb.gemm per sample and tb.sum_cols on the scalar reference too.
+// S around the batch rule's blocks of 32 (one block, a block and one, several levels of the
+// pairwise stack), k within one chunk and beyond it (the stored form), odd M and N, B transposed.
+template <class T>
+void samples_case(std::int64_t S, std::int64_t m, std::int64_t n, std::int64_t k, bool tb_) {
+  std::ostringstream name;
+  name << "gemm_samples(" << tname(T{}) << ",S=" << S << ",m=" << m << ",n=" << n << ",k=" << k << ",tb=" << tb_ << ")";
+  const std::int64_t sa = m * k + 3, sb = k * n + 5;
+  auto A = random_vec<T>(static_cast<std::size_t>(S * sa), 21, -1, 1, true);
+  auto B = random_vec<T>(static_cast<std::size_t>(S * sb), 22, -1, 1, true);
+  auto args = [&](T* C) {
+    kern::GemmSamplesArgs<T> a;
+    a.S = S, a.sa = sa, a.sb = sb;
+    a.g.M = m, a.g.N = n, a.g.K = k;
+    a.g.A = A.data(), a.g.rsa = k, a.g.csa = 1;
+    a.g.B = B.data(), a.g.rsb = tb_ ? 1 : n, a.g.csb = tb_ ? k : 1;
+    a.g.C = C, a.g.ldc = n + 2;
+    return a;
+  };
+  std::vector<T> want(static_cast<std::size_t>(m * (n + 2)), T(-7));
+  {
+    // the definition, on the scalar reference: each product stored, then sum_cols
+    ExecContext ref(1, Isa::scalar);
+    ExecScope scope(ref);
+    const kern::Table<T>& tb = kern::table<T>(Isa::scalar);
+    std::vector<T> part(static_cast<std::size_t>(S * m * n));
+    for (std::int64_t s = 0; s < S; ++s) {
+      kern::GemmArgs<T> g = args(nullptr).g;
+      g.A += s * sa;
+      g.B += s * sb;
+      g.C = part.data() + s * m * n;
+      g.ldc = n;
+      tb.gemm(g);
+    }
+    std::vector<T> tot(static_cast<std::size_t>(m * n));
+    tb.sum_cols(part.data(), S, m * n, tot.data());
+    for (std::int64_t i = 0; i < m; ++i) std::copy(tot.begin() + i * n, tot.begin() + (i + 1) * n, want.begin() + i * (n + 2));
+  }
+  expect_fast_equals_reference<T>(name.str(), [&](const kern::Table<T>& tb) {
+    std::vector<T> C(static_cast<std::size_t>(m * (n + 2)), T(-7));
+    tb.gemm_samples(args(C.data()));
+    EXPECT_TRUE(bitwise_equal(want, C)) << name.str() << ": not the stored products' batch rule";
+    return C;
+  });
+}
+
+TEST(Gemm, SamplesSummedByTheBatchRuleEqualTheirStoredProducts) {
+  for (std::int64_t S : {1, 31, 32, 33, 97})
+    for (auto [m, n, k] : {std::array<std::int64_t, 3>{7, 33, 9}, {13, 70, 32}, {1, 9, 64}, {64, 130, 1}, {6, 64, 129}, {5, 17, 400}}) {
+      samples_case<float>(S, m, n, k, S % 2 == 1);
+      samples_case<double>(S, m, n, k, S % 2 == 0);
+    }
 }
 
 // The reference itself against an independent evaluation of the documented order: blocks of
