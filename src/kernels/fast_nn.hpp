@@ -392,6 +392,146 @@ void col2im_fast(const T* __restrict dcols, const ConvShape& g, T* __restrict dx
       }
 }
 
+// ---- depthwise convolution ---------------------------------------------------------------
+// Each plane padded with +0 into a buffer that holds every tap's reach, so that a tap reads
+// without bounds checks; the outputs of a row in lanes where the stride is 1.
+struct DwPad {
+  std::int64_t Hp, Wp;
+  explicit DwPad(const DwShape& s)
+      : Hp(std::max(s.pt + s.H, (s.OH - 1) * s.sh + (s.KH - 1) * s.dh + 1)), Wp(std::max(s.pl + s.W, (s.OW - 1) * s.sw + (s.KW - 1) * s.dw + 1)) {}
+};
+template <class T>
+void dw_pad_plane(const T* x, const DwShape& s, const DwPad& d, T* xp) {
+  std::fill(xp, xp + d.Hp * d.Wp, T(0));
+  for (std::int64_t h = 0; h < s.H; ++h) std::copy(x + h * s.W, x + (h + 1) * s.W, xp + (h + s.pt) * d.Wp + s.pl);
+}
+
+template <class T>
+void dw_conv_fast(const T* x, const T* w, const DwShape& s, T* y) {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  const std::int64_t P = s.OH * s.OW, X = s.H * s.W, KK = s.KH * s.KW;
+  const DwPad d(s);
+  parallel_for(s.N * s.C, std::max<std::int64_t>(1, 4096 / (P * KK + 1)), [&](std::int64_t q0, std::int64_t q1) {
+    std::vector<T>& buf = scratch<T>();
+    buf.resize(static_cast<std::size_t>(d.Hp * d.Wp + Tr::W));
+    T* xp = buf.data();
+    for (std::int64_t q = q0; q < q1; ++q) {
+      const T* wc = w + (q % s.C) * KK;
+      T* ys = y + q * P;
+      dw_pad_plane(x + q * X, s, d, xp);
+      for (std::int64_t oh = 0; oh < s.OH; ++oh) {
+        T* yr = ys + oh * s.OW;
+        std::int64_t ow = 0;
+        if (s.sw == 1)
+          for (; ow < s.OW; ow += Tr::W) {
+            const int m = static_cast<int>(s.OW - ow < Tr::W ? s.OW - ow : Tr::W);
+            V acc = V(T(0));
+            for (std::int64_t kh = 0; kh < s.KH; ++kh) {
+              const T* row = xp + (oh * s.sh + kh * s.dh) * d.Wp + ow;
+              for (std::int64_t kw = 0; kw < s.KW; ++kw)
+                acc = fma(V(wc[kh * s.KW + kw]), m == Tr::W ? Tr::load(row + kw * s.dw) : Tr::load_part(row + kw * s.dw, m, T(0)), acc);
+            }
+            if (m == Tr::W) Tr::store(yr + ow, acc);
+            else Tr::store_part(yr + ow, acc, m);
+          }
+        for (; ow < s.OW; ++ow) {
+          T acc = T(0);
+          for (std::int64_t kh = 0; kh < s.KH; ++kh)
+            for (std::int64_t kw = 0; kw < s.KW; ++kw)
+              acc = std::fma(wc[kh * s.KW + kw], xp[(oh * s.sh + kh * s.dh) * d.Wp + ow * s.sw + kw * s.dw], acc);
+          yr[ow] = canon(acc);
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+void dw_conv_dx_fast(const T* w, const T* dy, const DwShape& s, T* dx) {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  const std::int64_t P = s.OH * s.OW, X = s.H * s.W, KK = s.KH * s.KW;
+  const DwPad d(s);
+  parallel_for(s.N * s.C, std::max<std::int64_t>(1, 4096 / (P * KK + 1)), [&](std::int64_t q0, std::int64_t q1) {
+    std::vector<T>& buf = scratch<T>();
+    buf.resize(static_cast<std::size_t>(d.Hp * d.Wp + Tr::W));
+    T* dp = buf.data();
+    for (std::int64_t q = q0; q < q1; ++q) {
+      const T* wc = w + (q % s.C) * KK;
+      const T* dys = dy + q * P;
+      std::fill(dp, dp + d.Hp * d.Wp, T(0));
+      // taps outer, outputs inner, as the reference: each pixel's terms in tap order (a pixel
+      // takes at most one output per tap); what lands in the padding is dropped
+      for (std::int64_t kh = 0; kh < s.KH; ++kh)
+        for (std::int64_t kw = 0; kw < s.KW; ++kw) {
+          const T wt = wc[kh * s.KW + kw];
+          for (std::int64_t oh = 0; oh < s.OH; ++oh) {
+            T* row = dp + (oh * s.sh + kh * s.dh) * d.Wp + kw * s.dw;
+            const T* g = dys + oh * s.OW;
+            std::int64_t ow = 0;
+            if (s.sw == 1)
+              for (; ow + Tr::W <= s.OW; ow += Tr::W)
+                Tr::store_raw(row + ow, Tr::load(row + ow) + fma(V(wt), Tr::load(g + ow), V(T(0))));
+            for (; ow < s.OW; ++ow) row[ow * s.sw] = row[ow * s.sw] + std::fma(wt, g[ow], T(0));
+          }
+        }
+      T* dxs = dx + q * X;
+      for (std::int64_t h = 0; h < s.H; ++h)
+        for (std::int64_t c = 0; c < s.W; ++c) dxs[h * s.W + c] = canon(dp[(h + s.pt) * d.Wp + s.pl + c]);
+    }
+  });
+}
+
+template <class T>
+void dw_conv_dw_fast(const T* x, const T* dy, const DwShape& s, T* dwt) {
+  const std::int64_t P = s.OH * s.OW, X = s.H * s.W, KK = s.KH * s.KW;
+  const DwPad d(s);
+  parallel_for(s.C, 1, [&](std::int64_t c0, std::int64_t c1) {
+    std::vector<T>& buf = scratch<T>();
+    buf.resize(static_cast<std::size_t>(d.Hp * d.Wp + 2 * KK));
+    T* xp = buf.data();
+    T* block = xp + d.Hp * d.Wp;
+    T* prod = block + KK;
+    for (std::int64_t c = c0; c < c1; ++c) {
+      PairwiseStack<T> batch[32];
+      std::fill(block, block + KK, T(0));
+      for (std::int64_t n = 0; n < s.N; ++n) {
+        dw_pad_plane(x + (n * s.C + c) * X, s, d, xp);
+        const T* dys = dy + (n * s.C + c) * P;
+        for (std::int64_t t = 0; t < KK; ++t) {
+          const std::int64_t kh = t / s.KW, kw = t % s.KW;
+          // the sample's product over its positions: blocks of 32, each a chain from +0, the tree
+          PairwiseStack<T> st;
+          T acc = T(0);
+          std::int64_t in_block = 0;
+          for (std::int64_t oh = 0; oh < s.OH; ++oh) {
+            const T* row = xp + (oh * s.sh + kh * s.dh) * d.Wp + kw * s.dw;
+            const T* g = dys + oh * s.OW;
+            for (std::int64_t ow = 0; ow < s.OW; ++ow) {
+              acc = std::fma(g[ow], row[ow * s.sw], acc);
+              if (++in_block == kBatchBlock) {
+                st.push(acc);
+                acc = T(0);
+                in_block = 0;
+              }
+            }
+          }
+          if (in_block) st.push(acc);
+          prod[t] = st.total();
+        }
+        for (std::int64_t t = 0; t < KK; ++t) block[t] = block[t] + prod[t];
+        if ((n + 1) % kBatchBlock == 0 || n + 1 == s.N)
+          for (std::int64_t t = 0; t < KK; ++t) {
+            batch[t].push(block[t]);
+            block[t] = T(0);
+          }
+      }
+      for (std::int64_t t = 0; t < KK; ++t) dwt[c * KK + t] = canon(batch[t].total());
+    }
+  });
+}
+
 // ---- optimizer updates ----------------------------------------------------------------------
 constexpr std::int64_t kUpdateGrain = 16384;  // elements per chunk of a parameter update
 
@@ -448,6 +588,9 @@ Table<T> fast_nn_table(Table<T> tb) {
   tb.im2col = &im2col_fast<T>;
   tb.im2row = &im2row_fast<T>;
   tb.col2im = &col2im_fast<T>;
+  tb.dw_conv = &dw_conv_fast<T>;
+  tb.dw_conv_dx = &dw_conv_dx_fast<T>;
+  tb.dw_conv_dw = &dw_conv_dw_fast<T>;
   tb.sgd_update = &sgd_update_fast<T>;
   tb.adam_update = &adam_update_fast<T>;
   return tb;

@@ -174,6 +174,13 @@ struct ConvShape {
   std::int64_t ckk() const { return C * KH * KW; }
 };
 
+// A depthwise convolution: C planes [H, W] per sample, one kernel [KH, KW] per plane (groups =
+// channels, one output channel each); kh, kw at dilation (dh, dw), stride (sh, sw), pads pt, pl
+// on the top and left (OH, OW say where the padding ends).
+struct DwShape {
+  std::int64_t N, C, H, W, KH, KW, OH, OW, sh, sw, pt, pl, dh, dw;
+};
+
 // Optimizer coefficients, already rounded to T (numerics.md §17). The flags say whether the
 // option is on: a weight decay that rounds to 0 in T still adds 0 * p.
 template <class T>
@@ -252,6 +259,16 @@ struct Table {
   // dx = +0, then each dcols element (rows ld apart) added into its pixel, in row-major order
   // of (c, kh, kw, oh, ow)
   void (*col2im)(const T* dcols, const ConvShape& s, T* dx);
+  // Depthwise convolution, numerics §37's grouped conv with one channel per group: y [N, C, OH, OW]
+  // = for each output the fma chain over the taps (kh, kw) in row-major order from +0, of
+  // w [C, KH*KW] and x (+0 outside); KH*KW <= 32 (one block of §5)
+  void (*dw_conv)(const T* x, const T* w, const DwShape& s, T* y);
+  // dx [N, C, H, W] = +0, then for the taps (kh, kw) and outputs (oh, ow) in row-major order:
+  // dx[pixel] += fma(w, dy, +0) (the GEMM's one-term chain, then col2im)
+  void (*dw_conv_dx)(const T* w, const T* dy, const DwShape& s, T* dx);
+  // dw [C, KH*KW] = the batch rule over the samples (§3) of each sample's tree over its OH*OW
+  // positions (§5) of dy * x (+0 outside)
+  void (*dw_conv_dw)(const T* x, const T* dy, const DwShape& s, T* dw);
   // SGD: g' = g + wd*p (if decay); v = m*v + g', d = nesterov ? g' + m*v : v (v null: d = g');
   // p = p - lr*d
   void (*sgd_update)(T* p, const T* g, T* v, std::int64_t n, const SgdCoef<T>& c);

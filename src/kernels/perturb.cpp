@@ -252,6 +252,10 @@ Table<T> make() {
   t.sum_rows = &sum_rows<T>;
   t.sumsq_rows = &sumsq_rows<T>;
   t.sum_cols = &sum_cols<T>;
+  // not reached while perturbation is on (the ops take the GEMM path, perturbed, then)
+  t.dw_conv = [](const T* x, const T* w, const DwShape& sh, T* y) { base<T>().dw_conv(x, w, sh, y); };
+  t.dw_conv_dx = [](const T* w, const T* dy, const DwShape& sh, T* dx) { base<T>().dw_conv_dx(w, dy, sh, dx); };
+  t.dw_conv_dw = [](const T* x, const T* dy, const DwShape& sh, T* dw) { base<T>().dw_conv_dw(x, dy, sh, dw); };
   // the perturbed GEMM and batch rule, each sample's product stored
   t.gemm_samples = [](const GemmSamplesArgs<T>& a) { gemm_samples_stored(a, &gemm<T>, &sum_cols<T>); };
   t.softmax_rows = &rows1<T, &Table<T>::softmax_rows>;

@@ -3,6 +3,7 @@
 // fast paths (fast_nn.hpp) must give the same bits; tests/kernels compares them with ==.
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/kernels.hpp"
 #include "kernels/reference.hpp"
@@ -145,6 +146,82 @@ void col2im(const T* dcols, const ConvShape& s, T* dx) {
   });
 }
 
+// ---- depthwise convolution -----------------------------------------------------------------
+// f(tap, output position, input pixel in the plane or -1): taps (kh, kw) outer, outputs (oh, ow)
+// inner, each in row-major order
+template <class F>
+void for_each_tap(const DwShape& s, F&& f) {
+  for (std::int64_t kh = 0; kh < s.KH; ++kh)
+    for (std::int64_t kw = 0; kw < s.KW; ++kw)
+      for (std::int64_t oh = 0; oh < s.OH; ++oh) {
+        const std::int64_t ih = oh * s.sh - s.pt + kh * s.dh;
+        for (std::int64_t ow = 0; ow < s.OW; ++ow) {
+          const std::int64_t iw = ow * s.sw - s.pl + kw * s.dw;
+          const bool in = ih >= 0 && ih < s.H && iw >= 0 && iw < s.W;
+          f(kh * s.KW + kw, oh * s.OW + ow, in ? ih * s.W + iw : std::int64_t(-1));
+        }
+      }
+}
+
+template <class T>
+void dw_conv(const T* x, const T* w, const DwShape& s, T* y) {
+  const std::int64_t P = s.OH * s.OW, X = s.H * s.W, KK = s.KH * s.KW;
+  for (std::int64_t q = 0; q < s.N * s.C; ++q) {
+    const T* xs = x + q * X;
+    const T* wc = w + (q % s.C) * KK;
+    T* ys = y + q * P;
+    for (std::int64_t p = 0; p < P; ++p) ys[p] = T(0);
+    for_each_tap(s, [&](std::int64_t t, std::int64_t p, std::int64_t px) { ys[p] = std::fma(wc[t], px >= 0 ? xs[px] : T(0), ys[p]); });
+    for (std::int64_t p = 0; p < P; ++p) ys[p] = canon(ys[p]);
+  }
+}
+
+template <class T>
+void dw_conv_dx(const T* w, const T* dy, const DwShape& s, T* dx) {
+  const std::int64_t P = s.OH * s.OW, X = s.H * s.W, KK = s.KH * s.KW;
+  for (std::int64_t q = 0; q < s.N * s.C; ++q) {
+    const T* dys = dy + q * P;
+    const T* wc = w + (q % s.C) * KK;
+    T* dxs = dx + q * X;
+    for (std::int64_t i = 0; i < X; ++i) dxs[i] = T(0);
+    for_each_tap(s, [&](std::int64_t t, std::int64_t p, std::int64_t px) {
+      if (px >= 0) dxs[px] = canon(dxs[px] + canon(std::fma(wc[t], dys[p], T(0))));
+    });
+  }
+}
+
+template <class T>
+void dw_conv_dw(const T* x, const T* dy, const DwShape& s, T* dwt) {
+  const std::int64_t P = s.OH * s.OW, X = s.H * s.W, KK = s.KH * s.KW;
+  std::vector<T> col(static_cast<std::size_t>(KK * P));
+  for (std::int64_t c = 0; c < s.C; ++c) {
+    std::vector<PairwiseStack<T>> batch(static_cast<std::size_t>(KK));
+    std::vector<T> block(static_cast<std::size_t>(KK), T(0));
+    for (std::int64_t n = 0; n < s.N; ++n) {
+      const T* xs = x + (n * s.C + c) * X;
+      const T* dys = dy + (n * s.C + c) * P;
+      for_each_tap(s, [&](std::int64_t t, std::int64_t p, std::int64_t px) { col[static_cast<std::size_t>(t * P + p)] = px >= 0 ? xs[px] : T(0); });
+      for (std::int64_t t = 0; t < KK; ++t) {
+        // the sample's product: blocks of 32 positions, each an fma chain from +0, the pairwise tree
+        PairwiseStack<T> st;
+        for (std::int64_t p0 = 0; p0 < P; p0 += kBatchBlock) {
+          T acc = T(0);
+          for (std::int64_t p = p0; p < p0 + kBatchBlock && p < P; ++p) acc = std::fma(dys[p], col[static_cast<std::size_t>(t * P + p)], acc);
+          st.push(acc);
+        }
+        T& b = block[static_cast<std::size_t>(t)];
+        b = b + canon(st.total());
+      }
+      if ((n + 1) % kBatchBlock == 0 || n + 1 == s.N)
+        for (std::int64_t t = 0; t < KK; ++t) {
+          batch[static_cast<std::size_t>(t)].push(block[static_cast<std::size_t>(t)]);
+          block[static_cast<std::size_t>(t)] = T(0);
+        }
+    }
+    for (std::int64_t t = 0; t < KK; ++t) dwt[c * KK + t] = canon(batch[static_cast<std::size_t>(t)].total());
+  }
+}
+
 template <class T>
 void sgd_update(T* p, const T* g, T* v, std::int64_t n, const SgdCoef<T>& c) {
   for (std::int64_t k = 0; k < n; ++k) {
@@ -179,6 +256,9 @@ void add_nn_kernels(Table<T>& tb) {
   tb.im2col = &im2col<T>;
   tb.im2row = &im2row<T>;
   tb.col2im = &col2im<T>;
+  tb.dw_conv = &dw_conv<T>;
+  tb.dw_conv_dx = &dw_conv_dx<T>;
+  tb.dw_conv_dw = &dw_conv_dw<T>;
   tb.sgd_update = &sgd_update<T>;
   tb.adam_update = &adam_update<T>;
 }

@@ -71,10 +71,27 @@ void for_items(std::int64_t n, F&& f) {
   else kern::parallel_for(n, 1, f);
 }
 
+// A depthwise conv (one input and one output channel per group, at most one block of taps)
+// runs the kernels made for it: the same chains, without a GEMM per sample and channel.
+// Perturbation (§19) takes the GEMM path, whose reductions it perturbs.
+bool depthwise(const CGeom& G) {
+  return G.cin_g() == 1 && G.cout_g() == 1 && G.KH * G.KW <= kern::kBatchBlock && !kern::perturbation_active();
+}
+kern::DwShape dw_shape(const CGeom& G) {
+  return {G.N, G.Cin, G.H, G.W, G.KH, G.KW, G.OH, G.OW, G.sh, G.sw, G.pt, G.pl, G.dh, G.dw};
+}
+
 // y [N, Cout, P] = conv of x [N, Cin, H, W] with w [Cout, Cin/g, KH, KW] (+ b[oc] when b)
 template <class T>
 void conv_forward(const CGeom& G, const T* x, const T* w, const T* b, T* y) {
   const std::int64_t P = G.P(), CKK = G.ckk(), OCg = G.cout_g(), X = G.Cin * G.H * G.W;
+  if (depthwise(G)) {
+    kern::active<T>().dw_conv(x, w, dw_shape(G), y);
+    if (b)
+      for (std::int64_t q = 0; q < G.N * G.Cout; ++q)
+        for (std::int64_t p = 0; p < P; ++p) y[q * P + p] = kern::canon(y[q * P + p] + b[q % G.Cout]);
+    return;
+  }
   for_items(G.N, [&](std::int64_t n0, std::int64_t n1) {
     T* cols = scratch<T, 0>(CKK * P);
     for (std::int64_t n = n0; n < n1; ++n)
@@ -96,6 +113,7 @@ void conv_forward(const CGeom& G, const T* x, const T* w, const T* b, T* y) {
 template <class T>
 void conv_input_grad(const CGeom& G, const T* w, const T* dy, T* dx) {
   const std::int64_t P = G.P(), CKK = G.ckk(), OCg = G.cout_g(), X = G.Cin * G.H * G.W;
+  if (depthwise(G)) return kern::active<T>().dw_conv_dx(w, dy, dw_shape(G), dx);
   for_items(G.N, [&](std::int64_t n0, std::int64_t n1) {
     T* dcols = scratch<T, 1>(CKK * P);
     for (std::int64_t n = n0; n < n1; ++n) {
@@ -117,6 +135,11 @@ template <class T>
 Tensor conv_weight_grad(const CGeom& G, const T* x, const T* dy, const Shape& wshape, DType dt) {
   const std::int64_t P = G.P(), CKK = G.ckk(), OCg = G.cout_g(), X = G.Cin * G.H * G.W, WN = G.Cout * CKK;
   autograd::SampleCountCheck::note("a convolution's weight gradient", G.N, wshape);
+  if (depthwise(G)) {
+    Tensor dw = Tensor::empty(wshape, dt);
+    kern::active<T>().dw_conv_dw(x, dy, dw_shape(G), kern::out_ptr<T>(dw));
+    return dw;
+  }
   if (ops::samples_in_one_gemm(P, G.N * CKK * P)) {
     // per group: every sample's cols, then one gemm_samples (no sample's product stored)
     Tensor dw = Tensor::empty(wshape, dt);

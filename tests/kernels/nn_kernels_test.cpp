@@ -76,6 +76,86 @@ void lstm_gates_cases() {
 TEST(NnKernels, LstmGatesF32) { lstm_gates_cases<float>(); }
 TEST(NnKernels, LstmGatesF64) { lstm_gates_cases<double>(); }
 
+// Depthwise convolution: the fast paths equal the reference, and the reference is what the
+// grouped conv's GEMM path computes for one channel per group (per sample and channel: im2col,
+// the GEMM, col2im; the weight gradient's products stored and summed by the batch rule):
+// strides 1 and 2, pads, dilation, kernels 3x3, 5x5, 1x3, batches across blocks of 32.
+template <class T>
+void dw_cases() {
+  struct Case {
+    std::int64_t N, C, H, W, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw;
+  };
+  const Case cases[] = {{2, 3, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   {33, 2, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+                        {1, 4, 11, 21, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1}, {3, 2, 8, 8, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
+                        {2, 3, 1, 19, 1, 3, 1, 2, 0, 1, 0, 0, 1, 1},  {65, 1, 4, 4, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1},
+                        {2, 2, 40, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}};
+  for (const Case& c : cases) {
+    kern::DwShape s{c.N, c.C, c.H, c.W, c.KH, c.KW, 0, 0, c.sh, c.sw, c.pt, c.pl, c.dh, c.dw};
+    s.OH = (c.H + c.pt + c.pb - c.dh * (c.KH - 1) - 1) / c.sh + 1;
+    s.OW = (c.W + c.pl + c.pr - c.dw * (c.KW - 1) - 1) / c.sw + 1;
+    const std::int64_t X = c.H * c.W, P = s.OH * s.OW, KK = c.KH * c.KW;
+    const auto x = random_vec<T>(static_cast<std::size_t>(c.N * c.C * X), 91, -2, 2, true);
+    const auto w = random_vec<T>(static_cast<std::size_t>(c.C * KK), 92, -1, 1, true);
+    const auto dy = random_vec<T>(static_cast<std::size_t>(c.N * c.C * P), 93, -1, 1, true);
+    std::ostringstream sh;
+    sh << "(N=" << c.N << ",C=" << c.C << "," << c.H << "x" << c.W << ",k=" << c.KH << "x" << c.KW << ",s=" << c.sh << "," << c.sw
+       << ",d=" << c.dh << "," << tname(T{}) << ")";
+    auto run = [&](const kern::Table<T>& tb) {
+      std::vector<T> out(static_cast<std::size_t>(c.N * c.C * (P + X) + c.C * KK));
+      tb.dw_conv(x.data(), w.data(), s, out.data());
+      tb.dw_conv_dx(w.data(), dy.data(), s, out.data() + c.N * c.C * P);
+      tb.dw_conv_dw(x.data(), dy.data(), s, out.data() + c.N * c.C * (P + X));
+      return out;
+    };
+    expect_fast_equals_reference<T>("depthwise" + sh.str(), run);
+    // the GEMM path's definition, on the scalar reference
+    ExecContext ref(1, Isa::scalar);
+    ExecScope scope(ref);
+    const kern::Table<T>& tb = kern::table<T>(Isa::scalar);
+    std::vector<T> want(static_cast<std::size_t>(c.N * c.C * (P + X) + c.C * KK));
+    std::vector<T> cols(static_cast<std::size_t>(KK * P)), part(static_cast<std::size_t>(c.N * c.C * KK));
+    auto im2col = [&](const T* plane) {
+      for (std::int64_t kh = 0; kh < c.KH; ++kh)
+        for (std::int64_t kw = 0; kw < c.KW; ++kw)
+          for (std::int64_t oh = 0; oh < s.OH; ++oh)
+            for (std::int64_t ow = 0; ow < s.OW; ++ow) {
+              const std::int64_t ih = oh * c.sh - c.pt + kh * c.dh, iw = ow * c.sw - c.pl + kw * c.dw;
+              const bool in = ih >= 0 && ih < c.H && iw >= 0 && iw < c.W;
+              cols[static_cast<std::size_t>((kh * c.KW + kw) * P + oh * s.OW + ow)] = in ? plane[ih * c.W + iw] : T(0);
+            }
+    };
+    auto gemm = [&](std::int64_t M, std::int64_t N, std::int64_t K, const T* A, std::int64_t rsa, std::int64_t csa, const T* B,
+                    std::int64_t rsb, std::int64_t csb, T* C) {
+      kern::GemmArgs<T> g;
+      g.M = M, g.N = N, g.K = K, g.A = A, g.rsa = rsa, g.csa = csa, g.B = B, g.rsb = rsb, g.csb = csb, g.C = C, g.ldc = N;
+      tb.gemm(g);
+    };
+    for (std::int64_t n = 0; n < c.N; ++n)
+      for (std::int64_t ch = 0; ch < c.C; ++ch) {
+        const std::int64_t q = n * c.C + ch;
+        im2col(x.data() + q * X);
+        gemm(1, P, KK, w.data() + ch * KK, KK, 1, cols.data(), P, 1, want.data() + q * P);
+        gemm(1, KK, P, dy.data() + q * P, P, 1, cols.data(), 1, P, part.data() + (n * c.C + ch) * KK);
+        std::vector<T> dcols(static_cast<std::size_t>(KK * P));
+        gemm(KK, P, 1, w.data() + ch * KK, 1, 1, dy.data() + q * P, P, 1, dcols.data());
+        T* dx = want.data() + c.N * c.C * P + q * X;
+        std::fill(dx, dx + X, T(0));
+        for (std::int64_t kh = 0; kh < c.KH; ++kh)
+          for (std::int64_t kw = 0; kw < c.KW; ++kw)
+            for (std::int64_t oh = 0; oh < s.OH; ++oh)
+              for (std::int64_t ow = 0; ow < s.OW; ++ow) {
+                const std::int64_t ih = oh * c.sh - c.pt + kh * c.dh, iw = ow * c.sw - c.pl + kw * c.dw;
+                if (ih >= 0 && ih < c.H && iw >= 0 && iw < c.W)
+                  dx[ih * c.W + iw] = kern::canon(dx[ih * c.W + iw] + dcols[static_cast<std::size_t>((kh * c.KW + kw) * P + oh * s.OW + ow)]);
+              }
+      }
+    tb.sum_cols(part.data(), c.N, c.C * KK, want.data() + c.N * c.C * (P + X));
+    EXPECT_TRUE(bitwise_equal(want, run(tb))) << "depthwise" << sh.str() << ": the reference is not the GEMM path's";
+  }
+}
+TEST(NnKernels, DepthwiseConvF32) { dw_cases<float>(); }
+TEST(NnKernels, DepthwiseConvF64) { dw_cases<double>(); }
+
 TEST(NnKernels, LayerNormF32) { layer_norm_cases<float>(); }
 TEST(NnKernels, LayerNormF64) { layer_norm_cases<double>(); }
 
