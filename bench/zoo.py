@@ -6,7 +6,8 @@ rounds' median step times. Each row also gives the step's FMA-bound limit: its m
 torch model) over the FMA peak of the threads, and both sides' time as a multiple of it.
 
   python3 bench/zoo.py [--models a,b] [--threads 1,2] [--rounds 3] [--steps 10] [--peak GFLOPS]
-  models: lstm_seq, lstm_classifier, gru_classifier, resnet18, mobilenet_v2 (ONNX), shufflenet_v2 (ONNX)
+  models: lstm_seq, lstm_classifier, gru_classifier, resnet18, mobilenet_v2, shufflenet_v2, efficientnet_b0 (the CNNs
+  through ONNX)
 
 A model that bitgrad cannot take (an ONNX op it does not import) is a row with the reason.
 Each thread count runs in a process of its own with OPENBLAS_NUM_THREADS and OMP_NUM_THREADS set
@@ -198,6 +199,8 @@ def build(name, tmp):
         return onnx_case(name, lambda: torchvision.models.mobilenet_v2(num_classes=10), 32, tmp)
     if name == "shufflenet_v2":
         return onnx_case(name, lambda: torchvision.models.shufflenet_v2_x1_0(num_classes=10), 32, tmp)
+    if name == "efficientnet_b0":  # stochastic depth off: a random layer drop has no ONNX form
+        return onnx_case(name, lambda: torchvision.models.efficientnet_b0(num_classes=10, stochastic_depth_prob=0.0), 32, tmp)
     raise SystemExit("zoo: unknown model %r" % name)
 
 
@@ -212,7 +215,7 @@ def time_steps(fn, steps):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default="lstm_seq,lstm_classifier,gru_classifier,resnet18,mobilenet_v2,shufflenet_v2")
+    ap.add_argument("--models", default="lstm_seq,lstm_classifier,gru_classifier,resnet18,mobilenet_v2,shufflenet_v2,efficientnet_b0")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)

@@ -494,7 +494,7 @@ void dw_conv_dw_fast(const T* x, const T* dy, const DwShape& s, T* dwt) {
     T* block = xp + d.Hp * d.Wp;
     T* prod = block + KK;
     for (std::int64_t c = c0; c < c1; ++c) {
-      PairwiseStack<T> batch[32];
+      PairwiseStack<T> batch[kBatchBlock]{};  // one per tap (at most 32)
       std::fill(block, block + KK, T(0));
       for (std::int64_t n = 0; n < s.N; ++n) {
         dw_pad_plane(x + (n * s.C + c) * X, s, d, xp);

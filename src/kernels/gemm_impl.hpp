@@ -381,6 +381,10 @@ struct GemmSamples {
     const std::int64_t tiles_m = (g.M + MR - 1) / MR;
     std::int64_t ncs = (std::int64_t(1) << 17) / (tiles_m * MR) / NR * NR;
     ncs = ncs < NR ? NR : (ncs > UK::NC ? UK::NC : ncs);
+    // at least a panel per thread where the columns allow (the split cannot move a bit)
+    const std::int64_t threads = in_parallel_region() ? 1 : pool_threads();
+    const std::int64_t per_thread = ((g.N + threads - 1) / threads + NR - 1) / NR * NR;
+    if (per_thread < ncs) ncs = per_thread;
     const std::int64_t panels = (g.N + ncs - 1) / ncs;
     parallel_for(panels, 1, [&](std::int64_t p0, std::int64_t p1) {
       for (std::int64_t pn = p0; pn < p1; ++pn) panel(a, pn * ncs, g.N - pn * ncs < ncs ? g.N - pn * ncs : ncs);

@@ -310,7 +310,9 @@ void clamp_bw(Node& n, const Tensor& g, Tensor* gi) {
     const T lo = static_cast<T>(s.lo), hi = static_cast<T>(s.hi);
     const T *px = x.data<T>(), *pg = gc.data<T>();
     T* po = kern::out_ptr<T>(out);
-    for (std::int64_t i = 0; i < g.numel(); ++i) po[i] = (px[i] >= lo && px[i] <= hi) ? pg[i] : T(0);
+    kern::parallel_for(g.numel(), 1 << 15, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) po[i] = (px[i] >= lo && px[i] <= hi) ? pg[i] : T(0);
+    });
   });
   gi[0] = out;
 }
