@@ -447,6 +447,34 @@ void dw_conv_fast(const T* x, const T* w, const DwShape& s, T* y) {
   });
 }
 
+// One plane's dx pulled row by row (stride 1 along the rows, finite weights): each pixel's
+// terms fma(w, dy, +0) summed in tap order in a register, where the reference pushes them into
+// memory in the same order. A lane that a tap does not reach reads dy as +0 and adds
+// fma(w, +0, +0) = +0 (w finite), which changes no sum: a sum of such terms from +0 is never -0.
+template <class T>
+void dw_dx_pull(const T* wc, const T* dys, const DwShape& s, T* dxs) {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  for (std::int64_t ih = 0; ih < s.H; ++ih)
+    for (std::int64_t iw = 0; iw < s.W; iw += Tr::W) {
+      const int m = static_cast<int>(s.W - iw < Tr::W ? s.W - iw : Tr::W);
+      V acc = V(T(0));
+      for (std::int64_t kh = 0; kh < s.KH; ++kh) {
+        const std::int64_t r = ih + s.pt - kh * s.dh;  // = oh * sh
+        if (r < 0 || r % s.sh != 0 || r / s.sh >= s.OH) continue;
+        const T* g = dys + (r / s.sh) * s.OW;
+        for (std::int64_t kw = 0; kw < s.KW; ++kw) {
+          const std::int64_t o0 = iw + s.pl - kw * s.dw;  // lane j reads dy at ow = o0 + j, if in [0, OW)
+          const std::int64_t a = o0 < 0 ? -o0 : 0, b = s.OW - o0 < m ? s.OW - o0 : m;
+          if (b <= a) continue;
+          acc = acc + fma(V(wc[kh * s.KW + kw]), Tr::load_range(g + o0, static_cast<int>(a), static_cast<int>(b)), V(T(0)));
+        }
+      }
+      if (m == Tr::W) Tr::store(dxs + ih * s.W + iw, acc);
+      else Tr::store_part(dxs + ih * s.W + iw, acc, m);
+    }
+}
+
 template <class T>
 void dw_conv_dx_fast(const T* w, const T* dy, const DwShape& s, T* dx) {
   using Tr = VT<T>;
@@ -460,6 +488,12 @@ void dw_conv_dx_fast(const T* w, const T* dy, const DwShape& s, T* dx) {
     for (std::int64_t q = q0; q < q1; ++q) {
       const T* wc = w + (q % s.C) * KK;
       const T* dys = dy + q * P;
+      bool finite = true;
+      for (std::int64_t t = 0; t < KK; ++t) finite = finite && wc[t] - wc[t] == T(0);
+      if (s.sw == 1 && finite) {
+        dw_dx_pull(wc, dys, s, dx + q * X);
+        continue;
+      }
       std::fill(dp, dp + d.Hp * d.Wp, T(0));
       // taps outer, outputs inner, as the reference: each pixel's terms in tap order (a pixel
       // takes at most one output per tap); what lands in the padding is dropped
@@ -470,9 +504,15 @@ void dw_conv_dx_fast(const T* w, const T* dy, const DwShape& s, T* dx) {
             T* row = dp + (oh * s.sh + kh * s.dh) * d.Wp + kw * s.dw;
             const T* g = dys + oh * s.OW;
             std::int64_t ow = 0;
-            if (s.sw == 1)
+            if (s.sw == 1) {
               for (; ow + Tr::W <= s.OW; ow += Tr::W)
                 Tr::store_raw(row + ow, Tr::load(row + ow) + fma(V(wt), Tr::load(g + ow), V(T(0))));
+              if (ow < s.OW) {  // the row's tail in masked lanes (a NaN stored canonical: it stays a NaN)
+                const int m = static_cast<int>(s.OW - ow);
+                Tr::store_part(row + ow, Tr::load_part(row + ow, m, T(0)) + fma(V(wt), Tr::load_part(g + ow, m, T(0)), V(T(0))), m);
+                ow = s.OW;
+              }
+            }
             for (; ow < s.OW; ++ow) row[ow * s.sw] = row[ow * s.sw] + std::fma(wt, g[ow], T(0));
           }
         }

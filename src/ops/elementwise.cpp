@@ -311,7 +311,14 @@ void clamp_bw(Node& n, const Tensor& g, Tensor* gi) {
     const T *px = x.data<T>(), *pg = gc.data<T>();
     T* po = kern::out_ptr<T>(out);
     kern::parallel_for(g.numel(), 1 << 15, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) po[i] = (px[i] >= lo && px[i] <= hi) ? pg[i] : T(0);
+      const T* __restrict xs = px + b;  // restrict: the loop vectorises
+      const T* __restrict gs = pg + b;
+      T* __restrict os = po + b;
+      const T l = lo, h = hi;  // by value: a reference could alias os
+      for (std::int64_t i = 0; i < e - b; ++i) {
+        const T v = xs[i], gv = gs[i];  // both loaded: a select, no branch
+        os[i] = (v >= l) & (v <= h) ? gv : T(0);
+      }
     });
   });
   gi[0] = out;
