@@ -66,10 +66,17 @@ struct SequenceGrads {
   Tensor w_t;                // w_hh transposed [H, G·H], contiguous: made at the first step, read by every step
 };
 // w [G·H, H] as the GEMM's row-major B [H, G·H] (the same bits as reading w transposed, numerics §5:
-// the order is the shapes'; B's rows contiguous pack faster)
+// the order is the shapes'; B's rows contiguous pack faster). Worth its copy over a sequence, not
+// for a step or two (a decode step of a served model is one).
+constexpr std::int64_t kTransposeFromSteps = 8;
 Tensor transposed_copy(const Tensor& w) {
   const Shape s = w.shape(), st = w.strides();  // a view made here, not an op: nothing recorded or traced
   return kern::contiguous(Tensor::view_of(w.detach(), Shape{s[1], s[0]}, Shape{st[1], st[0]}, w.offset()));
+}
+// B of the recurrent GEMM: the transposed copy if made, else w read transposed
+template <class T>
+ops::Mat<T> recurrent_b(const Tensor& w_t, const Tensor& wc, std::int64_t H, std::int64_t GH) {
+  return w_t.defined() ? ops::row_major(w_t.data<T>(), H, GH) : ops::row_major(wc.data<T>(), H, GH, true);
 }
 struct ProductSaved {
   std::int64_t t, N, H, GH;
@@ -139,10 +146,10 @@ Tensor recurrent_product(const Tensor& h, const Tensor& w, const Tensor& b, std:
                          CallSite site) {
   const std::int64_t N = h.shape()[0], H = h.shape()[1], GH = w.shape()[0];
   Tensor hc = kern::contiguous(h), wc = kern::contiguous(w), bc = b.defined() ? kern::contiguous(b) : Tensor();
-  if (!acc->w_t.defined()) acc->w_t = transposed_copy(w);
+  if (!acc->w_t.defined() && acc->T >= kTransposeFromSteps) acc->w_t = transposed_copy(w);
   Tensor y = Tensor::empty(Shape{N, GH}, h.dtype());
   BITGRAD_DISPATCH_FLOAT(h.dtype(), "rnn", T, [&] {
-    ops::gemm<T>(N, GH, H, ops::row_major(hc.data<T>(), N, H), ops::row_major(acc->w_t.data<T>(), H, GH), kern::out_ptr<T>(y),
+    ops::gemm<T>(N, GH, H, ops::row_major(hc.data<T>(), N, H), recurrent_b<T>(acc->w_t, wc, H, GH), kern::out_ptr<T>(y),
                  bc.defined() ? bc.data<T>() : nullptr);
   });
   Node* n = b.defined() ? ops::record("rnn_hh", recurrent_product_bw, {&h, &w, &b}, y, site)
@@ -359,7 +366,8 @@ Tensor initial(RnnMode mode, const char* name, const Tensor& s0, std::size_t l, 
 Tensor lstm_unrecorded(const Tensor& xp, const Tensor& w_hh, Tensor& h, Tensor& c) {
   const std::int64_t N = xp.shape()[0], T = xp.shape()[1], GH = xp.shape()[2], H = GH / 4;
   Tensor out = Tensor::empty(Shape{N, T, H}, xp.dtype());
-  Tensor wt = transposed_copy(w_hh), h0 = kern::contiguous(h), c0 = kern::contiguous(c);
+  Tensor wc = kern::contiguous(w_hh), wt = T >= kTransposeFromSteps ? transposed_copy(w_hh) : Tensor();
+  Tensor h0 = kern::contiguous(h), c0 = kern::contiguous(c);
   Tensor hh = Tensor::empty(Shape{N, GH}, xp.dtype());
   Tensor cs[2] = {Tensor::empty(Shape{N, H}, xp.dtype()), Tensor::empty(Shape{N, H}, xp.dtype())};
   BITGRAD_DISPATCH_FLOAT(xp.dtype(), "lstm", T_, [&] {
@@ -369,7 +377,7 @@ Tensor lstm_unrecorded(const Tensor& xp, const Tensor& w_hh, Tensor& h, Tensor& 
     for (std::int64_t t = 0; t < T; ++t) {
       // h_{t-1}: h0, or the outputs' row of step t - 1
       const ops::Mat<T_> a = t == 0 ? ops::row_major(h0.data<T_>(), N, H) : ops::Mat<T_>{po + (t - 1) * H, T * H, 1};
-      ops::gemm<T_>(N, GH, H, a, ops::row_major(wt.data<T_>(), H, GH), kern::out_ptr<T_>(hh));
+      ops::gemm<T_>(N, GH, H, a, recurrent_b<T_>(wt, wc, H, GH), kern::out_ptr<T_>(hh));
       T_* cnext = kern::out_ptr<T_>(cs[t % 2]);
       kern::active<T_>().lstm_gates(px + t * GH, T * GH, hh.data<T_>(), cprev, N, H, cnext, po + t * H, T * H, nullptr);
       cprev = cnext;
