@@ -241,7 +241,8 @@ T plus_zero(T v) {
   return kern::canon(v + T(0));
 }
 void lstm_cell_bw(Node& n, const Tensor& gc_in, Tensor* gi) {
-  const auto [N, H] = n.payload<LstmKept>();
+  const LstmKept kept = n.payload<LstmKept>();
+  const std::int64_t N = kept.N, H = kept.H;  // not a structured binding: lambdas capture them (clang 14)
   const Tensor& keep = n.saved_tensor(0);
   const Tensor& c = n.saved_tensor(1);
   Tensor gc = kern::contiguous(gc_in);
@@ -270,7 +271,8 @@ void lstm_cell_bw(Node& n, const Tensor& gc_in, Tensor* gi) {
   if (gcp.defined()) gi[2] = gcp;
 }
 void lstm_hidden_bw(Node& n, const Tensor& gh_in, Tensor* gi) {
-  const auto [N, H] = n.payload<LstmKept>();
+  const LstmKept kept = n.payload<LstmKept>();
+  const std::int64_t N = kept.N, H = kept.H;  // not a structured binding: lambdas capture them (clang 14)
   const Tensor& keep = n.saved_tensor(0);
   Tensor gh = kern::contiguous(gh_in);
   Tensor gz = Tensor::empty(Shape{N, 4 * H}, gh.dtype()), gc = Tensor::empty(Shape{N, H}, gh.dtype());
