@@ -599,6 +599,40 @@ void sum_rows_fast(const T* x, std::int64_t R, std::int64_t L, T* out) {
   });
 }
 
+// The row rule down the middle axis, a vector of K's columns at a time: logical lane j of the
+// rule is a vector holding lane j of each column (16 vectors), so each column's sums, fold and
+// block tree are the row rule's, element for element.
+template <class T>
+void sum_mid_fast(const T* x, std::int64_t A, std::int64_t L, std::int64_t K, T* out) {
+  using Tr = VT<T>;
+  using V = typename Tr::V;
+  const std::int64_t chunks = (K + Tr::W - 1) / Tr::W;
+  const std::int64_t work = L * Tr::W > 0 ? L * Tr::W : 1;
+  parallel_for(A * chunks, work >= (1 << 14) ? 1 : (1 << 14) / work, [&](std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t c = c0; c < c1; ++c) {
+      const std::int64_t a = c / chunks, k = (c % chunks) * Tr::W;
+      const int m = static_cast<int>(K - k < Tr::W ? K - k : Tr::W);
+      const T* base = x + a * L * K + k;
+      PairwiseStack<V> st;
+      for (std::int64_t b0 = 0; b0 < L; b0 += kRowBlock) {
+        V lanes[kLanes];
+        for (V& l : lanes) l = V(T(0));
+        const std::int64_t b1 = b0 + kRowBlock < L ? b0 + kRowBlock : L;
+        for (std::int64_t i = b0; i < b1; ++i) {
+          const T* p = base + i * K;
+          lanes[(i - b0) % kLanes] = lanes[(i - b0) % kLanes] + (m == Tr::W ? Tr::load(p) : Tr::load_part(p, m, T(0)));
+        }
+        for (int h = kLanes / 2; h >= 1; h /= 2)
+          for (int j = 0; j < h; ++j) lanes[j] = lanes[j] + lanes[j + h];
+        st.push(lanes[0]);
+      }
+      const V tot = L > 0 ? st.total() : V(T(0));
+      if (m == Tr::W) Tr::store(out + a * K + k, tot);
+      else Tr::store_part(out + a * K + k, tot, m);
+    }
+  });
+}
+
 template <class T>
 void sumsq_rows_fast(const T* a, const T* b, std::int64_t R, std::int64_t L, T* out) {
   parallel_for(R, row_grain(L), [&](std::int64_t r0, std::int64_t r1) {
@@ -814,6 +848,7 @@ Table<T> fast_table(Table<T> tb) {
   tb.sum_rows = &sum_rows_fast<T>;
   tb.sumsq_rows = &sumsq_rows_fast<T>;
   tb.sum_cols = &sum_cols_fast<T>;
+  tb.sum_mid = &sum_mid_fast<T>;
   tb.softmax_rows = &softmax_rows_fast<T>;
   tb.log_softmax_rows = &log_softmax_rows_fast<T>;
   tb.softmax_grad_rows = &softmax_grad_rows_fast<T>;

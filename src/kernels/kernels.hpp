@@ -219,6 +219,9 @@ struct Table {
                      std::int64_t ldh, T* keep);
   // row rule over each of R rows of length L
   void (*sum_rows)(const T* x, std::int64_t R, std::int64_t L, T* out);
+  // the row rule along the middle axis of x [A, L, K]: out[a, k] = row rule over l of x[a, l, k]
+  // (sum_rows of x with the axis moved last, without moving it)
+  void (*sum_mid)(const T* x, std::int64_t A, std::int64_t L, std::int64_t K, T* out);
   // row rule of d*d accumulated by fma, d = a - b (b may be null: d = a)
   void (*sumsq_rows)(const T* a, const T* b, std::int64_t R, std::int64_t L, T* out);
   // batch rule over R rows, per column: out[c] = sum_r x[r*C + c]

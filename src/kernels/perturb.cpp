@@ -60,6 +60,15 @@ void sum_rows(const T* x, std::int64_t R, std::int64_t L, T* out) {
   const auto p = next_perm(L);
   base<T>().sum_rows(permute_cols(x, R, L, p).data(), R, L, out);
 }
+// the middle axis moved last, then the perturbed row rule
+template <class T>
+void sum_mid(const T* x, std::int64_t A, std::int64_t L, std::int64_t K, T* out) {
+  std::vector<T> rows(static_cast<std::size_t>(A * K * L));
+  for (std::int64_t a = 0; a < A; ++a)
+    for (std::int64_t l = 0; l < L; ++l)
+      for (std::int64_t k = 0; k < K; ++k) rows[static_cast<std::size_t>((a * K + k) * L + l)] = x[(a * L + l) * K + k];
+  sum_rows<T>(rows.data(), A * K, L, out);
+}
 template <class T>
 void sumsq_rows(const T* a, const T* b, std::int64_t R, std::int64_t L, T* out) {
   const auto p = next_perm(L);
@@ -252,6 +261,7 @@ Table<T> make() {
   t.sum_rows = &sum_rows<T>;
   t.sumsq_rows = &sumsq_rows<T>;
   t.sum_cols = &sum_cols<T>;
+  t.sum_mid = &sum_mid<T>;
   // not reached while perturbation is on (the ops take the GEMM path, perturbed, then)
   t.dw_conv = [](const T* x, const T* w, const DwShape& sh, T* y) { base<T>().dw_conv(x, w, sh, y); };
   t.dw_conv_dx = [](const T* w, const T* dy, const DwShape& sh, T* dx) { base<T>().dw_conv_dx(w, dy, sh, dx); };

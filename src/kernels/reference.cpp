@@ -316,6 +316,15 @@ void sum_rows(const T* x, std::int64_t R, std::int64_t L, T* out) {
 }
 
 template <class T>
+void sum_mid(const T* x, std::int64_t A, std::int64_t L, std::int64_t K, T* out) {
+  for (std::int64_t a = 0; a < A; ++a)
+    for (std::int64_t k = 0; k < K; ++k) {
+      const T* col = x + a * L * K + k;
+      out[a * K + k] = canon(row_rule<T>(L, [&](T& lane, std::int64_t i) { lane = lane + col[i * K]; }));
+    }
+}
+
+template <class T>
 void sumsq_rows(const T* a, const T* b, std::int64_t R, std::int64_t L, T* out) {
   for (std::int64_t r = 0; r < R; ++r) {
     const T* ra = a + r * L;
@@ -435,6 +444,7 @@ Table<T> make_table() {
   tb.sum_rows = &sum_rows<T>;
   tb.sumsq_rows = &sumsq_rows<T>;
   tb.sum_cols = &sum_cols<T>;
+  tb.sum_mid = &sum_mid<T>;
   tb.softmax_rows = &softmax_rows<T>;
   tb.log_softmax_rows = &log_softmax_rows<T>;
   tb.softmax_grad_rows = &softmax_grad_rows<T>;

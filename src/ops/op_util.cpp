@@ -140,13 +140,24 @@ Tensor reduce_sum(const Tensor& x, std::vector<int> axes) {
   Shape cur_shape = s;
   if (!rest.empty()) {
     // stage 1: the row rule over the reduced axes other than 0
-    Tensor moved = move_last(x, rest);
     std::int64_t L = 1;
     for (int d : rest) L *= s[d];
     Shape after;
     for (int d = 0; d < s.ndim(); ++d)
       if (std::find(rest.begin(), rest.end(), d) == rest.end()) after.push_back(s[d]);
-    cur = sum_rows_raw(moved, moved.numel() / (L ? L : 1), L, after);
+    const bool middle = rest.back() - rest.front() + 1 == static_cast<int>(rest.size()) && rest.back() < s.ndim() - 1;
+    if (middle && !kern::perturbation_active()) {
+      // a run of axes before the last: the rule down the middle of [A, L, K], nothing moved
+      std::int64_t A = 1, K = 1;
+      for (int d = 0; d < rest.front(); ++d) A *= s[d];
+      for (int d = rest.back() + 1; d < s.ndim(); ++d) K *= s[d];
+      Tensor xc = kern::contiguous(x);
+      cur = Tensor::empty(after, x.dtype());
+      BITGRAD_DISPATCH_FLOAT(x.dtype(), "sum", T, [&] { kern::active<T>().sum_mid(xc.data<T>(), A, L, K, kern::out_ptr<T>(cur)); });
+    } else {
+      Tensor moved = move_last(x, rest);
+      cur = sum_rows_raw(moved, moved.numel() / (L ? L : 1), L, after);
+    }
     if (L == 0) cur.fill_(0.0);
     cur_shape = after;
   }

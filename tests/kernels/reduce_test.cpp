@@ -119,6 +119,37 @@ void col_cases() {
 TEST(Reduce, ColumnKernelsF32) { col_cases<float>(); }
 TEST(Reduce, ColumnKernelsF64) { col_cases<double>(); }
 
+// sum_mid: the row rule down the middle axis of [A, L, K] equals sum_rows of the same data with
+// that axis moved last (its definition, on the scalar reference), and the fast paths equal the
+// reference: L around the row rule's lanes (16) and blocks (128), K around a vector, specials.
+template <class T>
+void mid_cases() {
+  for (std::int64_t A : {1, 3})
+    for (std::int64_t L : {0, 1, 15, 16, 17, 32, 128, 129, 300})
+      for (std::int64_t K : {1, 7, 16, 33, 70}) {
+        const auto x = random_vec<T>(static_cast<std::size_t>(A * L * K), 51 + static_cast<std::uint64_t>(L), -1, 1, true);
+        std::ostringstream name;
+        name << "sum_mid(" << tname(T{}) << ",A=" << A << ",L=" << L << ",K=" << K << ")";
+        auto run = [&](const kern::Table<T>& tb) {
+          std::vector<T> out(static_cast<std::size_t>(A * K), T(-7));
+          tb.sum_mid(x.data(), A, L, K, out.data());
+          return out;
+        };
+        expect_fast_equals_reference<T>(name.str(), run);
+        ExecContext ref(1, Isa::scalar);
+        ExecScope scope(ref);
+        const kern::Table<T>& tb = kern::table<T>(Isa::scalar);
+        std::vector<T> rows(static_cast<std::size_t>(A * K * L)), want(static_cast<std::size_t>(A * K), T(0));
+        for (std::int64_t a = 0; a < A; ++a)
+          for (std::int64_t l = 0; l < L; ++l)
+            for (std::int64_t k = 0; k < K; ++k) rows[static_cast<std::size_t>((a * K + k) * L + l)] = x[static_cast<std::size_t>((a * L + l) * K + k)];
+        if (L > 0) tb.sum_rows(rows.data(), A * K, L, want.data());
+        EXPECT_TRUE(bitwise_equal(want, run(tb))) << name.str() << ": not sum_rows of the moved axis";
+      }
+}
+TEST(Reduce, MiddleAxisF32) { mid_cases<float>(); }
+TEST(Reduce, MiddleAxisF64) { mid_cases<double>(); }
+
 TEST(Reduce, RowRuleIsTheDocumentedOrder) {
   // L = 40: lanes j take j, j+16, j+32; fold h = 8, 4, 2, 1
   auto x = random_vec<float>(40, 3);
