@@ -423,7 +423,7 @@ RnnResult rnn(const Tensor& x, RnnMode mode, const std::vector<RnnParams>& layer
   BITGRAD_CHECK(T >= 1, op, "the sequence is empty (x ", x.shape().str(), ")");
   std::vector<Tensor> hn, cn;
   std::int64_t H0 = 0;
-  const bool fused = mode == RnnMode::lstm && !records(x, layers, h0, c0);
+  const bool fused = mode == RnnMode::lstm && is_floating(x.dtype()) && !records(x, layers, h0, c0);
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const RnnParams& p = layers[l];
     const std::int64_t H = check_params(mode, p, seq.shape()[2], l);
