@@ -7,7 +7,8 @@ torch model) over the FMA peak of the threads, and both sides' time as a multipl
 
   python3 bench/zoo.py [--models a,b] [--threads 1,2] [--rounds 3] [--steps 10] [--peak GFLOPS]
   models: lstm_seq, lstm_classifier, gru_classifier, resnet18, mobilenet_v2, shufflenet_v2, efficientnet_b0 (the CNNs
-  through ONNX)
+  through ONNX), transformer_lm (torch's TransformerEncoder through ONNX; its FMA bound counts the Linear modules
+  only, not the attention's in-projection and products)
 
 A model that bitgrad cannot take (an ONNX op it does not import) is a row with the reason.
 Each thread count runs in a process of its own with OPENBLAS_NUM_THREADS and OMP_NUM_THREADS set
@@ -199,6 +200,42 @@ def build(name, tmp):
         return onnx_case(name, lambda: torchvision.models.mobilenet_v2(num_classes=10), 32, tmp)
     if name == "shufflenet_v2":
         return onnx_case(name, lambda: torchvision.models.shufflenet_v2_x1_0(num_classes=10), 32, tmp)
+    if name == "transformer_lm":  # torch's TransformerEncoder as a causal char LM, through ONNX
+        class LM(torch.nn.Module):
+            def __init__(self, vocab=96, dim=128, heads=4, layers=2, T=32):
+                super().__init__()
+                self.embed = torch.nn.Embedding(vocab, dim)
+                self.pos = torch.nn.Parameter(torch.randn(T, dim) * 0.02)
+                layer = torch.nn.TransformerEncoderLayer(dim, heads, 4 * dim, dropout=0.0, batch_first=True)
+                self.enc = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+                self.head = torch.nn.Linear(dim, vocab)
+                self.register_buffer("mask", torch.triu(torch.full((T, T), float("-inf")), 1))
+
+            def forward(self, x):
+                return self.head(self.enc(self.embed(x) + self.pos, mask=self.mask)).reshape(-1, 96)
+
+        torch.manual_seed(0)
+        model = LM()
+        x = torch.randint(0, 96, (64, 32))
+        y = torch.randint(0, 96, (64 * 32,))
+        path = os.path.join(tmp, name + ".onnx")
+        torch.onnx.export(model, x, path, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                          input_names=["x"], output_names=["y"], opset_version=17)
+        step = [0]
+
+        class Graph:
+            def __init__(self, g):
+                self.g = g
+
+            def __call__(self, xb):
+                step[0] += 1
+                return self.g(xb, bg.nn.Context(training=True, step=step[0]))
+
+            def parameters(self):
+                return self.g.parameters()
+
+        return Case(name, "TransformerEncoder char LM (dim 128, 2 layers, b64 T32) through ONNX", model, (x, y),
+                    lambda _: Graph(bg.onnx.load(path)), F.cross_entropy, bg.cross_entropy)
     if name == "efficientnet_b0":  # stochastic depth off: a random layer drop has no ONNX form
         return onnx_case(name, lambda: torchvision.models.efficientnet_b0(num_classes=10, stochastic_depth_prob=0.0), 32, tmp)
     raise SystemExit("zoo: unknown model %r" % name)
@@ -215,7 +252,7 @@ def time_steps(fn, steps):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default="lstm_seq,lstm_classifier,gru_classifier,resnet18,mobilenet_v2,shufflenet_v2,efficientnet_b0")
+    ap.add_argument("--models", default="lstm_seq,lstm_classifier,gru_classifier,resnet18,mobilenet_v2,shufflenet_v2,efficientnet_b0,transformer_lm")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
