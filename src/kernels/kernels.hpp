@@ -292,8 +292,13 @@ const Table<double>& table_f64(Isa isa);
 template <class T, class Gemm, class SumCols>
 void gemm_samples_stored(const GemmSamplesArgs<T>& a, Gemm gemm, SumCols sum_cols) {
   const GemmArgs<T>& g = a.g;
-  const std::int64_t MN = g.M * g.N;
-  T* part = static_cast<T*>(std::malloc(static_cast<std::size_t>((a.S + 1) * MN) * sizeof(T) + sizeof(T)));
+  // S + 1 products of M x N, sized by checked arithmetic (the ops bound S*M*N by their operands)
+  std::int64_t MN = 0, values = 0;
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(g.M, g.N, &MN) || __builtin_mul_overflow(a.S + 1, MN, &values) ||
+      __builtin_mul_overflow(static_cast<std::size_t>(values) + 1, sizeof(T), &bytes))
+    throw std::bad_alloc();
+  T* part = static_cast<T*>(std::malloc(bytes));
   if (!part) throw std::bad_alloc();
   for (std::int64_t s = 0; s < a.S; ++s) {
     GemmArgs<T> gs = g;

@@ -146,6 +146,11 @@ const std::vector<Geo>& geos() {
       //  N  C  H  W  OC G KH KW sh sw pt pl pb pr dh dw
       {2, 4, 7, 8, 6, 2, 3, 2, 2, 1, 1, 0, 2, 1, 1, 2},   // groups 2, asymmetric pads, per-axis stride and dilation
       {3, 4, 6, 6, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   // depthwise, multiplier 2
+      // depthwise, multiplier 1: the dw_conv kernels (stride 1; vertical stride 2 and dilation,
+      // the input gradient pulled; horizontal stride 2, pushed; 33 samples: two blocks of the batch rule)
+      {2, 3, 7, 6, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      {2, 4, 9, 7, 4, 4, 3, 3, 2, 1, 1, 2, 1, 0, 2, 1},
+      {33, 2, 6, 9, 2, 2, 5, 3, 1, 2, 2, 1, 2, 1, 1, 1},
       {2, 3, 9, 10, 4, 1, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2},  // dilation 2, stride 2, groups 1
       {2, 2, 5, 5, 3, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   // the plain case (runs conv2d)
       {1, 6, 1, 13, 6, 3, 1, 4, 1, 2, 0, 3, 0, 1, 1, 2},  // 1-d (H = 1): groups 3, stride 2, dilation 2, pads 3/1
@@ -230,6 +235,9 @@ TEST(ConvGroupedOps, GradientsAndDeterminism) {
       {"conv(groups=2,asym pads,dil)", {{2, 4, 6, 7}, {4, 2, 3, 2}, {4}},
        [](V x) { return conv(x[0], x[1], x[2], co({2, 1}, {1, 0, 2, 1}, {1, 2}, 2)); }},
       {"conv(depthwise)", {{2, 3, 5, 5}, {6, 1, 3, 3}}, [](V x) { return conv(x[0], x[1], Tensor(), co({1, 1}, {1, 1, 1, 1}, {}, 3)); }},
+      {"conv(depthwise, multiplier 1)", {{2, 3, 5, 6}, {3, 1, 3, 3}, {3}},
+       [](V x) { return conv(x[0], x[1], x[2], co({2, 1}, {1, 1, 0, 1}, {1, 1}, 3)); }},
+      {"conv_transpose(depthwise)", {{2, 3, 4, 4}, {3, 1, 3, 3}}, [](V x) { return conv_transpose(x[0], x[1], Tensor(), co({1, 1}, {1, 1, 1, 1}, {}, 3)); }},
       {"conv(1d,stride=2,dil=2)", {{2, 4, 11}, {3, 4, 3}, {3}}, [](V x) { return conv(x[0], x[1], x[2], co({2}, {2, 1}, {2}, 1)); }},
       {"conv_transpose(stride=2,outpad=1)", {{2, 3, 4, 3}, {3, 2, 3, 3}, {2}},
        [](V x) { return conv_transpose(x[0], x[1], x[2], co({2, 2}, {1, 1, 1, 1}, {}, 1, {1, 1})); }},
@@ -246,6 +254,7 @@ TEST(ConvGroupedOps, DeterminismSplitOverThreads) {
        [](V x) { return conv(x[0], x[1], x[2], co({2, 1}, {1, 0, 2, 1}, {1, 2}, 2)); }},
       {"conv_transpose(stride=2)", {{16, 4, 6, 6}, {4, 3, 3, 3}, {3}},
        [](V x) { return conv_transpose(x[0], x[1], x[2], co({2, 2}, {1, 1, 1, 1}, {}, 1, {1, 1})); }},
+      {"conv(depthwise)", {{16, 5, 11, 19}, {5, 1, 3, 3}, {5}}, [](V x) { return conv(x[0], x[1], x[2], co({1, 1}, {1, 1, 1, 1}, {}, 5)); }},
   };
   check_split_determinism(cases);
 }
@@ -275,6 +284,22 @@ TEST(ConvGroupedOps, MicroBatchesCombineToTheWholeBatch) {
     EXPECT_EQ(whole.first.to_vector<float>(), dw) << (transpose ? "conv_transpose" : "conv") << " dw";
     EXPECT_EQ(whole.second.to_vector<float>(), db) << (transpose ? "conv_transpose" : "conv") << " db";
   }
+}
+
+// T5 for the depthwise kernels (one channel per group): 64 samples = two micro-batches of 32
+TEST(ConvGroupedOps, DepthwiseMicroBatchesCombineToTheWholeBatch) {
+  RuntimeGuard guard;
+  const Shape xs{64, 4, 9, 8}, ws{4, 1, 3, 3};
+  const auto xv = random_vec<float>(static_cast<std::size_t>(xs.numel()), 13), wv = random_vec<float>(static_cast<std::size_t>(ws.numel()), 14);
+  auto grad = [&](std::int64_t n0, std::int64_t n1) {
+    Tensor x = slice(Tensor::from<float>(xv, xs), 0, n0, n1).contiguous_copy();
+    Tensor w = Tensor::from<float>(wv, ws);
+    w.set_requires_grad(true);
+    Tensor y = conv(x, w, Tensor(), co({1, 1}, {1, 1, 1, 1}, {}, 4));
+    y.backward(Tensor::ones(y.shape()));
+    return w.grad();
+  };
+  EXPECT_EQ(grad(0, 64).to_vector<float>(), (grad(0, 32) + grad(32, 64)).to_vector<float>());
 }
 
 TEST(ConvGroupedOps, Errors) {
