@@ -317,7 +317,7 @@ void clamp_bw(Node& n, const Tensor& g, Tensor* gi) {
       const T l = lo, h = hi;  // by value: a reference could alias os
       for (std::int64_t i = 0; i < e - b; ++i) {
         const T v = xs[i], gv = gs[i];  // both loaded: a select, no branch
-        os[i] = (v >= l) & (v <= h) ? gv : T(0);
+        os[i] = ((v >= l) & (v <= h)) ? gv : T(0);
       }
     });
   });
