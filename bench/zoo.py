@@ -8,7 +8,16 @@ torch model) over the FMA peak of the threads, and both sides' time as a multipl
   python3 bench/zoo.py [--models a,b] [--threads 1,2] [--rounds 3] [--steps 10] [--peak GFLOPS]
   models: lstm_seq, lstm_classifier, gru_classifier, resnet18, mobilenet_v2, shufflenet_v2, efficientnet_b0 (the CNNs
   through ONNX), transformer_lm (torch's TransformerEncoder through ONNX; its FMA bound counts the Linear modules
-  only, not the attention's in-projection and products)
+  only, not the attention's in-projection and products); ex_cnn_batchnorm, ex_mlp_dropout, ex_resnet_block,
+  ex_char_lstm, ex_transformer_block, ex_huber_regression (the models of examples/python, imported from there, at
+  the examples' sizes, beside torch twins of the same state_dict keys); cnn_bn (a CIFAR CNN with batch norm and
+  dropout, b64 3×32×32) and transformer_py (a 2-block char LM of dim 128 built from examples/python's attention,
+  b64 T16), Python modules on both sides. The attention models' FMA bounds count the Linear modules only, not the
+  attention products.
+
+Each Python-module row checks once, untimed, that the two sides' first loss and outputs agree (dropout off) to
+1e-4 relative, else the row is an error saying the twins disagree; in the timed steps the two sides' dropout
+draws different masks of the same p.
 
 A model that bitgrad cannot take (an ONNX op it does not import) is a row with the reason.
 Each thread count runs in a process of its own with OPENBLAS_NUM_THREADS and OMP_NUM_THREADS set
@@ -16,7 +25,9 @@ Each thread count runs in a process of its own with OPENBLAS_NUM_THREADS and OMP
 ignores torch.set_num_threads).
 """
 import argparse
+import importlib
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -58,6 +69,251 @@ class BgRecurrentClassifier(bg.nn.Module):
         return self.head(h[:, -1])
 
 
+# ---- examples/python's models, imported as their authors wrote them, and torch twins -----------
+# A twin has the example's state_dict keys and its math (torch's Conv2d, BatchNorm2d, LSTM, ...),
+# so the example's weights are the torch model's, copied by key.
+
+EXAMPLES = os.path.join(HERE, "..", "examples", "python")
+
+
+def example(name):
+    """The module examples/python/<name>.py."""
+    if EXAMPLES not in sys.path:
+        sys.path.insert(0, EXAMPLES)
+    return importlib.import_module(name)
+
+
+class TorchCNN(torch.nn.Module):  # cnn_batchnorm.CNN
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 8, 3, padding=1)
+        self.bn1 = torch.nn.BatchNorm2d(8)
+        self.conv2 = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.bn2 = torch.nn.BatchNorm2d(16)
+        self.pool = torch.nn.MaxPool2d(2)
+        self.fc = torch.nn.Linear(16 * 7 * 7, 10)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.bn1(self.conv1(x))))
+        x = self.pool(F.relu(self.bn2(self.conv2(x))))
+        return self.fc(torch.flatten(x, 1))
+
+
+class TorchMLP(torch.nn.Module):  # mlp_dropout.MLP
+    def __init__(self, hidden=128, p=0.2):
+        super().__init__()
+        self.flatten = torch.nn.Flatten()
+        self.fc1 = torch.nn.Linear(784, hidden)
+        self.drop1 = torch.nn.Dropout(p)
+        self.fc2 = torch.nn.Linear(hidden, hidden)
+        self.drop2 = torch.nn.Dropout(p)
+        self.out = torch.nn.Linear(hidden, 10)
+
+    def forward(self, x):
+        x = self.drop1(F.relu(self.fc1(self.flatten(x))))
+        x = self.drop2(F.relu(self.fc2(x)))
+        return self.out(x)
+
+
+class TorchBasicBlock(torch.nn.Module):  # resnet_block.BasicBlock
+    def __init__(self, cin, cout, stride=1):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(cout)
+        self.conv2 = torch.nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(cout)
+        self.shortcut = None
+        if stride != 1 or cin != cout:
+            self.shortcut = torch.nn.Sequential(torch.nn.Conv2d(cin, cout, 1, stride=stride, bias=False),
+                                                torch.nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        skip = x if self.shortcut is None else self.shortcut(x)
+        return F.relu(out + skip)
+
+
+class TorchResNet(torch.nn.Module):  # resnet_block.ResNet (recompute=False)
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+        self.blocks = torch.nn.ModuleList([TorchBasicBlock(8, 8), TorchBasicBlock(8, 16, stride=2)])
+        self.pool = torch.nn.AdaptiveAvgPool2d(1)
+        self.fc = torch.nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
+class TorchCharLSTM(torch.nn.Module):  # char_lstm.CharLSTM
+    def __init__(self, vocab, dim=32, hidden=64):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.lstm = torch.nn.LSTM(dim, hidden, batch_first=True)
+        self.head = torch.nn.Linear(hidden, vocab)
+
+    def forward(self, x):
+        h, _ = self.lstm(self.embed(x))
+        return self.head(h)
+
+
+class TorchCausalSelfAttention(torch.nn.Module):  # transformer_block.CausalSelfAttention
+    def __init__(self, dim, n_head, block, p):
+        super().__init__()
+        self.n_head = n_head
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.proj = torch.nn.Linear(dim, dim)
+        self.drop = torch.nn.Dropout(p)
+        self.register_buffer("mask", torch.triu(torch.ones(block, block, dtype=torch.bool), 1), persistent=False)
+
+    def forward(self, x):
+        n, t, d = x.shape
+        h = self.n_head
+        q, k, v = torch.split(self.qkv(x), d, dim=-1)
+        q, k, v = (z.reshape(n, t, h, d // h).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.mT) * (1.0 / math.sqrt(d // h))
+        att = att.masked_fill(self.mask[:t, :t], float("-inf"))
+        att = self.drop(torch.softmax(att, dim=-1))
+        y = (att @ v).transpose(1, 2).reshape(n, t, d)
+        return self.proj(y)
+
+
+class TorchBlock(torch.nn.Module):  # transformer_block.Block
+    def __init__(self, dim, n_head, block, p=0.1):
+        super().__init__()
+        self.ln1 = torch.nn.LayerNorm(dim)
+        self.attn = TorchCausalSelfAttention(dim, n_head, block, p)
+        self.ln2 = torch.nn.LayerNorm(dim)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(), torch.nn.Linear(4 * dim, dim),
+                                       torch.nn.Dropout(p))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class TorchTinyLM(torch.nn.Module):  # transformer_block.TinyLM
+    def __init__(self, vocab, dim=32, n_head=4, block=16):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, dim)
+        self.pos = torch.nn.Parameter(torch.randn(block, dim) * 0.02)
+        self.block = TorchBlock(dim, n_head, block)
+        self.ln = torch.nn.LayerNorm(dim)
+        self.head = torch.nn.Linear(dim, vocab)
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        return self.head(self.ln(self.block(self.tok(idx) + self.pos[:t])))
+
+
+class TorchRegressor(torch.nn.Module):  # huber_regression.Regressor (the example's own twin)
+    def __init__(self, d_in=5, hidden=16):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(d_in, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1))
+        self.norm = torch.nn.LayerNorm(d_in)
+
+    def forward(self, x):
+        return self.net(self.norm(x))
+
+
+# ---- larger Python modules: a CIFAR CNN with batch norm and dropout, a 2-block char LM ----------
+
+class TorchCifarCNN(torch.nn.Module):
+    def __init__(self, p=0.25):
+        super().__init__()
+        self.conv1, self.bn1 = torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.BatchNorm2d(32)
+        self.conv2, self.bn2 = torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.BatchNorm2d(64)
+        self.conv3, self.bn3 = torch.nn.Conv2d(64, 128, 3, padding=1), torch.nn.BatchNorm2d(128)
+        self.pool = torch.nn.MaxPool2d(2)
+        self.drop = torch.nn.Dropout(p)
+        self.fc = torch.nn.Linear(128 * 8 * 8, 10)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.pool(F.relu(self.bn2(self.conv2(x))))
+        x = self.pool(F.relu(self.bn3(self.conv3(x))))
+        return self.fc(torch.flatten(self.drop(x), 1))
+
+
+class BgCifarCNN(bg.nn.Module):
+    def __init__(self, p=0.25):
+        super().__init__()
+        self.conv1, self.bn1 = bg.nn.Conv2d(3, 32, 3, padding=1), bg.nn.BatchNorm2d(32)
+        self.conv2, self.bn2 = bg.nn.Conv2d(32, 64, 3, padding=1), bg.nn.BatchNorm2d(64)
+        self.conv3, self.bn3 = bg.nn.Conv2d(64, 128, 3, padding=1), bg.nn.BatchNorm2d(128)
+        self.pool = bg.nn.MaxPool2d(2)
+        self.drop = bg.nn.Dropout(p)
+        self.fc = bg.nn.Linear(128 * 8 * 8, 10)
+
+    def forward(self, x):
+        x = bg.relu(self.bn1(self.conv1(x)))
+        x = self.pool(bg.relu(self.bn2(self.conv2(x))))
+        x = self.pool(bg.relu(self.bn3(self.conv3(x))))
+        return self.fc(bg.flatten(self.drop(x), 1))
+
+
+class TorchCharLM(torch.nn.Module):
+    """TinyLM with a stack of blocks."""
+
+    def __init__(self, vocab, dim, n_head, block, layers):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, dim)
+        self.pos = torch.nn.Parameter(torch.randn(block, dim) * 0.02)
+        self.blocks = torch.nn.ModuleList([TorchBlock(dim, n_head, block) for _ in range(layers)])
+        self.ln = torch.nn.LayerNorm(dim)
+        self.head = torch.nn.Linear(dim, vocab)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos[:idx.shape[1]]
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.ln(x))
+
+
+def bg_char_lm(vocab, dim, n_head, block, layers):
+    """TorchCharLM in bitgrad: a Python module around the blocks of examples/python/transformer_block.py
+    (attention with split, reshape, transpose and masked_fill)."""
+    tb = example("transformer_block")
+
+    class CharLM(bg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = bg.nn.Embedding(vocab, dim)
+            self.pos = bg.nn.Parameter(bg.randn(block, dim) * 0.02)
+            self.blocks = bg.nn.ModuleList([tb.Block(dim, n_head, block) for _ in range(layers)])
+            self.ln = bg.nn.LayerNorm(dim)
+            self.head = bg.nn.Linear(dim, vocab)
+
+        def forward(self, idx):
+            x = self.tok(idx) + self.pos[:idx.shape[1]]
+            for b in self.blocks:
+                x = b(x)
+            return self.head(self.ln(x))
+
+    return CharLM()
+
+
+def twin(make_bg):
+    """make_bg() with the torch model's weights: Case's make_bg."""
+    def make(tm):
+        m = make_bg()
+        copy_weights(tm, m)
+        return m
+    return make
+
+
+def seq_ce_torch(out, y):  # logits [N, T, C] against targets [N*T]
+    return F.cross_entropy(out.reshape(-1, out.shape[-1]), y)
+
+
+def seq_ce_bg(out, y):
+    return bg.cross_entropy(out.reshape(-1, out.shape[-1]), y)
+
+
 def copy_weights(torch_model, bg_model):
     state = {k: bg.tensor(v.detach().numpy().copy()) for k, v in torch_model.state_dict().items()}
     bg_model.load_state_dict(state)
@@ -66,18 +322,49 @@ def copy_weights(torch_model, bg_model):
 class Case:
     """A model on both sides: torch_step() and bitgrad_step() each run one training step."""
 
-    def __init__(self, name, how, torch_model, batch, make_bg, torch_loss, bg_loss, lr=0.01):
+    def __init__(self, name, how, torch_model, batch, make_bg, torch_loss, bg_loss, lr=0.01, check=False):
         self.name, self.how, self.error = name, how, None
         self.t_model, self.batch = torch_model, batch
         self.t_opt = torch.optim.Adam(torch_model.parameters(), lr=lr)
         self.t_loss, self.b_loss = torch_loss, bg_loss
         self.flops = count_flops(torch_model, batch[0])
+        self.first_loss = None
         try:
             self.b_model = make_bg(torch_model)
             self.b_opt = bg.optim.Adam(self.b_model.parameters(), lr=lr)
             self.b_batch = tuple(bg.tensor(t.numpy()) for t in batch)
+            if check:
+                self.first_loss = t, b, d = self.first_forward()
+                # 1e-4 relative: ~800 f32 epsilons, room for sums in other orders (a few seen). The
+                # outputs too: a loss near log(classes) at initialisation hides a wrong weight.
+                if not (abs(t - b) <= 1e-4 * abs(t) and d <= 1e-4):
+                    self.error = "the twins disagree: first loss torch %.7g, bitgrad %.7g; outputs %.2g apart" % (t, b, d)
         except Exception as e:  # the row says why
             self.error = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:160])
+
+    def first_forward(self):
+        """Untimed: torch's first loss, bitgrad's, and the outputs' largest difference over their
+        largest magnitude, with dropout off (the two sides draw different masks). The models stay in
+        training mode, so batch norm normalises by the batch as in the timed steps; each Dropout is
+        put in eval mode. A bitgrad Dropout inside an nn.Sequential follows the Sequential's mode,
+        not its own, so that Sequential is put in eval mode instead (none here holds batch norm)."""
+        off = [m for m in self.t_model.modules() if isinstance(m, torch.nn.Dropout)]
+        off += [m for m in self.b_model.modules() if isinstance(m, bg.nn.Dropout) or (
+            isinstance(m, bg.nn.Sequential) and any(isinstance(c, bg.nn.Dropout) for c in m.children()))]
+        for m in off:
+            m.eval()
+        try:
+            with torch.no_grad():
+                t_out = self.t_model(self.batch[0])
+                t = self.t_loss(t_out, self.batch[1]).item()
+            with bg.no_grad():
+                b_out = self.b_model(self.b_batch[0])
+                b = self.b_loss(b_out, self.b_batch[1]).item()
+        finally:
+            for m in off:
+                m.train()
+        t_out = t_out.numpy()
+        return t, b, float(abs(b_out.detach().numpy() - t_out).max() / abs(t_out).max())
 
     def torch_step(self):
         self.t_opt.zero_grad()
@@ -193,6 +480,48 @@ def build(name, tmp):
         x, y = torch.randint(0, 128, (64, 32)), torch.randint(0, 10, (64,))
         return Case(name, "Embedding, %s 256, Linear (b64, T32), Adam" % tcell.__name__, tm, (x, y), make,
                     F.cross_entropy, bg.cross_entropy)
+    if name in ("ex_cnn_batchnorm", "ex_mlp_dropout", "ex_resnet_block", "ex_char_lstm", "ex_transformer_block",
+                "ex_huber_regression"):  # examples/python's models at the sizes of the examples' main()
+        ex = example(name[3:])
+        if name == "ex_cnn_batchnorm":
+            x, y = torch.randn(32, 1, 28, 28), torch.randint(0, 10, (32,))
+            return Case(name, "examples' CNN: 2 conv, BatchNorm2d, maxpool, Linear (b32 1×28×28)", TorchCNN(), (x, y),
+                        twin(ex.CNN), F.cross_entropy, bg.cross_entropy, check=True)
+        if name == "ex_mlp_dropout":
+            x, y = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
+            return Case(name, "examples' MLP: 784-128-128-10, Dropout 0.2 (b64)", TorchMLP(), (x, y),
+                        twin(ex.MLP), F.cross_entropy, bg.cross_entropy, check=True)
+        if name == "ex_resnet_block":
+            x, y = torch.randn(32, 1, 28, 28), torch.randint(0, 10, (32,))
+            return Case(name, "examples' ResNet: stem, 2 BasicBlocks 8→16 (b32 1×28×28)", TorchResNet(), (x, y),
+                        twin(ex.ResNet), F.cross_entropy, bg.cross_entropy, check=True)
+        if name == "ex_char_lstm":
+            vocab, block, batch = len(set(ex.TEXT)), 24, 16
+            x, y = torch.randint(0, vocab, (batch, block)), torch.randint(0, vocab, (batch * block,))
+            return Case(name, "examples' CharLSTM: Embedding 32, LSTM 64, Linear (vocab %d, b16 T24)" % vocab,
+                        TorchCharLSTM(vocab), (x, y), twin(lambda: ex.CharLSTM(vocab)), seq_ce_torch, seq_ce_bg, check=True)
+        if name == "ex_transformer_block":
+            vocab, block, batch = 8, 16, 16
+            x, y = torch.randint(0, vocab, (batch, block)), torch.randint(0, vocab, (batch * block,))
+            return Case(name, "examples' TinyLM: 1 block, dim 32, 4 heads, Dropout 0.1 (vocab 8, b16 T16)",
+                        TorchTinyLM(vocab, block=block), (x, y), twin(lambda: ex.TinyLM(vocab, block=block)),
+                        seq_ce_torch, seq_ce_bg, check=True)
+        if name == "ex_huber_regression":
+            x = torch.randn(256, 5)
+            y = x @ torch.tensor([[1.5], [-2.0], [0.5], [0.0], [3.0]]) + 0.1 * torch.randn(256, 1)
+            return Case(name, "examples' Regressor: LayerNorm, 5-16-1 tanh MLP, Huber (b256)", TorchRegressor(), (x, y),
+                        twin(ex.Regressor), lambda o, t: F.huber_loss(o, t, delta=1.0),
+                        lambda o, t: bg.huber_loss(o, t, delta=1.0), check=True)
+    if name == "cnn_bn":
+        x, y = torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,))
+        return Case(name, "CNN (3 conv 32-64-128, BatchNorm2d, maxpool, Dropout 0.25) as a Python module (b64 3×32×32)",
+                    TorchCifarCNN(), (x, y), twin(BgCifarCNN), F.cross_entropy, bg.cross_entropy, check=True)
+    if name == "transformer_py":
+        vocab, dim, heads, block, layers, batch = 96, 128, 4, 16, 2, 64
+        x, y = torch.randint(0, vocab, (batch, block)), torch.randint(0, vocab, (batch * block,))
+        return Case(name, "char LM of Python modules (attention with split/reshape/transpose/masked_fill; dim 128, "
+                    "4 heads, 2 blocks, b64 T16)", TorchCharLM(vocab, dim, heads, block, layers), (x, y),
+                    twin(lambda: bg_char_lm(vocab, dim, heads, block, layers)), seq_ce_torch, seq_ce_bg, check=True)
     import torchvision
     if name == "resnet18":
         return onnx_case(name, lambda: torchvision.models.resnet18(num_classes=10), 32, tmp)
@@ -252,7 +581,9 @@ def time_steps(fn, steps):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default="lstm_seq,lstm_classifier,gru_classifier,resnet18,mobilenet_v2,shufflenet_v2,efficientnet_b0,transformer_lm")
+    ap.add_argument("--models", default="lstm_seq,lstm_classifier,gru_classifier,resnet18,mobilenet_v2,shufflenet_v2,efficientnet_b0,"
+                    "transformer_lm,ex_cnn_batchnorm,ex_mlp_dropout,ex_resnet_block,ex_char_lstm,ex_transformer_block,"
+                    "ex_huber_regression,cnn_bn,transformer_py")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
@@ -286,6 +617,8 @@ def main():
                 torch.set_num_threads(threads)
                 bg.set_num_threads(threads)
                 row = {"model": name, "how": case.how, "threads": threads, "gflop": case.flops / 1e9}
+                if case.first_loss:  # torch's loss, bitgrad's, the outputs' relative difference (dropout off)
+                    row["first_loss"], row["first_out_diff"] = case.first_loss[:2], case.first_loss[2]
                 if case.error:
                     row["error"] = case.error
                     rows.append(row)
