@@ -417,8 +417,11 @@ struct GemmSamples {
       for (std::int64_t ti = 0; ti < tiles_m; ++ti) {
         const std::int64_t i0 = ti * MR;
         const int mv = static_cast<int>(g.M - i0 < MR ? g.M - i0 : MR);
-        const bool direct = a_rows && mv == MR;
-        if (!direct) F::pack_a(mv, K, As + i0 * g.rsa, g.rsa, g.csa, Ap);
+        // a whole panel of A is read in place (broadcasts) when its rows or its columns are
+        // contiguous: packing a column-major A's 6 x K panel value by value was a quarter of a
+        // K = 32 product's time, for a panel used by one tile
+        const bool direct = a_rows && mv == MR, direct_cols = !a_rows && g.rsa == 1 && mv == MR;
+        if (!direct && !direct_cols) F::pack_a(mv, K, As + i0 * g.rsa, g.rsa, g.csa, Ap);
         for (std::int64_t tj = 0; tj < tiles_n; ++tj) {
           typename UK::A acc;
           const T* bpanel = Bp + tj * K * NR;
@@ -426,6 +429,10 @@ struct GemmSamples {
             const T* arow = As + i0 * g.rsa;
             const std::int64_t lda = g.rsa;
             UK::chunk_tree(acc, K, [arow, lda](int i, std::int64_t k) { return arow[i * lda + k]; }, bpanel, kslots);
+          } else if (direct_cols) {
+            const T* acol = As + i0;
+            const std::int64_t csa = g.csa;
+            UK::chunk_tree(acc, K, [acol, csa](int i, std::int64_t k) { return acol[k * csa + i]; }, bpanel, kslots);
           } else {
             UK::chunk_tree(acc, K, [Ap](int i, std::int64_t k) { return Ap[k * MR + i]; }, bpanel, kslots);
           }
