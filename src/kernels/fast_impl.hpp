@@ -494,6 +494,48 @@ void lstm_gates_fast(const T* xz, std::int64_t ldx, const T* hh, const T* c, std
   });
 }
 
+// The step's backward in T lanes (each op is T's own, as in the reference); stores write v + 0
+// and NaNs canonical, as the ops' stores do.
+template <class T, class Row>
+inline void rows_in_lanes(std::int64_t N, std::int64_t H, Row row) {
+  using Tr = VT<T>;
+  parallel_for(N, std::max<std::int64_t>(1, kGrainSimple / (8 * H)), [&](std::int64_t n0, std::int64_t n1) {
+    for (std::int64_t n = n0; n < n1; ++n) {
+      std::int64_t j = 0;
+      for (; j + Tr::W <= H; j += Tr::W) row(n, j, [](const T* p) { return Tr::load(p); }, [](T* p, typename Tr::V v) { Tr::store(p, v); });
+      if (j < H) {
+        const int m = static_cast<int>(H - j);
+        row(n, j, [m](const T* p) { return Tr::load_part(p, m, T(0)); }, [m](T* p, typename Tr::V v) { Tr::store_part(p, v, m); });
+      }
+    }
+  });
+}
+template <class T>
+void lstm_cell_grad_fast(const T* keep, const T* c, const T* gc, std::int64_t N, std::int64_t H, T* gz, std::int64_t ldz, T* gc_prev) {
+  using V = typename VT<T>::V;
+  rows_in_lanes<T>(N, H, [&](std::int64_t n, std::int64_t j, auto load, auto store) {
+    const T* k = keep + n * 5 * H + j;
+    T* z = gz + n * ldz + j;
+    const V g = load(gc + n * H + j), i = load(k), f = load(k + H), gg = load(k + 2 * H), one(T(1)), zero(T(0));
+    const V g_f = g * load(c + n * H + j), g_i = g * gg, g_g = g * i;
+    store(z, (g_i * i) * (one - i) + zero);
+    store(z + H, (g_f * f) * (one - f) + zero);
+    store(z + 2 * H, g_g * (one - gg * gg) + zero);
+    if (gc_prev) store(gc_prev + n * H + j, g * f);
+  });
+}
+template <class T>
+void lstm_hidden_grad_fast(const T* keep, const T* gh, std::int64_t N, std::int64_t H, T* gz_o, std::int64_t ldz, T* gc) {
+  using V = typename VT<T>::V;
+  rows_in_lanes<T>(N, H, [&](std::int64_t n, std::int64_t j, auto load, auto store) {
+    const T* k = keep + n * 5 * H + j;
+    const V g = load(gh + n * H + j), o = load(k + 3 * H), tc = load(k + 4 * H), one(T(1)), zero(T(0));
+    const V g_o = g * tc, g_tc = g * o;
+    store(gz_o + n * ldz + j, (g_o * o) * (one - o) + zero);
+    store(gc + n * H + j, g_tc * (one - tc * tc));
+  });
+}
+
 // ---- the row rule in lanes ----------------------------------------------------------------
 // 16 logical lanes = kNV vectors of W lanes; lane j of the block is element j mod 16.
 template <class T>
@@ -845,6 +887,8 @@ Table<T> fast_table(Table<T> tb) {
   tb.gelu_keep = &gelu_keep_fast<T>;
   tb.gelu_grad_kept = &gelu_grad_kept_fast<T>;
   tb.lstm_gates = &lstm_gates_fast<T>;
+  tb.lstm_cell_grad = &lstm_cell_grad_fast<T>;
+  tb.lstm_hidden_grad = &lstm_hidden_grad_fast<T>;
   tb.sum_rows = &sum_rows_fast<T>;
   tb.sumsq_rows = &sumsq_rows_fast<T>;
   tb.sum_cols = &sum_cols_fast<T>;

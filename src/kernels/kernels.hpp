@@ -217,6 +217,13 @@ struct Table {
   // null) [N, 5H]: i, f, g, o, tanh(c') for the backward.
   void (*lstm_gates)(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
                      std::int64_t ldh, T* keep);
+  // The step's backward from keep [N, 5H] (i, f, g, o, tanh(c')), as the ops' backwards compute
+  // it (mul: g*b; sigmoid: (g*y)*(1-y); tanh: g*(1-y*y)), each gate's gradient stored as v + 0.
+  // cell: from gc = dL/dc' [N, H] and c [N, H], the i, f, g quarters of gz's rows (ldz apart)
+  // and, if gc_prev is not null, dL/dc = gc*f [N, H]. hidden: from gh = dL/dh' [N, H], the o
+  // quarter's values at gz_o (rows ldz apart) and dL/dc' through tanh, gc [N, H].
+  void (*lstm_cell_grad)(const T* keep, const T* c, const T* gc, std::int64_t N, std::int64_t H, T* gz, std::int64_t ldz, T* gc_prev);
+  void (*lstm_hidden_grad)(const T* keep, const T* gh, std::int64_t N, std::int64_t H, T* gz_o, std::int64_t ldz, T* gc);
   // row rule over each of R rows of length L
   void (*sum_rows)(const T* x, std::int64_t R, std::int64_t L, T* out);
   // the row rule along the middle axis of x [A, L, K]: out[a, k] = row rule over l of x[a, l, k]

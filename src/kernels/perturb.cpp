@@ -242,6 +242,14 @@ void lstm_gates(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int
                 std::int64_t ldh, T* keep) {
   base<T>().lstm_gates(xz, ldx, hh, c, N, H, c_out, h_out, ldh, keep);
 }
+template <class T>
+void lstm_cell_grad(const T* keep, const T* c, const T* gc, std::int64_t N, std::int64_t H, T* gz, std::int64_t ldz, T* gc_prev) {
+  base<T>().lstm_cell_grad(keep, c, gc, N, H, gz, ldz, gc_prev);
+}
+template <class T>
+void lstm_hidden_grad(const T* keep, const T* gh, std::int64_t N, std::int64_t H, T* gz_o, std::int64_t ldz, T* gc) {
+  base<T>().lstm_hidden_grad(keep, gh, N, H, gz_o, ldz, gc);
+}
 // element by element: no order to perturb
 template <class T>
 void round_nearest(Precision p, const T* x, T* y, std::int64_t n) { base<T>().round_nearest(p, x, y, n); }
@@ -258,6 +266,8 @@ Table<T> make() {
   t.gelu_keep = &gelu_keep<T>;
   t.gelu_grad_kept = &gelu_grad_kept<T>;
   t.lstm_gates = &lstm_gates<T>;
+  t.lstm_cell_grad = &lstm_cell_grad<T>;
+  t.lstm_hidden_grad = &lstm_hidden_grad<T>;
   t.sum_rows = &sum_rows<T>;
   t.sumsq_rows = &sumsq_rows<T>;
   t.sum_cols = &sum_cols<T>;

@@ -219,6 +219,33 @@ void lstm_gates(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int
   }
 }
 template <class T>
+void lstm_cell_grad(const T* keep, const T* c, const T* gc, std::int64_t N, std::int64_t H, T* gz, std::int64_t ldz, T* gc_prev) {
+  for (std::int64_t r = 0; r < N; ++r) {
+    const T* kr = keep + r * 5 * H;
+    T* zr = gz + r * ldz;
+    for (std::int64_t j = 0; j < H; ++j) {
+      const T g = gc[r * H + j], i = kr[j], f = kr[H + j], gg = kr[2 * H + j];
+      const T g_f = g * c[r * H + j], g_i = g * gg, g_g = g * i;
+      zr[j] = canon((g_i * i) * (T(1) - i) + T(0));
+      zr[H + j] = canon((g_f * f) * (T(1) - f) + T(0));
+      zr[2 * H + j] = canon(g_g * (T(1) - gg * gg) + T(0));
+      if (gc_prev) gc_prev[r * H + j] = canon(g * f);
+    }
+  }
+}
+template <class T>
+void lstm_hidden_grad(const T* keep, const T* gh, std::int64_t N, std::int64_t H, T* gz_o, std::int64_t ldz, T* gc) {
+  for (std::int64_t r = 0; r < N; ++r) {
+    const T* kr = keep + r * 5 * H;
+    for (std::int64_t j = 0; j < H; ++j) {
+      const T g = gh[r * H + j], o = kr[3 * H + j], tc = kr[4 * H + j];
+      const T g_o = g * tc, g_tc = g * o;
+      gz_o[r * ldz + j] = canon((g_o * o) * (T(1) - o) + T(0));
+      gc[r * H + j] = canon(g_tc * (T(1) - tc * tc));
+    }
+  }
+}
+template <class T>
 void gelu_grad_kept(const T* x, const double* e, const T* g, T* out, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
     const double d = static_cast<double>(x[i]);
@@ -441,6 +468,8 @@ Table<T> make_table() {
   tb.gelu_keep = &gelu_keep<T>;
   tb.gelu_grad_kept = &gelu_grad_kept<T>;
   tb.lstm_gates = &lstm_gates<T>;
+  tb.lstm_cell_grad = &lstm_cell_grad<T>;
+  tb.lstm_hidden_grad = &lstm_hidden_grad<T>;
   tb.sum_rows = &sum_rows<T>;
   tb.sumsq_rows = &sumsq_rows<T>;
   tb.sum_cols = &sum_cols<T>;

@@ -64,7 +64,26 @@ struct SequenceGrads {
   std::vector<Tensor> g, h;  // step t's output gradient [N, G·H] and input [N, H]; undefined if none reached it
   std::vector<Tensor> gx;    // step t's input-projection gradient [N, G·H] (step_input); undefined if none reached it
   Tensor w_t;                // w_hh transposed [H, G·H], contiguous: made at the first step, read by every step
+  // an LSTM's gate gradients [N, T, 4H], written step by step by its nodes (lstm_cell_bw), in
+  // the backward of walk `gates_epoch`; o_done / written: which steps' o quarter / rows it has
+  Tensor gates, gates_done;  // gates_done: the last complete one
+  std::uint64_t gates_epoch = 0;
+  std::vector<char> o_done, written;
 };
+// steps [N, G·H] that are the views of acc.gates_done (step t's rows at t·G·H): that layout as
+// [N, T, G·H], read in place; else undefined (the steps are laid out by a copy)
+Tensor lstm_layout_of(const SequenceGrads& acc, const std::vector<Tensor>& steps, std::int64_t N, std::int64_t GH) {
+  const Tensor& L = acc.gates_done;
+  if (!L.defined()) return Tensor();
+  const std::int64_t T = acc.T;
+  for (std::int64_t t = 0; t < T; ++t) {
+    const Tensor& g = steps[static_cast<std::size_t>(t)];
+    if (!g.defined() || g.storage() != L.storage() || g.offset() != L.offset() + t * GH || g.shape() != Shape{N, GH} ||
+        g.strides() != Shape{T * GH, 1})
+      return Tensor();
+  }
+  return L;
+}
 // w [G·H, H] as the GEMM's row-major B [H, G·H] (the same bits as reading w transposed, numerics §5:
 // the order is the shapes'; B's rows contiguous pack faster). Worth its copy over a sequence, not
 // for a step or two (a decode step of a served model is one).
@@ -87,11 +106,12 @@ void recurrent_product_bw(Node& n, const Tensor& g, Tensor* gi) {
   const std::int64_t N = s.N, H = s.H, GH = s.GH;
   const Tensor& h = n.saved_tensor(0);
   const Tensor& W = n.saved_tensor(1);
-  Tensor gc = kern::contiguous(g);
+  // rows of G·H contiguous (a step's rows of an LSTM's gate layout) are read in place
+  Tensor gc = g.strides()[1] == 1 && g.strides()[0] >= GH ? g : kern::contiguous(g);
   BITGRAD_DISPATCH_FLOAT(g.dtype(), "rnn", T, [&] {
     if (n.in[0].needs_grad()) {
       Tensor dh = Tensor::empty(n.in_shape[0], g.dtype());
-      ops::gemm<T>(N, H, GH, ops::row_major(gc.data<T>(), N, GH), ops::row_major(W.data<T>(), GH, H), kern::out_ptr<T>(dh));
+      ops::gemm<T>(N, H, GH, ops::Mat<T>{gc.data<T>(), gc.strides()[0], 1}, ops::row_major(W.data<T>(), GH, H), kern::out_ptr<T>(dh));
       gi[0] = dh;
     }
     const bool dw = n.in[1].needs_grad(), db = n.n_inputs > 2 && n.in[2].needs_grad();
@@ -102,18 +122,26 @@ void recurrent_product_bw(Node& n, const Tensor& g, Tensor* gi) {
     if (s.t != 0) return;
     // sample-major copies: G [N, T, GH], X [N, T, H] (a step no gradient reached contributes zeros)
     const std::int64_t Ts = acc.T;
-    Tensor G = Ts == 1 ? gc : Tensor::zeros(Shape{N, Ts, GH}, g.dtype()), X = Ts == 1 ? h : Tensor::zeros(Shape{N, Ts, H}, g.dtype());
+    Tensor G = lstm_layout_of(acc, acc.g, N, GH);
+    const bool laid_out = G.defined();
+    if (!laid_out) G = Ts == 1 ? kern::contiguous(gc) : Tensor::zeros(Shape{N, Ts, GH}, g.dtype());
+    Tensor X = Ts == 1 ? h : Tensor::empty(Shape{N, Ts, H}, g.dtype());
     const T *pG = G.data<T>(), *pX = X.data<T>();
     for (std::int64_t t = 0; t < Ts && Ts > 1; ++t) {
-      const Tensor& gt = acc.g[static_cast<std::size_t>(t)];
       const Tensor& ht = acc.h[static_cast<std::size_t>(t)];
-      if (!gt.defined()) continue;
-      const T *a = gt.data<T>(), *b = ht.data<T>();
-      T *to_g = kern::out_ptr<T>(G), *to_x = kern::out_ptr<T>(X);
-      for (std::int64_t i = 0; i < N; ++i) {
-        std::copy(a + i * GH, a + (i + 1) * GH, to_g + (i * Ts + t) * GH);
-        std::copy(b + i * H, b + (i + 1) * H, to_x + (i * Ts + t) * H);
+      T* to_x = kern::out_ptr<T>(X);
+      // a step no gradient reached kept no input: its rows' gradient is 0, its input rows +0
+      if (!ht.defined()) {
+        for (std::int64_t i = 0; i < N; ++i) std::fill(to_x + (i * Ts + t) * H, to_x + (i * Ts + t + 1) * H, T(0));
+        continue;
       }
+      const T* b = ht.data<T>();
+      for (std::int64_t i = 0; i < N; ++i) std::copy(b + i * H, b + (i + 1) * H, to_x + (i * Ts + t) * H);
+      if (laid_out || !acc.g[static_cast<std::size_t>(t)].defined()) continue;
+      const Tensor gt = kern::contiguous(acc.g[static_cast<std::size_t>(t)]);
+      const T* a = gt.data<T>();
+      T* to_g = kern::out_ptr<T>(G);
+      for (std::int64_t i = 0; i < N; ++i) std::copy(a + i * GH, a + (i + 1) * GH, to_g + (i * Ts + t) * GH);
     }
     acc.g.assign(acc.g.size(), Tensor());  // a second backward (retain_graph) starts afresh
     acc.h.assign(acc.h.size(), Tensor());
@@ -176,16 +204,22 @@ struct StepSaved {
 void step_input_bw(Node& n, const Tensor& g, Tensor* gi) {
   const std::int64_t t = n.payload<StepSaved>().t;
   auto& acc = *static_cast<SequenceGrads*>(n.owned.get());
-  acc.gx[static_cast<std::size_t>(t)] = kern::contiguous(g);
+  acc.gx[static_cast<std::size_t>(t)] = g;
   if (t != 0) return;
   const Shape& xs = n.in_shape[0];
   const std::int64_t N = xs[0], Ts = xs[1], GH = xs[2];
+  // an LSTM's gate layout holds every step's gradient in place, each value already v + 0
+  if (Tensor L = lstm_layout_of(acc, acc.gx, N, GH); L.defined()) {
+    acc.gx.assign(acc.gx.size(), Tensor());
+    gi[0] = L;
+    return;
+  }
   Tensor G = Tensor::zeros(xs, g.dtype());
   BITGRAD_DISPATCH_FLOAT(g.dtype(), "rnn", T, [&] {
     T* to = kern::out_ptr<T>(G);
     for (std::int64_t s = 0; s < Ts; ++s) {
-      const Tensor& gs = acc.gx[static_cast<std::size_t>(s)];
-      if (!gs.defined()) continue;
+      if (!acc.gx[static_cast<std::size_t>(s)].defined()) continue;
+      const Tensor gs = kern::contiguous(acc.gx[static_cast<std::size_t>(s)]);
       const T* from = gs.data<T>();
       for (std::int64_t i = 0; i < N; ++i) {
         T* row = to + (i * Ts + s) * GH;
@@ -229,74 +263,72 @@ Tensor input_part(RnnMode mode, const Tensor& x, const RnnParams& p, CallSite si
 //   cell    c' = f c + i g      inputs xz [N, 4H], hh [N, 4H], c [N, H]; output c' [N, H]
 //   hidden  h' = o tanh(c')     inputs c', xz, hh; output h' [N, H]
 // Both keep i, f, g, o, tanh(c') [N, 5H]. Each backward computes what the ops' backwards compute
-// (mul: g*b; sigmoid: (g*y)*(1-y); tanh: g*(1-y*y)) and gives xz and hh its gates' gradient
-// [N, 4H] with zeros in the others' quarters, each value as v + 0: the composition's four
-// slices' gradients were summed with zeros (-0 to +0). c' keeps its consumers (the hidden node's
-// tanh, the next step, c_n), so its gradient is summed as before.
+// (lstm_cell_grad, lstm_hidden_grad) and the gates' gradient [N, 4H] goes to xz and hh with each
+// value as v + 0: the composition's four slices' gradients were summed with zeros (-0 to +0).
+// The hidden node (run first) writes its o quarter, the cell node the i, f, g quarters, into
+// step t's rows of one [N, T, 4H] layout shared by the layer, and hands xz and hh that view: one
+// gradient each, not two summed, and step 0's input and product nodes read the whole layout
+// instead of copying the steps into it. c' keeps its consumers (the hidden node's tanh, the next
+// step, c_n), so its gradient is summed as before.
 struct LstmKept {
-  std::int64_t N, H;
+  std::int64_t N, H, t;
 };
-template <class T>
-T plus_zero(T v) {
-  return kern::canon(v + T(0));
+// step t's rows of this backward's layout; a new backward (another walk epoch) starts a new one
+Tensor& lstm_layout(SequenceGrads& acc, const Node& n, std::int64_t N, std::int64_t H, DType dt) {
+  if (!acc.gates.defined() || acc.gates_epoch != n.visit) {
+    acc.gates = Tensor::empty(Shape{N, acc.T, 4 * H}, dt);
+    acc.gates_epoch = n.visit;
+    acc.o_done.assign(static_cast<std::size_t>(acc.T), 0);
+    acc.written.assign(static_cast<std::size_t>(acc.T), 0);
+  }
+  return acc.gates;
 }
 void lstm_cell_bw(Node& n, const Tensor& gc_in, Tensor* gi) {
   const LstmKept kept = n.payload<LstmKept>();
-  const std::int64_t N = kept.N, H = kept.H;  // not a structured binding: lambdas capture them (clang 14)
+  const std::int64_t N = kept.N, H = kept.H, t = kept.t;  // not a structured binding: lambdas capture them (clang 14)
+  auto& acc = *static_cast<SequenceGrads*>(n.owned.get());
   const Tensor& keep = n.saved_tensor(0);
   const Tensor& c = n.saved_tensor(1);
   Tensor gc = kern::contiguous(gc_in);
-  Tensor gz = Tensor::empty(Shape{N, 4 * H}, gc.dtype());
+  Tensor layout = lstm_layout(acc, n, N, H, gc.dtype());
+  const std::int64_t ld = acc.T * 4 * H;
   Tensor gcp = n.in[2].needs_grad() ? Tensor::empty(Shape{N, H}, gc.dtype()) : Tensor();
   BITGRAD_DISPATCH_FLOAT(gc.dtype(), "lstm", T, [&] {
-    const T *k = keep.data<T>(), *pc = c.data<T>(), *pg = gc.data<T>();
-    T* z = kern::out_ptr<T>(gz);
-    T* to_c = gcp.defined() ? kern::out_ptr<T>(gcp) : nullptr;
-    for (std::int64_t r = 0; r < N; ++r) {
-      const T* kr = k + r * 5 * H;
-      T* zr = z + r * 4 * H;
-      for (std::int64_t j = 0; j < H; ++j) {
-        const T g = pg[r * H + j], i = kr[j], f = kr[H + j], gg = kr[2 * H + j];
-        const T g_f = g * pc[r * H + j], g_i = g * gg, g_g = g * i;
-        zr[j] = plus_zero((g_i * i) * (T(1) - i));
-        zr[H + j] = plus_zero((g_f * f) * (T(1) - f));
-        zr[2 * H + j] = plus_zero(g_g * (T(1) - gg * gg));
-        zr[3 * H + j] = T(0);
-        if (to_c) to_c[r * H + j] = kern::canon(g * f);
-      }
-    }
+    T* z = kern::out_ptr<T>(layout) + t * 4 * H;
+    kern::active<T>().lstm_cell_grad(keep.data<T>(), c.data<T>(), gc.data<T>(), N, H, z, ld, gcp.defined() ? kern::out_ptr<T>(gcp) : nullptr);
+    if (!acc.o_done[static_cast<std::size_t>(t)])  // no gradient reached h': the o quarter's is +0
+      for (std::int64_t r = 0; r < N; ++r) std::fill(z + r * ld + 3 * H, z + r * ld + 4 * H, T(0));
+    if (t == 0)  // the last step of the walk: rows no gradient reached are +0
+      for (std::int64_t s = 1; s < acc.T; ++s)
+        if (!acc.written[static_cast<std::size_t>(s)])
+          for (std::int64_t r = 0; r < N; ++r) std::fill(z + r * ld + s * 4 * H, z + r * ld + (s + 1) * 4 * H, T(0));
   });
-  if (n.in[0].needs_grad()) gi[0] = gz;
-  if (n.in[1].needs_grad()) gi[1] = gz;
+  acc.written[static_cast<std::size_t>(t)] = 1;
+  const Tensor view = Tensor::view_of(layout, Shape{N, 4 * H}, Shape{ld, 1}, t * 4 * H);
+  if (t == 0) acc.gates_done = std::move(acc.gates);  // complete: the next backward writes a new one
+  if (n.in[0].needs_grad()) gi[0] = view;
+  if (n.in[1].needs_grad()) gi[1] = view;
   if (gcp.defined()) gi[2] = gcp;
 }
 void lstm_hidden_bw(Node& n, const Tensor& gh_in, Tensor* gi) {
   const LstmKept kept = n.payload<LstmKept>();
-  const std::int64_t N = kept.N, H = kept.H;  // not a structured binding: lambdas capture them (clang 14)
+  const std::int64_t N = kept.N, H = kept.H, t = kept.t;  // not a structured binding: lambdas capture them (clang 14)
+  auto& acc = *static_cast<SequenceGrads*>(n.owned.get());
   const Tensor& keep = n.saved_tensor(0);
   Tensor gh = kern::contiguous(gh_in);
-  Tensor gz = Tensor::empty(Shape{N, 4 * H}, gh.dtype()), gc = Tensor::empty(Shape{N, H}, gh.dtype());
+  Tensor layout = lstm_layout(acc, n, N, H, gh.dtype());
+  Tensor gc = Tensor::empty(Shape{N, H}, gh.dtype());
   BITGRAD_DISPATCH_FLOAT(gh.dtype(), "lstm", T, [&] {
-    const T *k = keep.data<T>(), *pg = gh.data<T>();
-    T *z = kern::out_ptr<T>(gz), *to_c = kern::out_ptr<T>(gc);
-    for (std::int64_t r = 0; r < N; ++r) {
-      const T* kr = k + r * 5 * H;
-      T* zr = z + r * 4 * H;
-      std::fill(zr, zr + 3 * H, T(0));
-      for (std::int64_t j = 0; j < H; ++j) {
-        const T g = pg[r * H + j], o = kr[3 * H + j], tc = kr[4 * H + j];
-        const T g_o = g * tc, g_tc = g * o;
-        zr[3 * H + j] = plus_zero((g_o * o) * (T(1) - o));
-        to_c[r * H + j] = kern::canon(g_tc * (T(1) - tc * tc));
-      }
-    }
+    kern::active<T>().lstm_hidden_grad(keep.data<T>(), gh.data<T>(), N, H, kern::out_ptr<T>(layout) + t * 4 * H + 3 * H, acc.T * 4 * H,
+                                       kern::out_ptr<T>(gc));
   });
+  acc.o_done[static_cast<std::size_t>(t)] = 1;
+  // xz's and hh's gradient goes out from the cell node, the whole [N, 4H] at once
   if (n.in[0].needs_grad()) gi[0] = gc;
-  if (n.in[1].needs_grad()) gi[1] = gz;
-  if (n.in[2].needs_grad()) gi[2] = gz;
 }
 
-RnnState lstm_step_recorded(const Tensor& xz, const Tensor& hh, const Tensor& c, CallSite site) {
+RnnState lstm_step_recorded(const Tensor& xz, const Tensor& hh, const Tensor& c, std::int64_t t, const std::shared_ptr<SequenceGrads>& acc,
+                            CallSite site) {
   const std::int64_t N = hh.shape()[0], H = hh.shape()[1] / 4;
   Tensor cc = kern::contiguous(c);
   Tensor cn = Tensor::empty(Shape{N, H}, hh.dtype()), hn = Tensor::empty(Shape{N, H}, hh.dtype());
@@ -308,11 +340,13 @@ RnnState lstm_step_recorded(const Tensor& xz, const Tensor& hh, const Tensor& c,
   if (Node* n = ops::record("lstm_cell_state", lstm_cell_bw, {&xz, &hh, &c}, cn, site)) {
     n->save(0, keep);
     n->save(1, cc);
-    n->set_payload(LstmKept{N, H});
+    n->set_payload(LstmKept{N, H, t});
+    n->owned = acc;
   }
   if (Node* n = ops::record("lstm_hidden", lstm_hidden_bw, {&cn, &xz, &hh}, hn, site)) {
     n->save(0, keep);
-    n->set_payload(LstmKept{N, H});
+    n->set_payload(LstmKept{N, H, t});
+    n->owned = acc;
   }
   return {hn, cn};
 }
@@ -325,7 +359,7 @@ RnnState step(RnnMode mode, const Tensor& xz, const RnnState& s, const RnnParams
     case RnnMode::lstm: {
       // xz rows one stride apart (a step's view of the projection, or a cell's own)
       if (!autograd::op_hook_active() && xz.strides()[1] == 1 && xz.strides()[0] >= xz.shape()[1] && is_floating(xz.dtype()))
-        return lstm_step_recorded(xz, recurrent_product(s.h, p.w_hh, Tensor(), t, acc, site), s.c, site);
+        return lstm_step_recorded(xz, recurrent_product(s.h, p.w_hh, Tensor(), t, acc, site), s.c, t, acc, site);
       const std::vector<Tensor> z = chunk(add(xz, recurrent_product(s.h, p.w_hh, Tensor(), t, acc, site), site), 4, 1, site);
       const Tensor i = sigmoid(z[0], site), f = sigmoid(z[1], site), g = tanh(z[2], site), o = sigmoid(z[3], site);
       const Tensor c = add(mul(f, s.c, site), mul(i, g, site), site);

@@ -76,6 +76,36 @@ void lstm_gates_cases() {
 TEST(NnKernels, LstmGatesF32) { lstm_gates_cases<float>(); }
 TEST(NnKernels, LstmGatesF64) { lstm_gates_cases<double>(); }
 
+// The step's backward: gates' gradients into rows ldz apart (the layer's [N, T, 4H] layout),
+// odd H (a partial vector), kept values with specials and signed zeros in the seeds.
+template <class T>
+void lstm_grad_cases() {
+  const std::pair<std::int64_t, std::int64_t> shapes[] = {{1, 1}, {3, 5}, {7, 17}, {33, 8}, {64, 67}};
+  for (auto [N, H] : shapes) {
+    const std::int64_t ldz = 3 * 4 * H + 1;
+    const auto keep = random_vec<T>(static_cast<std::size_t>(N * 5 * H), 91, -1, 1, true);
+    const auto c = random_vec<T>(static_cast<std::size_t>(N * H), 92, -3, 3, true);
+    auto g = random_vec<T>(static_cast<std::size_t>(N * H), 93, -2, 2, true);
+    for (std::size_t i = 0; i < g.size(); i += 5) g[i] = i % 2 ? T(-0.0) : T(0.0);
+    std::ostringstream sh;
+    sh << "(N=" << N << ",H=" << H << "," << tname(T{}) << ")";
+    expect_fast_equals_reference<T>("lstm_cell_grad/lstm_hidden_grad" + sh.str(), [&](const kern::Table<T>& tb) {
+      const std::size_t layout = static_cast<std::size_t>(N * ldz), state = static_cast<std::size_t>(N * H);
+      std::vector<T> out(layout + 2 * state, T(7));
+      tb.lstm_hidden_grad(keep.data(), g.data(), N, H, out.data() + 3 * H, ldz, out.data() + layout);
+      tb.lstm_cell_grad(keep.data(), c.data(), g.data(), N, H, out.data(), ldz, out.data() + layout + state);
+      std::vector<T> no_prev(layout, T(7));
+      tb.lstm_cell_grad(keep.data(), c.data(), g.data(), N, H, no_prev.data(), ldz, nullptr);
+      for (std::int64_t r = 0; r < N; ++r)  // the same i, f, g quarters without dL/dc
+        EXPECT_TRUE(std::equal(no_prev.begin() + r * ldz, no_prev.begin() + r * ldz + 3 * H, out.begin() + r * ldz,
+                               [](T a, T b) { return std::memcmp(&a, &b, sizeof a) == 0; }));
+      return out;
+    });
+  }
+}
+TEST(NnKernels, LstmGradF32) { lstm_grad_cases<float>(); }
+TEST(NnKernels, LstmGradF64) { lstm_grad_cases<double>(); }
+
 // Depthwise convolution: the fast paths equal the reference, and the reference is what the
 // grouped conv's GEMM path computes for one channel per group (per sample and channel: im2col,
 // the GEMM, col2im; the weight gradient's products stored and summed by the batch rule):

@@ -196,6 +196,39 @@ TEST(NormRnnOps, TheLayerHasItsComposedOpsBits) {
   }
 }
 
+// The LSTM layer's two-node steps write their gate gradients into one [N, T, 4H] layout that the
+// input projection and the recurrent weight read in place. With an op hook the layer runs the
+// ops one by one (each step's gradients laid out by copies): every gradient, the recurrent
+// weight's included, has the same bits, for a loss on every output, on c_n alone (no gradient
+// reaches the last step's h'), on h_n alone, and over two backwards of one graph.
+TEST(NormRnnOps, LstmGateLayoutHasTheOpByOpBits) {
+  const std::int64_t N = 3, I = 4, H = 5;
+  struct Hook {
+    static void ignore(void*, const autograd::OpEvent&) {}
+  };
+  for (std::int64_t T : {1, 3, 9})
+    for (int which : {0, 1, 2, 3}) {  // all outputs; c_n; h_n; all, backward twice
+      auto run = [&](bool hooked) {
+        std::vector<Tensor> v{rand_f32(Shape{N, T, I}, 71), rand_f32(Shape{1, N, H}, 72), rand_f32(Shape{1, N, H}, 73),
+                              rand_f32(Shape{4 * H, I}, 74),  rand_f32(Shape{4 * H, H}, 75), rand_f32(Shape{4 * H}, 76),
+                              rand_f32(Shape{4 * H}, 77)};
+        for (Tensor& t : v) t.set_requires_grad(true);
+        if (hooked) autograd::set_op_hook(&Hook::ignore, nullptr);
+        const RnnResult r = rnn(v[0], RnnMode::lstm, {RnnParams{v[3], v[4], v[5], v[6]}}, v[1], v[2], true);
+        const Tensor mo = rand_f32(Shape{N, T, H}, 78), ms = rand_f32(Shape{1, N, H}, 79);
+        Tensor l = which == 1 ? sum(mul(r.c_n, ms)) : which == 2 ? sum(mul(r.h_n, ms)) : add(sum(mul(r.output, mo)), sum(mul(r.c_n, ms)));
+        l.backward(Tensor(), which == 3);
+        if (which == 3) l.backward();
+        autograd::set_op_hook(nullptr, nullptr);
+        return v;
+      };
+      const std::vector<Tensor> fused = run(false), by_op = run(true);
+      const char* names[] = {"x", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh"};
+      for (std::size_t i = 0; i < fused.size(); ++i)
+        EXPECT_TRUE(bitwise_equal(raw(fused[i].grad()), raw(by_op[i].grad()))) << "T=" << T << " loss " << which << " grad " << names[i];
+    }
+}
+
 // T5: the affine and the recurrent layers' gradients reduce per sample, then by the batch rule,
 // so two micro-batches of 32 samples add up to the whole batch's bits.
 TEST(NormRnnOps, MicroBatchesCombineToTheWholeBatch) {
