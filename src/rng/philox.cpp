@@ -83,13 +83,40 @@ double Stream::normal_f64(std::uint64_t i) const {
 
 float Stream::normal_f32(std::uint64_t i) const { return static_cast<float>(normal_f64(i)); }
 
+void Stream::fill_u32(std::uint32_t* out, std::int64_t n, std::uint64_t first) const {
+  std::int64_t j = 0;
+  while (j < n) {
+    const std::uint64_t i = first + static_cast<std::uint64_t>(j);
+    const Block b = block(i / 4);
+    for (std::uint64_t w = i % 4; w < 4 && j < n; ++w) out[j++] = b[w];
+  }
+}
+void Stream::fill_u64(std::uint64_t* out, std::int64_t n, std::uint64_t first) const {
+  std::int64_t j = 0;
+  while (j < n) {
+    const std::uint64_t i = first + static_cast<std::uint64_t>(j);
+    const Block b = block(i / 2);
+    for (std::uint64_t w = i % 2; w < 2 && j < n; ++w) out[j++] = static_cast<std::uint64_t>(b[2 * w]) | (static_cast<std::uint64_t>(b[2 * w + 1]) << 32);
+  }
+}
+
 void Stream::fill_uniform(float* out, std::int64_t n, std::uint64_t first, float lo, float hi) const {
   const float w = hi - lo;
-  for (std::int64_t j = 0; j < n; ++j) out[j] = lo + w * uniform_f32(first + static_cast<std::uint64_t>(j));
+  std::uint32_t u[256];
+  for (std::int64_t j0 = 0; j0 < n; j0 += 256) {
+    const std::int64_t m = n - j0 < 256 ? n - j0 : 256;
+    fill_u32(u, m, first + static_cast<std::uint64_t>(j0));
+    for (std::int64_t j = 0; j < m; ++j) out[j0 + j] = lo + w * (static_cast<float>(u[j] >> 8) * 0x1p-24f);
+  }
 }
 void Stream::fill_uniform(double* out, std::int64_t n, std::uint64_t first, double lo, double hi) const {
   const double w = hi - lo;
-  for (std::int64_t j = 0; j < n; ++j) out[j] = lo + w * uniform_f64(first + static_cast<std::uint64_t>(j));
+  std::uint64_t u[256];
+  for (std::int64_t j0 = 0; j0 < n; j0 += 256) {
+    const std::int64_t m = n - j0 < 256 ? n - j0 : 256;
+    fill_u64(u, m, first + static_cast<std::uint64_t>(j0));
+    for (std::int64_t j = 0; j < m; ++j) out[j0 + j] = lo + w * (static_cast<double>(u[j] >> 11) * 0x1p-53);
+  }
 }
 void Stream::fill_normal(float* out, std::int64_t n, std::uint64_t first, float mean, float stddev) const {
   for (std::int64_t j = 0; j < n; ++j) out[j] = mean + stddev * normal_f32(first + static_cast<std::uint64_t>(j));

@@ -70,6 +70,32 @@ TEST(Philox, Distributions) {
   EXPECT_NEAR(s.normal_f64(7), a * std::sin(2 * M_PI * u2), bound);
 }
 
+// The block-wise fills give the element-wise words from any start (mid-block too) and length,
+// and fill_uniform the element-wise uniforms.
+TEST(Philox, FillsAreTheElementWiseWords) {
+  const rng::Stream s(9, "fill");
+  for (std::uint64_t first : {0ULL, 1ULL, 2ULL, 3ULL, 4ULL, 5ULL, (1ULL << 32) - 3})
+    for (std::int64_t n : {0, 1, 2, 3, 5, 8, 13, 300}) {
+      std::vector<std::uint32_t> a(static_cast<std::size_t>(n) + 1, 7u);
+      std::vector<std::uint64_t> b(static_cast<std::size_t>(n) + 1, 7u);
+      std::vector<float> f(static_cast<std::size_t>(n));
+      std::vector<double> d(static_cast<std::size_t>(n));
+      s.fill_u32(a.data(), n, first);
+      s.fill_u64(b.data(), n, first);
+      s.fill_uniform(f.data(), n, first, -2.0f, 3.0f);
+      s.fill_uniform(d.data(), n, first, -2.0, 3.0);
+      for (std::int64_t j = 0; j < n; ++j) {
+        const std::uint64_t i = first + static_cast<std::uint64_t>(j);
+        EXPECT_EQ(a[static_cast<std::size_t>(j)], s.u32(i)) << first << " " << j;
+        EXPECT_EQ(b[static_cast<std::size_t>(j)], s.u64(i)) << first << " " << j;
+        EXPECT_EQ(f[static_cast<std::size_t>(j)], -2.0f + 5.0f * s.uniform_f32(i));
+        EXPECT_EQ(d[static_cast<std::size_t>(j)], -2.0 + 5.0 * s.uniform_f64(i));
+      }
+      EXPECT_EQ(a.back(), 7u);  // nothing written past n
+      EXPECT_EQ(b.back(), 7u);
+    }
+}
+
 TEST(Philox, Permutation) {
   rng::Stream s(1, "shuffle");
   auto p = s.permutation(1000);
