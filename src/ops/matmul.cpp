@@ -110,6 +110,8 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
           ops::gemm<T>(K, N, R, row_major(pa + r0 * K, K, R, true), row_major(pg + r0 * N, R, N), to);
         };
         if (samples == B * M) part_db(0, B * M, kern::out_ptr<T>(db));
+        else if (ops::samples_in_one_gemm(rows, 0))  // as linear's: no sample's product stored
+          ops::gemm_samples<T>(samples, K, N, rows, {pa, 1, K}, rows * K, {pg, N, 1}, rows * N, kern::out_ptr<T>(db));
         else ops::batch_rule_over_samples<T>(samples, K * N, g.dtype(), [&](std::int64_t i, T* part) { part_db(i * rows, rows, part); }, kern::out_ptr<T>(db));
       }
       gi[1] = reshape(db, n.in_shape[1]);

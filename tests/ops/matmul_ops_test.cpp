@@ -48,6 +48,24 @@ TEST(MatmulOps, LinearEqualsMatmulPlusBias) {
   EXPECT_TRUE(bitwise_equal(a.to_vector<float>(), c.to_vector<float>())) << "both are the dot order over k, then + bias";
 }
 
+// A weight shared by the samples of a 3-d input: matmul's gradient of b [K, N] is linear's of
+// its weight [N, K] transposed, value for value (each sample's rows by the tree, then the batch
+// rule), with rows per sample within and past the form that stores no sample's product.
+TEST(MatmulOps, SharedWeightGradientIsLinears) {
+  for (std::int64_t rows : {1, 9, 200}) {
+    const std::int64_t S = 37, K = 13, N = 6;
+    const Tensor x = Tensor::from<float>(random_vec<float>(static_cast<std::size_t>(S * rows * K), 4), Shape{S, rows, K});
+    const Tensor seed = Tensor::from<float>(random_vec<float>(static_cast<std::size_t>(S * rows * N), 5), Shape{S, rows, N});
+    Tensor w = Tensor::from<float>(random_vec<float>(static_cast<std::size_t>(N * K), 6), Shape{N, K});
+    Tensor b = transpose(w, 0, 1).contiguous_copy();
+    w.set_requires_grad(true);
+    b.set_requires_grad(true);
+    sum(mul(linear(x, w, Tensor()), seed)).backward();
+    sum(mul(matmul(x, b), seed)).backward();
+    EXPECT_TRUE(bitwise_equal(transpose(w.grad(), 0, 1).contiguous_copy().to_vector<float>(), b.grad().to_vector<float>())) << rows;
+  }
+}
+
 TEST(MatmulOps, Errors) {
   try {
     matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 5}));
