@@ -77,8 +77,11 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
       // da_b = dc_b b_b^T, per batch of the broadcast; a shared: summed over the batch
       Tensor da = Tensor::empty(Shape{B, M, K}, g.dtype());
       T* pd = kern::out_ptr<T>(da);
-      for (std::int64_t i = 0; i < B; ++i)
-        ops::gemm<T>(M, K, N, row_major(pg + i * M * N, M, N), row_major(pb + (Bb == 1 ? 0 : i) * K * N, N, K, true), pd + i * M * K);
+      if (Bb == 1)  // b shared: one GEMM over all B*M rows, as the forward (each row's chain is its own)
+        ops::gemm<T>(B * M, K, N, row_major(pg, B * M, N), row_major(pb, N, K, true), pd);
+      else
+        for (std::int64_t i = 0; i < B; ++i)
+          ops::gemm<T>(M, K, N, row_major(pg + i * M * N, M, N), row_major(pb + i * K * N, N, K, true), pd + i * M * K);
       if (Ba == B) {
         gi[0] = reshape(da, n.in_shape[0]);
       } else if (s.samples == B) {

@@ -161,6 +161,11 @@ Tensor Tensor::contiguous_copy() const { return cast(dtype()); }
 Tensor Tensor::cast(DType to) const {
   const TensorImpl& s = impl();
   Tensor out = empty(s.shape, to);
+  if (to == s.dtype && is_contiguous()) {  // a copy of the bytes (a value-by-value convert was a leaf gradient's cost)
+    const std::size_t bytes = static_cast<std::size_t>(numel()) * dtype_size(to);
+    if (bytes) std::memcpy(out.impl().storage->data(), static_cast<const char*>(s.storage->data()) + s.offset * static_cast<std::int64_t>(dtype_size(to)), bytes);
+    return out;
+  }
   Shape dst_strides = contiguous_strides(s.shape);
   dispatch_any(s.dtype, [&](auto zs) {
     using S = decltype(zs);

@@ -50,19 +50,24 @@ TEST(MatmulOps, LinearEqualsMatmulPlusBias) {
 
 // A weight shared by the samples of a 3-d input: matmul's gradient of b [K, N] is linear's of
 // its weight [N, K] transposed, value for value (each sample's rows by the tree, then the batch
-// rule), with rows per sample within and past the form that stores no sample's product.
+// rule), with rows per sample within and past the form that stores no sample's product; the
+// input's gradient is linear's too (one chain over N per row, however the rows are batched).
 TEST(MatmulOps, SharedWeightGradientIsLinears) {
   for (std::int64_t rows : {1, 9, 200}) {
     const std::int64_t S = 37, K = 13, N = 6;
-    const Tensor x = Tensor::from<float>(random_vec<float>(static_cast<std::size_t>(S * rows * K), 4), Shape{S, rows, K});
+    Tensor x = Tensor::from<float>(random_vec<float>(static_cast<std::size_t>(S * rows * K), 4), Shape{S, rows, K});
+    Tensor x2 = x.contiguous_copy();
+    x.set_requires_grad(true);
+    x2.set_requires_grad(true);
     const Tensor seed = Tensor::from<float>(random_vec<float>(static_cast<std::size_t>(S * rows * N), 5), Shape{S, rows, N});
     Tensor w = Tensor::from<float>(random_vec<float>(static_cast<std::size_t>(N * K), 6), Shape{N, K});
     Tensor b = transpose(w, 0, 1).contiguous_copy();
     w.set_requires_grad(true);
     b.set_requires_grad(true);
     sum(mul(linear(x, w, Tensor()), seed)).backward();
-    sum(mul(matmul(x, b), seed)).backward();
+    sum(mul(matmul(x2, b), seed)).backward();
     EXPECT_TRUE(bitwise_equal(transpose(w.grad(), 0, 1).contiguous_copy().to_vector<float>(), b.grad().to_vector<float>())) << rows;
+    EXPECT_TRUE(bitwise_equal(x.grad().to_vector<float>(), x2.grad().to_vector<float>())) << rows;  // each row's chain over N
   }
 }
 
