@@ -1,5 +1,6 @@
 #include "bitgrad/tensor.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -164,6 +165,19 @@ Tensor Tensor::cast(DType to) const {
   if (to == s.dtype && is_contiguous()) {  // a copy of the bytes (a value-by-value convert was a leaf gradient's cost)
     const std::size_t bytes = static_cast<std::size_t>(numel()) * dtype_size(to);
     if (bytes) std::memcpy(out.impl().storage->data(), static_cast<const char*>(s.storage->data()) + s.offset * static_cast<std::int64_t>(dtype_size(to)), bytes);
+    return out;
+  }
+  if (to == s.dtype && s.shape.ndim() == 2) {  // e.g. a transposed weight's gradient: in 32 x 32 tiles, not column by column
+    const std::int64_t R = s.shape[0], C = s.shape[1], sr = s.strides[0], sc = s.strides[1];
+    dispatch_any(to, [&](auto z) {
+      using T = decltype(z);
+      const T* src = static_cast<const T*>(s.storage->data()) + s.offset;
+      T* dst = static_cast<T*>(out.impl().storage->data());
+      for (std::int64_t r0 = 0; r0 < R; r0 += 32)
+        for (std::int64_t c0 = 0; c0 < C; c0 += 32)
+          for (std::int64_t r = r0; r < std::min(R, r0 + 32); ++r)
+            for (std::int64_t c = c0; c < std::min(C, c0 + 32); ++c) dst[r * C + c] = src[r * sr + c * sc];
+    });
     return out;
   }
   Shape dst_strides = contiguous_strides(s.shape);

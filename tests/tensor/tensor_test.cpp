@@ -81,6 +81,25 @@ TEST(Tensor, CastCopyFill) {
   EXPECT_THROW(y.copy_from(Tensor::zeros({4}, DType::f64)), Error);
 }
 
+// contiguous_copy of views: offset rows, a 2-d transpose across several 32 x 32 tiles (odd
+// sizes), a 3-d permutation, each element where the view puts it.
+TEST(Tensor, ContiguousCopyOfViews) {
+  std::vector<float> v(70 * 45 + 3);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
+  const Tensor base = Tensor::from<float>(v, Shape{static_cast<std::int64_t>(v.size())});
+  const Tensor t = Tensor::view_of(base, Shape{45, 70}, Shape{1, 45}, 3);  // [70, 45] at offset 3, transposed
+  const std::vector<float> c = t.contiguous_copy().to_vector<float>();
+  for (std::int64_t r = 0; r < 45; ++r)
+    for (std::int64_t k = 0; k < 70; ++k) ASSERT_EQ(c[static_cast<std::size_t>(r * 70 + k)], v[static_cast<std::size_t>(3 + r + k * 45)]);
+  const Tensor rows = Tensor::view_of(base, Shape{4, 45}, Shape{45, 1}, 3 + 45);  // contiguous, offset
+  EXPECT_EQ(rows.contiguous_copy().to_vector<float>(), std::vector<float>(v.begin() + 48, v.begin() + 48 + 180));
+  const Tensor p3 = Tensor::view_of(base, Shape{5, 9, 7}, Shape{1, 35, 5}, 0);  // [9, 7, 5] permuted
+  const std::vector<float> c3 = p3.contiguous_copy().to_vector<float>();
+  for (std::int64_t a = 0; a < 5; ++a)
+    for (std::int64_t b = 0; b < 9; ++b)
+      for (std::int64_t k = 0; k < 7; ++k) ASSERT_EQ(c3[static_cast<std::size_t>((a * 9 + b) * 7 + k)], v[static_cast<std::size_t>(a + b * 35 + k * 5)]);
+}
+
 TEST(Tensor, Printing) {
   Tensor x = Tensor::from<float>(std::vector<float>{1.5f, -2.0f, 0.25f, 3.0f}, Shape{2, 2});
   EXPECT_EQ(x.str(), "tensor([[1.5, -2], [0.25, 3]], f32, shape=[2, 2])");
