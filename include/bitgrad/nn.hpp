@@ -31,6 +31,10 @@ struct Context {
   // layer list): a dropout module called again draws its own mask, as PyTorch's. The Python
   // module counts a forward's calls; a recomputation replays the same counts.
   std::uint64_t call = 0;
+  // Training follows each module's own mode (train() / eval()), as PyTorch's module.training: set
+  // by the Python module for a forward given no Context. A container passes its children
+  // child_context(ctx, child): a child put in evaluation is evaluated inside a training parent.
+  bool module_modes = false;
 };
 
 // ---- initialisation ------------------------------------------------------------------------
@@ -121,6 +125,10 @@ class Module {
   void train(bool on = true);
   void eval() { train(false); }
   bool training() const { return training_; }
+  // The Context this module gets as child `name` of a container (Context::module_modes): its own mode.
+  // A child in training inside a parent in evaluation (e.g. dropout switched on at evaluation)
+  // is refused: its draws would need the generator's step, which an evaluation forward has not.
+  Context child_context(const Context& ctx, const std::string& name) const;
   // Registration from outside a constructor (the Python module's attribute assignment): a name
   // registered again is replaced in place (PyTorch keeps its position); unregister removes it
   // from whichever list holds it (false when none does).

@@ -132,11 +132,12 @@ Tensor run_layers(const Layers& layers, std::size_t a, std::size_t b, const Tens
   const bool labels = autograd::op_hook_active();  // names for op traces: "2:Linear(784, 512)"
   for (std::size_t i = a; i < b; ++i) {
     const auto& [name, m] = layers[i];
+    const Context cc = m->child_context(ctx, name);
     if (labels) {
       LabelScope scope(name + ":" + m->describe());
-      h = m->forward(h, ctx);
+      h = m->forward(h, cc);
     } else {
-      h = m->forward(h, ctx);
+      h = m->forward(h, cc);
     }
   }
   return h;

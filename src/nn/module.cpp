@@ -129,6 +129,15 @@ Module::LoadResult Module::load_state_dict(const std::vector<std::pair<std::stri
   return r;
 }
 
+Context Module::child_context(const Context& ctx, const std::string& name) const {
+  if (!ctx.module_modes) return ctx;
+  BITGRAD_CHECK(ctx.training || !training_, name.c_str(), "is in training mode inside a container in evaluation mode: call train() on the ",
+                "container too, or pass the forward an nn.Context(training=True, ...) (PyTorch would train this module alone)");
+  Context c = ctx;
+  c.training = training_;
+  return c;
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (const auto& [name, child] : children_) child->train(on);

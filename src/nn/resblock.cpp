@@ -34,9 +34,9 @@ BasicBlock::BasicBlock(std::int64_t ic, std::int64_t oc, int s, double eps, doub
 }
 
 Tensor BasicBlock::forward(const Tensor& x, const Context& ctx) {
-  Tensor h = relu(bn1->forward(conv1->forward(x, ctx), ctx));
-  h = bn2->forward(conv2->forward(h, ctx), ctx);
-  return relu(add(h, downsample ? downsample->forward(x, ctx) : x));
+  Tensor h = relu(bn1->forward(conv1->forward(x, ctx), bn1->child_context(ctx, "bn1")));
+  h = bn2->forward(conv2->forward(h, ctx), bn2->child_context(ctx, "bn2"));
+  return relu(add(h, downsample ? downsample->forward(x, downsample->child_context(ctx, "downsample")) : x));
 }
 
 Shape BasicBlock::output_shape(const Shape& in) const {

@@ -115,11 +115,15 @@ nn::Context context_for(const nn::Module& m) {
   if (!ambient.empty()) {
     Ambient& a = ambient.back();
     nn::Context c = a.ctx;
-    if (!a.authoritative) c.training = m.training();
+    if (!a.authoritative) {
+      c.training = m.training();
+      c.module_modes = true;
+    }
     c.call = call_key(a.ctx.call, a.calls[&m]++);
     return c;
   }
   nn::Context c;
+  c.module_modes = true;
   if (m.training()) {
     c.training = true;
     c.seed = generator().seed;

@@ -182,6 +182,26 @@ def test_batchnorm_inside_python_module_follows_train_eval():
     assert int(net.bn.num_batches_tracked.item()) == 1
 
 
+def test_a_child_of_a_sequential_keeps_its_own_mode():
+    # PyTorch: each module's own .training decides, not its container's
+    seq = nn.Sequential(nn.Linear(6, 8, seed=1), nn.Dropout(0.5), nn.Linear(8, 3, seed=2), nn.BatchNorm1d(3))
+    x = bg.randn(16, 6, seed=4)
+    seq[1].eval()                                                   # dropout off, the rest still trains
+    seq[3].eval()
+    assert seq.training and not seq[1].training and not seq[3].training
+    y = seq[2](seq[0](x))                                           # no mask drawn
+    assert bg.fingerprint(seq(x)) == bg.fingerprint(seq[3](y))      # batch norm by its running statistics
+    seq[3].train()
+    before = int(seq[3].num_batches_tracked.item())
+    seq(x)
+    assert int(seq[3].num_batches_tracked.item()) == before + 1     # a training child still updates
+    # a child training inside a container in evaluation: PyTorch would train it alone; refused
+    seq.eval()
+    seq[1].train()
+    with pytest.raises(bg.Error, match="training mode inside a container in evaluation mode"):
+        seq(x)
+
+
 def test_containers_mix_python_and_cpp():
     class Block(nn.Module):
         def __init__(self, d):
