@@ -494,6 +494,35 @@ void lstm_gates_fast(const T* xz, std::int64_t ldx, const T* hh, const T* c, std
   });
 }
 
+template <class T>
+void gru_gates_fast(const T* xz, std::int64_t ldx, const T* hh, const T* h, std::int64_t ldh, std::int64_t N, std::int64_t H, T* h_out,
+                    std::int64_t ldo, T* keep) {
+  parallel_for(N, std::max<std::int64_t>(1, kGrainMath / (3 * H)), [&](std::int64_t n0, std::int64_t n1) {
+    for (std::int64_t n = n0; n < n1; ++n) {
+      const T* x = xz + n * ldx;
+      const T* r3 = hh + n * 3 * H;
+      T* k = keep ? keep + n * 3 * H : nullptr;
+      auto step = [&](std::int64_t j, auto load, auto store) {
+        const D r = sigmoid_t<T>(round_t<T>(load(x + j) + load(r3 + j)));
+        const D z = sigmoid_t<T>(round_t<T>(load(x + H + j) + load(r3 + H + j)));
+        const D nn = tanh_t<T>(round_t<T>(load(x + 2 * H + j) + round_t<T>(r * load(r3 + 2 * H + j))));
+        store(h_out + n * ldo + j, round_t<T>(round_t<T>(load(h + n * ldh + j) - nn) * z) + nn);
+        if (k) {
+          store(k + j, r);
+          store(k + H + j, z);
+          store(k + 2 * H + j, nn);
+        }
+      };
+      std::int64_t j = 0;
+      for (; j + kWD <= H; j += kWD) step(j, [](const T* p) { return load_d(p); }, [](T* p, D v) { store_d(p, v); });
+      if (j < H) {
+        const int m = static_cast<int>(H - j);
+        step(j, [m](const T* p) { return load_d_part(p, m, 0.0); }, [m](T* p, D v) { store_d_part(p, v, m); });
+      }
+    }
+  });
+}
+
 // The step's backward in T lanes (each op is T's own, as in the reference); stores write v + 0
 // and NaNs canonical, as the ops' stores do.
 template <class T, class Row>
@@ -522,6 +551,30 @@ void lstm_cell_grad_fast(const T* keep, const T* c, const T* gc, std::int64_t N,
     store(z + H, (g_f * f) * (one - f) + zero);
     store(z + 2 * H, g_g * (one - gg * gg) + zero);
     if (gc_prev) store(gc_prev + n * H + j, g * f);
+  });
+}
+template <class T>
+void gru_grad_fast(const T* keep, const T* hh, const T* h, const T* g, std::int64_t N, std::int64_t H, T* gx, T* ghh, T* dh) {
+  using V = typename VT<T>::V;
+  rows_in_lanes<T>(N, H, [&](std::int64_t n, std::int64_t j, auto load, auto store) {
+    const T* k = keep + n * 3 * H + j;
+    const V r = load(k), z = load(k + H), nn = load(k + 2 * H), hn = load(hh + n * 3 * H + 2 * H + j), gv = load(g + n * H + j);
+    const V one(T(1)), zero(T(0));
+    const V a = load(h + n * H + j) - nn;
+    const V ga = gv * z, gz = gv * a;
+    const V gn = gv - ga;  // the final add's g plus the sub's neg(ga): IEEE's x - y is x + (-y)
+    const V gpn = gn * (one - nn * nn);
+    const V gr = gpn * hn, ghn = gpn * r;
+    const V gpr = (gr * r) * (one - r), gpz = (gz * z) * (one - z);
+    T* x = gx + n * 3 * H + j;
+    T* y = ghh + n * 3 * H + j;
+    store(x, gpr + zero);
+    store(y, gpr + zero);
+    store(x + H, gpz + zero);
+    store(y + H, gpz + zero);
+    store(x + 2 * H, gpn + zero);
+    store(y + 2 * H, ghn + zero);
+    if (dh) store(dh + n * H + j, ga);
   });
 }
 template <class T>
@@ -888,6 +941,8 @@ Table<T> fast_table(Table<T> tb) {
   tb.gelu_grad_kept = &gelu_grad_kept_fast<T>;
   tb.lstm_gates = &lstm_gates_fast<T>;
   tb.lstm_cell_grad = &lstm_cell_grad_fast<T>;
+  tb.gru_gates = &gru_gates_fast<T>;
+  tb.gru_grad = &gru_grad_fast<T>;
   tb.lstm_hidden_grad = &lstm_hidden_grad_fast<T>;
   tb.sum_rows = &sum_rows_fast<T>;
   tb.sumsq_rows = &sumsq_rows_fast<T>;

@@ -243,6 +243,15 @@ void lstm_gates(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int
   base<T>().lstm_gates(xz, ldx, hh, c, N, H, c_out, h_out, ldh, keep);
 }
 template <class T>
+void gru_gates(const T* xz, std::int64_t ldx, const T* hh, const T* h, std::int64_t ldh, std::int64_t N, std::int64_t H, T* h_out,
+               std::int64_t ldo, T* keep) {
+  base<T>().gru_gates(xz, ldx, hh, h, ldh, N, H, h_out, ldo, keep);
+}
+template <class T>
+void gru_grad(const T* keep, const T* hh, const T* h, const T* g, std::int64_t N, std::int64_t H, T* gx, T* ghh, T* dh) {
+  base<T>().gru_grad(keep, hh, h, g, N, H, gx, ghh, dh);
+}
+template <class T>
 void lstm_cell_grad(const T* keep, const T* c, const T* gc, std::int64_t N, std::int64_t H, T* gz, std::int64_t ldz, T* gc_prev) {
   base<T>().lstm_cell_grad(keep, c, gc, N, H, gz, ldz, gc_prev);
 }
@@ -267,6 +276,8 @@ Table<T> make() {
   t.gelu_grad_kept = &gelu_grad_kept<T>;
   t.lstm_gates = &lstm_gates<T>;
   t.lstm_cell_grad = &lstm_cell_grad<T>;
+  t.gru_gates = &gru_gates<T>;
+  t.gru_grad = &gru_grad<T>;
   t.lstm_hidden_grad = &lstm_hidden_grad<T>;
   t.sum_rows = &sum_rows<T>;
   t.sumsq_rows = &sumsq_rows<T>;

@@ -219,6 +219,46 @@ void lstm_gates(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int
   }
 }
 template <class T>
+void gru_gates(const T* xz, std::int64_t ldx, const T* hh, const T* h, std::int64_t ldh, std::int64_t N, std::int64_t H, T* h_out,
+               std::int64_t ldo, T* keep) {
+  for (std::int64_t n = 0; n < N; ++n) {
+    const T* x = xz + n * ldx;
+    const T* r3 = hh + n * 3 * H;
+    for (std::int64_t j = 0; j < H; ++j) {
+      const T r = canon(unary_one(Unary::sigmoid, canon(x[j] + r3[j])));
+      const T z = canon(unary_one(Unary::sigmoid, canon(x[H + j] + r3[H + j])));
+      const T nn = canon(unary_one(Unary::tanh, canon(x[2 * H + j] + canon(r * r3[2 * H + j]))));
+      h_out[n * ldo + j] = canon(canon(canon(h[n * ldh + j] - nn) * z) + nn);
+      if (keep) {
+        T* k = keep + n * 3 * H + j;
+        k[0] = r, k[H] = z, k[2 * H] = nn;
+      }
+    }
+  }
+}
+template <class T>
+void gru_grad(const T* keep, const T* hh, const T* h, const T* g, std::int64_t N, std::int64_t H, T* gx, T* ghh, T* dh) {
+  for (std::int64_t n = 0; n < N; ++n) {
+    const T* k = keep + n * 3 * H;
+    for (std::int64_t j = 0; j < H; ++j) {
+      const T r = k[j], z = k[H + j], nn = k[2 * H + j], hn = hh[n * 3 * H + 2 * H + j], gv = g[n * H + j];
+      const T a = canon(h[n * H + j] - nn);
+      const T ga = canon(gv * z), gz = canon(gv * a);
+      const T gn = canon(gv + canon(-ga));  // the final add's g, then the sub's -ga, summed in that order
+      const T gpn = canon(gn * (T(1) - nn * nn));
+      const T gr = canon(gpn * hn), ghn = canon(gpn * r);
+      const T gpr = canon((gr * r) * (T(1) - r)), gpz = canon((gz * z) * (T(1) - z));
+      T* x = gx + n * 3 * H + j;
+      T* y = ghh + n * 3 * H + j;
+      x[0] = y[0] = canon(gpr + T(0));
+      x[H] = y[H] = canon(gpz + T(0));
+      x[2 * H] = canon(gpn + T(0));
+      y[2 * H] = canon(ghn + T(0));
+      if (dh) dh[n * H + j] = ga;
+    }
+  }
+}
+template <class T>
 void lstm_cell_grad(const T* keep, const T* c, const T* gc, std::int64_t N, std::int64_t H, T* gz, std::int64_t ldz, T* gc_prev) {
   for (std::int64_t r = 0; r < N; ++r) {
     const T* kr = keep + r * 5 * H;
@@ -469,6 +509,8 @@ Table<T> make_table() {
   tb.gelu_grad_kept = &gelu_grad_kept<T>;
   tb.lstm_gates = &lstm_gates<T>;
   tb.lstm_cell_grad = &lstm_cell_grad<T>;
+  tb.gru_gates = &gru_gates<T>;
+  tb.gru_grad = &gru_grad<T>;
   tb.lstm_hidden_grad = &lstm_hidden_grad<T>;
   tb.sum_rows = &sum_rows<T>;
   tb.sumsq_rows = &sumsq_rows<T>;

@@ -351,14 +351,60 @@ RnnState lstm_step_recorded(const Tensor& xz, const Tensor& hh, const Tensor& c,
   return {hn, cn};
 }
 
+// ---- the GRU step as one node over one kernel (gru_gates), with the composition's bits:
+//   h' = (h - n) z + n, r, z = sigmoid(xz_q + hh_q), n = tanh(xz_2 + r hh_2)
+//   inputs xz [N, 3H], hh [N, 3H] (b_hh added), h [N, H]; output h' [N, H]; keeps r, z, n.
+// The backward (gru_grad) computes the ops' backwards: xz and hh get their three parts' gradients
+// each as v + 0 (the chunks' gradients summed with zeros), h gets the sub's g*z. The node is
+// recorded where the composition's last op was, after the step's recurrent product, so h's
+// gradients arrive in the same order (the output's, this step's g*z, the product's).
+struct GruKept {
+  std::int64_t N, H;
+};
+void gru_cell_bw(Node& n, const Tensor& g_in, Tensor* gi) {
+  const GruKept kept = n.payload<GruKept>();
+  const std::int64_t N = kept.N, H = kept.H;  // not a structured binding: lambdas capture them (clang 14)
+  Tensor g = kern::contiguous(g_in);
+  Tensor gx = Tensor::empty(Shape{N, 3 * H}, g.dtype()), ghh = Tensor::empty(Shape{N, 3 * H}, g.dtype());
+  Tensor dh = n.in[2].needs_grad() ? Tensor::empty(Shape{N, H}, g.dtype()) : Tensor();
+  BITGRAD_DISPATCH_FLOAT(g.dtype(), "gru", T, [&] {
+    kern::active<T>().gru_grad(n.saved_tensor(0).data<T>(), n.saved_tensor(1).data<T>(), n.saved_tensor(2).data<T>(), g.data<T>(), N, H,
+                               kern::out_ptr<T>(gx), kern::out_ptr<T>(ghh), dh.defined() ? kern::out_ptr<T>(dh) : nullptr);
+  });
+  if (n.in[0].needs_grad()) gi[0] = gx;
+  if (n.in[1].needs_grad()) gi[1] = ghh;
+  if (dh.defined()) gi[2] = dh;
+}
+Tensor gru_step_recorded(const Tensor& xz, const Tensor& hh, const Tensor& h, CallSite site) {
+  const std::int64_t N = hh.shape()[0], H = hh.shape()[1] / 3;
+  Tensor hc = kern::contiguous(h);
+  Tensor hn = Tensor::empty(Shape{N, H}, hh.dtype()), keep = Tensor::empty(Shape{N, 3 * H}, hh.dtype());
+  BITGRAD_DISPATCH_FLOAT(hh.dtype(), "gru", T, [&] {
+    kern::active<T>().gru_gates(xz.data<T>(), xz.strides()[0], hh.data<T>(), hc.data<T>(), H, N, H, kern::out_ptr<T>(hn), H,
+                                kern::out_ptr<T>(keep));
+  });
+  if (Node* n = ops::record("gru_cell", gru_cell_bw, {&xz, &hh, &h}, hn, site)) {
+    n->save(0, keep);
+    n->save(1, hh);
+    n->save(2, hc);
+    n->set_payload(GruKept{N, H});
+  }
+  return hn;
+}
+
+// xz's rows one stride apart with contiguous gates (a step's view of the projection, or a
+// cell's own), and no op hook (which sees the composition's ops one by one)
+bool fused_step(const Tensor& xz) {
+  return !autograd::op_hook_active() && xz.strides()[1] == 1 && xz.strides()[0] >= xz.shape()[1] && is_floating(xz.dtype());
+}
+
 RnnState step(RnnMode mode, const Tensor& xz, const RnnState& s, const RnnParams& p, std::int64_t t,
              const std::shared_ptr<SequenceGrads>& acc, CallSite site) {
   switch (mode) {
     case RnnMode::rnn_tanh: return {tanh(add(xz, recurrent_product(s.h, p.w_hh, Tensor(), t, acc, site), site), site), Tensor()};
     case RnnMode::rnn_relu: return {relu(add(xz, recurrent_product(s.h, p.w_hh, Tensor(), t, acc, site), site), site), Tensor()};
     case RnnMode::lstm: {
-      // xz rows one stride apart (a step's view of the projection, or a cell's own)
-      if (!autograd::op_hook_active() && xz.strides()[1] == 1 && xz.strides()[0] >= xz.shape()[1] && is_floating(xz.dtype()))
+      if (fused_step(xz))
         return lstm_step_recorded(xz, recurrent_product(s.h, p.w_hh, Tensor(), t, acc, site), s.c, t, acc, site);
       const std::vector<Tensor> z = chunk(add(xz, recurrent_product(s.h, p.w_hh, Tensor(), t, acc, site), site), 4, 1, site);
       const Tensor i = sigmoid(z[0], site), f = sigmoid(z[1], site), g = tanh(z[2], site), o = sigmoid(z[3], site);
@@ -366,6 +412,10 @@ RnnState step(RnnMode mode, const Tensor& xz, const RnnState& s, const RnnParams
       return {mul(o, tanh(c, site), site), c};
     }
     case RnnMode::gru: {
+      if (fused_step(xz)) {
+        const Tensor hh = recurrent_product(s.h, p.w_hh, p.b_hh, t, acc, site);
+        return {gru_step_recorded(xz, hh, s.h, site), Tensor()};
+      }
       const std::vector<Tensor> xg = chunk(xz, 3, 1, site);
       const std::vector<Tensor> hg = chunk(recurrent_product(s.h, p.w_hh, p.b_hh, t, acc, site), 3, 1, site);
       const Tensor r = sigmoid(add(xg[0], hg[0], site), site), z = sigmoid(add(xg[1], hg[1], site), site);
@@ -424,6 +474,30 @@ Tensor lstm_unrecorded(const Tensor& xp, const Tensor& w_hh, Tensor& h, Tensor& 
   return out;
 }
 
+// A GRU layer that records nothing: per step the recurrent product with b_hh and one gru_gates
+// kernel (numerics §34). xp [N, T, 3H] contiguous; h [N, H]; returns the outputs [N, T, H], leaves h at step T.
+Tensor gru_unrecorded(const Tensor& xp, const Tensor& w_hh, const Tensor& b_hh, Tensor& h) {
+  const std::int64_t N = xp.shape()[0], T = xp.shape()[1], GH = xp.shape()[2], H = GH / 3;
+  Tensor out = Tensor::empty(Shape{N, T, H}, xp.dtype());
+  Tensor wc = kern::contiguous(w_hh), wt = T >= kTransposeFromSteps ? transposed_copy(w_hh) : Tensor();
+  Tensor bc = b_hh.defined() ? kern::contiguous(b_hh) : Tensor();
+  Tensor h0 = kern::contiguous(h);
+  Tensor hh = Tensor::empty(Shape{N, GH}, xp.dtype());
+  BITGRAD_DISPATCH_FLOAT(xp.dtype(), "gru", T_, [&] {
+    T_* po = kern::out_ptr<T_>(out);
+    const T_* px = xp.data<T_>();
+    for (std::int64_t t = 0; t < T; ++t) {
+      const T_* hp = t == 0 ? h0.data<T_>() : po + (t - 1) * H;
+      const std::int64_t ldh = t == 0 ? H : T * H;
+      ops::gemm<T_>(N, GH, H, ops::Mat<T_>{hp, ldh, 1}, recurrent_b<T_>(wt, wc, H, GH), kern::out_ptr<T_>(hh),
+                    bc.defined() ? bc.data<T_>() : nullptr);
+      kern::active<T_>().gru_gates(px + t * GH, T * GH, hh.data<T_>(), hp, ldh, N, H, po + t * H, T * H, nullptr);
+    }
+  });
+  h = reshape(slice(out, 1, T - 1, T, 1), Shape{N, H}).contiguous_copy();
+  return out;
+}
+
 bool records(const Tensor& x, const std::vector<RnnParams>& layers, const Tensor& h0, const Tensor& c0) {
   if (autograd::op_hook_active()) return true;
   if (!grad_enabled()) return false;
@@ -457,7 +531,7 @@ RnnResult rnn(const Tensor& x, RnnMode mode, const std::vector<RnnParams>& layer
   BITGRAD_CHECK(T >= 1, op, "the sequence is empty (x ", x.shape().str(), ")");
   std::vector<Tensor> hn, cn;
   std::int64_t H0 = 0;
-  const bool fused = mode == RnnMode::lstm && is_floating(x.dtype()) && !records(x, layers, h0, c0);
+  const bool fused = (mode == RnnMode::lstm || mode == RnnMode::gru) && is_floating(x.dtype()) && !records(x, layers, h0, c0);
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const RnnParams& p = layers[l];
     const std::int64_t H = check_params(mode, p, seq.shape()[2], l);
@@ -467,9 +541,13 @@ RnnResult rnn(const Tensor& x, RnnMode mode, const std::vector<RnnParams>& layer
     RnnState s{initial(mode, "h0", h0, l, layers.size(), N, H, x.dtype(), site),
                mode == RnnMode::lstm ? initial(mode, "c0", c0, l, layers.size(), N, H, x.dtype(), site) : Tensor()};
     if (fused) {
-      seq = lstm_unrecorded(kern::contiguous(xp), p.w_hh, s.h, s.c);
+      if (mode == RnnMode::lstm) {
+        seq = lstm_unrecorded(kern::contiguous(xp), p.w_hh, s.h, s.c);
+        cn.push_back(s.c);
+      } else {
+        seq = gru_unrecorded(kern::contiguous(xp), p.w_hh, p.b_hh, s.h);
+      }
       hn.push_back(s.h);
-      cn.push_back(s.c);
       continue;
     }
     std::vector<Tensor> hs;

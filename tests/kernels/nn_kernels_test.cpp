@@ -103,6 +103,40 @@ void lstm_grad_cases() {
     });
   }
 }
+// One GRU step and its backward: odd H, strided rows of xz, h and the output, specials and
+// signed zeros (the seeds' and h - n's).
+template <class T>
+void gru_cases() {
+  const std::pair<std::int64_t, std::int64_t> shapes[] = {{1, 1}, {3, 5}, {7, 17}, {33, 8}, {64, 67}};
+  for (auto [N, H] : shapes) {
+    const std::int64_t ldx = 3 * H + 3, ldh = H + 1, ldo = H + 2;
+    const auto xz = random_vec<T>(static_cast<std::size_t>(N * ldx), 101, -12, 12, true);
+    const auto hh = random_vec<T>(static_cast<std::size_t>(N * 3 * H), 102, -12, 12, true);
+    auto h = random_vec<T>(static_cast<std::size_t>(N * ldh), 103, -1, 1, true);
+    auto g = random_vec<T>(static_cast<std::size_t>(N * H), 104, -2, 2, true);
+    for (std::size_t i = 0; i < g.size(); i += 5) g[i] = i % 2 ? T(-0.0) : T(0.0);
+    std::ostringstream sh;
+    sh << "(N=" << N << ",H=" << H << "," << tname(T{}) << ")";
+    expect_fast_equals_reference<T>("gru_gates/gru_grad" + sh.str(), [&](const kern::Table<T>& tb) {
+      std::vector<T> out(static_cast<std::size_t>(N * ldo + 3 * N * H), T(7));
+      tb.gru_gates(xz.data(), ldx, hh.data(), h.data(), ldh, N, H, out.data(), ldo, out.data() + N * ldo);
+      std::vector<T> no_keep(static_cast<std::size_t>(N * ldo), T(7));
+      tb.gru_gates(xz.data(), ldx, hh.data(), h.data(), ldh, N, H, no_keep.data(), ldo, nullptr);
+      EXPECT_TRUE(std::equal(no_keep.begin(), no_keep.end(), out.begin(), [](T a, T b) { return std::memcmp(&a, &b, sizeof a) == 0; }));
+      // the backward from the kept gates, h contiguous; keep's n equal to h in places (h - n = +0)
+      std::vector<T> keep(out.begin() + N * ldo, out.end()), hc(static_cast<std::size_t>(N * H));
+      for (std::int64_t r = 0; r < N; ++r)
+        for (std::int64_t j = 0; j < H; ++j) hc[static_cast<std::size_t>(r * H + j)] = j % 4 == 1 ? keep[static_cast<std::size_t>(r * 3 * H + 2 * H + j)] : h[static_cast<std::size_t>(r * ldh + j)];
+      std::vector<T> grads(static_cast<std::size_t>(7 * N * H), T(7));
+      tb.gru_grad(keep.data(), hh.data(), hc.data(), g.data(), N, H, grads.data(), grads.data() + 3 * N * H, grads.data() + 6 * N * H);
+      out.insert(out.end(), grads.begin(), grads.end());
+      return out;
+    });
+  }
+}
+TEST(NnKernels, GruF32) { gru_cases<float>(); }
+TEST(NnKernels, GruF64) { gru_cases<double>(); }
+
 TEST(NnKernels, LstmGradF32) { lstm_grad_cases<float>(); }
 TEST(NnKernels, LstmGradF64) { lstm_grad_cases<double>(); }
 
