@@ -49,6 +49,26 @@ void for_items(std::int64_t n, F&& f) {
   else kern::parallel_for(n, 1, f);
 }
 
+// Blocks of samples go to the threads when there are at least as many; fewer (a 1x1
+// convolution's whole batch is often one block) run one after another, each block's im2col and
+// GEMM over the threads (fewer blocks than 4 a thread were measured slower that way). The same
+// bits either way: each output is its own chain, whichever thread computes it.
+bool blocks_to_threads(std::int64_t blocks) {
+  return kern::perturbation_active() || kern::in_parallel_region() || blocks >= static_cast<std::int64_t>(kern::pool_threads());
+}
+// for_items over blocks, or the blocks in order with `each(i0, i1)` for the samples inside
+template <class Block>
+void over_blocks(std::int64_t blocks, Block&& block) {
+  if (blocks_to_threads(blocks)) {
+    for_items(blocks, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t blk = b; blk < e; ++blk) block(blk, [](std::int64_t m, auto&& each) { each(std::int64_t(0), m); });
+    });
+  } else {
+    for (std::int64_t blk = 0; blk < blocks; ++blk)
+      block(blk, [](std::int64_t m, auto&& each) { kern::parallel_for(m, 1, each); });
+  }
+}
+
 // A buffer per thread, kept across calls (no heap allocation per step); `slot` tells the
 // buffers of one call apart.
 template <class T, int slot>
@@ -74,20 +94,21 @@ void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
       Tensor dx = Tensor::empty(n.in_shape[0], g.dtype());
       T* pdx = kern::out_ptr<T>(dx);
       const std::int64_t nb = G.block(sizeof(T)), blocks = (G.N + nb - 1) / nb;
-      for_items(blocks, [&](std::int64_t b, std::int64_t e) {
+      over_blocks(blocks, [&](std::int64_t blk, auto&& samples) {
         T* dyb = scratch<T, 0>(G.OC * nb * P);
         T* dcols = scratch<T, 1>(CKK * nb * P);
-        for (std::int64_t blk = b; blk < e; ++blk) {
-          const std::int64_t n0 = blk * nb, m = G.N - n0 < nb ? G.N - n0 : nb, L = m * P;
-          // dy of the block as one matrix [OC, m*P], the samples side by side
-          for (std::int64_t i = 0; i < m; ++i)
-            for (std::int64_t o = 0; o < G.OC; ++o)
-              std::copy_n(pg + ((n0 + i) * G.OC + o) * P, P, dyb + o * L + i * P);
-          ops::gemm<T>(CKK, L, G.OC, row_major(pw, CKK, G.OC, true), row_major(dyb, G.OC, L), dcols);
-          kern::ConvShape s = G.sample();
-          s.ld = L;
-          for (std::int64_t i = 0; i < m; ++i) K.col2im(dcols + i * P, s, pdx + (n0 + i) * X);
-        }
+        const std::int64_t n0 = blk * nb, m = G.N - n0 < nb ? G.N - n0 : nb, L = m * P;
+        // dy of the block as one matrix [OC, m*P], the samples side by side
+        samples(m, [&](std::int64_t i0, std::int64_t i1) {
+          for (std::int64_t i = i0; i < i1; ++i)
+            for (std::int64_t o = 0; o < G.OC; ++o) std::copy_n(pg + ((n0 + i) * G.OC + o) * P, P, dyb + o * L + i * P);
+        });
+        ops::gemm<T>(CKK, L, G.OC, row_major(pw, CKK, G.OC, true), row_major(dyb, G.OC, L), dcols);
+        kern::ConvShape s = G.sample();
+        s.ld = L;
+        samples(m, [&](std::int64_t i0, std::int64_t i1) {
+          for (std::int64_t i = i0; i < i1; ++i) K.col2im(dcols + i * P, s, pdx + (n0 + i) * X);
+        });
       });
       gi[0] = dx;
     }
@@ -189,21 +210,23 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int str
     T* py = kern::out_ptr<T>(y);
     const auto& K = kern::active<T>();
     const std::int64_t nb = G.block(sizeof(T)), blocks = (G.N + nb - 1) / nb;
-    for_items(blocks, [&](std::int64_t b, std::int64_t e) {
+    over_blocks(blocks, [&](std::int64_t blk, auto&& samples) {
       T* cols = scratch<T, 1>(CKK * nb * P);
       T* yb = scratch<T, 0>(G.OC * nb * P);
-      for (std::int64_t blk = b; blk < e; ++blk) {
-        const std::int64_t n0 = blk * nb, m = G.N - n0 < nb ? G.N - n0 : nb, L = m * P;
-        kern::ConvShape s = G.sample();
-        s.ld = L;
-        for (std::int64_t i = 0; i < m; ++i) K.im2col(px + (n0 + i) * X, s, cols + i * P);
-        ops::gemm<T>(G.OC, L, CKK, row_major(pw, G.OC, CKK), row_major(cols, CKK, L), yb);
-        // + b[oc] after the chain (row o of the block, on the vector units), then [OC, m*P] back
-        // to the samples' [OC, P]
-        if (pb) K.binary(kern::Binary::add, kern::Bcast::col, yb, pb, yb, G.OC, L);
-        for (std::int64_t i = 0; i < m; ++i)
+      const std::int64_t n0 = blk * nb, m = G.N - n0 < nb ? G.N - n0 : nb, L = m * P;
+      kern::ConvShape s = G.sample();
+      s.ld = L;
+      samples(m, [&](std::int64_t i0, std::int64_t i1) {
+        for (std::int64_t i = i0; i < i1; ++i) K.im2col(px + (n0 + i) * X, s, cols + i * P);
+      });
+      ops::gemm<T>(G.OC, L, CKK, row_major(pw, G.OC, CKK), row_major(cols, CKK, L), yb);
+      // + b[oc] after the chain (row o of the block, on the vector units), then [OC, m*P] back
+      // to the samples' [OC, P]
+      if (pb) K.binary(kern::Binary::add, kern::Bcast::col, yb, pb, yb, G.OC, L);
+      samples(m, [&](std::int64_t i0, std::int64_t i1) {
+        for (std::int64_t i = i0; i < i1; ++i)
           for (std::int64_t o = 0; o < G.OC; ++o) std::copy_n(yb + o * L + i * P, P, py + ((n0 + i) * G.OC + o) * P);
-      }
+      });
     });
   });
   Node* n = bias.defined() ? ops::record("conv2d", conv2d_bw, {&x, &weight, &bias}, y, site)
