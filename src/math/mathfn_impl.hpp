@@ -282,8 +282,10 @@ alignas(64) constexpr double kExp8Tab[8] = {kExpTabHi[0],  kExpTabHi[16], kExpTa
 
 [[gnu::always_inline]] inline D exp_f32r(D x) {
   M in = mand(x >= D(-87.0), x <= D(88.0));  // a normal f32 result; NaN fails
-  D y = exp_approx(select(in, x, D(0.0)));
-  M ok = mand(in, f32_rounding_safe(y));
+  // x <= -104 (-inf included: a softmax's masked scores): e^x < 2^-150, which rounds to +0
+  M zero = x <= D(-104.0);
+  D y = select(zero, D(0.0), exp_approx(select(in, x, D(0.0))));
+  M ok = mor(mand(in, f32_rounding_safe(y)), zero);
   if (!all(ok)) y = exp_f64_where(ok, y, x);
   return y;
 }
