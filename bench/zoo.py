@@ -5,7 +5,7 @@ rounds' median step times. Each row also gives the step's FMA-bound limit: its m
 (the products of the GEMMs and convolutions, forward and both gradients, counted by hooks on the
 torch model) over the FMA peak of the threads, and both sides' time as a multiple of it.
 
-  python3 bench/zoo.py [--models a,b] [--threads 1,2] [--rounds 3] [--steps 10] [--peak GFLOPS]
+  python3 bench/zoo.py [--models a,b] [--threads 1,2] [--rounds 3] [--steps 10] [--peak GFLOPS] [--phases]
   models: lstm_seq, lstm_classifier, gru_classifier, resnet18, mobilenet_v2, shufflenet_v2, efficientnet_b0 (the CNNs
   through ONNX), transformer_lm (torch's TransformerEncoder through ONNX; its FMA bound counts the Linear modules
   only, not the attention's in-projection and products); ex_cnn_batchnorm, ex_mlp_dropout, ex_resnet_block,
@@ -378,6 +378,20 @@ class Case:
         loss.backward()
         self.b_opt.step()
 
+    def phases(self, side):
+        """One step of `side` ("torch" or "bitgrad") timed in three parts: forward with the
+        loss, backward, update (--phases)."""
+        opt, model, loss_fn, batch = ((self.t_opt, self.t_model, self.t_loss, self.batch) if side == "torch" else
+                                      (self.b_opt, self.b_model, self.b_loss, self.b_batch))
+        opt.zero_grad()
+        t0 = time.perf_counter()
+        loss = loss_fn(model(batch[0]), batch[1])
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        opt.step()
+        return t1 - t0, t2 - t1, time.perf_counter() - t2
+
 
 def count_flops(model, x):
     """Multiply-adds of one training step ×2 (flops): the forward's GEMMs and convolutions, times
@@ -589,6 +603,7 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--peak", type=float, default=0.0, help="FMA peak per core, GFLOP/s (default: build/bin/fma_peak)")
     ap.add_argument("--json", default="")
+    ap.add_argument("--phases", action="store_true", help="also time forward, backward and update apart (interleaved, --steps each)")
     a = ap.parse_args()
     peak = a.peak
     if not peak:
@@ -600,7 +615,7 @@ def main():
         for threads in thread_counts:  # a process per thread count, OpenBLAS told before it loads
             env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
             argv = [sys.executable, os.path.abspath(__file__), "--models", a.models, "--threads", str(threads),
-                    "--rounds", str(a.rounds), "--steps", str(a.steps), "--peak", str(peak)]
+                    "--rounds", str(a.rounds), "--steps", str(a.steps), "--peak", str(peak)] + (["--phases"] if a.phases else [])
             r = subprocess.run(argv, env=env, capture_output=True, text=True)
             if r.returncode != 0:
                 raise SystemExit("zoo: the %d-thread run failed:\n%s" % (threads, r.stderr[-2000:]))
@@ -635,6 +650,13 @@ def main():
                 row.update({"torch_ms": 1e3 * tt, "bitgrad_ms": 1e3 * bt, "ratio": bt / tt,
                             "spread_torch": [1e3 * min(t_s), 1e3 * max(t_s)], "spread_bitgrad": [1e3 * min(b_s), 1e3 * max(b_s)],
                             "fma_bound_ms": 1e3 * bound, "torch_x_bound": tt / bound, "bitgrad_x_bound": bt / bound})
+                if a.phases:  # forward, backward, update: medians of --steps steps, the sides interleaved
+                    parts = {"torch": [], "bitgrad": []}
+                    for _ in range(a.steps):
+                        for side in parts:
+                            parts[side].append(case.phases(side))
+                    for side, ts in parts.items():
+                        row[side + "_phases_ms"] = [1e3 * statistics.median(t[k] for t in ts) for k in range(3)]
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     return 0
@@ -652,6 +674,13 @@ def report(rows, peak, json_path):
             print("| %s | %s | %d | %.1f | %.1f | **%.2f** | %.2f | %.1f | %.1f |" % (
                 r["model"], r["how"], r["threads"], r["torch_ms"], r["bitgrad_ms"], r["ratio"], r["fma_bound_ms"],
                 r["torch_x_bound"], r["bitgrad_x_bound"]))
+    phased = [r for r in rows if "torch_phases_ms" in r]
+    if phased:
+        print("\n| model | threads | torch forward / backward / update ms | bitgrad forward / backward / update ms |")
+        print("|---|---:|---|---|")
+        for r in phased:
+            print("| %s | %d | %s | %s |" % (r["model"], r["threads"], " / ".join("%.1f" % v for v in r["torch_phases_ms"]),
+                                         " / ".join("%.1f" % v for v in r["bitgrad_phases_ms"])))
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"peak_gflops": peak, "rows": rows}, f, indent=1)
