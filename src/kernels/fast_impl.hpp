@@ -524,43 +524,51 @@ void gru_gates_fast(const T* xz, std::int64_t ldx, const T* hh, const T* h, std:
 }
 
 // The step's backward in T lanes (each op is T's own, as in the reference); stores write v + 0
-// and NaNs canonical, as the ops' stores do.
+// and NaNs canonical, as the ops' stores do. row(n, j, m) handles elements [j, j + m) of row n,
+// m = W but at a row's end; ld / st load and store m lanes. (Plain functions, not generic
+// lambdas handed in: the demangler fails on those names, and the ISA leak check must read them.)
+template <class T>
+inline typename VT<T>::V ld(const T* p, int m) {
+  return m == VT<T>::W ? VT<T>::load(p) : VT<T>::load_part(p, m, T(0));
+}
+template <class T>
+inline void st(T* p, typename VT<T>::V v, int m) {
+  if (m == VT<T>::W) VT<T>::store(p, v);
+  else VT<T>::store_part(p, v, m);
+}
 template <class T, class Row>
 inline void rows_in_lanes(std::int64_t N, std::int64_t H, Row row) {
-  using Tr = VT<T>;
+  constexpr std::int64_t W = VT<T>::W;
   parallel_for(N, std::max<std::int64_t>(1, kGrainSimple / (8 * H)), [&](std::int64_t n0, std::int64_t n1) {
     for (std::int64_t n = n0; n < n1; ++n) {
       std::int64_t j = 0;
-      for (; j + Tr::W <= H; j += Tr::W) row(n, j, [](const T* p) { return Tr::load(p); }, [](T* p, typename Tr::V v) { Tr::store(p, v); });
-      if (j < H) {
-        const int m = static_cast<int>(H - j);
-        row(n, j, [m](const T* p) { return Tr::load_part(p, m, T(0)); }, [m](T* p, typename Tr::V v) { Tr::store_part(p, v, m); });
-      }
+      for (; j + W <= H; j += W) row(n, j, static_cast<int>(W));
+      if (j < H) row(n, j, static_cast<int>(H - j));
     }
   });
 }
 template <class T>
 void lstm_cell_grad_fast(const T* keep, const T* c, const T* gc, std::int64_t N, std::int64_t H, T* gz, std::int64_t ldz, T* gc_prev) {
   using V = typename VT<T>::V;
-  rows_in_lanes<T>(N, H, [&](std::int64_t n, std::int64_t j, auto load, auto store) {
+  rows_in_lanes<T>(N, H, [&](std::int64_t n, std::int64_t j, int m) {
     const T* k = keep + n * 5 * H + j;
     T* z = gz + n * ldz + j;
-    const V g = load(gc + n * H + j), i = load(k), f = load(k + H), gg = load(k + 2 * H), one(T(1)), zero(T(0));
-    const V g_f = g * load(c + n * H + j), g_i = g * gg, g_g = g * i;
-    store(z, (g_i * i) * (one - i) + zero);
-    store(z + H, (g_f * f) * (one - f) + zero);
-    store(z + 2 * H, g_g * (one - gg * gg) + zero);
-    if (gc_prev) store(gc_prev + n * H + j, g * f);
+    const V g = ld(gc + n * H + j, m), i = ld(k, m), f = ld(k + H, m), gg = ld(k + 2 * H, m), one(T(1)), zero(T(0));
+    const V g_f = g * ld(c + n * H + j, m), g_i = g * gg, g_g = g * i;
+    st(z, (g_i * i) * (one - i) + zero, m);
+    st(z + H, (g_f * f) * (one - f) + zero, m);
+    st(z + 2 * H, g_g * (one - gg * gg) + zero, m);
+    if (gc_prev) st(gc_prev + n * H + j, g * f, m);
   });
 }
 template <class T>
 void gru_grad_fast(const T* keep, const T* hh, const T* h, const T* g, std::int64_t N, std::int64_t H, T* gx, T* ghh, T* dh) {
   using V = typename VT<T>::V;
-  rows_in_lanes<T>(N, H, [&](std::int64_t n, std::int64_t j, auto load, auto store) {
+  rows_in_lanes<T>(N, H, [&](std::int64_t n, std::int64_t j, int m) {
     const T* k = keep + n * 3 * H + j;
-    const V r = load(k), z = load(k + H), nn = load(k + 2 * H), hn = load(hh + n * 3 * H + 2 * H + j), gv = load(g + n * H + j);
+    const V r = ld(k, m), z = ld(k + H, m), nn = ld(k + 2 * H, m), hn = ld(hh + n * 3 * H + 2 * H + j, m), gv = ld(g + n * H + j, m);
     const V one(T(1)), zero(T(0));
-    const V a = load(h + n * H + j) - nn;
+    const V a = ld(h + n * H + j, m) - nn;
     const V ga = gv * z, gz = gv * a;
     const V gn = gv - ga;  // the final add's g plus the sub's neg(ga): IEEE's x - y is x + (-y)
     const V gpn = gn * (one - nn * nn);
@@ -568,24 +576,24 @@ void gru_grad_fast(const T* keep, const T* hh, const T* h, const T* g, std::int6
     const V gpr = (gr * r) * (one - r), gpz = (gz * z) * (one - z);
     T* x = gx + n * 3 * H + j;
     T* y = ghh + n * 3 * H + j;
-    store(x, gpr + zero);
-    store(y, gpr + zero);
-    store(x + H, gpz + zero);
-    store(y + H, gpz + zero);
-    store(x + 2 * H, gpn + zero);
-    store(y + 2 * H, ghn + zero);
-    if (dh) store(dh + n * H + j, ga);
+    st(x, gpr + zero, m);
+    st(y, gpr + zero, m);
+    st(x + H, gpz + zero, m);
+    st(y + H, gpz + zero, m);
+    st(x + 2 * H, gpn + zero, m);
+    st(y + 2 * H, ghn + zero, m);
+    if (dh) st(dh + n * H + j, ga, m);
   });
 }
 template <class T>
 void lstm_hidden_grad_fast(const T* keep, const T* gh, std::int64_t N, std::int64_t H, T* gz_o, std::int64_t ldz, T* gc) {
   using V = typename VT<T>::V;
-  rows_in_lanes<T>(N, H, [&](std::int64_t n, std::int64_t j, auto load, auto store) {
+  rows_in_lanes<T>(N, H, [&](std::int64_t n, std::int64_t j, int m) {
     const T* k = keep + n * 5 * H + j;
-    const V g = load(gh + n * H + j), o = load(k + 3 * H), tc = load(k + 4 * H), one(T(1)), zero(T(0));
+    const V g = ld(gh + n * H + j, m), o = ld(k + 3 * H, m), tc = ld(k + 4 * H, m), one(T(1)), zero(T(0));
     const V g_o = g * tc, g_tc = g * o;
-    store(gz_o + n * ldz + j, (g_o * o) * (one - o) + zero);
-    store(gc + n * H + j, g_tc * (one - tc * tc));
+    st(gz_o + n * ldz + j, (g_o * o) * (one - o) + zero, m);
+    st(gc + n * H + j, g_tc * (one - tc * tc), m);
   });
 }
 
