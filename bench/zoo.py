@@ -425,6 +425,20 @@ def count_flops(model, x):
     return 3 * total[0]
 
 
+class OnnxGraph:
+    """An imported graph called as the other models are: in training mode, with its own step count."""
+
+    def __init__(self, path):
+        self.g, self.step = bg.onnx.load(path), 0
+
+    def __call__(self, xb):
+        self.step += 1
+        return self.g(xb, bg.nn.Context(training=True, step=self.step))
+
+    def parameters(self):
+        return self.g.parameters()
+
+
 def onnx_case(name, builder, batch_size, tmp):
     torch.manual_seed(0)
     model = builder()
@@ -433,24 +447,12 @@ def onnx_case(name, builder, batch_size, tmp):
     path = os.path.join(tmp, name + ".onnx")
     torch.onnx.export(model, x, path, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "N"}, "y": {0: "N"}}, opset_version=17)
-    step = [0]
 
     def bg_loss(out, target):
         return bg.cross_entropy(out, target)
 
-    class Graph:  # the graph module called as the others: ctx in training mode, the step counted
-        def __init__(self, g):
-            self.g = g
-
-        def __call__(self, xb):
-            step[0] += 1
-            return self.g(xb, bg.nn.Context(training=True, step=step[0]))
-
-        def parameters(self):
-            return self.g.parameters()
-
     def make_bg(_):
-        return Graph(bg.onnx.load(path))
+        return OnnxGraph(path)
 
     return Case(name, "torchvision through ONNX", model, (x, y), make_bg, F.cross_entropy, bg_loss)
 
@@ -564,21 +566,8 @@ def build(name, tmp):
         path = os.path.join(tmp, name + ".onnx")
         torch.onnx.export(model, x, path, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                           input_names=["x"], output_names=["y"], opset_version=17)
-        step = [0]
-
-        class Graph:
-            def __init__(self, g):
-                self.g = g
-
-            def __call__(self, xb):
-                step[0] += 1
-                return self.g(xb, bg.nn.Context(training=True, step=step[0]))
-
-            def parameters(self):
-                return self.g.parameters()
-
         return Case(name, "TransformerEncoder char LM (dim 128, 2 layers, b64 T32) through ONNX", model, (x, y),
-                    lambda _: Graph(bg.onnx.load(path)), F.cross_entropy, bg.cross_entropy)
+                    lambda _: OnnxGraph(path), F.cross_entropy, bg.cross_entropy)
     if name == "efficientnet_b0":  # stochastic depth off: a random layer drop has no ONNX form
         return onnx_case(name, lambda: torchvision.models.efficientnet_b0(num_classes=10, stochastic_depth_prob=0.0), 32, tmp)
     raise SystemExit("zoo: unknown model %r" % name)

@@ -34,11 +34,14 @@ class Stream {
   Block block(std::uint64_t i) const;
   std::uint32_t u32(std::uint64_t i) const;  // word i%4 of block i/4
   std::uint64_t u64(std::uint64_t i) const;  // words 2(i%2) (low) and 2(i%2)+1 (high) of block i/2
-  float uniform_f32(std::uint64_t i) const;  // (u32(i) >> 8) * 2^-24, in [0, 1)
+  float uniform_f32(std::uint64_t i) const;   // uniform_of(u32(i))
+  double uniform_f64(std::uint64_t i) const;  // uniform_of(u64(i))
+  // The uniforms of words: (w >> 8) * 2^-24 and (w >> 11) * 2^-53, in [0, 1)
+  static float uniform_of(std::uint32_t w) { return static_cast<float>(w >> 8) * 0x1p-24f; }
+  static double uniform_of(std::uint64_t w) { return static_cast<double>(w >> 11) * 0x1p-53; }
   // out[j] = u32(first + j) / u64(first + j): each block computed once for its 4 / 2 words
   void fill_u32(std::uint32_t* out, std::int64_t n, std::uint64_t first) const;
   void fill_u64(std::uint64_t* out, std::int64_t n, std::uint64_t first) const;
-  double uniform_f64(std::uint64_t i) const;  // (u64(i) >> 11) * 2^-53, in [0, 1)
   // Integer in [0, n), n >= 1: floor(u64(i) * n / 2^64) (bias below n * 2^-64).
   std::uint64_t below(std::uint64_t i, std::uint64_t n) const;
   // Standard normal, Box-Muller on block i/2: u1 = ((w01 >> 11) + 1) 2^-53 in (0, 1],

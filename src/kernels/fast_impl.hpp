@@ -459,74 +459,21 @@ template <class T>
 [[gnu::always_inline]] inline D sigmoid_t(D v) { return round_t<T>(SigmoidT<T>{}(v)); }
 template <class T>
 [[gnu::always_inline]] inline D tanh_t(D v) { return round_t<T>(TanhT<T>{}(v)); }
-template <class T>
-void lstm_gates_fast(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
-                     std::int64_t ldh, T* keep) {
-  parallel_for(N, std::max<std::int64_t>(1, kGrainMath / (4 * H)), [&](std::int64_t n0, std::int64_t n1) {
+// The recurrent steps' kernels row by row: row(n, j, m) handles elements [j, j + m) of row n,
+// m = W (a vector of the lanes) but at a row's end. ld / st (T lanes) and ld_d / st_d (f64
+// lanes) load and store m of them; stores write NaNs canonical. (Plain functions and an int,
+// not generic lambdas handed in: the demangler fails on those names, which the ISA leak check
+// must read.)
+template <std::int64_t W, class Row>
+inline void rows_in_lanes(std::int64_t N, std::int64_t H, std::int64_t grain, Row row) {
+  parallel_for(N, std::max<std::int64_t>(1, grain), [&](std::int64_t n0, std::int64_t n1) {
     for (std::int64_t n = n0; n < n1; ++n) {
-      const T* x = xz + n * ldx;
-      const T* r = hh + n * 4 * H;
-      T* k = keep ? keep + n * 5 * H : nullptr;
-      auto step = [&](std::int64_t j, auto load, auto store) {
-        const D i = sigmoid_t<T>(round_t<T>(load(x + j) + load(r + j)));
-        const D f = sigmoid_t<T>(round_t<T>(load(x + H + j) + load(r + H + j)));
-        const D g = tanh_t<T>(round_t<T>(load(x + 2 * H + j) + load(r + 2 * H + j)));
-        const D o = sigmoid_t<T>(round_t<T>(load(x + 3 * H + j) + load(r + 3 * H + j)));
-        const D cn = round_t<T>(round_t<T>(f * load(c + n * H + j)) + round_t<T>(i * g));
-        const D tc = tanh_t<T>(cn);
-        store(c_out + n * H + j, cn);
-        store(h_out + n * ldh + j, o * tc);
-        if (k) {
-          store(k + j, i);
-          store(k + H + j, f);
-          store(k + 2 * H + j, g);
-          store(k + 3 * H + j, o);
-          store(k + 4 * H + j, tc);
-        }
-      };
       std::int64_t j = 0;
-      for (; j + kWD <= H; j += kWD) step(j, [](const T* p) { return load_d(p); }, [](T* p, D v) { store_d(p, v); });
-      if (j < H) {
-        const int m = static_cast<int>(H - j);
-        step(j, [m](const T* p) { return load_d_part(p, m, 0.0); }, [m](T* p, D v) { store_d_part(p, v, m); });
-      }
+      for (; j + W <= H; j += W) row(n, j, static_cast<int>(W));
+      if (j < H) row(n, j, static_cast<int>(H - j));
     }
   });
 }
-
-template <class T>
-void gru_gates_fast(const T* xz, std::int64_t ldx, const T* hh, const T* h, std::int64_t ldh, std::int64_t N, std::int64_t H, T* h_out,
-                    std::int64_t ldo, T* keep) {
-  parallel_for(N, std::max<std::int64_t>(1, kGrainMath / (3 * H)), [&](std::int64_t n0, std::int64_t n1) {
-    for (std::int64_t n = n0; n < n1; ++n) {
-      const T* x = xz + n * ldx;
-      const T* r3 = hh + n * 3 * H;
-      T* k = keep ? keep + n * 3 * H : nullptr;
-      auto step = [&](std::int64_t j, auto load, auto store) {
-        const D r = sigmoid_t<T>(round_t<T>(load(x + j) + load(r3 + j)));
-        const D z = sigmoid_t<T>(round_t<T>(load(x + H + j) + load(r3 + H + j)));
-        const D nn = tanh_t<T>(round_t<T>(load(x + 2 * H + j) + round_t<T>(r * load(r3 + 2 * H + j))));
-        store(h_out + n * ldo + j, round_t<T>(round_t<T>(load(h + n * ldh + j) - nn) * z) + nn);
-        if (k) {
-          store(k + j, r);
-          store(k + H + j, z);
-          store(k + 2 * H + j, nn);
-        }
-      };
-      std::int64_t j = 0;
-      for (; j + kWD <= H; j += kWD) step(j, [](const T* p) { return load_d(p); }, [](T* p, D v) { store_d(p, v); });
-      if (j < H) {
-        const int m = static_cast<int>(H - j);
-        step(j, [m](const T* p) { return load_d_part(p, m, 0.0); }, [m](T* p, D v) { store_d_part(p, v, m); });
-      }
-    }
-  });
-}
-
-// The step's backward in T lanes (each op is T's own, as in the reference); stores write v + 0
-// and NaNs canonical, as the ops' stores do. row(n, j, m) handles elements [j, j + m) of row n,
-// m = W but at a row's end; ld / st load and store m lanes. (Plain functions, not generic
-// lambdas handed in: the demangler fails on those names, and the ISA leak check must read them.)
 template <class T>
 inline typename VT<T>::V ld(const T* p, int m) {
   return m == VT<T>::W ? VT<T>::load(p) : VT<T>::load_part(p, m, T(0));
@@ -536,21 +483,64 @@ inline void st(T* p, typename VT<T>::V v, int m) {
   if (m == VT<T>::W) VT<T>::store(p, v);
   else VT<T>::store_part(p, v, m);
 }
-template <class T, class Row>
-inline void rows_in_lanes(std::int64_t N, std::int64_t H, Row row) {
-  constexpr std::int64_t W = VT<T>::W;
-  parallel_for(N, std::max<std::int64_t>(1, kGrainSimple / (8 * H)), [&](std::int64_t n0, std::int64_t n1) {
-    for (std::int64_t n = n0; n < n1; ++n) {
-      std::int64_t j = 0;
-      for (; j + W <= H; j += W) row(n, j, static_cast<int>(W));
-      if (j < H) row(n, j, static_cast<int>(H - j));
+template <class T>
+inline D ld_d(const T* p, int m) {
+  return m == kWD ? load_d(p) : load_d_part(p, m, 0.0);
+}
+template <class T>
+inline void st_d(T* p, D v, int m) {
+  if (m == kWD) store_d(p, v);
+  else store_d_part(p, v, m);
+}
+
+template <class T>
+void lstm_gates_fast(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
+                     std::int64_t ldh, T* keep) {
+  rows_in_lanes<kWD>(N, H, kGrainMath / (4 * H), [&](std::int64_t n, std::int64_t j, int m) {
+    const T* x = xz + n * ldx + j;
+    const T* r = hh + n * 4 * H + j;
+    const D i = sigmoid_t<T>(round_t<T>(ld_d(x, m) + ld_d(r, m)));
+    const D f = sigmoid_t<T>(round_t<T>(ld_d(x + H, m) + ld_d(r + H, m)));
+    const D g = tanh_t<T>(round_t<T>(ld_d(x + 2 * H, m) + ld_d(r + 2 * H, m)));
+    const D o = sigmoid_t<T>(round_t<T>(ld_d(x + 3 * H, m) + ld_d(r + 3 * H, m)));
+    const D cn = round_t<T>(round_t<T>(f * ld_d(c + n * H + j, m)) + round_t<T>(i * g));
+    const D tc = tanh_t<T>(cn);
+    st_d(c_out + n * H + j, cn, m);
+    st_d(h_out + n * ldh + j, o * tc, m);
+    if (keep) {
+      T* k = keep + n * 5 * H + j;
+      st_d(k, i, m);
+      st_d(k + H, f, m);
+      st_d(k + 2 * H, g, m);
+      st_d(k + 3 * H, o, m);
+      st_d(k + 4 * H, tc, m);
     }
   });
 }
+
+template <class T>
+void gru_gates_fast(const T* xz, std::int64_t ldx, const T* hh, const T* h, std::int64_t ldh, std::int64_t N, std::int64_t H, T* h_out,
+                    std::int64_t ldo, T* keep) {
+  rows_in_lanes<kWD>(N, H, kGrainMath / (3 * H), [&](std::int64_t n, std::int64_t j, int m) {
+    const T* x = xz + n * ldx + j;
+    const T* r3 = hh + n * 3 * H + j;
+    const D r = sigmoid_t<T>(round_t<T>(ld_d(x, m) + ld_d(r3, m)));
+    const D z = sigmoid_t<T>(round_t<T>(ld_d(x + H, m) + ld_d(r3 + H, m)));
+    const D nn = tanh_t<T>(round_t<T>(ld_d(x + 2 * H, m) + round_t<T>(r * ld_d(r3 + 2 * H, m))));
+    st_d(h_out + n * ldo + j, round_t<T>(round_t<T>(ld_d(h + n * ldh + j, m) - nn) * z) + nn, m);
+    if (keep) {
+      T* k = keep + n * 3 * H + j;
+      st_d(k, r, m);
+      st_d(k + H, z, m);
+      st_d(k + 2 * H, nn, m);
+    }
+  });
+}
+
 template <class T>
 void lstm_cell_grad_fast(const T* keep, const T* c, const T* gc, std::int64_t N, std::int64_t H, T* gz, std::int64_t ldz, T* gc_prev) {
   using V = typename VT<T>::V;
-  rows_in_lanes<T>(N, H, [&](std::int64_t n, std::int64_t j, int m) {
+  rows_in_lanes<VT<T>::W>(N, H, kGrainSimple / (8 * H), [&](std::int64_t n, std::int64_t j, int m) {
     const T* k = keep + n * 5 * H + j;
     T* z = gz + n * ldz + j;
     const V g = ld(gc + n * H + j, m), i = ld(k, m), f = ld(k + H, m), gg = ld(k + 2 * H, m), one(T(1)), zero(T(0));
@@ -564,7 +554,7 @@ void lstm_cell_grad_fast(const T* keep, const T* c, const T* gc, std::int64_t N,
 template <class T>
 void gru_grad_fast(const T* keep, const T* hh, const T* h, const T* g, std::int64_t N, std::int64_t H, T* gx, T* ghh, T* dh) {
   using V = typename VT<T>::V;
-  rows_in_lanes<T>(N, H, [&](std::int64_t n, std::int64_t j, int m) {
+  rows_in_lanes<VT<T>::W>(N, H, kGrainSimple / (8 * H), [&](std::int64_t n, std::int64_t j, int m) {
     const T* k = keep + n * 3 * H + j;
     const V r = ld(k, m), z = ld(k + H, m), nn = ld(k + 2 * H, m), hn = ld(hh + n * 3 * H + 2 * H + j, m), gv = ld(g + n * H + j, m);
     const V one(T(1)), zero(T(0));
@@ -588,7 +578,7 @@ void gru_grad_fast(const T* keep, const T* hh, const T* h, const T* g, std::int6
 template <class T>
 void lstm_hidden_grad_fast(const T* keep, const T* gh, std::int64_t N, std::int64_t H, T* gz_o, std::int64_t ldz, T* gc) {
   using V = typename VT<T>::V;
-  rows_in_lanes<T>(N, H, [&](std::int64_t n, std::int64_t j, int m) {
+  rows_in_lanes<VT<T>::W>(N, H, kGrainSimple / (8 * H), [&](std::int64_t n, std::int64_t j, int m) {
     const T* k = keep + n * 5 * H + j;
     const V g = ld(gh + n * H + j, m), o = ld(k + 3 * H, m), tc = ld(k + 4 * H, m), one(T(1)), zero(T(0));
     const V g_o = g * tc, g_tc = g * o;

@@ -222,6 +222,8 @@ struct Table {
   // cell: from gc = dL/dc' [N, H] and c [N, H], the i, f, g quarters of gz's rows (ldz apart)
   // and, if gc_prev is not null, dL/dc = gc*f [N, H]. hidden: from gh = dL/dh' [N, H], the o
   // quarter's values at gz_o (rows ldz apart) and dL/dc' through tanh, gc [N, H].
+  void (*lstm_cell_grad)(const T* keep, const T* c, const T* gc, std::int64_t N, std::int64_t H, T* gz, std::int64_t ldz, T* gc_prev);
+  void (*lstm_hidden_grad)(const T* keep, const T* gh, std::int64_t N, std::int64_t H, T* gz_o, std::int64_t ldz, T* gc);
   // One GRU step (numerics §34): r, z = sigmoid(xz_q + hh_q) for quarters 0, 1; n = tanh(xz_2 +
   // r*hh_2); h' = (h - n)*z + n; each op rounded to T as the ops round it (xz rows ldx apart,
   // hh [N, 3H] with b_hh added, h rows ldh apart, h_out rows ldo apart; keep (may be null)
@@ -231,8 +233,6 @@ struct Table {
   void (*gru_gates)(const T* xz, std::int64_t ldx, const T* hh, const T* h, std::int64_t ldh, std::int64_t N, std::int64_t H, T* h_out,
                     std::int64_t ldo, T* keep);
   void (*gru_grad)(const T* keep, const T* hh, const T* h, const T* g, std::int64_t N, std::int64_t H, T* gx, T* ghh, T* dh);
-  void (*lstm_cell_grad)(const T* keep, const T* c, const T* gc, std::int64_t N, std::int64_t H, T* gz, std::int64_t ldz, T* gc_prev);
-  void (*lstm_hidden_grad)(const T* keep, const T* gh, std::int64_t N, std::int64_t H, T* gz_o, std::int64_t ldz, T* gc);
   // row rule over each of R rows of length L
   void (*sum_rows)(const T* x, std::int64_t R, std::int64_t L, T* out);
   // the row rule along the middle axis of x [A, L, K]: out[a, k] = row rule over l of x[a, l, k]

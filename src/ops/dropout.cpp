@@ -11,8 +11,7 @@ namespace bitgrad {
 namespace {
 using autograd::Node;
 
-// the mask scale of every element: 0 or 1/(1-p)
-// element k keeps (scale 1/(1-p)) where uniform(first + k) >= p: the f32 uniform for f32 tensors
+// The mask scale of every element, 0 or 1/(1-p): element k keeps (scale 1/(1-p)) where uniform(first + k) >= p: the f32 uniform for f32 tensors
 // (and for an f64 tensor with an f32 run's masks, the float64 shadow), else the f64 one. Each
 // Philox block serves its 4 (f32) or 2 (f64) consecutive elements; the elements are independent,
 // so threads split them freely (in chunks of about 40 us: a thread woken for less costs more).
@@ -34,13 +33,13 @@ Tensor dropout_scale(const Shape& s, DType dt, double p, const rng::Stream& stre
         if (f32) {
           stream.fill_u32(u32, n, at);
           for (std::int64_t k = 0; k < n; ++k) {
-            const float u = static_cast<float>(u32[k] >> 8) * 0x1p-24f;
+            const float u = rng::Stream::uniform_of(u32[k]);
             // an f32 tensor compares in T as before (u is exact in T); the shadow compares in f32
             pm[k0 + k] = (sizeof(T) == 4 ? static_cast<T>(u) >= thr : u >= thr32) ? keep : T(0);
           }
         } else {
           stream.fill_u64(u64, n, at);
-          for (std::int64_t k = 0; k < n; ++k) pm[k0 + k] = static_cast<T>(static_cast<double>(u64[k] >> 11) * 0x1p-53) >= thr ? keep : T(0);
+          for (std::int64_t k = 0; k < n; ++k) pm[k0 + k] = static_cast<T>(rng::Stream::uniform_of(u64[k])) >= thr ? keep : T(0);
         }
       }
     });

@@ -63,9 +63,9 @@ std::uint64_t Stream::u64(std::uint64_t i) const {
   return static_cast<std::uint64_t>(b[w]) | (static_cast<std::uint64_t>(b[w + 1]) << 32);
 }
 
-float Stream::uniform_f32(std::uint64_t i) const { return static_cast<float>(u32(i) >> 8) * 0x1p-24f; }
+float Stream::uniform_f32(std::uint64_t i) const { return uniform_of(u32(i)); }
 
-double Stream::uniform_f64(std::uint64_t i) const { return static_cast<double>(u64(i) >> 11) * 0x1p-53; }
+double Stream::uniform_f64(std::uint64_t i) const { return uniform_of(u64(i)); }
 
 std::uint64_t Stream::below(std::uint64_t i, std::uint64_t n) const {
   return static_cast<std::uint64_t>((static_cast<unsigned __int128>(u64(i)) * n) >> 64);
@@ -106,7 +106,7 @@ void Stream::fill_uniform(float* out, std::int64_t n, std::uint64_t first, float
   for (std::int64_t j0 = 0; j0 < n; j0 += 256) {
     const std::int64_t m = n - j0 < 256 ? n - j0 : 256;
     fill_u32(u, m, first + static_cast<std::uint64_t>(j0));
-    for (std::int64_t j = 0; j < m; ++j) out[j0 + j] = lo + w * (static_cast<float>(u[j] >> 8) * 0x1p-24f);
+    for (std::int64_t j = 0; j < m; ++j) out[j0 + j] = lo + w * uniform_of(u[j]);
   }
 }
 void Stream::fill_uniform(double* out, std::int64_t n, std::uint64_t first, double lo, double hi) const {
@@ -115,7 +115,7 @@ void Stream::fill_uniform(double* out, std::int64_t n, std::uint64_t first, doub
   for (std::int64_t j0 = 0; j0 < n; j0 += 256) {
     const std::int64_t m = n - j0 < 256 ? n - j0 : 256;
     fill_u64(u, m, first + static_cast<std::uint64_t>(j0));
-    for (std::int64_t j = 0; j < m; ++j) out[j0 + j] = lo + w * (static_cast<double>(u[j] >> 11) * 0x1p-53);
+    for (std::int64_t j = 0; j < m; ++j) out[j0 + j] = lo + w * uniform_of(u[j]);
   }
 }
 void Stream::fill_normal(float* out, std::int64_t n, std::uint64_t first, float mean, float stddev) const {

@@ -59,6 +59,9 @@ TEST(Elementwise, FastF32FunctionsRoundAsTheF64Function) {
     x.push_back(v);
   }
   for (float v = 0.99f; v < 1.01f; v = std::nextafter(v, 2.0f)) x.push_back(v);
+  // around exp's +0 cut (x <= -104 is +0 on the fast path), and the infinities
+  for (float v = -104.01f; v < -103.95f; v = std::nextafter(v, 0.0f)) x.push_back(v);
+  for (float v : {-INFINITY, INFINITY, -1e30f, -150.0f, -104.0f}) x.push_back(v);
   const auto n = static_cast<std::int64_t>(x.size());
   for (Unary op : {Unary::exp, Unary::sigmoid, Unary::tanh}) {
     expect_fast_equals_reference<float>(std::string("unary(") + kern::op_name(op) + ", sampled f32 bit patterns)", [&](const kern::Table<float>& tb) {

@@ -41,6 +41,11 @@ TEST(NnOps, DeterminismSplitOverThreads) {
   std::vector<OpCase> cases = {
       {"conv2d(pad=1)", {{8, 3, 12, 12}, {4, 3, 3, 3}, {4}}, [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); }},
       {"conv2d(stride=2)", {{16, 2, 11, 11}, {3, 2, 3, 3}}, [](V x) { return conv2d(x[0], x[1], Tensor(), 2, 0); }},
+      // sample blocks: 10 of 3 samples (to the threads), and a 1x1 convolution's one block (its GEMM to the threads)
+      {"conv2d(many blocks)", {{30, 16, 16, 16}, {5, 16, 3, 3}, {5}}, [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); }},
+      {"conv2d(1x1)", {{12, 24, 7, 7}, {40, 24, 1, 1}}, [](V x) { return conv2d(x[0], x[1], Tensor(), 1, 0); }},
+      // masks over the threads, starting mid-block
+      {"dropout", {{64, 1500}}, [](V x) { return dropout(x[0], 0.3, rng::Stream(3, "dropout"), 5); }},
       {"max_pool2d(k=2)", {{8, 8, 8, 8}}, [](V x) { return max_pool2d(x[0], 2); }},
       {"max_pool2d(k=3,s=1)", {{4, 16, 9, 9}}, [](V x) { return max_pool2d(x[0], 3, 1); }},
       {"avg_pool2d(k=2)", {{8, 8, 8, 8}}, [](V x) { return avg_pool2d(x[0], 2); }},
