@@ -29,6 +29,7 @@ class Fingerprint {
   Digest128 digest() const;
   // add(t) in pieces: add_header(t), then the element bytes in any number of add_bytes calls.
   void add_header(const Tensor& t);
+  void add_header(DType dtype, const std::int64_t* dims, int ndim);  // of a tensor of that dtype and shape
   static const void* element_bytes(const Tensor& contiguous, std::size_t& n);
 
  private:

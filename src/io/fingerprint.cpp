@@ -26,13 +26,14 @@ void Fingerprint::add_bytes(const void* data, std::size_t n) { io::hash_impl().u
 
 void Fingerprint::add_header(const Tensor& t) {
   BITGRAD_CHECK(t.defined(), "fingerprint", "cannot hash an undefined tensor");
+  add_header(t.dtype(), t.shape().begin(), t.ndim());
+}
+
+void Fingerprint::add_header(DType dtype, const std::int64_t* dims, int ndim) {
   // dtype, ndim, dims as little-endian integers
-  std::uint8_t head[2] = {static_cast<std::uint8_t>(t.dtype()), static_cast<std::uint8_t>(t.ndim())};
+  std::uint8_t head[2] = {static_cast<std::uint8_t>(dtype), static_cast<std::uint8_t>(ndim)};
   add_bytes(head, sizeof head);
-  for (int d = 0; d < t.ndim(); ++d) {
-    std::int64_t v = t.shape()[d];
-    add_bytes(&v, sizeof v);
-  }
+  for (int d = 0; d < ndim; ++d) add_bytes(&dims[d], sizeof dims[d]);
 }
 
 const void* Fingerprint::element_bytes(const Tensor& t, std::size_t& n) {

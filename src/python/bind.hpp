@@ -26,6 +26,11 @@ void init_errors(py::module_& m);
 void set_python_error(std::exception_ptr p);
 void init_tensor(py::module_& m);
 void init_interop(py::module_& m, py::class_<Tensor>& cls);  // NumPy, the buffer protocol, DLPack
+// A tensor over a NumPy array's memory (bitgrad.from_numpy), and the bitgrad dtype of a NumPy
+// dtype's kind and item size (false where bitgrad has none): interop.cpp.
+Tensor from_numpy(const py::object& obj);
+bool dtype_of_numpy(char kind, py::ssize_t item, DType& out);
+void init_hashing(py::module_& m);  // the recorder's hashing of arrays in place (hashing.cpp)
 void init_ops(py::module_& m);
 void init_ops_shape(py::module_& m);  // shape, index and factory ops (ops_shape.cpp)
 void init_nn(py::module_& m);

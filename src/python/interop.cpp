@@ -88,6 +88,19 @@ py::array to_numpy(const Tensor& t) {
   return py::array(py::dtype(fmt), shape, strides, first_element(t), py::cast(t));
 }
 
+}  // namespace
+
+// The bitgrad dtype of a NumPy dtype (kind, item size); false where bitgrad has none.
+bool dtype_of_numpy(char kind, py::ssize_t item, DType& out) {
+  if (kind == 'f' && item == 4) out = DType::f32;
+  else if (kind == 'f' && item == 8) out = DType::f64;
+  else if (kind == 'f' && item == 2) out = DType::f16;
+  else if (kind == 'i' && item == 8) out = DType::i64;
+  else if ((kind == 'u' || kind == 'b') && item == 1) out = DType::u8;
+  else return false;
+  return true;
+}
+
 Tensor from_numpy(const py::object& obj) {
   if (!py::isinstance<py::array>(obj))
     throw py::type_error("from_numpy: expected a numpy.ndarray, got " + std::string(py::str(py::type::of(obj).attr("__name__"))) +
@@ -97,12 +110,7 @@ Tensor from_numpy(const py::object& obj) {
   const char kind = d.kind();
   const auto item = d.itemsize();
   DType dtype;
-  if (kind == 'f' && item == 4) dtype = DType::f32;
-  else if (kind == 'f' && item == 8) dtype = DType::f64;
-  else if (kind == 'f' && item == 2) dtype = DType::f16;
-  else if (kind == 'i' && item == 8) dtype = DType::i64;
-  else if ((kind == 'u' || kind == 'b') && item == 1) dtype = DType::u8;
-  else
+  if (!dtype_of_numpy(kind, item, dtype))
     throw Error("from_numpy: dtype " + std::string(py::str(py::handle(d))) + " has no bitgrad dtype (float32, float64, float16, int64, uint8, bool); "
                 "convert it first, e.g. a.astype(numpy.float32)");
   const char order = d.attr("byteorder").cast<std::string>()[0];
@@ -122,6 +130,8 @@ Tensor from_numpy(const py::object& obj) {
   }
   return wrap(a.mutable_data(), dtype, shape, strides, python_owner(obj));
 }
+
+namespace {
 
 // ---- DLPack -----------------------------------------------------------------------------------
 
@@ -299,24 +309,6 @@ void init_interop(py::module_& m, py::class_<Tensor>& cls) {
   m.def("from_numpy", &from_numpy, py::arg("array"),
         "A tensor over the array's memory (no copy): float32/64, float16, int64, uint8 or bool; aligned, writeable, native byte "
         "order, strides >= 0. Anything else is refused with the reason (bitgrad.tensor copies).");
-  // The recorder's one call per step (bitgrad.torch): arrays are viewed, not copied, and the
-  // groups hashed side by side without the GIL.
-  m.def("_fingerprints", [](const py::sequence& groups) {
-    std::vector<std::vector<Tensor>> gs;
-    gs.reserve(py::len(groups));
-    for (const py::handle g : groups) {
-      BITGRAD_CHECK(py::isinstance<py::sequence>(g) && !py::isinstance<py::str>(g), "_fingerprints",
-                    "group ", gs.size(), ": expected a list of tensors or numpy arrays, got ", std::string(py::str(py::type::of(g).attr("__name__"))));
-      std::vector<Tensor> ts;
-      for (const py::handle x : g.cast<py::sequence>())
-        ts.push_back(py::isinstance<Tensor>(x) ? x.cast<Tensor>() : from_numpy(py::reinterpret_borrow<py::object>(x)));
-      gs.push_back(std::move(ts));
-    }
-    const std::vector<Digest128> ds = nogil([&] { return fingerprints(gs); });
-    py::list out;
-    for (const Digest128& d : ds) out.append(d.hex());
-    return out;
-  }, py::arg("groups"), "fingerprint(g) of each group g (a list of tensors or numpy arrays), hashed side by side.");
   m.def("from_dlpack", &from_dlpack, py::arg("tensor"),
         "A tensor over another library's CPU tensor (an object with __dlpack__, e.g. a torch.Tensor or numpy array, or a "
         "'dltensor' capsule), without a copy.");

@@ -441,6 +441,7 @@ void init_tensor(py::module_& m) {
   m.def("set_grad_enabled", &set_grad_enabled, py::arg("mode"));
 
   init_interop(m, cls);
+  init_hashing(m);
 }
 
 }  // namespace bitgrad::python

@@ -242,6 +242,24 @@ seen.append(fingerprints([p])[0] == f(base * 2))
 p.data = base.t().clone()
 seen.append(fingerprints([p])[0] == f(base.t()))
 out["views"] = seen
+# an optimizer's parameters and state: views kept and checked in bulk, made anew where a tensor,
+# its memory, shape, strides or dtype changed; a dtype NumPy lacks hashed through a copy each time
+from bitgrad.torch._fingerprint import KeptViews
+kv = KeptViews()
+q, s, b = torch.nn.Parameter(base.clone()), torch.zeros(3), torch.ones(2, dtype=torch.bfloat16)
+kept = lambda *ts: fingerprints(kv.groups(list(ts)))
+seen = [kept(q, s, b) == [f(base), f(torch.zeros(3)), f(b)]]
+with torch.no_grad():
+    q.mul_(2)
+    b.mul_(3)
+seen.append(kept(q, s, b) == [f(base * 2), f(torch.zeros(3)), f(torch.full([2], 3.0, dtype=torch.bfloat16))])
+q.data = base.t().clone()
+seen.append(kept(q, s, b) == [f(base.t()), f(torch.zeros(3)), f(b)])
+s = torch.ones(3, dtype=torch.float64)
+seen.append(kept(q, s, b) == [f(base.t()), f(s), f(b)])
+q.data = q.data.reshape(12)
+seen.append(kept(q, s, b) == [f(base.t().reshape(12)), f(s), f(b)])
+out["kept"] = seen
 g = _rng.Generators()
 numpy.random.seed(3)
 numpy.random.rand(5)
@@ -277,7 +295,58 @@ def test_fingerprint_dtypes_and_layouts(tmp_path):
     assert got["int32"] != got["int32_as_int64"] == spec(np.arange(6, dtype=np.int64))  # the dtype enters
     assert got["list"] == spec(base, np.arange(3, dtype=np.int64))
     assert got["batched"] and got["views"] == [True, True, True]
+    assert got["kept"] == [True] * 5
     assert got["numpy_view"] == [True, True]  # NumPy's Mersenne Twister read in place, as get_state() has it
+
+
+def test_numpy_arrays_are_hashed_in_place_as_their_tensors():
+    """The recorder's one call per step reads a C-contiguous array in place (no tensor made):
+    the digests are numerics §13's, and the arrays it cannot read in place (strided ones) go
+    through from_numpy as before; a dtype or byte order bitgrad lacks is refused by name."""
+    xxh3 = _xxh3_128()
+    ro = np.arange(6, dtype=np.float64)
+    ro.flags.writeable = False
+    cases = [np.array(2.5, dtype=np.float32), np.zeros((4, 0, 2)), np.arange(2.0).reshape(1, 1, 1, 2, 1, 1, 1, 1),
+             np.arange(5, dtype="<i8"), ro, np.arange(12.0, dtype=np.float32).reshape(3, 4)[:, ::2],
+             np.arange(7, dtype=np.uint8), np.array([True, False, True]), np.arange(-3, 3, dtype=np.float16) / 4,
+             np.arange(3, dtype=np.float32)[::-1].copy()]
+    got = bitgrad._bitgrad._fingerprints([[a] for a in cases] + [cases[:3]])
+    assert got == [_spec_fingerprint([a], xxh3) for a in cases] + [_spec_fingerprint(cases[:3], xxh3)]
+    assert got[:-1] == [bitgrad.fingerprint(bitgrad.tensor(a)) for a in cases]
+    for bad, says in ((np.zeros(3, dtype=">f4"), "big-endian"), (np.zeros(3, dtype=np.int32), "int32")):
+        with pytest.raises(bitgrad.InputError, match=says):
+            bitgrad._bitgrad._fingerprints([[bad]])
+
+
+BATCHES = """
+import sys, weakref
+import torch
+import bitgrad.torch
+
+torch.manual_seed(0)
+m = torch.nn.Linear(8, 2)
+opt = torch.optim.Adam(m.parameters(), lr=0.1)
+alive = []
+with bitgrad.torch.record(sys.argv[1]):
+    for i in range(3):
+        x = torch.randn(16, 8)
+        ref = weakref.ref(x)
+        opt.zero_grad()
+        m(x).square().mean().backward()
+        opt.step()
+        del x
+        alive.append(ref() is not None)
+print(alive)
+"""
+
+
+def test_the_recorder_keeps_no_batch_alive(tmp_path):
+    # a batch kept to the next call made the allocator map fresh pages for every batch
+    (tmp_path / "batches.py").write_text(BATCHES)
+    r = subprocess.run([sys.executable, "batches.py", "run"], cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[False, False, False]"
+    assert [x["input"] != "" for x in _trace(tmp_path / "run")] == [True] * 3
 
 
 def test_context_manager_records_what_the_launcher_records(mlp):

@@ -1,5 +1,6 @@
 """Fingerprints of PyTorch tensors, bit for bit those of bitgrad's own tensors (numerics §13), and
 the reusable snapshot buffers the recorder copies tensors into at a step."""
+import operator
 import threading
 import weakref
 
@@ -59,7 +60,7 @@ _VIEWED = (torch.float32, torch.float64, torch.int64, torch.uint8, torch.bool, t
 class _Views:
     """NumPy views of tensors, kept while the tensor lives: parameters, their gradients and the
     optimizer's state are the same tensors from step to step, and a view checked against the
-    tensor's address, shape and strides costs less than a new one. An entry whose tensor died
+    tensor's address, shape, strides and dtype costs less than a new one. An entry whose tensor died
     is dropped (its view would keep the memory alive)."""
 
     def __init__(self):
@@ -67,18 +68,18 @@ class _Views:
         self._lock = threading.Lock()
 
     def get(self, t):
-        key = id(t)
-        v = self._views.get(key)
-        if v is not None and v[0]() is t and t.data_ptr() == v[1] and t.shape == v[2] and t.stride() == v[3]:
-            return v[4]
+        v = self._views.get(id(t))
+        if v is not None and v[0]() is t and v[1] == (t.data_ptr(), t.shape, t.stride(), t.dtype):
+            return v[2]
         a = self._make(t)
         if a is not None:
+            key = id(t)
             try:
                 ref = weakref.ref(t, self._dropper(key))
             except TypeError:
                 return a  # a tensor subclass without weak references: a new view each time
             with self._lock:
-                self._views[key] = (ref, t.data_ptr(), t.shape, t.stride(), a)
+                self._views[key] = (ref, (t.data_ptr(), t.shape, t.stride(), t.dtype), a)
         return a
 
     def _dropper(self, key):
@@ -103,32 +104,80 @@ class _Views:
 _views = _Views()
 
 
-def _arrays(t):
-    """What _parts(t) hashes, as cheaply as it can be had: a NumPy view of t's memory where
-    NumPy and bitgrad share its dtype (no copy, no bitgrad call), else _parts(t)."""
-    a = _views.get(t)
-    return [a] if a is not None else _parts(t)
+class Arrays(list):
+    """A group already made of what bitgrad hashes (NumPy arrays, bitgrad tensors):
+    fingerprints() hands it on as it is."""
 
 
-def fingerprints(items):
-    """fingerprint(item) of each item (a tensor, a sequence of tensors, or a digest string that
-    stays as it is; a NumPy array hashes as bitgrad.from_numpy of it), in one call to bitgrad."""
+_KEY_OF = (id, torch.Tensor.data_ptr, operator.attrgetter("shape"), torch.Tensor.stride, operator.attrgetter("dtype"))
+
+
+class KeptViews:
+    """NumPy views of a list of tensors that stays the same from step to step (an optimizer's
+    parameters and state), checked in bulk: the tensors' ids, addresses, shapes, strides and
+    dtypes against those the views were made for, all made anew where any differs. A view holds
+    its tensor's memory, so an equal address is that same memory."""
+
+    def __init__(self):
+        self._key = None
+        self._made = None  # per tensor: Arrays of its view, or None (hashed through _parts each time)
+        self._all = False
+
+    def groups(self, tensors):
+        """One Arrays group per tensor, or None where a tensor has no address to check (sparse)."""
+        try:
+            key = [list(map(f, tensors)) for f in _KEY_OF]
+        except RuntimeError:
+            return None
+        if key != self._key:
+            made = []
+            for t in tensors:
+                a = _Views._make(t)
+                made.append(Arrays([a]) if a is not None else None)
+            self._key, self._made, self._all = key, made, all(m is not None for m in made)
+        if self._all:
+            return self._made
+        return [m if m is not None else Arrays(_parts(t)) for m, t in zip(self._made, tensors)]
+
+
+def _groups(items, kept):
+    """The groups to hash for fingerprints(items), and where each item's digest is: a string
+    that stays, or the number of its group."""
     groups, slots = [], []
+    get = _views.get if kept else _Views._make
+    Tensor, ndarray = torch.Tensor, numpy.ndarray
     for item in items:
+        if type(item) is Arrays:
+            slots.append(len(groups))
+            groups.append(item)
+            continue
         if isinstance(item, str):
             slots.append(item)
             continue
         group = []
-        for t in ((item,) if isinstance(item, (torch.Tensor, numpy.ndarray)) else item):
-            if isinstance(t, numpy.ndarray):
+        for t in ((item,) if isinstance(item, (Tensor, ndarray)) else item):
+            if isinstance(t, Tensor):
+                a = get(t)
+                if a is not None:
+                    group.append(a)
+                else:
+                    group.extend(_parts(t))
+            elif isinstance(t, ndarray):
                 group.append(t)
-            elif isinstance(t, torch.Tensor):
-                group.extend(_arrays(t))
             else:
                 raise TypeError("fingerprint: expected a torch.Tensor or a sequence of them, got an element of type %s"
                                 % type(t).__name__)
         slots.append(len(groups))
         groups.append(group)
+    return groups, slots
+
+
+def fingerprints(items, kept=True):
+    """fingerprint(item) of each item (a tensor, a sequence of tensors, an Arrays group, or a
+    digest string that stays as it is; a NumPy array hashes as bitgrad.from_numpy of it), in one
+    call to bitgrad. kept=False: the tensors are new ones (a batch), whose views are not worth
+    keeping."""
+    groups, slots = _groups(items, kept)
     digests = _bitgrad._fingerprints(groups)
     return [s if isinstance(s, str) else digests[s] for s in slots]
 

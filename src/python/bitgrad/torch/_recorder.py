@@ -3,6 +3,7 @@ model, the loss, the gradients, the updated parameters, the optimizer state, the
 data order), hashed on a background thread into trace.jsonl in bitgrad's step-trace format."""
 import atexit
 import collections
+import itertools
 import json
 import os
 import queue
@@ -23,7 +24,7 @@ from bitgrad.torch import _manifest
 from bitgrad.torch import _patches
 from bitgrad.torch import _rng
 from bitgrad.torch import _rundir
-from bitgrad.torch._fingerprint import Buffers, ZERO_DIGEST, fingerprint, fingerprint_bytes, fingerprints
+from bitgrad.torch._fingerprint import Buffers, KeptViews, ZERO_DIGEST, fingerprint, fingerprint_bytes, fingerprints
 
 _WHO = _rundir.WHO
 _MAX_SETTING_CALLS = 1000  # a script that reseeds every step would otherwise grow the manifest without bound
@@ -49,12 +50,17 @@ def _tensors_in(obj, out, depth=0):
     return out
 
 
+_LOSS_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
 def _loss_bits(v):
     """The loss's float32 bits as bitgrad writes them: "0x%08x" (a float64 loss rounded to
-    nearest, as torch's .to(torch.float32) rounds)."""
+    nearest, as torch's .to(torch.float32) rounds); a string is such bits already."""
+    if isinstance(v, str):
+        return v
     if isinstance(v, torch.Tensor):
         v = v.detach()
-        if v.numel() == 1 and not v.is_cuda and v.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        if v.numel() == 1 and not v.is_cuda and v.dtype in _LOSS_DTYPES:
             x = v.item()  # exact in a Python float
             try:
                 return "0x%08x" % struct.unpack("<I", struct.pack("<f", x))[0]
@@ -70,7 +76,10 @@ def _indices_item(indices):
     """The sample indices as a fingerprints() item (one int64 vector) and their count; indices
     that are not integers (a sampler of keys) give the fingerprint of their repr."""
     try:
-        a = numpy.concatenate([numpy.asarray(i, dtype=numpy.int64).reshape(-1) for i in indices])
+        if len(indices) == 1:
+            a = numpy.asarray(indices[0], dtype=numpy.int64).reshape(-1)
+        else:
+            a = numpy.concatenate([numpy.asarray(i, dtype=numpy.int64).reshape(-1) for i in indices])
     except (TypeError, ValueError, OverflowError):
         return fingerprint_bytes(repr(indices).encode()), len(indices)
     return a, int(a.size)
@@ -85,6 +94,7 @@ class _Optimizer:
         self.cls = type(opt).__module__ + "." + type(opt).__qualname__
         self.ref = weakref.ref(opt)
         self.key = None  # ids of the parameters as the optimizer holds them, to notice add_param_group
+        self.raw_key = None  # the same with repeats, as param_groups list them
         self.named = []  # (name, parameter) in the recorded order
         self.ids = set()
         self.names = {}  # id(parameter) -> name, kept once given
@@ -93,6 +103,7 @@ class _Optimizer:
         self.model = ""
         self.groups = []
         self.state_keys = {}  # parameter number -> (its state's keys, its name, [(key, label)] in the recorded order)
+        self.views = KeptViews()  # of the parameters and state tensors (inline hashing)
 
 
 class _Call:
@@ -128,6 +139,11 @@ class Recorder:
     run (a torch.set_num_threads of the script's is noted and keeps it), `workers` every
     DataLoader's num_workers (the script's value noted); `keep_last` writes the last recorded
     step's loss, gradients and parameters into last.safetensors, for the size of a difference."""
+
+    # a step's job holds the loss, gradients and parameters as tensors: a subclass reads them
+    # in _encode (the replay); otherwise a CPU loss is kept as its bits and the parameters and
+    # state as their kept views
+    _job_tensors = False
 
     def __init__(self, out_dir, *, every=1, max_pending=2, hashing="inline", threads=None, workers=None,
                  keep_last=False):
@@ -165,7 +181,7 @@ class Recorder:
         self._calls = weakref.WeakKeyDictionary()  # module -> _Call
         self._owners = weakref.WeakKeyDictionary()  # module -> (generation, optimizer numbers)
         self._generation = 0
-        self._loss = None  # (seq, tensor) of the last scalar backward
+        self._loss = None  # (seq, tensor or its bits) of the last scalar backward
         self._epochs = weakref.WeakKeyDictionary()  # DataLoader -> epochs begun
         self._iters = weakref.WeakKeyDictionary()  # loader iterator -> _LoaderIter
         self._batches = collections.deque()  # (seq, iterator id, epoch, batch, indices, base seed)
@@ -372,6 +388,8 @@ class Recorder:
 
     def _expect_record(self):
         """Whether one of the next steps (one per known optimizer) will be recorded."""
+        if self._every == 1:
+            return True
         n = max(1, len(self._optimizers))
         return any((self._total + k) % self._every == 0 for k in range(1, n + 1))
 
@@ -387,11 +405,12 @@ class Recorder:
 
     def _release(self, call):
         """Gives the call's copies back; its tensors stay referenced for an optimizer that steps
-        for the first time later (it copies them then)."""
+        for the first time later (it copies them then). A digest taken at the call (inline
+        hashing) stays: it serves such an optimizer without keeping the batch alive."""
         if call.snap and not isinstance(call.snap, str):
             for key, buf in call.snap:
                 self._buffers.give_back(key, buf)
-        call.snap = None
+            call.snap = None
 
     def _on_top_call(self, module, args, kwargs):
         try:
@@ -414,11 +433,13 @@ class Recorder:
                 snap = None
                 if self._expect_record():
                     if self._inline:
-                        snap = fingerprints([tensors])[0] if tensors else ""
+                        snap = fingerprints([tensors], kept=False)[0] if tensors else ""
                     else:
                         snap = [(("input", order, k), self._buffers.copy(("input", order, k), t))
                                 for k, t in enumerate(tensors)]
-                self._calls[module] = _Call(self._seq, grad, snap, tensors, self._total)
+                # the tensors themselves only where nothing was taken of them now: a batch kept
+                # alive until the next call makes the allocator map fresh pages for every batch
+                self._calls[module] = _Call(self._seq, grad, snap, tensors if snap is None else (), self._total)
                 self._seq += 1
         except Exception as e:
             self._fail(e)
@@ -430,8 +451,12 @@ class Recorder:
                 t = t[0]
             if not isinstance(t, torch.Tensor) or t.numel() != 1:
                 return
+            # a CPU loss's bits now (what a clone kept to the step gives); a GPU loss is kept
+            # (its value would wait for the device), as is one kept for last.safetensors
+            keep = self._keep_last or self._job_tensors or t.is_cuda or t.dtype not in _LOSS_DTYPES
+            loss = t.detach().clone() if keep else _loss_bits(t)
             with self._lock:
-                self._loss = (self._seq, t.detach().clone())
+                self._loss = (self._seq, loss)
                 self._seq += 1
         except Exception as e:
             self._fail(e)
@@ -535,6 +560,11 @@ class Recorder:
             info = _Optimizer(len(self._optimizers), opt)
             self._by_opt[opt] = info
             self._optimizers.append(info)
+        # the same tensors as at the last step: one comparison (a parameter listed twice included)
+        raw = tuple(map(id, itertools.chain.from_iterable(g["params"] for g in opt.param_groups)))
+        if raw == info.raw_key:
+            return info
+        info.raw_key = raw
         params, seen = [], set()
         for g in opt.param_groups:
             for p in g["params"]:
@@ -628,7 +658,7 @@ class Recorder:
                 pre["grad"] = [(name, None if p.grad is None else
                                 self._capture(("grad", info.index, j), p.grad, pre["buffers"]))
                                for j, (name, p) in enumerate(info.named)]
-                pre["rng"] = self._generators.read()
+                pre["rng"] = self._generators.read(copy=not self._inline)
                 if self._inline:  # hashed now: the optimizer may change them in place, and draw
                     names, items = pre["rng"]
                     grads = [g for _, g in pre["grad"] if g is not None]
@@ -714,6 +744,8 @@ class Recorder:
                             state.append((label, [x.detach().clone() for x in v]))
                         elif v is not None:
                             state.append((label, fingerprint_bytes(repr(v).encode())))
+                if self._inline and not self._job_tensors:
+                    params, state = self._kept_views(info, params, state)
                 batches = [b for b in self._batches if b[0] > last_seq]
                 if batches:
                     it = batches[-1][1]
@@ -755,6 +787,21 @@ class Recorder:
                 while self._batches and self._batches[0][0] <= oldest:
                     self._batches.popleft()
             return job
+
+    @staticmethod
+    def _kept_views(info, params, state):
+        """params and state with each tensor given as its kept view (KeptViews): the same
+        tensors step after step, checked in bulk rather than one by one."""
+        at = [i for i, (_, v) in enumerate(state) if isinstance(v, torch.Tensor)]
+        groups = info.views.groups([p for _, p in params] + [state[i][1] for i in at])
+        if groups is None:
+            return params, state
+        n = len(params)
+        params = [(name, g) for (name, _), g in zip(params, groups)]
+        state = list(state)
+        for i, g in zip(at, groups[n:]):
+            state[i] = (state[i][0], g)
+        return params, state
 
     def _write_last(self):
         """last.safetensors: the last recorded step's loss, gradients and parameters (floating

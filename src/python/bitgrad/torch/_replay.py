@@ -177,6 +177,7 @@ def _replay(run, step, out):
     untraced_top_call = untraced("_on_top_call")
 
     class Replay(Recorder):
+        _job_tensors = True  # _encode keeps step S's tensors
         _on_top_call = top_call
         _on_backward = untraced("_on_backward")
         _before_step = untraced("_before_step")

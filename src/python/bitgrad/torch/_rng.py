@@ -44,20 +44,20 @@ def _numpy_view(bit_generator):
 
 class Generators:
     """Reads the generators' states: read() gives (names, items) for fingerprints(), each item a
-    copy taken now (the step that follows may draw)."""
+    copy taken now (the step that follows may draw), or read(copy=False) NumPy's as a view.""" 
 
     def __init__(self):
         self._bit_generator = _global_bit_generator()
         self._numpy = _numpy_view(self._bit_generator) if self._bit_generator is not None else None
         self._python_state, self._python_words = None, None
 
-    def _numpy_words(self):
+    def _numpy_words(self, copy=True):
         bg = _global_bit_generator()
         if bg is not self._bit_generator:  # replaced: view the new one (or read get_state())
             self._bit_generator = bg
             self._numpy = _numpy_view(bg) if bg is not None else None
         if self._numpy is not None:
-            return self._numpy.copy()
+            return self._numpy.copy() if copy else self._numpy
         state = numpy.random.get_state(legacy=False)
         if state.get("bit_generator") == "MT19937":
             return _numpy_words(numpy.random.get_state())
@@ -76,8 +76,10 @@ class Generators:
             self._python_words = numpy.frombuffer(bytearray(packed), dtype=numpy.uint8)
         return self._python_words
 
-    def read(self):
-        items = [torch.get_rng_state().numpy(), self._numpy_words().view(numpy.uint8), self._python()]
+    def read(self, copy=True):
+        """copy=False: NumPy's state is given as a live view, for a caller that hashes the items
+        before anything can draw."""
+        items = [torch.get_rng_state().numpy(), self._numpy_words(copy).view(numpy.uint8), self._python()]
         names = list(NAMES)
         if torch.cuda.is_initialized():
             names.append("cuda")
