@@ -617,6 +617,121 @@ void adam_update_fast(T* p, const T* g, T* m, T* v, std::int64_t n, const AdamCo
   parallel_for(n, kUpdateGrain, [&](std::int64_t k0, std::int64_t k1) { adam_chunk(p + k0, g + k0, m + k0, v + k0, k1 - k0, c); });
 }
 
+// Philox-4x32-10 (rng::philox4x32_10) of 16 consecutive blocks b, b+1, .. of stream s at once:
+// the same integer operations on 16 lanes (32x32 -> 64-bit products of the even and the odd
+// lanes), so the same words; w[word][lane].
+#if BITGRAD_SIMD_LEVEL == 2
+inline void philox_mulhilo(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
+  const __m512i pe = _mm512_mul_epu32(a, m), po = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+  lo = _mm512_mask_blend_epi32(0xAAAA, pe, _mm512_slli_epi64(po, 32));
+  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
+}
+#elif BITGRAD_SIMD_LEVEL == 1
+inline void philox_mulhilo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
+  const __m256i pe = _mm256_mul_epu32(a, m), po = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+  lo = _mm256_blend_epi32(pe, _mm256_slli_epi64(po, 32), 0xAA);
+  hi = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xAA);
+}
+#endif
+
+inline void philox16(const rng::Stream& s, std::uint64_t b, std::uint32_t (&w)[4][16]) {
+  constexpr std::uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  alignas(64) std::uint32_t lo[16], hi[16];
+  for (int l = 0; l < 16; ++l) {
+    const std::uint64_t i = b + static_cast<std::uint64_t>(l);
+    lo[l] = static_cast<std::uint32_t>(i);
+    hi[l] = static_cast<std::uint32_t>(i >> 32);
+  }
+  const std::uint32_t id0 = static_cast<std::uint32_t>(s.id()), id1 = static_cast<std::uint32_t>(s.id() >> 32);
+  std::uint32_t k0 = static_cast<std::uint32_t>(s.seed()), k1 = static_cast<std::uint32_t>(s.seed() >> 32);
+#if BITGRAD_SIMD_LEVEL == 2
+  __m512i c0 = _mm512_load_si512(lo), c1 = _mm512_load_si512(hi), c2 = _mm512_set1_epi32(static_cast<int>(id0)),
+          c3 = _mm512_set1_epi32(static_cast<int>(id1));
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(kM0)), m1 = _mm512_set1_epi32(static_cast<int>(kM1));
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += kW0;
+      k1 += kW1;
+    }
+    __m512i hi0, lo0, hi1, lo1;
+    philox_mulhilo(c0, m0, hi0, lo0);
+    philox_mulhilo(c2, m1, hi1, lo1);
+    c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
+    c1 = lo1;
+    c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
+    c3 = lo0;
+  }
+  _mm512_storeu_si512(w[0], c0);
+  _mm512_storeu_si512(w[1], c1);
+  _mm512_storeu_si512(w[2], c2);
+  _mm512_storeu_si512(w[3], c3);
+#elif BITGRAD_SIMD_LEVEL == 1
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kM0)), m1 = _mm256_set1_epi32(static_cast<int>(kM1));
+  for (int h = 0; h < 16; h += 8) {
+    std::uint32_t r0 = k0, r1 = k1;
+    __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo + h)), c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi + h));
+    __m256i c2 = _mm256_set1_epi32(static_cast<int>(id0)), c3 = _mm256_set1_epi32(static_cast<int>(id1));
+    for (int round = 0; round < 10; ++round) {
+      if (round > 0) {
+        r0 += kW0;
+        r1 += kW1;
+      }
+      __m256i hi0, lo0, hi1, lo1;
+      philox_mulhilo(c0, m0, hi0, lo0);
+      philox_mulhilo(c2, m1, hi1, lo1);
+      c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(r0)));
+      c1 = lo1;
+      c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(r1)));
+      c3 = lo0;
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[0] + h), c0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[1] + h), c1);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[2] + h), c2);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[3] + h), c3);
+  }
+#else
+  for (int l = 0; l < 16; ++l) {
+    const rng::Block r = rng::philox4x32_10({lo[l], hi[l], id0, id1}, {k0, k1});
+    for (int k = 0; k < 4; ++k) w[k][l] = r[static_cast<std::size_t>(k)];
+  }
+#endif
+}
+
+// The reference's mask (ref::dropout_mask) with the whole blocks' words 16 blocks at a time and
+// the uniforms and comparisons on vector lanes; the partial blocks at either end word by word.
+template <class T>
+void dropout_mask_fast(const rng::Stream& s, std::uint64_t first, std::int64_t n, double p, bool f32_words, T keep, T* m) {
+  const float p32 = static_cast<float>(p);
+  auto one = [&](std::int64_t k) {
+    const std::uint64_t i = first + static_cast<std::uint64_t>(k);
+    const bool on = f32_words ? rng::Stream::uniform_of(s.u32(i)) >= p32 : rng::Stream::uniform_of(s.u64(i)) >= p;
+    m[k] = on ? keep : T(0);
+  };
+  const std::int64_t per = f32_words ? 4 : 2, run = 16 * per;
+  std::int64_t k = 0;
+  for (const std::int64_t head = std::min<std::int64_t>(n, (per - static_cast<std::int64_t>(first % static_cast<std::uint64_t>(per))) % per); k < head; ++k) one(k);
+  std::uint32_t w[4][16];
+  alignas(64) std::uint32_t u32[64];
+  alignas(64) std::uint64_t u64[32];
+  for (; n - k >= run; k += run) {
+    philox16(s, (first + static_cast<std::uint64_t>(k)) / static_cast<std::uint64_t>(per), w);
+    T* mk = m + k;
+    if (f32_words) {
+      for (int l = 0; l < 16; ++l)
+        for (int j = 0; j < 4; ++j) u32[4 * l + j] = w[j][l];
+      // (w >> 8) < 2^24: exact as a signed int and as a float, as uniform_of computes it
+      for (int j = 0; j < 64; ++j) mk[j] = static_cast<float>(static_cast<std::int32_t>(u32[j] >> 8)) * 0x1p-24f >= p32 ? keep : T(0);
+    } else {
+      for (int l = 0; l < 16; ++l) {
+        u64[2 * l] = static_cast<std::uint64_t>(w[0][l]) | (static_cast<std::uint64_t>(w[1][l]) << 32);
+        u64[2 * l + 1] = static_cast<std::uint64_t>(w[2][l]) | (static_cast<std::uint64_t>(w[3][l]) << 32);
+      }
+      for (int j = 0; j < 32; ++j) mk[j] = static_cast<double>(static_cast<std::int64_t>(u64[j] >> 11)) * 0x1p-53 >= p ? keep : T(0);
+    }
+  }
+  for (; k < n; ++k) one(k);
+}
+
 template <class T>
 Table<T> fast_nn_table(Table<T> tb) {
   tb.layer_norm_rows = &layer_norm_rows_fast<T>;
@@ -633,5 +748,6 @@ Table<T> fast_nn_table(Table<T> tb) {
   tb.dw_conv_dw = &dw_conv_dw_fast<T>;
   tb.sgd_update = &sgd_update_fast<T>;
   tb.adam_update = &adam_update_fast<T>;
+  tb.dropout_mask = &dropout_mask_fast<T>;
   return tb;
 }

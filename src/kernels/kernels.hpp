@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "bitgrad/op_list.hpp"
+#include "bitgrad/rng.hpp"
 #include "bitgrad/runtime.hpp"
 
 namespace bitgrad {
@@ -298,6 +299,11 @@ struct Table {
   // widened back; NaN stays NaN with its top payload bits, quiet (numerics.md §23). Each
   // element alone: no order to keep, only the bits of the reference's bit trick.
   void (*round_nearest)(Precision p, const T* x, T* y, std::int64_t n);
+  // Dropout's mask (numerics §16): m[k] = keep where the uniform of the stream's word first + k is
+  // >= p, else +0. f32_words: the f32 uniform of s.u32 compared with (float)p in f32 (f32 tensors,
+  // and f64 tensors with an f32 run's masks); else the f64 uniform of s.u64 against p. Each
+  // element alone: any order, the same mask.
+  void (*dropout_mask)(const rng::Stream& s, std::uint64_t first, std::int64_t n, double p, bool f32_words, T keep, T* m);
 };
 
 const Table<float>& table_f32(Isa isa);

@@ -262,6 +262,10 @@ void lstm_hidden_grad(const T* keep, const T* gh, std::int64_t N, std::int64_t H
 // element by element: no order to perturb
 template <class T>
 void round_nearest(Precision p, const T* x, T* y, std::int64_t n) { base<T>().round_nearest(p, x, y, n); }
+template <class T>
+void dropout_mask(const rng::Stream& s, std::uint64_t first, std::int64_t n, double p, bool f32_words, T keep, T* m) {
+  base<T>().dropout_mask(s, first, n, p, f32_words, keep, m);
+}
 
 template <class T>
 Table<T> make() {
@@ -307,6 +311,7 @@ Table<T> make() {
   t.sgd_update = &sgd_update<T>;
   t.adam_update = &adam_update<T>;
   t.round_nearest = &round_nearest<T>;
+  t.dropout_mask = &dropout_mask<T>;
   return t;
 }
 

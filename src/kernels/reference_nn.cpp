@@ -243,6 +243,16 @@ void adam_update(T* p, const T* g, T* m, T* v, std::int64_t n, const AdamCoef<T>
   for (std::int64_t k = 0; k < n; ++k) adam_element(p[k], g[k], m[k], v[k], c);
 }
 
+template <class T>
+void dropout_mask(const rng::Stream& s, std::uint64_t first, std::int64_t n, double p, bool f32_words, T keep, T* m) {
+  const float p32 = static_cast<float>(p);
+  for (std::int64_t k = 0; k < n; ++k) {
+    const std::uint64_t i = first + static_cast<std::uint64_t>(k);
+    const bool on = f32_words ? rng::Stream::uniform_of(s.u32(i)) >= p32 : rng::Stream::uniform_of(s.u64(i)) >= p;
+    m[k] = on ? keep : T(0);
+  }
+}
+
 }  // namespace
 
 template <class T>
@@ -261,6 +271,7 @@ void add_nn_kernels(Table<T>& tb) {
   tb.dw_conv_dw = &dw_conv_dw<T>;
   tb.sgd_update = &sgd_update<T>;
   tb.adam_update = &adam_update<T>;
+  tb.dropout_mask = &dropout_mask<T>;
 }
 template void add_nn_kernels<float>(Table<float>&);
 template void add_nn_kernels<double>(Table<double>&);

@@ -12,36 +12,17 @@ namespace {
 using autograd::Node;
 
 // The mask scale of every element, 0 or 1/(1-p): element k keeps (scale 1/(1-p)) where uniform(first + k) >= p: the f32 uniform for f32 tensors
-// (and for an f64 tensor with an f32 run's masks, the float64 shadow), else the f64 one. Each
-// Philox block serves its 4 (f32) or 2 (f64) consecutive elements; the elements are independent,
-// so threads split them freely (in chunks of about 40 us: a thread woken for less costs more).
+// (and for an f64 tensor with an f32 run's masks, the float64 shadow), else the f64 one
+// (kern::Table::dropout_mask). The elements are independent, so threads split them freely (in
+// chunks of 2^13 elements, about 10 microseconds: a thread woken for much less costs more).
 Tensor dropout_scale(const Shape& s, DType dt, double p, const rng::Stream& stream, std::uint64_t first, bool f32_mask) {
   Tensor m = Tensor::empty(s, dt);
   BITGRAD_DISPATCH_FLOAT(dt, "dropout", T, [&] {
     T* pm = kern::out_ptr<T>(m);
     const T keep = static_cast<T>(1.0 / (1.0 - p));
-    const bool f32 = sizeof(T) == 4 || f32_mask;
-    const float thr32 = static_cast<float>(p);
-    const T thr = static_cast<T>(p);
-    constexpr std::int64_t kChunk = 512;
-    kern::parallel_for(m.numel(), 16 * kChunk, [&](std::int64_t b, std::int64_t e) {
-      std::uint32_t u32[kChunk];
-      std::uint64_t u64[kChunk];
-      for (std::int64_t k0 = b; k0 < e; k0 += kChunk) {
-        const std::int64_t n = e - k0 < kChunk ? e - k0 : kChunk;
-        const std::uint64_t at = first + static_cast<std::uint64_t>(k0);
-        if (f32) {
-          stream.fill_u32(u32, n, at);
-          for (std::int64_t k = 0; k < n; ++k) {
-            const float u = rng::Stream::uniform_of(u32[k]);
-            // an f32 tensor compares in T as before (u is exact in T); the shadow compares in f32
-            pm[k0 + k] = (sizeof(T) == 4 ? static_cast<T>(u) >= thr : u >= thr32) ? keep : T(0);
-          }
-        } else {
-          stream.fill_u64(u64, n, at);
-          for (std::int64_t k = 0; k < n; ++k) pm[k0 + k] = static_cast<T>(rng::Stream::uniform_of(u64[k])) >= thr ? keep : T(0);
-        }
-      }
+    const kern::Table<T>& tb = kern::active<T>();
+    kern::parallel_for(m.numel(), 1 << 13, [&](std::int64_t b, std::int64_t e) {
+      tb.dropout_mask(stream, first + static_cast<std::uint64_t>(b), e - b, p, sizeof(T) == 4 || f32_mask, keep, pm + b);
     });
   });
   return m;

@@ -74,6 +74,44 @@ void lstm_gates_cases() {
   }
 }
 TEST(NnKernels, LstmGatesF32) { lstm_gates_cases<float>(); }
+
+// Dropout's masks: the reference's element by element (each word from rng::Stream), from any
+// first word and for any count, the counter's high word changing inside the run included (block
+// 2^32 at u32 word 2^34, u64 word 2^33); f32 words for f64 tensors too (an f32 run's shadow).
+template <class T>
+void dropout_mask_cases(bool f32_words) {
+  const rng::Stream streams[] = {rng::Stream(9, "dropout"), rng::Stream(0xFFFFFFFF00000001ULL, "mask").sub(3)};
+  const std::uint64_t cross = f32_words ? (1ULL << 34) : (1ULL << 33);
+  for (const rng::Stream& s : streams)
+    for (std::uint64_t first : {std::uint64_t(0), std::uint64_t(1), std::uint64_t(3), std::uint64_t(5), cross - 37, cross - 5})
+      for (std::int64_t n : {0, 1, 7, 64, 65, 130, 1000})
+        for (double p : {0.1, 0.5, 0.9}) {
+          std::ostringstream name;
+          name << "dropout_mask (" << tname(T{}) << (f32_words ? ", f32 words" : "") << ", first " << first << ", n " << n << ", p " << p << ")";
+          expect_fast_equals_reference<T>(name.str(), [&](const kern::Table<T>& tb) {
+            std::vector<T> m(static_cast<std::size_t>(n) + 1, T(7));
+            tb.dropout_mask(s, first, n, p, f32_words, static_cast<T>(1.0 / (1.0 - p)), m.data());
+            EXPECT_EQ(m.back(), T(7));  // nothing written past n
+            return m;
+          });
+        }
+}
+TEST(NnKernels, DropoutMaskF32) { dropout_mask_cases<float>(true); }
+TEST(NnKernels, DropoutMaskF64) {
+  dropout_mask_cases<double>(false);
+  dropout_mask_cases<double>(true);
+}
+
+// The reference's mask is the definition: element k keeps where the uniform of the stream's word k is >= p
+TEST(NnKernels, DropoutMaskReferenceIsTheStreamsUniforms) {
+  const rng::Stream s(4, "dropout");
+  std::vector<float> m(100);
+  kern::table<float>(Isa::scalar).dropout_mask(s, 10, 100, 0.3, true, 2.0f, m.data());
+  for (std::int64_t k = 0; k < 100; ++k) EXPECT_EQ(m[static_cast<std::size_t>(k)], s.uniform_f32(10 + static_cast<std::uint64_t>(k)) >= 0.3f ? 2.0f : 0.0f);
+  std::vector<double> d(100);
+  kern::table<double>(Isa::scalar).dropout_mask(s, 10, 100, 0.3, false, 2.0, d.data());
+  for (std::int64_t k = 0; k < 100; ++k) EXPECT_EQ(d[static_cast<std::size_t>(k)], s.uniform_f64(10 + static_cast<std::uint64_t>(k)) >= 0.3 ? 2.0 : 0.0);
+}
 TEST(NnKernels, LstmGatesF64) { lstm_gates_cases<double>(); }
 
 // The step's backward: gates' gradients into rows ldz apart (the layer's [N, T, 4H] layout),
