@@ -2,7 +2,8 @@
 // its natural (sequential) order, compiled with the same flags (-O3, no fast-math), f32, one
 // thread: the batch rule and the row rule (GB/s read), im2col convolution through the op
 // (GFLOP/s, against a direct six-deep loop of fma chains), softmax and cross-entropy
-// (rows/s), and the elementary functions (elements/s, against glibc's scalar libm).
+// (rows/s), the elementary functions (elements/s, against glibc's scalar libm) and dropout's
+// mask (elements/s, against a Philox block per element).
 //   build/bin/kernel_bench [--benchmark_filter=...]        (bench/run.sh, report_kernels.py)
 #include <benchmark/benchmark.h>
 
@@ -227,6 +228,24 @@ void reg(const std::string& name, void (*f)(benchmark::State&, bool), std::vecto
   }
 }
 
+// ---- dropout's mask of n elements (items/s): the kernel against the loop a user would write,
+// one Philox block per element (rng::Stream::uniform_f32)
+void dropout_mask(benchmark::State& st, bool ours) {
+  const std::int64_t n = st.range(0);
+  const bitgrad::rng::Stream s(7, "dropout");
+  std::vector<float> m(static_cast<std::size_t>(n));
+  const float keep = 1.0f / 0.9f;
+  for (auto _ : st) {
+    if (ours) {
+      tb().dropout_mask(s, 0, n, 0.1, true, keep, m.data());
+    } else {
+      for (std::int64_t k = 0; k < n; ++k) m[static_cast<std::size_t>(k)] = s.uniform_f32(static_cast<std::uint64_t>(k)) >= 0.1f ? keep : 0.0f;
+    }
+    benchmark::DoNotOptimize(m.data());
+  }
+  st.SetItemsProcessed(st.iterations() * n);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -245,6 +264,7 @@ int main(int argc, char** argv) {
   reg("erf", unary<Unary::erf>, {{0}});
   reg("gelu", unary<Unary::gelu>, {{0}});
   reg("gelu_grad", gelu_grad, {{0}});
+  reg("dropout_mask", dropout_mask, {{1 << 20}});
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

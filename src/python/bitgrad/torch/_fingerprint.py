@@ -124,10 +124,11 @@ class KeptViews:
         self._all = False
 
     def groups(self, tensors):
-        """One Arrays group per tensor, or None where a tensor has no address to check (sparse)."""
+        """One Arrays group per tensor, or None where a tensor has no address to check (sparse,
+        a subclass whose methods refuse): the caller then hashes the tensors one by one."""
         try:
             key = [list(map(f, tensors)) for f in _KEY_OF]
-        except RuntimeError:
+        except Exception:
             return None
         if key != self._key:
             made = []
