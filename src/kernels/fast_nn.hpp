@@ -406,18 +406,25 @@ void dw_pad_plane(const T* x, const DwShape& s, const DwPad& d, T* xp) {
   for (std::int64_t h = 0; h < s.H; ++h) std::copy(x + h * s.W, x + (h + 1) * s.W, xp + (h + s.pt) * d.Wp + s.pl);
 }
 
+// f(plane q, its channel's taps, the thread's padded-plane buffer) for the N*C (sample, channel)
+// planes, split over threads
+template <class T, class F>
+void dw_planes(const T* w, const DwShape& s, const DwPad& d, F&& f) {
+  const std::int64_t P = s.OH * s.OW, KK = s.KH * s.KW;
+  parallel_for(s.N * s.C, std::max<std::int64_t>(1, 4096 / (P * KK + 1)), [&](std::int64_t q0, std::int64_t q1) {
+    std::vector<T>& buf = scratch<T>();
+    buf.resize(static_cast<std::size_t>(d.Hp * d.Wp + VT<T>::W));
+    for (std::int64_t q = q0; q < q1; ++q) f(q, w + (q % s.C) * KK, buf.data());
+  });
+}
+
 template <class T>
 void dw_conv_fast(const T* x, const T* w, const DwShape& s, T* y) {
   using Tr = VT<T>;
   using V = typename Tr::V;
-  const std::int64_t P = s.OH * s.OW, X = s.H * s.W, KK = s.KH * s.KW;
+  const std::int64_t P = s.OH * s.OW, X = s.H * s.W;
   const DwPad d(s);
-  parallel_for(s.N * s.C, std::max<std::int64_t>(1, 4096 / (P * KK + 1)), [&](std::int64_t q0, std::int64_t q1) {
-    std::vector<T>& buf = scratch<T>();
-    buf.resize(static_cast<std::size_t>(d.Hp * d.Wp + Tr::W));
-    T* xp = buf.data();
-    for (std::int64_t q = q0; q < q1; ++q) {
-      const T* wc = w + (q % s.C) * KK;
+  dw_planes(w, s, d, [&](std::int64_t q, const T* wc, T* xp) {
       T* ys = y + q * P;
       dw_pad_plane(x + q * X, s, d, xp);
       for (std::int64_t oh = 0; oh < s.OH; ++oh) {
@@ -443,7 +450,6 @@ void dw_conv_fast(const T* x, const T* w, const DwShape& s, T* y) {
           yr[ow] = canon(acc);
         }
       }
-    }
   });
 }
 
@@ -481,18 +487,13 @@ void dw_conv_dx_fast(const T* w, const T* dy, const DwShape& s, T* dx) {
   using V = typename Tr::V;
   const std::int64_t P = s.OH * s.OW, X = s.H * s.W, KK = s.KH * s.KW;
   const DwPad d(s);
-  parallel_for(s.N * s.C, std::max<std::int64_t>(1, 4096 / (P * KK + 1)), [&](std::int64_t q0, std::int64_t q1) {
-    std::vector<T>& buf = scratch<T>();
-    buf.resize(static_cast<std::size_t>(d.Hp * d.Wp + Tr::W));
-    T* dp = buf.data();
-    for (std::int64_t q = q0; q < q1; ++q) {
-      const T* wc = w + (q % s.C) * KK;
+  dw_planes(w, s, d, [&](std::int64_t q, const T* wc, T* dp) {
       const T* dys = dy + q * P;
       bool finite = true;
       for (std::int64_t t = 0; t < KK; ++t) finite = finite && wc[t] - wc[t] == T(0);
       if (s.sw == 1 && finite) {
         dw_dx_pull(wc, dys, s, dx + q * X);
-        continue;
+        return;
       }
       std::fill(dp, dp + d.Hp * d.Wp, T(0));
       // taps outer, outputs inner, as the reference: each pixel's terms in tap order (a pixel
@@ -519,7 +520,6 @@ void dw_conv_dx_fast(const T* w, const T* dy, const DwShape& s, T* dx) {
       T* dxs = dx + q * X;
       for (std::int64_t h = 0; h < s.H; ++h)
         for (std::int64_t c = 0; c < s.W; ++c) dxs[h * s.W + c] = canon(dp[(h + s.pt) * d.Wp + s.pl + c]);
-    }
   });
 }
 
@@ -621,14 +621,26 @@ void adam_update_fast(T* p, const T* g, T* m, T* v, std::int64_t n, const AdamCo
 // the same integer operations on 16 lanes (32x32 -> 64-bit products of the even and the odd
 // lanes), so the same words; w[word][lane].
 #if BITGRAD_SIMD_LEVEL == 2
-inline void philox_mulhilo(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
-  const __m512i pe = _mm512_mul_epu32(a, m), po = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+using PhiloxV = __m512i;
+constexpr int kPhiloxLanes = 16;
+inline PhiloxV px_set1(std::uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
+inline PhiloxV px_xor(PhiloxV a, PhiloxV b) { return _mm512_xor_si512(a, b); }
+inline PhiloxV px_load(const std::uint32_t* p) { return _mm512_loadu_si512(p); }
+inline void px_store(std::uint32_t* p, PhiloxV v) { _mm512_storeu_si512(p, v); }
+inline void philox_mulhilo(PhiloxV a, PhiloxV m, PhiloxV& hi, PhiloxV& lo) {
+  const PhiloxV pe = _mm512_mul_epu32(a, m), po = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
   lo = _mm512_mask_blend_epi32(0xAAAA, pe, _mm512_slli_epi64(po, 32));
   hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
 }
 #elif BITGRAD_SIMD_LEVEL == 1
-inline void philox_mulhilo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
-  const __m256i pe = _mm256_mul_epu32(a, m), po = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+using PhiloxV = __m256i;
+constexpr int kPhiloxLanes = 8;
+inline PhiloxV px_set1(std::uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); }
+inline PhiloxV px_xor(PhiloxV a, PhiloxV b) { return _mm256_xor_si256(a, b); }
+inline PhiloxV px_load(const std::uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline void px_store(std::uint32_t* p, PhiloxV v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+inline void philox_mulhilo(PhiloxV a, PhiloxV m, PhiloxV& hi, PhiloxV& lo) {
+  const PhiloxV pe = _mm256_mul_epu32(a, m), po = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
   lo = _mm256_blend_epi32(pe, _mm256_slli_epi64(po, 32), 0xAA);
   hi = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xAA);
 }
@@ -636,58 +648,36 @@ inline void philox_mulhilo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
 
 inline void philox16(const rng::Stream& s, std::uint64_t b, std::uint32_t (&w)[4][16]) {
   constexpr std::uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  alignas(64) std::uint32_t lo[16], hi[16];
+  std::uint32_t lo[16], hi[16];
   for (int l = 0; l < 16; ++l) {
     const std::uint64_t i = b + static_cast<std::uint64_t>(l);
     lo[l] = static_cast<std::uint32_t>(i);
     hi[l] = static_cast<std::uint32_t>(i >> 32);
   }
   const std::uint32_t id0 = static_cast<std::uint32_t>(s.id()), id1 = static_cast<std::uint32_t>(s.id() >> 32);
-  std::uint32_t k0 = static_cast<std::uint32_t>(s.seed()), k1 = static_cast<std::uint32_t>(s.seed() >> 32);
-#if BITGRAD_SIMD_LEVEL == 2
-  __m512i c0 = _mm512_load_si512(lo), c1 = _mm512_load_si512(hi), c2 = _mm512_set1_epi32(static_cast<int>(id0)),
-          c3 = _mm512_set1_epi32(static_cast<int>(id1));
-  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(kM0)), m1 = _mm512_set1_epi32(static_cast<int>(kM1));
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k0 += kW0;
-      k1 += kW1;
-    }
-    __m512i hi0, lo0, hi1, lo1;
-    philox_mulhilo(c0, m0, hi0, lo0);
-    philox_mulhilo(c2, m1, hi1, lo1);
-    c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
-    c1 = lo1;
-    c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
-    c3 = lo0;
-  }
-  _mm512_storeu_si512(w[0], c0);
-  _mm512_storeu_si512(w[1], c1);
-  _mm512_storeu_si512(w[2], c2);
-  _mm512_storeu_si512(w[3], c3);
-#elif BITGRAD_SIMD_LEVEL == 1
-  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kM0)), m1 = _mm256_set1_epi32(static_cast<int>(kM1));
-  for (int h = 0; h < 16; h += 8) {
+  const std::uint32_t k0 = static_cast<std::uint32_t>(s.seed()), k1 = static_cast<std::uint32_t>(s.seed() >> 32);
+#if BITGRAD_SIMD_LEVEL >= 1
+  const PhiloxV m0 = px_set1(kM0), m1 = px_set1(kM1);
+  for (int h = 0; h < 16; h += kPhiloxLanes) {
     std::uint32_t r0 = k0, r1 = k1;
-    __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo + h)), c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi + h));
-    __m256i c2 = _mm256_set1_epi32(static_cast<int>(id0)), c3 = _mm256_set1_epi32(static_cast<int>(id1));
+    PhiloxV c0 = px_load(lo + h), c1 = px_load(hi + h), c2 = px_set1(id0), c3 = px_set1(id1);
     for (int round = 0; round < 10; ++round) {
       if (round > 0) {
         r0 += kW0;
         r1 += kW1;
       }
-      __m256i hi0, lo0, hi1, lo1;
+      PhiloxV hi0, lo0, hi1, lo1;
       philox_mulhilo(c0, m0, hi0, lo0);
       philox_mulhilo(c2, m1, hi1, lo1);
-      c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(r0)));
+      c0 = px_xor(px_xor(hi1, c1), px_set1(r0));
       c1 = lo1;
-      c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(r1)));
+      c2 = px_xor(px_xor(hi0, c3), px_set1(r1));
       c3 = lo0;
     }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[0] + h), c0);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[1] + h), c1);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[2] + h), c2);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[3] + h), c3);
+    px_store(w[0] + h, c0);
+    px_store(w[1] + h, c1);
+    px_store(w[2] + h, c2);
+    px_store(w[3] + h, c3);
   }
 #else
   for (int l = 0; l < 16; ++l) {
@@ -749,5 +739,15 @@ Table<T> fast_nn_table(Table<T> tb) {
   tb.sgd_update = &sgd_update_fast<T>;
   tb.adam_update = &adam_update_fast<T>;
   tb.dropout_mask = &dropout_mask_fast<T>;
+  return tb;
+}
+
+// A code path's table of T: the reference's entries, this ISA's fast kernels over them, and its
+// GEMM entry points (the frame instantiated with the ISA's microkernels).
+template <class T>
+Table<T> isa_table(const Table<T>& reference, void (*gemm)(const GemmArgs<T>&), void (*gemm_samples)(const GemmSamplesArgs<T>&)) {
+  Table<T> tb = fast_nn_table<T>(fast_table<T>(reference));
+  tb.gemm = gemm;
+  tb.gemm_samples = gemm_samples;
   return tb;
 }

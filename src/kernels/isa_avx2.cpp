@@ -29,22 +29,12 @@ void gemm_samples_f32(const GemmSamplesArgs<float>& a) { GemmSamples<RegTile<flo
 void gemm_samples_f64(const GemmSamplesArgs<double>& a) { GemmSamples<RegTile<double, 4, 3, 256, 72, 2048>>::run(a, &gemm_f64, &sum_cols_fast<double>); }
 
 const Table<float>& table_f32() {
-  static const Table<float> t = [] {
-    Table<float> tb = fast_nn_table<float>(fast_table<float>(ref::table_f32()));
-    tb.gemm = &gemm_f32;
-    tb.gemm_samples = &gemm_samples_f32;
-    return tb;
-  }();
+  static const Table<float> t = isa_table<float>(ref::table_f32(), &gemm_f32, &gemm_samples_f32);
   return t;
 }
 
 const Table<double>& table_f64() {
-  static const Table<double> t = [] {
-    Table<double> tb = fast_nn_table<double>(fast_table<double>(ref::table_f64()));
-    tb.gemm = &gemm_f64;
-    tb.gemm_samples = &gemm_samples_f64;
-    return tb;
-  }();
+  static const Table<double> t = isa_table<double>(ref::table_f64(), &gemm_f64, &gemm_samples_f64);
   return t;
 }
 

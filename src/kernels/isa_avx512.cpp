@@ -67,22 +67,15 @@ void gemm_samples_f64(const GemmSamplesArgs<double>& a) { GemmSamples<RegTile<do
 
 const Table<float>& table_f32() {
   static const Table<float> t = [] {
-    Table<float> tb = fast_nn_table<float>(fast_table<float>(ref::table_f32()));
+    Table<float> tb = isa_table<float>(ref::table_f32(), &gemm_f32, &gemm_samples_f32);
     tb.round_nearest = &round_nearest_f32;
-    tb.gemm = &gemm_f32;
-    tb.gemm_samples = &gemm_samples_f32;
     return tb;
   }();
   return t;
 }
 
 const Table<double>& table_f64() {
-  static const Table<double> t = [] {
-    Table<double> tb = fast_nn_table<double>(fast_table<double>(ref::table_f64()));
-    tb.gemm = &gemm_f64;
-    tb.gemm_samples = &gemm_samples_f64;
-    return tb;
-  }();
+  static const Table<double> t = isa_table<double>(ref::table_f64(), &gemm_f64, &gemm_samples_f64);
   return t;
 }
 

@@ -163,31 +163,35 @@ void for_each_tap(const DwShape& s, F&& f) {
       }
 }
 
+// f(offset of a plane in the input, in the output, of its channel's taps in the weights) for the
+// N*C (sample, channel) planes in order
+template <class F>
+void for_each_plane(const DwShape& s, F&& f) {
+  const std::int64_t P = s.OH * s.OW, X = s.H * s.W, KK = s.KH * s.KW;
+  for (std::int64_t q = 0; q < s.N * s.C; ++q) f(q * X, q * P, (q % s.C) * KK);
+}
+
 template <class T>
 void dw_conv(const T* x, const T* w, const DwShape& s, T* y) {
-  const std::int64_t P = s.OH * s.OW, X = s.H * s.W, KK = s.KH * s.KW;
-  for (std::int64_t q = 0; q < s.N * s.C; ++q) {
-    const T* xs = x + q * X;
-    const T* wc = w + (q % s.C) * KK;
-    T* ys = y + q * P;
-    for (std::int64_t p = 0; p < P; ++p) ys[p] = T(0);
-    for_each_tap(s, [&](std::int64_t t, std::int64_t p, std::int64_t px) { ys[p] = std::fma(wc[t], px >= 0 ? xs[px] : T(0), ys[p]); });
+  const std::int64_t P = s.OH * s.OW;
+  for_each_plane(s, [&](std::int64_t xo, std::int64_t yo, std::int64_t wo) {
+    T* ys = y + yo;
+    std::fill(ys, ys + P, T(0));
+    for_each_tap(s, [&](std::int64_t t, std::int64_t p, std::int64_t px) { ys[p] = std::fma(w[wo + t], px >= 0 ? x[xo + px] : T(0), ys[p]); });
     for (std::int64_t p = 0; p < P; ++p) ys[p] = canon(ys[p]);
-  }
+  });
 }
 
 template <class T>
 void dw_conv_dx(const T* w, const T* dy, const DwShape& s, T* dx) {
-  const std::int64_t P = s.OH * s.OW, X = s.H * s.W, KK = s.KH * s.KW;
-  for (std::int64_t q = 0; q < s.N * s.C; ++q) {
-    const T* dys = dy + q * P;
-    const T* wc = w + (q % s.C) * KK;
-    T* dxs = dx + q * X;
-    for (std::int64_t i = 0; i < X; ++i) dxs[i] = T(0);
+  const std::int64_t X = s.H * s.W;
+  for_each_plane(s, [&](std::int64_t xo, std::int64_t yo, std::int64_t wo) {
+    T* dxs = dx + xo;
+    std::fill(dxs, dxs + X, T(0));
     for_each_tap(s, [&](std::int64_t t, std::int64_t p, std::int64_t px) {
-      if (px >= 0) dxs[px] = canon(dxs[px] + canon(std::fma(wc[t], dys[p], T(0))));
+      if (px >= 0) dxs[px] = canon(dxs[px] + canon(std::fma(w[wo + t], dy[yo + p], T(0))));
     });
-  }
+  });
 }
 
 template <class T>

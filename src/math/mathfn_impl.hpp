@@ -92,16 +92,34 @@ inline D exp_f64(D x) {
   return select(isnan_(x), x + x, y);
 }
 
+// 1/2 + v/6 + v^2/24 + ... + v^5/5040 by Horner's rule (fma from the 1/5040 end): the tail of
+// e^v's series after 1 + v, for the small-argument branches
+inline D exp_series_from_half(D v) {
+  D p = D(1.0 / 5040);
+  p = fma(p, v, D(1.0 / 720));
+  p = fma(p, v, D(1.0 / 120));
+  p = fma(p, v, D(1.0 / 24));
+  p = fma(p, v, D(1.0 / 6));
+  return fma(p, v, D(0.5));
+}
+
+// Both parts of an exp core times 2^k, in two steps of 2^(k/2) (each part's products exact
+// unless the result is subnormal): {(H s1) s2, (L s1) s2}.
+inline DD scaled_parts(const ExpCore& e) {
+  I k1 = sra<1>(e.k);
+  I k2 = subi(e.k, k1);
+  D s1 = pow2i(k1), s2 = pow2i(k2);
+  return {(e.H * s1) * s2, (e.L * s1) * s2};
+}
+
 // e^x - 1 as a dd (hi rounded to nearest of the pair), for x <= 709 (finite e^x).
 inline DD expm1_dd(D x) {
   D xc = clamp_(x, -746.0, 709.0);
   ExpCore e = exp_core(xc, D(0.0));
   // scale both parts (exact unless the result is far below 1, where -1 dominates)
-  I k1 = sra<1>(e.k);
-  I k2 = subi(e.k, k1);
-  D s1 = pow2i(k1), s2 = pow2i(k2);
-  D Hs = (e.H * s1) * s2;
-  D Ls = (e.L * s1) * s2;
+  const DD sc = scaled_parts(e);
+  D Hs = sc.hi;
+  D Ls = sc.lo;
   DD a = two_sum(Hs, D(-1.0));
   D lo = a.lo + Ls;
   return fast_two_sum(a.hi, lo);
@@ -113,12 +131,7 @@ inline D expm1_f64(D x) {
   // beyond 709 the -1 is far below half an ulp of e^x: expm1 = exp there
   y = select(x > D(709.0), exp_f64(x), y);
   // |x| < 2^-9: the series directly, so x^2/2 is not lost to the rounding of 1 + x
-  D p = D(1.0 / 5040);
-  p = fma(p, x, D(1.0 / 720));
-  p = fma(p, x, D(1.0 / 120));
-  p = fma(p, x, D(1.0 / 24));
-  p = fma(p, x, D(1.0 / 6));
-  p = fma(p, x, D(0.5));
+  D p = exp_series_from_half(x);
   y = select(abs(x) < D(0x1p-9), fma(x * x, p, x), y);
   y = select(x == D(0.0), x, y);  // keeps -0
   return select(isnan_(x), x + x, y);
@@ -210,11 +223,9 @@ inline D sigmoid_f64(D x) {
   D ax = abs(x);
   D nxc = clamp_(-ax, -746.0, 0.0);
   ExpCore e = exp_core(nxc, D(0.0));
-  I k1 = sra<1>(e.k);
-  I k2 = subi(e.k, k1);
-  D s1 = pow2i(k1), s2 = pow2i(k2);
-  D sh = (e.H * s1) * s2;
-  D sl = (e.L * s1) * s2;
+  const DD sc = scaled_parts(e);
+  D sh = sc.hi;
+  D sl = sc.lo;
   DD d = two_sum(D(1.0), sh);
   D dl = d.lo + sl;
   D num_h = select(x < D(0.0), sh, D(1.0));
@@ -252,12 +263,7 @@ alignas(64) constexpr double kExp8Tab[8] = {kExpTabHi[0],  kExpTabHi[16], kExpTa
   I ki = subi(as_int(t), as_int(shift));
   D r = fma(-kd, D(kExpLn2NHi * 16.0), x);  // exact: the high part has 35 bits, |kd| < 2^11
   r = fma(-kd, D(kExpLn2NLo * 16.0), r);
-  D p = D(1.0 / 5040);
-  p = fma(p, r, D(1.0 / 720));
-  p = fma(p, r, D(1.0 / 120));
-  p = fma(p, r, D(1.0 / 24));
-  p = fma(p, r, D(1.0 / 6));
-  p = fma(p, r, D(0.5));
+  D p = exp_series_from_half(r);
   p = fma(p, r, D(1.0));
   p = p * r;
   D T = lookup8(kExp8Tab, andi(ki, to_i(7)));

@@ -100,23 +100,25 @@ void Stream::fill_u64(std::uint64_t* out, std::int64_t n, std::uint64_t first) c
   }
 }
 
-void Stream::fill_uniform(float* out, std::int64_t n, std::uint64_t first, float lo, float hi) const {
-  const float w = hi - lo;
-  std::uint32_t u[256];
+namespace {
+// out[j] = lo + (hi - lo) * uniform_of(word first + j), the words fetched 256 at a time
+template <class T, class W, class Fill>
+void fill_uniform_words(T* out, std::int64_t n, std::uint64_t first, T lo, T hi, Fill fill) {
+  const T w = hi - lo;
+  W u[256];
   for (std::int64_t j0 = 0; j0 < n; j0 += 256) {
     const std::int64_t m = n - j0 < 256 ? n - j0 : 256;
-    fill_u32(u, m, first + static_cast<std::uint64_t>(j0));
-    for (std::int64_t j = 0; j < m; ++j) out[j0 + j] = lo + w * uniform_of(u[j]);
+    fill(u, m, first + static_cast<std::uint64_t>(j0));
+    for (std::int64_t j = 0; j < m; ++j) out[j0 + j] = lo + w * Stream::uniform_of(u[j]);
   }
 }
+}  // namespace
+
+void Stream::fill_uniform(float* out, std::int64_t n, std::uint64_t first, float lo, float hi) const {
+  fill_uniform_words<float, std::uint32_t>(out, n, first, lo, hi, [this](std::uint32_t* u, std::int64_t m, std::uint64_t at) { fill_u32(u, m, at); });
+}
 void Stream::fill_uniform(double* out, std::int64_t n, std::uint64_t first, double lo, double hi) const {
-  const double w = hi - lo;
-  std::uint64_t u[256];
-  for (std::int64_t j0 = 0; j0 < n; j0 += 256) {
-    const std::int64_t m = n - j0 < 256 ? n - j0 : 256;
-    fill_u64(u, m, first + static_cast<std::uint64_t>(j0));
-    for (std::int64_t j = 0; j < m; ++j) out[j0 + j] = lo + w * uniform_of(u[j]);
-  }
+  fill_uniform_words<double, std::uint64_t>(out, n, first, lo, hi, [this](std::uint64_t* u, std::int64_t m, std::uint64_t at) { fill_u64(u, m, at); });
 }
 void Stream::fill_normal(float* out, std::int64_t n, std::uint64_t first, float mean, float stddev) const {
   for (std::int64_t j = 0; j < n; ++j) out[j] = mean + stddev * normal_f32(first + static_cast<std::uint64_t>(j));
