@@ -687,39 +687,41 @@ inline void philox16(const rng::Stream& s, std::uint64_t b, std::uint32_t (&w)[4
 #endif
 }
 
-// The reference's mask (ref::dropout_mask) with the whole blocks' words 16 blocks at a time and
-// the uniforms and comparisons on vector lanes; the partial blocks at either end word by word.
+// The reference's mask (ref::dropout_mask) from 16 Philox blocks at a time, the uniforms and
+// comparisons on vector lanes: from the block holding word `first`, each batch of blocks' words
+// in stream order, of which the run's words are used (a partial block at either end included).
 template <class T>
 void dropout_mask_fast(const rng::Stream& s, std::uint64_t first, std::int64_t n, double p, bool f32_words, T keep, T* m) {
   const float p32 = static_cast<float>(p);
-  auto one = [&](std::int64_t k) {
-    const std::uint64_t i = first + static_cast<std::uint64_t>(k);
-    const bool on = f32_words ? rng::Stream::uniform_of(s.u32(i)) >= p32 : rng::Stream::uniform_of(s.u64(i)) >= p;
-    m[k] = on ? keep : T(0);
-  };
-  const std::int64_t per = f32_words ? 4 : 2, run = 16 * per;
-  std::int64_t k = 0;
-  for (const std::int64_t head = std::min<std::int64_t>(n, (per - static_cast<std::int64_t>(first % static_cast<std::uint64_t>(per))) % per); k < head; ++k) one(k);
+  const std::uint64_t per = f32_words ? 4 : 2;
+  const std::int64_t batch = static_cast<std::int64_t>(16 * per);
+  std::uint64_t b = first / per;
+  std::int64_t skip = static_cast<std::int64_t>(first % per), k = 0;
   std::uint32_t w[4][16];
   alignas(64) std::uint32_t u32[64];
   alignas(64) std::uint64_t u64[32];
-  for (; n - k >= run; k += run) {
-    philox16(s, (first + static_cast<std::uint64_t>(k)) / static_cast<std::uint64_t>(per), w);
+  while (k < n) {
+    philox16(s, b, w);
+    const std::int64_t take = std::min<std::int64_t>(batch - skip, n - k);
     T* mk = m + k;
     if (f32_words) {
       for (int l = 0; l < 16; ++l)
         for (int j = 0; j < 4; ++j) u32[4 * l + j] = w[j][l];
       // (w >> 8) < 2^24: exact as a signed int and as a float, as uniform_of computes it
-      for (int j = 0; j < 64; ++j) mk[j] = static_cast<float>(static_cast<std::int32_t>(u32[j] >> 8)) * 0x1p-24f >= p32 ? keep : T(0);
+      for (std::int64_t j = 0; j < take; ++j)
+        mk[j] = static_cast<float>(static_cast<std::int32_t>(u32[skip + j] >> 8)) * 0x1p-24f >= p32 ? keep : T(0);
     } else {
       for (int l = 0; l < 16; ++l) {
         u64[2 * l] = static_cast<std::uint64_t>(w[0][l]) | (static_cast<std::uint64_t>(w[1][l]) << 32);
         u64[2 * l + 1] = static_cast<std::uint64_t>(w[2][l]) | (static_cast<std::uint64_t>(w[3][l]) << 32);
       }
-      for (int j = 0; j < 32; ++j) mk[j] = static_cast<double>(static_cast<std::int64_t>(u64[j] >> 11)) * 0x1p-53 >= p ? keep : T(0);
+      for (std::int64_t j = 0; j < take; ++j)
+        mk[j] = static_cast<double>(static_cast<std::int64_t>(u64[skip + j] >> 11)) * 0x1p-53 >= p ? keep : T(0);
     }
+    k += take;
+    skip = 0;
+    b += 16;
   }
-  for (; k < n; ++k) one(k);
 }
 
 template <class T>

@@ -451,9 +451,9 @@ class Recorder:
                 t = t[0]
             if not isinstance(t, torch.Tensor) or t.numel() != 1:
                 return
-            # a CPU loss's bits now (what a clone kept to the step gives); a GPU loss is kept
-            # (its value would wait for the device), as is one kept for last.safetensors
-            keep = self._keep_last or self._job_tensors or t.is_cuda or t.dtype not in _LOSS_DTYPES
+            # a CPU loss's bits now (what a clone kept to the step gives); a loss on a device is
+            # kept (its value would wait for the device), as is one kept for last.safetensors
+            keep = self._keep_last or self._job_tensors or t.device.type != "cpu" or t.dtype not in _LOSS_DTYPES
             loss = t.detach().clone() if keep else _loss_bits(t)
             with self._lock:
                 self._loss = (self._seq, loss)
