@@ -747,9 +747,11 @@ Table<T> fast_nn_table(Table<T> tb) {
 // A code path's table of T: the reference's entries, this ISA's fast kernels over them, and its
 // GEMM entry points (the frame instantiated with the ISA's microkernels).
 template <class T>
-Table<T> isa_table(const Table<T>& reference, void (*gemm)(const GemmArgs<T>&), void (*gemm_samples)(const GemmSamplesArgs<T>&)) {
+Table<T> isa_table(const Table<T>& reference, void (*gemm)(const GemmArgs<T>&), GemmPacking (*packing)(std::int64_t, std::int64_t, std::int64_t),
+                   void (*gemm_samples)(const GemmSamplesArgs<T>&)) {
   Table<T> tb = fast_nn_table<T>(fast_table<T>(reference));
   tb.gemm = gemm;
+  tb.gemm_packing = packing;
   tb.gemm_samples = gemm_samples;
   return tb;
 }

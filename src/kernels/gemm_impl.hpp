@@ -44,6 +44,9 @@ struct GemmFrame {
   static constexpr std::int64_t KC = UK::KC, MC = UK::MC, NC = UK::NC;
   static constexpr double kEff = UK::kEff;
   static_assert(MC % MR == 0, "mc must be a multiple of mr");
+  // column blocks of whole panels (a packed B's panels then start at every block)
+  static constexpr std::int64_t NCP = NC / NR * NR;
+  static_assert(NCP > 0, "nc must hold a panel");
 
   // Ap: ceil(mc/MR) panels, each kc x MR (k-major), rows past mc zero
   static void pack_a(std::int64_t mc, std::int64_t kc, const T* A, std::int64_t rsa, std::int64_t csa, T* Ap) {
@@ -149,8 +152,10 @@ struct GemmFrame {
     thread_local std::vector<T> cslots;  // kept across calls: no heap allocation per GEMM
     const std::int64_t msub = i1 - i0, tiles_m = (msub + MR - 1) / MR;
     const bool a_rows = g.csa == 1 && g.rsa >= 1;  // row-major A is read in place by full panels
-    for (std::int64_t jc = j0; jc < j1; jc += NC) {
-      const std::int64_t nc = j1 - jc < NC ? j1 - jc : NC;
+    // B packed ahead (GemmPacking: this frame's layout) serves a range over all of k
+    const bool prepacked = g.Bp && kb == 0 && ke == g.K;
+    for (std::int64_t jc = j0; jc < j1; jc += NCP) {
+      const std::int64_t nc = j1 - jc < NCP ? j1 - jc : NCP;
       const std::int64_t tiles_n = (nc + NR - 1) / NR, tiles = tiles_m * tiles_n;
       int clevel[64];
       int cn = 0;
@@ -166,7 +171,9 @@ struct GemmFrame {
         // (the last chunk folds every waiting entry, from the top down)
         int top = last ? 0 : cn, lv = 0;
         while (!last && top > 0 && clevel[top - 1] == lv) --top, ++lv;
-        pack_b(kc, nc, g.B + pc * g.rsb + jc * g.csb, g.rsb, g.csb, Bp);
+        const T* bchunk = Bp;
+        if (prepacked) bchunk = g.Bp + g.packing.panel(g.K, g.N, pc, jc);
+        else pack_b(kc, nc, g.B + pc * g.rsb + jc * g.csb, g.rsb, g.csb, Bp);
         for (std::int64_t ic = i0; ic < i1; ic += MC) {
           const std::int64_t mc = i1 - ic < MC ? i1 - ic : MC;
           if (!a_rows) {
@@ -178,7 +185,7 @@ struct GemmFrame {
           for (std::int64_t q0 = 0; q0 < nc; q0 += NR) {
             const std::int64_t jj = jc + q0;
             const int nv = static_cast<int>(nc - q0 < NR ? nc - q0 : NR);
-            const T* bpanel = Bp + (q0 / NR) * kc * NR;
+            const T* bpanel = bchunk + (q0 / NR) * kc * NR;
             for (std::int64_t p0 = 0; p0 < mc; p0 += MR) {
               const std::int64_t ii = ic + p0;
               const int mv = static_cast<int>(mc - p0 < MR ? mc - p0 : MR);
@@ -230,13 +237,28 @@ struct GemmFrame {
     return (static_cast<double>(m) / (((m + MR - 1) / MR) * MR)) * (static_cast<double>(n) / (((n + NR - 1) / NR) * NR));
   }
 
+  // A narrow C wastes most of each NR-wide tile: compute C^T = B^T A^T instead (each
+  // element is the same tree of the same fmas, fma(a, b, c) == fma(b, a, c)) and transpose it back.
+  static bool transposes(std::int64_t M, std::int64_t N, std::int64_t K) { return K > 0 && N < NR && fill(N, M) > 1.5 * fill(M, N); }
   static void run(const GemmArgs<T>& g) {
     if (g.M == 0 || g.N == 0) return;
-    // A narrow C wastes most of each NR-wide tile: compute C^T = B^T A^T instead (each
-    // element is the same tree of the same fmas, fma(a, b, c) == fma(b, a, c)) and transpose it back.
-    if (g.K > 0 && g.N < NR && fill(g.N, g.M) > 1.5 * fill(g.M, g.N)) run_transposed(g);
+    if (transposes(g.M, g.N, g.K)) run_transposed(without_packed(g));
     else run_split(g);
   }
+  // The packed B this frame reads for [M, K] x [K, N]: its panels and chunks (none where it
+  // computes C^T)
+  static GemmPacking packing(std::int64_t M, std::int64_t N, std::int64_t K) {
+    return transposes(M, N, K) ? GemmPacking{} : GemmPacking{NR, kChunk};
+  }
+  // g reading B itself (then required), or without a packed B that is not this frame's
+  static GemmArgs<T> without_packed(const GemmArgs<T>& g) {
+    if (!g.Bp) return g;
+    if (!g.B) throw std::invalid_argument("gemm: B packed for another microkernel or form, and no B");
+    GemmArgs<T> u = g;
+    u.Bp = nullptr;
+    return u;
+  }
+  static GemmArgs<T> unpacked(const GemmArgs<T>& g) { return g.packing == GemmPacking{NR, kChunk} ? g : without_packed(g); }
 
   static void run_transposed(const GemmArgs<T>& g) {
     thread_local std::vector<T> ct;
@@ -325,7 +347,8 @@ struct GemmFrame {
       }
   }
 
-  static void run_split(const GemmArgs<T>& g) {
+  static void run_split(const GemmArgs<T>& gin) {
+    const GemmArgs<T> g = unpacked(gin);
     if (g.M == 0 || g.N == 0) return;
     if (g.K == 0) {
       for (std::int64_t i = 0; i < g.M; ++i)
@@ -343,7 +366,7 @@ struct GemmFrame {
     // pool is asked only then: most GEMMs have panels enough)
     const std::int64_t out_chunks = (panels + grain - 1) / grain;
     const std::int64_t nblocks = (g.K + kBatchBlock - 1) / kBatchBlock;
-    if (out_chunks < 64 && nblocks >= 2 && g.M * g.N * g.K >= 2 * kGrain && g.M * g.N <= (std::int64_t(1) << 20) && !in_parallel_region()) {
+    if (!g.Bp && out_chunks < 64 && nblocks >= 2 && g.M * g.N * g.K >= 2 * kGrain && g.M * g.N <= (std::int64_t(1) << 20) && !in_parallel_region()) {
       const int threads = pool_threads();
       const std::int64_t by_work = g.M * g.N * g.K / kGrain, use = by_work < threads ? by_work : threads;
       if (out_chunks < threads && use > out_chunks) return run_split_k(g, static_cast<int>(use < nblocks ? use : nblocks));
@@ -478,19 +501,37 @@ struct GemmSamples {
 // Several microkernels of one code path (widest first): the one whose tiles are best filled by
 // C or by C^T wins. Every variant computes every element with the same chain or tree, so the
 // choice depends on the shape only and never moves a bit.
+struct GemmPick {
+  int index = 0;
+  bool transposed = false;
+};
+template <class... UKs>
+GemmPick gemm_pick(std::int64_t M, std::int64_t N, std::int64_t K) {
+  double best = -1.0;
+  GemmPick p;
+  int i = 0;
+  auto consider = [&](double score, bool t) {
+    if (score > best) best = score, p = {i, t};
+  };
+  ((consider(GemmFrame<UKs>::kEff * GemmFrame<UKs>::fill(M, N), false),
+    K > 0 ? consider(GemmFrame<UKs>::kEff * GemmFrame<UKs>::fill(N, M) / 1.5, true) : void(), ++i),
+   ...);
+  return p;
+}
 template <class T, class... UKs>
 void gemm_multi(const GemmArgs<T>& g) {
   static_assert((std::is_same_v<T, typename UKs::T> && ...), "microkernels of another type");
   if (g.M == 0 || g.N == 0) return;
-  double best = -1.0;
-  int pick = 0, i = 0;
-  bool transposed = false;
-  auto consider = [&](double score, bool t) {
-    if (score > best) best = score, pick = i, transposed = t;
-  };
-  ((consider(GemmFrame<UKs>::kEff * GemmFrame<UKs>::fill(g.M, g.N), false),
-    g.K > 0 ? consider(GemmFrame<UKs>::kEff * GemmFrame<UKs>::fill(g.N, g.M) / 1.5, true) : void(), ++i),
+  const GemmPick p = gemm_pick<UKs...>(g.M, g.N, g.K);
+  int i = 0;
+  ((i++ == p.index ? (p.transposed ? GemmFrame<UKs>::run_transposed(GemmFrame<UKs>::without_packed(g)) : GemmFrame<UKs>::run_split(g)) : void()),
    ...);
-  i = 0;
-  ((i++ == pick ? (transposed ? GemmFrame<UKs>::run_transposed(g) : GemmFrame<UKs>::run_split(g)) : void()), ...);
+}
+template <class T, class... UKs>
+GemmPacking gemm_multi_packing(std::int64_t M, std::int64_t N, std::int64_t K) {
+  const GemmPick p = gemm_pick<UKs...>(M, N, K);
+  GemmPacking r;
+  int i = 0;
+  ((i++ == p.index && !p.transposed ? void(r = GemmFrame<UKs>::packing(M, N, K)) : void()), ...);
+  return r;
 }

@@ -59,15 +59,22 @@ void round_nearest_f32(Precision p, const float* x, float* y, std::int64_t n) {
 }
 }  // namespace
 
-void gemm_f32(const GemmArgs<float>& g) { gemm_multi<float, RegTile<float, 6, 4, 384, 96, 2048>, RegTile<float, 6, 2, 384, 96, 2048>,
-                         RegTile<float, 12, 1, 384, 96, 2048>>(g); }
-void gemm_f64(const GemmArgs<double>& g) { GemmFrame<RegTile<double, 8, 3, 192, 96, 2048>>::run(g); }
-void gemm_samples_f32(const GemmSamplesArgs<float>& a) { GemmSamples<RegTile<float, 6, 4, 384, 96, 2048>>::run(a, &gemm_f32, &sum_cols_fast<float>); }
-void gemm_samples_f64(const GemmSamplesArgs<double>& a) { GemmSamples<RegTile<double, 8, 3, 192, 96, 2048>>::run(a, &gemm_f64, &sum_cols_fast<double>); }
+using TileF32 = RegTile<float, 6, 4, 384, 96, 2048>;
+using TileF32Half = RegTile<float, 6, 2, 384, 96, 2048>;
+using TileF32Narrow = RegTile<float, 12, 1, 384, 96, 2048>;
+using TileF64 = RegTile<double, 8, 3, 192, 96, 2048>;
+void gemm_f32(const GemmArgs<float>& g) { gemm_multi<float, TileF32, TileF32Half, TileF32Narrow>(g); }
+void gemm_f64(const GemmArgs<double>& g) { GemmFrame<TileF64>::run(g); }
+GemmPacking packing_f32(std::int64_t M, std::int64_t N, std::int64_t K) {
+  return gemm_multi_packing<float, TileF32, TileF32Half, TileF32Narrow>(M, N, K);
+}
+GemmPacking packing_f64(std::int64_t M, std::int64_t N, std::int64_t K) { return GemmFrame<TileF64>::packing(M, N, K); }
+void gemm_samples_f32(const GemmSamplesArgs<float>& a) { GemmSamples<TileF32>::run(a, &gemm_f32, &sum_cols_fast<float>); }
+void gemm_samples_f64(const GemmSamplesArgs<double>& a) { GemmSamples<TileF64>::run(a, &gemm_f64, &sum_cols_fast<double>); }
 
 const Table<float>& table_f32() {
   static const Table<float> t = [] {
-    Table<float> tb = isa_table<float>(ref::table_f32(), &gemm_f32, &gemm_samples_f32);
+    Table<float> tb = isa_table<float>(ref::table_f32(), &gemm_f32, &packing_f32, &gemm_samples_f32);
     tb.round_nearest = &round_nearest_f32;
     return tb;
   }();
@@ -75,7 +82,7 @@ const Table<float>& table_f32() {
 }
 
 const Table<double>& table_f64() {
-  static const Table<double> t = isa_table<double>(ref::table_f64(), &gemm_f64, &gemm_samples_f64);
+  static const Table<double> t = isa_table<double>(ref::table_f64(), &gemm_f64, &packing_f64, &gemm_samples_f64);
   return t;
 }
 

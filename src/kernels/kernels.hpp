@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <new>
+#include <stdexcept>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -56,6 +57,30 @@ inline T canon(T v) {
 // The one order of numerics §5: k split in blocks of kBatchBlock, each block an fma chain from
 // +0, the block results combined by the streaming pairwise tree (left + right), then + bias[j].
 
+// B packed ahead, in the layout a fast GEMM packs it in for one shape (Table::gemm_packing; a
+// function of the shape and the code path, never of the threads): for a B that many GEMMs read
+// (a recurrent weight over a sequence) or that is written packed where it is made. Column panels
+// of nr, k in chunks of `chunk` rows (the last chunk shorter); B[k, j] at at(K, N, k, j); the
+// columns past N +0. nr = 0: the code path takes no packed B for that shape. Packing moves values,
+// never an order: the GEMM's bits are the same with or without it.
+struct GemmPacking {
+  int nr = 0;
+  std::int64_t chunk = 0;
+  bool usable() const { return nr > 0; }
+  bool operator==(const GemmPacking&) const = default;
+  std::int64_t width(std::int64_t N) const { return (N + nr - 1) / nr * nr; }
+  std::int64_t size(std::int64_t K, std::int64_t N) const { return K * width(N); }
+  // where chunk pc's (a multiple of `chunk`) panel of column j starts; row k - pc of it follows
+  std::int64_t panel(std::int64_t K, std::int64_t N, std::int64_t pc, std::int64_t j) const {
+    const std::int64_t kc = K - pc < chunk ? K - pc : chunk;
+    return pc * width(N) + (j / nr) * kc * nr;
+  }
+  std::int64_t at(std::int64_t K, std::int64_t N, std::int64_t k, std::int64_t j) const {
+    const std::int64_t pc = k / chunk * chunk;
+    return panel(K, N, pc, j) + (k - pc) * nr + j % nr;
+  }
+};
+
 template <class T>
 struct GemmArgs {
   std::int64_t M = 0, N = 0, K = 0;
@@ -66,6 +91,10 @@ struct GemmArgs {
   T* C = nullptr;
   std::int64_t ldc = 0;  // C[i,j] = C[i*ldc + j]
   const T* bias = nullptr;
+  // B packed as `packing` says (the table's gemm_packing for this shape), or null; with it B may
+  // be null
+  const T* Bp = nullptr;
+  GemmPacking packing;
 };
 
 // A batch of S samples' products summed by the batch rule (§3): C = the batch rule over s of
@@ -200,6 +229,8 @@ struct AdamCoef {
 template <class T>
 struct Table {
   void (*gemm)(const GemmArgs<T>&);
+  // the packed B this code path's gemm takes for [M, K] x [K, N] (GemmPacking), or null / nr = 0
+  GemmPacking (*gemm_packing)(std::int64_t M, std::int64_t N, std::int64_t K) = nullptr;
   void (*gemm_samples)(const GemmSamplesArgs<T>&);
   void (*unary)(Unary op, const T* x, T* y, std::int64_t n);
   void (*binary)(Binary op, Bcast bc, const T* a, const T* b, T* y, std::int64_t outer, std::int64_t inner);

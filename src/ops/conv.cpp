@@ -2,7 +2,8 @@
 //   conv2d: x [N, C, H, W], w [OC, C, KH, KW], b [OC] -> y [N, OC, OH, OW]
 //     y: each output one fma chain over (c, kh, kw) row-major, then + b[oc]; computed for a
 //        block of samples at once: cols [C*KH*KW, block*OH*OW] (im2col, padding +0, the
-//        samples side by side) and one canonical GEMM w cols (a chain over k whatever N is)
+//        samples side by side; or its transpose by im2row where output rows are short) and one
+//        canonical GEMM w cols (a chain over k whatever N is)
 //     dw: per sample dy rows (rows = im2row, [OH*OW, C*KH*KW]: chain over positions), then
 //         the batch rule over samples
 //     db: per sample the row rule over positions, then the batch rule over samples
@@ -30,13 +31,20 @@ struct ConvGeom {
   std::int64_t positions() const { return OH * OW; }
   kern::ConvShape sample() const { return {C, H, W, KH, KW, OH, OW, s, p}; }
   // Samples per block of the forward and input-gradient GEMMs: a cols block of about 512 KiB
-  // (it stays in L2 between im2col and the GEMM). From the shape alone, so that the blocks, and
-  // under order perturbation the GEMM calls that draw orders, never depend on the threads.
+  // (it stays in L2 between im2col and the GEMM), or as large as the weight where that is larger
+  // (each block's GEMM streams the whole weight: resnet18's 1x1 and 2x2 images have weights of
+  // 2-9 MiB and 18-36 KiB a sample), the samples shared evenly among the blocks (a last block of
+  // a few samples made a GEMM too narrow for its tiles). From the shape alone, so that the
+  // blocks, and under order perturbation the GEMM calls that draw orders, never depend on the threads.
   std::int64_t block(std::size_t elem) const {
     const std::int64_t per = ckk() * positions() * static_cast<std::int64_t>(elem);
-    std::int64_t b = per > 0 ? (std::int64_t(512) << 10) / per : N;
+    const std::int64_t weight = OC * ckk() * static_cast<std::int64_t>(elem);
+    const std::int64_t budget = std::max(std::int64_t(512) << 10, weight);
+    std::int64_t b = per > 0 ? budget / per : N;
     if (b > N) b = N;
-    return b < 1 ? 1 : b;  // an empty batch still has a (zero-sample) block size
+    if (b < 1) return 1;  // an empty batch still has a (zero-sample) block size
+    const std::int64_t blocks = (N + b - 1) / b;
+    return (N + blocks - 1) / blocks;
   }
 };
 
@@ -210,6 +218,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int str
     T* py = kern::out_ptr<T>(y);
     const auto& K = kern::active<T>();
     const std::int64_t nb = G.block(sizeof(T)), blocks = (G.N + nb - 1) / nb;
+    // Output rows narrower than the kernel's (resnet18's 4x4 to 1x1 images): the lowering as
+    // rows [positions, C*KH*KW], each window row one short contiguous segment, and the GEMM reads
+    // it transposed; wider: cols, each output row one run. The same values in the same places of
+    // the GEMM's B, so the same bits.
+    const bool by_rows = G.OW < G.KW;
     over_blocks(blocks, [&](std::int64_t blk, auto&& samples) {
       T* cols = scratch<T, 1>(CKK * nb * P);
       T* yb = scratch<T, 0>(G.OC * nb * P);
@@ -217,9 +230,12 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int str
       kern::ConvShape s = G.sample();
       s.ld = L;
       samples(m, [&](std::int64_t i0, std::int64_t i1) {
-        for (std::int64_t i = i0; i < i1; ++i) K.im2col(px + (n0 + i) * X, s, cols + i * P);
+        for (std::int64_t i = i0; i < i1; ++i) {
+          if (by_rows) K.im2row(px + (n0 + i) * X, G.sample(), cols + i * P * CKK);
+          else K.im2col(px + (n0 + i) * X, s, cols + i * P);
+        }
       });
-      ops::gemm<T>(G.OC, L, CKK, row_major(pw, G.OC, CKK), row_major(cols, CKK, L), yb);
+      ops::gemm<T>(G.OC, L, CKK, row_major(pw, G.OC, CKK), row_major(cols, CKK, L, by_rows), yb);
       // + b[oc] after the chain (row o of the block, on the vector units), then [OC, m*P] back
       // to the samples' [OC, P]
       if (pb) K.binary(kern::Binary::add, kern::Bcast::col, yb, pb, yb, G.OC, L);

@@ -48,17 +48,55 @@ template <class T>
 Mat<T> row_major(const T* p, std::int64_t rows, std::int64_t cols, bool transposed = false) {
   return transposed ? Mat<T>{p, 1, rows} : Mat<T>{p, cols, 1};
 }
-// c[M, N] (row-major) = a[M, K] b[K, N] (then + bias[j]) in the canonical order (numerics §5) on
-// the active kernel table.
+// A GEMM's B [K, N] packed once for the GEMMs c[M, N] = a[M, K] b[K, N] that read it (a
+// recurrent weight over a sequence's steps), in the layout of the code path active when it was
+// packed (kern::GemmPacking); empty where that path packs none for the shape. A GEMM given one
+// packed for another shape or code path reads B itself: packing moves values, never an order.
+struct PackedB {
+  Tensor buf;
+  kern::GemmPacking packing;
+  const void* table = nullptr;  // the kern::Table it was packed for
+  std::int64_t M = 0, N = 0, K = 0;
+};
 template <class T>
-void gemm(std::int64_t M, std::int64_t N, std::int64_t K, Mat<T> a, Mat<T> b, T* c, const T* bias = nullptr) {
+PackedB pack_b(std::int64_t M, std::int64_t N, std::int64_t K, Mat<T> b) {
+  PackedB r;
+  const kern::Table<T>& tb = kern::active<T>();
+  if (!tb.gemm_packing || M == 0 || N == 0 || K == 0) return r;
+  const kern::GemmPacking P = tb.gemm_packing(M, N, K);
+  if (!P.usable()) return r;
+  r.buf = Tensor::empty(Shape{P.size(K, N)}, dtype_of<T>());
+  r.packing = P, r.table = &tb, r.M = M, r.N = N, r.K = K;
+  T* d = kern::out_ptr<T>(r.buf);
+  for (std::int64_t pc = 0; pc < K; pc += P.chunk) {
+    const std::int64_t kc = K - pc < P.chunk ? K - pc : P.chunk;
+    for (std::int64_t j0 = 0; j0 < N; j0 += P.nr) {
+      T* panel = d + P.panel(K, N, pc, j0);
+      const std::int64_t w = N - j0 < P.nr ? N - j0 : P.nr;
+      for (std::int64_t k = 0; k < kc; ++k)
+        for (std::int64_t j = 0; j < P.nr; ++j) panel[k * P.nr + j] = j < w ? b.p[(pc + k) * b.rs + (j0 + j) * b.cs] : T(0);
+    }
+  }
+  return r;
+}
+
+// c[M, N] (row-major) = a[M, K] b[K, N] (then + bias[j]) in the canonical order (numerics §5) on
+// the active kernel table; `packed` (may be null) B packed by pack_b.
+template <class T>
+void gemm(std::int64_t M, std::int64_t N, std::int64_t K, Mat<T> a, Mat<T> b, T* c, const T* bias = nullptr,
+          const PackedB* packed = nullptr) {
   kern::GemmArgs<T> g;
   g.M = M, g.N = N, g.K = K;
   g.A = a.p, g.rsa = a.rs, g.csa = a.cs;
   g.B = b.p, g.rsb = b.rs, g.csb = b.cs;
   g.C = c, g.ldc = N;
   g.bias = bias;
-  kern::active<T>().gemm(g);
+  const kern::Table<T>& tb = kern::active<T>();
+  if (packed && packed->table == &tb && packed->M == M && packed->N == N && packed->K == K) {
+    g.Bp = packed->buf.template data<T>();
+    g.packing = packed->packing;
+  }
+  tb.gemm(g);
 }
 
 // C [M, N] (row-major) = the batch rule over S samples (§3) of a_s b_s (§5's order over K), a_s

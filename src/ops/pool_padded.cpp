@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <bit>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,14 @@ std::vector<Taps> all_taps(const AxisGeom& a, bool include_pad) {
   return t;
 }
 
+// take ? v : keep (take 0 or 1), on the bits
+template <class T>
+T pick_if(std::int64_t take, T v, T keep) {
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  const U m = static_cast<U>(-take);
+  return std::bit_cast<T>(static_cast<U>((std::bit_cast<U>(v) & m) | (std::bit_cast<U>(keep) & ~m)));
+}
+
 // planes per task: about 4096 taps of work, at least one plane
 std::int64_t plane_grain(const PoolGeom& G) {
   const std::int64_t work = std::max<std::int64_t>(1, G.h.L * G.w.L + G.h.O * G.w.O);
@@ -76,34 +85,49 @@ template <class T>
 void pool_forward(const PoolGeom& G, const T* x, T* y, std::int64_t* idx) {
   const std::vector<Taps> th = all_taps(G.h, G.include_pad), tw = all_taps(G.w, G.include_pad);
   const std::int64_t HW = G.h.L * G.w.L, OP = G.h.O * G.w.O, W = G.w.L;
+  std::int64_t kw_most = 0;
+  for (const Taps& c : tw) kw_most = std::max(kw_most, c.count);
   kern::parallel_for(G.planes, plane_grain(G), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t q = b; q < e; ++q) {
       const T* plane = x + q * HW;
       for (std::int64_t oh = 0; oh < G.h.O; ++oh) {
         const Taps& a = th[static_cast<std::size_t>(oh)];
+        if (G.max) {
+          // the row's outputs side by side, tap by tap (their chains are independent): each
+          // output's first tap, then each later one in row-major order, taken where it is
+          // larger or a NaN (a NaN, once taken, stays); selects on the bits, not branches,
+          // which the data decides at random
+          T* yr = y + q * OP + oh * G.w.O;
+          std::int64_t* ir = idx + q * OP + oh * G.w.O;
+          for (std::int64_t ow = 0; ow < G.w.O; ++ow) {
+            const Taps& c = tw[static_cast<std::size_t>(ow)];
+            const bool any = a.count > 0 && c.count > 0;
+            ir[ow] = any ? a.first * W + c.first : -1;
+            yr[ow] = any ? plane[ir[ow]] : -std::numeric_limits<T>::infinity();
+          }
+          for (std::int64_t i = 0; i < a.count; ++i)
+            for (std::int64_t j = 0; j < kw_most; ++j) {
+              if (i == 0 && j == 0) continue;
+              const std::int64_t row = (a.first + i * a.step) * W;
+              for (std::int64_t ow = 0; ow < G.w.O; ++ow) {
+                const Taps& c = tw[static_cast<std::size_t>(ow)];
+                if (j >= c.count) continue;
+                const std::int64_t at = row + c.first + j * c.step;
+                const T v = plane[at], bv = yr[ow];
+                const auto take = static_cast<std::int64_t>((bv == bv) & ((v != v) | (v > bv)));
+                yr[ow] = pick_if(take, v, bv);
+                ir[ow] = (at & -take) | (ir[ow] & (take - 1));
+              }
+            }
+          for (std::int64_t ow = 0; ow < G.w.O; ++ow) yr[ow] = kern::canon(yr[ow]);
+          continue;
+        }
         for (std::int64_t ow = 0; ow < G.w.O; ++ow) {
           const Taps& c = tw[static_cast<std::size_t>(ow)];
-          const std::int64_t o = q * OP + oh * G.w.O + ow;
-          if (G.max) {
-            std::int64_t best = -1;
-            T bv = -std::numeric_limits<T>::infinity();
-            for (std::int64_t i = 0; i < a.count; ++i)
-              for (std::int64_t j = 0; j < c.count; ++j) {
-                const std::int64_t at = (a.first + i * a.step) * W + c.first + j * c.step;
-                const T v = plane[at];
-                if (best < 0 || (bv == bv && (v != v || v > bv))) {  // a NaN, once taken, stays
-                  bv = v;
-                  best = at;
-                }
-              }
-            y[o] = kern::canon(bv);
-            idx[o] = best;
-          } else {
-            T acc = T(0);
-            for (std::int64_t i = 0; i < a.count; ++i)
-              for (std::int64_t j = 0; j < c.count; ++j) acc = acc + plane[(a.first + i * a.step) * W + c.first + j * c.step];
-            y[o] = kern::canon(acc / static_cast<T>(a.size * c.size));
-          }
+          T acc = T(0);
+          for (std::int64_t i = 0; i < a.count; ++i)
+            for (std::int64_t j = 0; j < c.count; ++j) acc = acc + plane[(a.first + i * a.step) * W + c.first + j * c.step];
+          y[q * OP + oh * G.w.O + ow] = kern::canon(acc / static_cast<T>(a.size * c.size));
         }
       }
     }

@@ -64,6 +64,8 @@ struct SequenceGrads {
   std::vector<Tensor> g, h;  // step t's output gradient [N, G·H] and input [N, H]; undefined if none reached it
   std::vector<Tensor> gx;    // step t's input-projection gradient [N, G·H] (step_input); undefined if none reached it
   Tensor w_t;                // w_hh transposed [H, G·H], contiguous: made at the first step, read by every step
+  ops::PackedB w_packed;     // and packed for the steps' GEMMs (ops::pack_b), where the code path packs one
+  ops::PackedB w_packed_bw;  // w_hh packed for the backward's dh = g w_hh, at the first backward step
   // an LSTM's gate gradients [N, T, 4H], written step by step by its nodes (lstm_cell_bw), in
   // the backward of walk `gates_epoch`; o_done / written: which steps' o quarter / rows it has
   Tensor gates, gates_done;  // gates_done: the last complete one
@@ -109,14 +111,18 @@ void recurrent_product_bw(Node& n, const Tensor& g, Tensor* gi) {
   // rows of G·H contiguous (a step's rows of an LSTM's gate layout) are read in place
   Tensor gc = g.strides()[1] == 1 && g.strides()[0] >= GH ? g : kern::contiguous(g);
   BITGRAD_DISPATCH_FLOAT(g.dtype(), "rnn", T, [&] {
+    auto& acc = *static_cast<SequenceGrads*>(n.owned.get());
     if (n.in[0].needs_grad()) {
       Tensor dh = Tensor::empty(n.in_shape[0], g.dtype());
-      ops::gemm<T>(N, H, GH, ops::Mat<T>{gc.data<T>(), gc.strides()[0], 1}, ops::row_major(W.data<T>(), GH, H), kern::out_ptr<T>(dh));
+      const ops::Mat<T> w = ops::row_major(W.data<T>(), GH, H);
+      // w packed once for the sequence's steps (the last step's node runs first)
+      if (acc.T >= kTransposeFromSteps && !acc.w_packed_bw.buf.defined()) acc.w_packed_bw = ops::pack_b<T>(N, H, GH, w);
+      ops::gemm<T>(N, H, GH, ops::Mat<T>{gc.data<T>(), gc.strides()[0], 1}, w, kern::out_ptr<T>(dh), nullptr, &acc.w_packed_bw);
+      if (s.t == 0) acc.w_packed_bw = ops::PackedB{};  // a second backward (retain_graph) packs afresh
       gi[0] = dh;
     }
     const bool dw = n.in[1].needs_grad(), db = n.n_inputs > 2 && n.in[2].needs_grad();
     if (!dw && !db) return;
-    auto& acc = *static_cast<SequenceGrads*>(n.owned.get());
     acc.g[static_cast<std::size_t>(s.t)] = gc;
     acc.h[static_cast<std::size_t>(s.t)] = h;
     if (s.t != 0) return;
@@ -174,11 +180,13 @@ Tensor recurrent_product(const Tensor& h, const Tensor& w, const Tensor& b, std:
                          CallSite site) {
   const std::int64_t N = h.shape()[0], H = h.shape()[1], GH = w.shape()[0];
   Tensor hc = kern::contiguous(h), wc = kern::contiguous(w), bc = b.defined() ? kern::contiguous(b) : Tensor();
-  if (!acc->w_t.defined() && acc->T >= kTransposeFromSteps) acc->w_t = transposed_copy(w);
+  const bool first = !acc->w_t.defined() && acc->T >= kTransposeFromSteps;
+  if (first) acc->w_t = transposed_copy(w);
   Tensor y = Tensor::empty(Shape{N, GH}, h.dtype());
   BITGRAD_DISPATCH_FLOAT(h.dtype(), "rnn", T, [&] {
+    if (first) acc->w_packed = ops::pack_b<T>(N, GH, H, recurrent_b<T>(acc->w_t, wc, H, GH));
     ops::gemm<T>(N, GH, H, ops::row_major(hc.data<T>(), N, H), recurrent_b<T>(acc->w_t, wc, H, GH), kern::out_ptr<T>(y),
-                 bc.defined() ? bc.data<T>() : nullptr);
+                 bc.defined() ? bc.data<T>() : nullptr, &acc->w_packed);
   });
   Node* n = b.defined() ? ops::record("rnn_hh", recurrent_product_bw, {&h, &w, &b}, y, site)
                         : ops::record("rnn_hh", recurrent_product_bw, {&h, &w}, y, site);
@@ -460,10 +468,11 @@ Tensor lstm_unrecorded(const Tensor& xp, const Tensor& w_hh, Tensor& h, Tensor& 
     T_* po = kern::out_ptr<T_>(out);
     const T_* px = xp.data<T_>();
     const T_* cprev = c0.data<T_>();
+    const ops::PackedB wp = wt.defined() ? ops::pack_b<T_>(N, GH, H, recurrent_b<T_>(wt, wc, H, GH)) : ops::PackedB{};
     for (std::int64_t t = 0; t < T; ++t) {
       // h_{t-1}: h0, or the outputs' row of step t - 1
       const ops::Mat<T_> a = t == 0 ? ops::row_major(h0.data<T_>(), N, H) : ops::Mat<T_>{po + (t - 1) * H, T * H, 1};
-      ops::gemm<T_>(N, GH, H, a, recurrent_b<T_>(wt, wc, H, GH), kern::out_ptr<T_>(hh));
+      ops::gemm<T_>(N, GH, H, a, recurrent_b<T_>(wt, wc, H, GH), kern::out_ptr<T_>(hh), nullptr, &wp);
       T_* cnext = kern::out_ptr<T_>(cs[t % 2]);
       kern::active<T_>().lstm_gates(px + t * GH, T * GH, hh.data<T_>(), cprev, N, H, cnext, po + t * H, T * H, nullptr);
       cprev = cnext;
@@ -486,11 +495,12 @@ Tensor gru_unrecorded(const Tensor& xp, const Tensor& w_hh, const Tensor& b_hh, 
   BITGRAD_DISPATCH_FLOAT(xp.dtype(), "gru", T_, [&] {
     T_* po = kern::out_ptr<T_>(out);
     const T_* px = xp.data<T_>();
+    const ops::PackedB wp = wt.defined() ? ops::pack_b<T_>(N, GH, H, recurrent_b<T_>(wt, wc, H, GH)) : ops::PackedB{};
     for (std::int64_t t = 0; t < T; ++t) {
       const T_* hp = t == 0 ? h0.data<T_>() : po + (t - 1) * H;
       const std::int64_t ldh = t == 0 ? H : T * H;
       ops::gemm<T_>(N, GH, H, ops::Mat<T_>{hp, ldh, 1}, recurrent_b<T_>(wt, wc, H, GH), kern::out_ptr<T_>(hh),
-                    bc.defined() ? bc.data<T_>() : nullptr);
+                    bc.defined() ? bc.data<T_>() : nullptr, &wp);
       kern::active<T_>().gru_gates(px + t * GH, T * GH, hh.data<T_>(), hp, ldh, N, H, po + t * H, T * H, nullptr);
     }
   });

@@ -17,11 +17,23 @@ struct GemmCase {
   bool bias;
 };
 
+// B packed ahead as the code path says for the shape (kern::GemmPacking), written here element by
+// element from GemmPacking::at, the B pointer null: the frame must read every value from it
 template <class T>
-void run_case(const GemmCase& c) {
+std::vector<T> packed_b(const kern::GemmPacking& P, const std::vector<T>& B, std::int64_t k, std::int64_t n, std::int64_t rsb,
+                        std::int64_t csb) {
+  std::vector<T> out(static_cast<std::size_t>(P.size(k, n)), T(std::nan("")));
+  for (std::int64_t kk = 0; kk < k; ++kk)
+    for (std::int64_t j = 0; j < P.width(n); ++j)
+      out[static_cast<std::size_t>(P.at(k, n, kk, j))] = j < n ? B[static_cast<std::size_t>(kk * rsb + j * csb)] : T(0);
+  return out;
+}
+
+template <class T>
+void run_case(const GemmCase& c, bool packed = false) {
   std::ostringstream name;
   name << "gemm(" << tname(T{}) << ",m=" << c.m << ",n=" << c.n << ",k=" << c.k << ",ta=" << (c.ta ? 'T' : 'N')
-       << ",tb=" << (c.tb ? 'T' : 'N') << ",bias=" << c.bias << ")";
+       << ",tb=" << (c.tb ? 'T' : 'N') << ",bias=" << c.bias << (packed ? ",B packed" : "") << ")";
   auto A = random_vec<T>(static_cast<std::size_t>(c.m * c.k), 11, -1, 1, true);
   auto B = random_vec<T>(static_cast<std::size_t>(c.k * c.n), 12, -1, 1, true);
   auto bias = random_vec<T>(static_cast<std::size_t>(c.n), 13);
@@ -40,6 +52,14 @@ void run_case(const GemmCase& c) {
     g.C = C.data();
     g.ldc = c.n;
     g.bias = c.bias ? bias.data() : nullptr;
+    std::vector<T> Bp;
+    if (packed && tb.gemm_packing) {
+      const kern::GemmPacking P = tb.gemm_packing(c.m, c.n, c.k);
+      if (P.usable() && c.k > 0) {
+        Bp = packed_b(P, B, c.k, c.n, g.rsb, g.csb);
+        g.Bp = Bp.data(), g.packing = P, g.B = nullptr;
+      }
+    }
     tb.gemm(g);
     return C;
   });
@@ -77,6 +97,36 @@ TEST(Gemm, FastPathsEqualReferenceF32) {
 
 TEST(Gemm, FastPathsEqualReferenceF64) {
   for (const auto& c : kCases) run_case<double>(c);
+}
+
+// The same with B packed ahead wherever the code path takes it (the shapes it computes as C^T
+// take none): the same bits, B never read
+TEST(Gemm, PackedBEqualsReferenceF32) {
+  for (const auto& c : kCases) run_case<float>(c, true);
+}
+TEST(Gemm, PackedBEqualsReferenceF64) {
+  for (const auto& c : kCases) run_case<double>(c, true);
+}
+
+// A B packed for another microkernel is not read as if it were this one's: with B given the GEMM
+// reads B, without it the call is refused
+TEST(Gemm, PackedBOfAnotherLayoutIsNotRead) {
+  const auto& tb = kern::table<float>(best_isa());
+  if (!tb.gemm_packing) GTEST_SKIP() << "the scalar path packs no B";
+  const std::int64_t m = 64, n = 300, k = 300;  // k over two chunks: the two layouts differ
+  auto A = random_vec<float>(static_cast<std::size_t>(m * k), 1), B = random_vec<float>(static_cast<std::size_t>(k * n), 2);
+  kern::GemmPacking P = tb.gemm_packing(m, n, k);
+  ASSERT_TRUE(P.usable());
+  P.chunk /= 2;  // another layout
+  std::vector<float> Bp = packed_b(P, B, k, n, n, 1), C(static_cast<std::size_t>(m * n)), R(C.size());
+  kern::GemmArgs<float> g;
+  g.M = m, g.N = n, g.K = k, g.A = A.data(), g.rsa = k, g.csa = 1, g.B = B.data(), g.rsb = n, g.csb = 1, g.C = R.data(), g.ldc = n;
+  tb.gemm(g);
+  g.C = C.data(), g.Bp = Bp.data(), g.packing = P;
+  tb.gemm(g);
+  EXPECT_EQ(C, R);
+  g.B = nullptr;
+  EXPECT_THROW(tb.gemm(g), std::invalid_argument);
 }
 
 // gemm_samples: the batch rule over S samples' products (each sample's operands at its own

@@ -17,6 +17,9 @@ TEST(NnOps, Gradients) {
       {"conv2d(pad=1)", {{2, 2, 5, 5}, {3, 2, 3, 3}, {3}}, [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); }},
       {"conv2d(stride=2)", {{2, 3, 7, 6}, {2, 3, 3, 2}}, [](V x) { return conv2d(x[0], x[1], Tensor(), 2, 0); }},
       {"conv2d (batch crosses a block)", {{35, 1, 4, 4}, {2, 1, 2, 2}, {2}}, [](V x) { return conv2d(x[0], x[1], x[2]); }},
+      // output rows shorter than the kernel's: lowered as rows (im2row), the GEMM reading them transposed
+      {"conv2d(2x2 image, 3x3 kernel, pad=1)", {{3, 2, 2, 2}, {4, 2, 3, 3}, {4}}, [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); }},
+      {"conv2d(stride=2, output 2 wide)", {{2, 3, 4, 5}, {2, 3, 3, 3}}, [](V x) { return conv2d(x[0], x[1], Tensor(), 2, 1); }},
       {"max_pool2d(k=2)", {{2, 2, 4, 4}}, [](V x) { return max_pool2d(x[0], 2); }},
       {"max_pool2d(k=3,s=1)", {{1, 2, 5, 5}}, [](V x) { return max_pool2d(x[0], 3, 1); }},
       {"avg_pool2d(k=2)", {{2, 2, 4, 6}}, [](V x) { return avg_pool2d(x[0], 2); }},
@@ -44,6 +47,8 @@ TEST(NnOps, DeterminismSplitOverThreads) {
       // sample blocks: 10 of 3 samples (to the threads), and a 1x1 convolution's one block (its GEMM to the threads)
       {"conv2d(many blocks)", {{30, 16, 16, 16}, {5, 16, 3, 3}, {5}}, [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); }},
       {"conv2d(1x1)", {{12, 24, 7, 7}, {40, 24, 1, 1}}, [](V x) { return conv2d(x[0], x[1], Tensor(), 1, 0); }},
+      {"conv2d(1x1 image, 3x3 kernel)", {{33, 40, 1, 1}, {36, 40, 3, 3}, {36}}, [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); }},
+      {"conv2d(2x2 image, stride 2)", {{19, 12, 4, 4}, {20, 12, 3, 3}}, [](V x) { return conv2d(x[0], x[1], Tensor(), 2, 1); }},
       // masks over the threads, starting mid-block
       {"dropout", {{64, 1500}}, [](V x) { return dropout(x[0], 0.3, rng::Stream(3, "dropout"), 5); }},
       {"max_pool2d(k=2)", {{8, 8, 8, 8}}, [](V x) { return max_pool2d(x[0], 2); }},

@@ -134,6 +134,51 @@ TEST(PoolPaddedOps, NaNWinsAndTheGradientGoesToTheFirstMaximum) {
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{0, 10, 0, 20, 0, 0}));
 }
 
+// 2-d windows with ties, -0 beside +0 and NaNs, padded, strided and dilated: each output the first
+// maximum of its window in row-major order of its taps (a NaN wins and stays), the gradient at
+// that tap; against the rule written out here, element by element.
+TEST(PoolPaddedOps, MaxIsTheFirstMaximumOfEachWindowInRowMajorOrder) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::int64_t H = 9, W = 11;
+  std::vector<float> v(static_cast<std::size_t>(2 * H * W));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::uint64_t r = (i * 2654435761u) % 23;
+    v[i] = r == 0 ? nan : r < 4 ? (r % 2 ? -0.0f : 0.0f) : static_cast<float>(r % 5);  // few values: many ties
+  }
+  struct Opt {
+    int k, s, p, d;
+  };
+  for (const Opt o : {Opt{3, 2, 1, 1}, Opt{3, 1, 1, 1}, Opt{2, 2, 1, 1}, Opt{3, 2, 2, 2}, Opt{4, 3, 2, 1}}) {
+    Tensor x = Tensor::from<float>(v, Shape{1, 2, H, W});
+    x.set_requires_grad(true);
+    Tensor y = max_pool(x, opts({o.k, o.k}, {o.s, o.s}, {o.p, o.p, o.p, o.p}, {o.d, o.d}));
+    const std::int64_t OH = y.shape()[2], OW = y.shape()[3];
+    const std::vector<float> got = y.to_vector<float>();
+    std::vector<float> gy(got.size()), want_dx(v.size(), 0.0f);
+    for (std::size_t i = 0; i < gy.size(); ++i) gy[i] = static_cast<float>(i + 1);
+    for (std::int64_t q = 0; q < 2; ++q)
+      for (std::int64_t oh = 0; oh < OH; ++oh)
+        for (std::int64_t ow = 0; ow < OW; ++ow) {
+          std::int64_t best = -1;
+          for (int i = 0; i < o.k; ++i)
+            for (int j = 0; j < o.k; ++j) {
+              const std::int64_t ih = oh * o.s - o.p + i * o.d, iw = ow * o.s - o.p + j * o.d;
+              if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+              const std::int64_t at = (q * H + ih) * W + iw;
+              const float c = v[static_cast<std::size_t>(at)], b = best < 0 ? 0.0f : v[static_cast<std::size_t>(best)];
+              if (best < 0 || (b == b && (c != c || c > b))) best = at;
+            }
+          const std::size_t o_at = static_cast<std::size_t>((q * OH + oh) * OW + ow);
+          const float w = v[static_cast<std::size_t>(best)];
+          EXPECT_EQ(std::bit_cast<std::uint32_t>(got[o_at]), w == w ? std::bit_cast<std::uint32_t>(w) : 0x7FC00000u)
+              << "k" << o.k << " s" << o.s << " p" << o.p << " d" << o.d << " at " << o_at;
+          want_dx[static_cast<std::size_t>(best)] += gy[o_at];
+        }
+    y.backward(Tensor::from<float>(gy, y.shape()));
+    EXPECT_EQ(x.grad().to_vector<float>(), want_dx) << "k" << o.k << " s" << o.s << " p" << o.p << " d" << o.d;
+  }
+}
+
 TEST(PoolPaddedOps, Errors) {
   EXPECT_THROW(max_pool(Tensor::zeros({1, 1, 4, 4}), opts({5, 5})), Error);
   EXPECT_THROW(max_pool(Tensor::zeros({1, 1, 4, 4}), opts({2})), Error);
