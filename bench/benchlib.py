@@ -27,7 +27,19 @@ import json
 import os
 import statistics
 import subprocess
+import time
 import sys
+
+
+def median_ms(f, n=15):
+    """The median wall time of n calls of f, in ms, after one untimed call."""
+    f()
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - t)
+    return sorted(ts)[len(ts) // 2] * 1e3
 
 
 def cpu():

@@ -3,12 +3,12 @@
 # the 32 recurrent GEMMs, the gates' elementwise work (as ops), and the throughput of bitgrad's
 # sigmoid, tanh and exp per element. Medians of 15.
 #   PYTHONPATH=build/python /usr/bin/python3 bench/lstm_profile.py
-import time
 
 import numpy as np
 import torch
 
 import bitgrad as bg
+from benchlib import median_ms
 
 bg.set_num_threads(1)
 torch.set_num_threads(1)
@@ -17,13 +17,7 @@ FL_PROJ, FL_REC = 2 * N * T * I * 4 * H, 2 * T * N * H * 4 * H
 
 
 def tm(f, n=15):
-    f()
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t)
-    return sorted(ts)[len(ts) // 2] * 1e3
+    return median_ms(f, n)
 
 
 r = np.random.RandomState(0)
