@@ -31,15 +31,16 @@ struct ConvGeom {
   std::int64_t positions() const { return OH * OW; }
   kern::ConvShape sample() const { return {C, H, W, KH, KW, OH, OW, s, p}; }
   // Samples per block of the forward and input-gradient GEMMs: a cols block of about 512 KiB
-  // (it stays in L2 between im2col and the GEMM), or as large as the weight where that is larger
-  // (each block's GEMM streams the whole weight: resnet18's 1x1 and 2x2 images have weights of
-  // 2-9 MiB and 18-36 KiB a sample), the samples shared evenly among the blocks (a last block of
+  // (it stays in L2 between im2col and the GEMM), or as large as the weight where that is larger,
+  // up to 8 MiB (each block's GEMM streams the whole weight: resnet18's 1x1 and 2x2 images have
+  // weights of 2-9 MiB and 18-36 KiB a sample), the samples shared evenly among the blocks (a last block of
   // a few samples made a GEMM too narrow for its tiles). From the shape alone, so that the
   // blocks, and under order perturbation the GEMM calls that draw orders, never depend on the threads.
   std::int64_t block(std::size_t elem) const {
     const std::int64_t per = ckk() * positions() * static_cast<std::int64_t>(elem);
     const std::int64_t weight = OC * ckk() * static_cast<std::int64_t>(elem);
-    const std::int64_t budget = std::max(std::int64_t(512) << 10, weight);
+    // the block is each thread's scratch, kept across calls: bounded
+    const std::int64_t budget = std::clamp(weight, std::int64_t(512) << 10, std::int64_t(8) << 20);
     std::int64_t b = per > 0 ? budget / per : N;
     if (b > N) b = N;
     if (b < 1) return 1;  // an empty batch still has a (zero-sample) block size
