@@ -15,9 +15,9 @@
 // Otherwise one implementation, no fast path of its own: planes are split over the threads and each
 // plane (forward or gradient) is computed whole by one thread, so the threads move no bit.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
-#include <bit>
 #include <string>
 #include <vector>
 

@@ -118,9 +118,9 @@ void recurrent_product_bw(Node& n, const Tensor& g, Tensor* gi) {
       // w packed once for the sequence's steps (the last step's node runs first)
       if (acc.T >= kTransposeFromSteps && !acc.w_packed_bw.buf.defined()) acc.w_packed_bw = ops::pack_b<T>(N, H, GH, w);
       ops::gemm<T>(N, H, GH, ops::Mat<T>{gc.data<T>(), gc.strides()[0], 1}, w, kern::out_ptr<T>(dh), nullptr, &acc.w_packed_bw);
-      if (s.t == 0) acc.w_packed_bw = ops::PackedB{};  // a second backward (retain_graph) packs afresh
       gi[0] = dh;
     }
+    if (s.t == 0) acc.w_packed_bw = ops::PackedB{};  // the walk's last node: a second backward (retain_graph) packs afresh
     const bool dw = n.in[1].needs_grad(), db = n.n_inputs > 2 && n.in[2].needs_grad();
     if (!dw && !db) return;
     acc.g[static_cast<std::size_t>(s.t)] = gc;
