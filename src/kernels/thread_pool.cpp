@@ -63,27 +63,26 @@ inline void cpu_relax() {
 
 }  // namespace
 
+// A region's chunks are claimed, not assigned: the caller and the workers take the next
+// unclaimed chunk of the posted job until none is left, then the caller waits for the chunks
+// others took. A worker the system has not scheduled yet (another process's threads on the
+// cores) holds up nothing: the caller runs its chunks itself. Who runs a chunk never changes
+// what it computes (thread_pool.hpp).
 class Pool {
  public:
   Pool(PoolState* state, int threads) : state_(state), threads_(threads) {
+    if (threads_ < 1 || static_cast<std::uint64_t>(threads_) > kChunkMask)
+      throw Error("thread pool: expected 1 to " + std::to_string(kChunkMask) + " threads, got " + std::to_string(threads_));
     try {
-      for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+      for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { worker(); });
     } catch (const std::system_error& e) {  // the system's limit on threads: an error, not an abort
       const std::size_t started = workers_.size() + 1;
-      stop_.store(true);
-      generation_.fetch_add(1);
-      wake();
-      for (auto& w : workers_) w.join();
+      stop_workers();
       throw Error("thread pool: started " + std::to_string(started) + " of " + std::to_string(threads) + " threads (" + e.what() +
                   "): the system allows fewer; use fewer threads (set_num_threads, --threads)");
     }
   }
-  ~Pool() {
-    stop_.store(true);
-    generation_.fetch_add(1);
-    wake();
-    for (auto& w : workers_) w.join();
-  }
+  ~Pool() { stop_workers(); }
   // wakes blocked workers: a new region, idle work, or stop
   void wake() {
     wake_.fetch_add(1, std::memory_order_release);
@@ -92,26 +91,30 @@ class Pool {
   int threads() const { return threads_; }
 
   void run(int chunks, std::int64_t n, ChunkFn fn, void* ctx) {
+    // the fields are rewritten only here, once every chunk of the last job has finished: a
+    // worker reads them only after claiming a chunk of the job they belong to
     fn_ = fn;
     ctx_ = ctx;
     n_ = n;
     chunks_ = chunks;
     errors_.assign(static_cast<std::size_t>(chunks), nullptr);
-    // every worker acknowledges every job (idle ones too), so no worker can still be reading
-    // this job's fields when the next one is posted
-    remaining_.store(threads_ - 1);
-    generation_.fetch_add(1, std::memory_order_release);
+    pending_.store(chunks, std::memory_order_relaxed);
+    ++generation_;
+    // chunk 0 is the caller's: the job is posted with it claimed
+    job_.store(job_word(generation_, chunks, 1), std::memory_order_release);
     wake();
     run_chunk(0);
-    // wait for the others: idle work or spin briefly, then block
-    for (int spin = 0; remaining_.load(std::memory_order_acquire) != 0; ++spin) {
+    for (int c; (c = claim(generation_)) >= 0;) run_chunk(c);
+    // wait for the chunks the workers took: idle work or spin briefly, then block
+    for (int spin = 0;; ++spin) {
+      const int p = pending_.load(std::memory_order_acquire);
+      if (p == 0) break;
       if (try_idle_slice(*state_)) {
         spin = 0;
       } else if (spin < 4000) {
         cpu_relax();
       } else {
-        int r = remaining_.load(std::memory_order_acquire);
-        if (r != 0) remaining_.wait(r, std::memory_order_acquire);
+        pending_.wait(p, std::memory_order_acquire);
       }
     }
     for (auto& e : errors_)
@@ -119,6 +122,27 @@ class Pool {
   }
 
  private:
+  // the posted job in one word: its generation, its number of chunks, the next unclaimed one
+  static constexpr int kChunkBits = 12;  // chunks <= threads <= 1024
+  static constexpr std::uint64_t kChunkMask = (std::uint64_t{1} << kChunkBits) - 1;
+  static std::uint64_t job_word(std::uint64_t gen, int chunks, int next) {
+    return (gen << (2 * kChunkBits)) | (static_cast<std::uint64_t>(chunks) << kChunkBits) | static_cast<std::uint64_t>(next);
+  }
+  static std::uint64_t gen_of(std::uint64_t w) { return w >> (2 * kChunkBits); }
+  static int chunks_of(std::uint64_t w) { return static_cast<int>((w >> kChunkBits) & kChunkMask); }
+  static int next_of(std::uint64_t w) { return static_cast<int>(w & kChunkMask); }
+
+  // The next unclaimed chunk of generation `gen`'s job, claimed, or -1 when none is left (or
+  // the job is no longer that generation's). acquire on success: the job's fields, written
+  // before it was posted, are visible.
+  int claim(std::uint64_t gen) {
+    std::uint64_t w = job_.load(std::memory_order_acquire);
+    while (gen_of(w) == gen && next_of(w) < chunks_of(w)) {
+      if (job_.compare_exchange_weak(w, w + 1, std::memory_order_acquire, std::memory_order_acquire)) return next_of(w);
+    }
+    return -1;
+  }
+
   void run_chunk(int c) {
     std::int64_t b = n_ * c / chunks_, e = n_ * (c + 1) / chunks_;
     thread_state().in_parallel = true;
@@ -128,9 +152,18 @@ class Pool {
       errors_[static_cast<std::size_t>(c)] = std::current_exception();
     }
     thread_state().in_parallel = false;
+    // release: the chunk's results (and error) before the caller returns
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_all();
   }
 
-  void worker(int id) {
+  void stop_workers() {
+    stop_.store(true);
+    job_.store(job_word(++generation_, 0, 0), std::memory_order_release);  // a new generation, nothing to claim
+    wake();
+    for (auto& w : workers_) w.join();
+  }
+
+  void worker() {
     // a new thread inherits its creator's MXCSR: whatever a fast-math library set there,
     // kernel threads round to nearest with gradual underflow (numerics.md §1)
     _mm_setcsr(_mm_getcsr() & ~kNonIeeeMxcsr);
@@ -144,7 +177,7 @@ class Pool {
       int spin = 0;
       for (;;) {
         const std::uint64_t w = wake_.load(std::memory_order_acquire);
-        if ((g = generation_.load(std::memory_order_acquire)) != seen) break;
+        if ((g = gen_of(job_.load(std::memory_order_acquire))) != seen) break;
         if (try_idle_slice(*state_)) {
           spin = 0;
         } else if (spin++ < 4000) {
@@ -155,16 +188,16 @@ class Pool {
       }
       seen = g;
       if (stop_.load()) return;
-      if (id < chunks_) run_chunk(id);
-      if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) remaining_.notify_all();
+      for (int c; (c = claim(g)) >= 0;) run_chunk(c);
     }
   }
 
   PoolState* state_;
   int threads_;
   std::vector<std::thread> workers_;
-  std::atomic<std::uint64_t> generation_{0}, wake_{0};
-  std::atomic<int> remaining_{0};
+  std::uint64_t generation_ = 0;  // the caller's count of posted jobs (under PoolState::mu)
+  std::atomic<std::uint64_t> job_{0}, wake_{0};
+  std::atomic<int> pending_{0};  // chunks of the posted job not yet finished
   std::atomic<bool> stop_{false};
   ChunkFn fn_ = nullptr;
   void* ctx_ = nullptr;

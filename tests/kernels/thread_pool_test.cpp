@@ -1,5 +1,8 @@
 // The thread pool: every index once, contiguous chunks, region statistics, exceptions, nesting, idle work.
 #include <atomic>
+#include <chrono>
+#include <thread>
+#include <utility>
 #include <stdexcept>
 #include <vector>
 
@@ -131,6 +134,48 @@ TEST(ThreadPool, IdleWorkTakenBackRunsNoMoreSlices) {
     kern::finish_idle_work();  // nothing posted: returns at once
     EXPECT_EQ(c.seen.size(), ran);
   }
+}
+
+// A worker the system does not run (another process's threads on the cores; here it is held
+// inside an idle slice) holds up no region: the caller claims the worker's chunk and runs it
+// itself, over the same bounds. Before chunks were claimed, the region waited for the worker.
+struct Holding final : kern::IdleWork {
+  std::atomic<bool> entered{false}, release{false}, timed_out{false};
+  bool slice() override {
+    entered.store(true);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!release.load()) {
+      if (std::chrono::steady_clock::now() > until) {
+        timed_out.store(true);
+        break;
+      }
+      std::this_thread::yield();
+    }
+    return false;
+  }
+};
+
+TEST(ThreadPool, AWorkerThatDoesNotRunHoldsUpNoRegion) {
+  RuntimeGuard g;
+  set_num_threads(2);
+  kern::parallel_for(2, 1, [](std::int64_t, std::int64_t) {});  // the worker has started
+  Holding h;
+  kern::post_idle_work(&h);
+  while (!h.entered.load()) std::this_thread::yield();
+  std::vector<std::pair<std::int64_t, std::int64_t>> bounds;
+  std::vector<std::thread::id> who;
+  kern::parallel_for(1001, 1, [&](std::int64_t b, std::int64_t e) {
+    bounds.emplace_back(b, e);  // one thread runs both chunks, in turn
+    who.push_back(std::this_thread::get_id());
+  });
+  const bool waited = h.timed_out.load();
+  h.release.store(true);
+  kern::finish_idle_work();
+  EXPECT_FALSE(waited) << "the region waited for the held worker";
+  ASSERT_EQ(bounds.size(), 2u);
+  EXPECT_EQ(bounds[0], std::make_pair(std::int64_t{0}, std::int64_t{500}));
+  EXPECT_EQ(bounds[1], std::make_pair(std::int64_t{500}, std::int64_t{1001}));
+  for (const auto& id : who) EXPECT_EQ(id, std::this_thread::get_id());
 }
 
 }  // namespace
