@@ -390,7 +390,11 @@ struct GemmFrame {
 // (a chain from +0 over the block's 32 samples), the blocks merged by the batch rule's pairwise
 // stack: sum_cols's order over each element's stored products, without storing them. Longer k
 // (or none) takes the stored form.
-template <class UK>
+// Where k fits one block of §5's chain (K <= kBatchBlock: a convolution's samples of up to 32
+// positions), a tile's running sum stays in registers beside the sample's product, on the
+// narrower tile SK (two tiles in the registers): the product is a chain of K fma, so a running
+// sum kept in memory cost a load and a store per fma at K = 1.
+template <class UK, class SK = UK>
 struct GemmSamples {
   using F = GemmFrame<UK>;
   using T = typename UK::T;
@@ -400,6 +404,9 @@ struct GemmSamples {
     const GemmArgs<T>& g = a.g;
     if (g.M == 0 || g.N == 0) return;
     if (g.K == 0 || g.K > F::kChunk || a.S == 0) return gemm_samples_stored(a, gemm, sum_cols);
+    if constexpr (!std::is_same_v<SK, UK>) {
+      if (g.K <= kBatchBlock) return run_small_k(a);
+    }
     // column panels whose block sums stay in cache: M x ncs about 2^17 values
     const std::int64_t tiles_m = (g.M + MR - 1) / MR;
     std::int64_t ncs = (std::int64_t(1) << 17) / (tiles_m * MR) / NR * NR;
@@ -412,6 +419,88 @@ struct GemmSamples {
     parallel_for(panels, 1, [&](std::int64_t p0, std::int64_t p1) {
       for (std::int64_t pn = p0; pn < p1; ++pn) panel(a, pn * ncs, g.N - pn * ncs < ncs ? g.N - pn * ncs : ncs);
     });
+  }
+
+  // K <= kBatchBlock: column panels whose samples' packed B (S x K x panel) take about 256 KiB
+  static void run_small_k(const GemmSamplesArgs<T>& a) {
+    constexpr int NR2 = SK::NR;
+    const GemmArgs<T>& g = a.g;
+    std::int64_t ncs = (std::int64_t(1) << 16) / (a.S * g.K) / NR2 * NR2;
+    ncs = ncs < NR2 ? NR2 : ncs;
+    const std::int64_t threads = in_parallel_region() ? 1 : pool_threads();
+    const std::int64_t per_thread = ((g.N + threads - 1) / threads + NR2 - 1) / NR2 * NR2;
+    if (per_thread < ncs) ncs = per_thread;
+    const std::int64_t panels = (g.N + ncs - 1) / ncs;
+    parallel_for(panels, 1, [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t pn = p0; pn < p1; ++pn) panel_small_k(a, pn * ncs, g.N - pn * ncs < ncs ? g.N - pn * ncs : ncs);
+    });
+  }
+
+  // Each tile of the panel: for each sample, its product (one chain of K fma from +0) added to
+  // the block's running sum (+0 first), both in registers; a finished block (kBatchBlock
+  // samples, or the last) merged with the stack's entries of its level and pushed; the stack
+  // folded from the top. The same operations, in the same order, as panel().
+  static void panel_small_k(const GemmSamplesArgs<T>& a, std::int64_t j0, std::int64_t nc) {
+    using A2 = typename SK::A;
+    constexpr int MR2 = SK::MR, NR2 = SK::NR;
+    const GemmArgs<T>& g = a.g;
+    const std::int64_t K = g.K, S = a.S, tiles_m = (g.M + MR2 - 1) / MR2, tiles_n = (nc + NR2 - 1) / NR2;
+    constexpr std::size_t tile = static_cast<std::size_t>(MR2 * NR2);
+    // every sample's B for this panel, k-major per tile of NR2 columns, zeros past the panel
+    T* Bp = F::bbuf().get(static_cast<std::size_t>(S * tiles_n * K * NR2));
+    for (std::int64_t s = 0; s < S; ++s)
+      for (std::int64_t tj = 0; tj < tiles_n; ++tj)
+        for (std::int64_t k = 0; k < K; ++k) {
+          T* dst = Bp + ((s * tiles_n + tj) * K + k) * NR2;
+          const T* src = g.B + s * a.sb + k * g.rsb + (j0 + tj * NR2) * g.csb;
+          const std::int64_t nv = nc - tj * NR2 < NR2 ? nc - tj * NR2 : NR2;
+          for (std::int64_t j = 0; j < nv; ++j) dst[j] = src[j * g.csb];
+          for (std::int64_t j = nv; j < NR2; ++j) dst[j] = T(0);
+        }
+    constexpr int kLevels = 64;  // PairwiseStack's
+    int levels = 1;
+    for (std::int64_t b = (S + kBatchBlock - 1) / kBatchBlock; b > 1; b = (b + 1) / 2) ++levels;
+    thread_local std::vector<T> stack;
+    stack.resize(tile * static_cast<std::size_t>(levels));
+    auto entry = [&](int e) { return stack.data() + tile * static_cast<std::size_t>(e); };
+    alignas(64) T out[tile];
+    int level[kLevels];
+    for (std::int64_t tj = 0; tj < tiles_n; ++tj) {
+      const std::int64_t jj = j0 + tj * NR2;
+      const int nv = static_cast<int>(j0 + nc - jj < NR2 ? j0 + nc - jj : NR2);
+      for (std::int64_t ti = 0; ti < tiles_m; ++ti) {
+        const std::int64_t i0 = ti * MR2;
+        const int mv = static_cast<int>(g.M - i0 < MR2 ? g.M - i0 : MR2);
+        A2 run, prod;
+        run.zero();
+        int depth = 0;
+        for (std::int64_t s = 0; s < S; ++s) {
+          // rows past M read the last row (their sums are not stored)
+          const T* As = g.A + s * a.sa + i0 * g.rsa;
+          const std::int64_t rsa = g.rsa, csa = g.csa;
+          prod.zero();
+          prod.chain(K, [As, rsa, csa, mv](int i, std::int64_t k) { return As[(i < mv ? i : mv - 1) * rsa + k * csa]; },
+                     Bp + (s * tiles_n + tj) * K * NR2);
+          run.add(prod);  // the block's chain: sum + this sample's product
+          if ((s + 1) % kBatchBlock != 0 && s + 1 != S) continue;
+          int lv = 0;
+          while (depth > 0 && level[depth - 1] == lv) {
+            run.add_left(entry(depth - 1), NR2);  // left + right, as PairwiseStack::push
+            --depth;
+            ++lv;
+          }
+          run.store_raw(entry(depth), NR2);
+          level[depth++] = lv;
+          run.zero();
+        }
+        // total: folded from the top (right) down, as PairwiseStack::total
+        run.load(entry(depth - 1), NR2);
+        for (int e = depth - 2; e >= 0; --e) run.add_left(entry(e), NR2);
+        run.store(out, NR2);  // canonical NaNs
+        for (int i = 0; i < mv; ++i)
+          for (int j = 0; j < nv; ++j) g.C[(i0 + i) * g.ldc + jj + j] = out[i * NR2 + j];
+      }
+    }
   }
 
   static void panel(const GemmSamplesArgs<T>& a, std::int64_t j0, std::int64_t nc) {

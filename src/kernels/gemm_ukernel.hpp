@@ -52,6 +52,13 @@ struct Acc {
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) v[i][j] = v[i][j] + Tr::load(bias + j * W);
   }
+  // v = v + r.v: a running sum, then its next term (both in registers)
+  inline void add(const Acc& r) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) v[i][j] = v[i][j] + r.v[i][j];
+  }
   // v = left + v, for the pairwise tree
   template <int R0 = 0, int R1 = MR>
   inline void add_left(const T* left, std::int64_t ld) {

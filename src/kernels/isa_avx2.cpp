@@ -30,8 +30,11 @@ void gemm_f32(const GemmArgs<float>& g) { gemm_multi<float, TileF32, TileF32Narr
 void gemm_f64(const GemmArgs<double>& g) { GemmFrame<TileF64>::run(g); }
 GemmPacking packing_f32(std::int64_t M, std::int64_t N, std::int64_t K) { return gemm_multi_packing<float, TileF32, TileF32Narrow>(M, N, K); }
 GemmPacking packing_f64(std::int64_t M, std::int64_t N, std::int64_t K) { return GemmFrame<TileF64>::packing(M, N, K); }
-void gemm_samples_f32(const GemmSamplesArgs<float>& a) { GemmSamples<TileF32>::run(a, &gemm_f32, &sum_cols_fast<float>); }
-void gemm_samples_f64(const GemmSamplesArgs<double>& a) { GemmSamples<TileF64>::run(a, &gemm_f64, &sum_cols_fast<double>); }
+// a sample's product and its block's running sum side by side in the 16 registers (K <= 32)
+using SamplesF32 = RegTile<float, 3, 2, 384, 72, 2048>;
+using SamplesF64 = RegTile<double, 3, 2, 256, 72, 2048>;
+void gemm_samples_f32(const GemmSamplesArgs<float>& a) { GemmSamples<TileF32, SamplesF32>::run(a, &gemm_f32, &sum_cols_fast<float>); }
+void gemm_samples_f64(const GemmSamplesArgs<double>& a) { GemmSamples<TileF64, SamplesF64>::run(a, &gemm_f64, &sum_cols_fast<double>); }
 
 const Table<float>& table_f32() {
   static const Table<float> t = isa_table<float>(ref::table_f32(), &gemm_f32, &packing_f32, &gemm_samples_f32);

@@ -69,8 +69,10 @@ GemmPacking packing_f32(std::int64_t M, std::int64_t N, std::int64_t K) {
   return gemm_multi_packing<float, TileF32, TileF32Half, TileF32Narrow>(M, N, K);
 }
 GemmPacking packing_f64(std::int64_t M, std::int64_t N, std::int64_t K) { return GemmFrame<TileF64>::packing(M, N, K); }
-void gemm_samples_f32(const GemmSamplesArgs<float>& a) { GemmSamples<TileF32>::run(a, &gemm_f32, &sum_cols_fast<float>); }
-void gemm_samples_f64(const GemmSamplesArgs<double>& a) { GemmSamples<TileF64>::run(a, &gemm_f64, &sum_cols_fast<double>); }
+// a sample's product and its block's running sum side by side in the registers (K <= 32)
+using SamplesF64 = RegTile<double, 6, 2, 192, 96, 2048>;
+void gemm_samples_f32(const GemmSamplesArgs<float>& a) { GemmSamples<TileF32, TileF32Half>::run(a, &gemm_f32, &sum_cols_fast<float>); }
+void gemm_samples_f64(const GemmSamplesArgs<double>& a) { GemmSamples<TileF64, SamplesF64>::run(a, &gemm_f64, &sum_cols_fast<double>); }
 
 const Table<float>& table_f32() {
   static const Table<float> t = [] {
