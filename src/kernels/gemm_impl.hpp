@@ -390,22 +390,26 @@ struct GemmFrame {
 // (a chain from +0 over the block's 32 samples), the blocks merged by the batch rule's pairwise
 // stack: sum_cols's order over each element's stored products, without storing them. Longer k
 // (or none) takes the stored form.
-// Where k fits one block of §5's chain (K <= kBatchBlock: a convolution's samples of up to 32
-// positions), a tile's running sum stays in registers beside the sample's product, on the
-// narrower tile SK (two tiles in the registers): the product is a chain of K fma, so a running
-// sum kept in memory cost a load and a store per fma at K = 1.
+// Where k is short (K <= kSmallK: a convolution's samples of a few positions), a tile's running
+// sum stays in registers beside the sample's product, on the narrower tile SK (two tiles in the
+// registers): the product is a chain of K fma, so a running sum kept in memory cost a load and a
+// store per fma at K = 1.
 template <class UK, class SK = UK>
 struct GemmSamples {
   using F = GemmFrame<UK>;
   using T = typename UK::T;
   static constexpr int MR = UK::MR, NR = UK::NR;
+  // measured (resnet18's convolutions, an LSTM's weights, Zen 4): at K = 1
+  // the registers' running sum is 2.25x faster, at 4 a tenth, at 16 nothing, at 32 (T = 32
+  // steps) the narrower tile and its packing of every sample's B cost more than the stores saved
+  static constexpr std::int64_t kSmallK = 8;
 
   static void run(const GemmSamplesArgs<T>& a, void (*gemm)(const GemmArgs<T>&), void (*sum_cols)(const T*, std::int64_t, std::int64_t, T*)) {
     const GemmArgs<T>& g = a.g;
     if (g.M == 0 || g.N == 0) return;
     if (g.K == 0 || g.K > F::kChunk || a.S == 0) return gemm_samples_stored(a, gemm, sum_cols);
     if constexpr (!std::is_same_v<SK, UK>) {
-      if (g.K <= kBatchBlock) return run_small_k(a);
+      if (g.K <= kSmallK) return run_small_k(a);
     }
     // column panels whose block sums stay in cache: M x ncs about 2^17 values
     const std::int64_t tiles_m = (g.M + MR - 1) / MR;
@@ -421,7 +425,7 @@ struct GemmSamples {
     });
   }
 
-  // K <= kBatchBlock: column panels whose samples' packed B (S x K x panel) take about 256 KiB
+  // K <= kSmallK: column panels whose samples' packed B (S x K x panel) take about 256 KiB
   static void run_small_k(const GemmSamplesArgs<T>& a) {
     constexpr int NR2 = SK::NR;
     const GemmArgs<T>& g = a.g;

@@ -1,7 +1,9 @@
 // A fixed pool of worker threads per execution context. parallel_for splits [0, n) into
-// contiguous chunks, one per thread of the calling thread's context; each kernel computes every
-// output element entirely inside one chunk, so the partition decides who computes an element,
-// never how: results do not depend on it. Two contexts' pools run side by side.
+// contiguous chunks, at most one per thread of the calling thread's context, which the caller
+// and the workers claim in turn (a worker that is not running leaves its chunk to the caller);
+// each kernel computes every output element entirely inside one chunk, so the partition decides
+// who computes an element, never how: results depend neither on it nor on who runs a chunk.
+// Two contexts' pools run side by side.
 #pragma once
 
 #include <cstdint>
