@@ -135,11 +135,16 @@ void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
       } else {
         Tensor part = Tensor::empty(Shape{G.N, G.OC * CKK}, g.dtype());
         T* pp = kern::out_ptr<T>(part);
+        // rows_n = cols_nᵀ: at stride 1 with output rows at least as wide as the kernel, built as
+        // cols (each output row one run) and read transposed by the GEMM, rather than as rows of
+        // KW-element segments; the same values in the same places of B, so the same bits
+        const bool by_cols = G.s == 1 && G.OW >= G.KW;
         for_items(G.N, [&](std::int64_t b, std::int64_t e) {
           T* rows = scratch<T, 2>(P * CKK);
           for (std::int64_t i = b; i < e; ++i) {
-            K.im2row(px + i * X, G.sample(), rows);
-            ops::gemm<T>(G.OC, CKK, P, row_major(pg + i * G.OC * P, G.OC, P), row_major(rows, P, CKK), pp + i * G.OC * CKK);
+            if (by_cols) K.im2col(px + i * X, G.sample(), rows);
+            else K.im2row(px + i * X, G.sample(), rows);
+            ops::gemm<T>(G.OC, CKK, P, row_major(pg + i * G.OC * P, G.OC, P), row_major(rows, P, CKK, by_cols), pp + i * G.OC * CKK);
           }
         });
         K.sum_cols(pp, G.N, G.OC * CKK, kern::out_ptr<T>(dw));
