@@ -1,9 +1,13 @@
 # resnet18's convolutions one by one (b32, 3x32x32 input: the zoo's shapes) and its padded max
 # pooling, forward without gradients at 1 thread, bitgrad beside PyTorch 1.13 (docs/benchmarks.md,
 # "The zoo, fourth round"). Medians of 21 calls; the total weights each shape by how often resnet18
-# runs it. GFLOP/s count the direct convolution's multiply-adds (x2).
-#   OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 PYTHONPATH=build/python /usr/bin/python3 bench/conv_layers.py [threads]
+# runs it. GFLOP/s count the direct convolution's multiply-adds (x2). With --backward: the
+# backward alone (input and weight gradients from a given dy, no bias; "The zoo, fifth round"),
+# GFLOP/s counting both gradients' multiply-adds.
+#   OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 PYTHONPATH=build/python /usr/bin/python3 bench/conv_layers.py [threads] [--backward]
+import statistics
 import sys
+import time
 
 import numpy as np
 import torch
@@ -12,7 +16,9 @@ import torch.nn.functional as F
 import bitgrad as bg
 from benchlib import median_ms
 
-threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+args = [a for a in sys.argv[1:] if a != "--backward"]
+backward = "--backward" in sys.argv[1:]
+threads = int(args[0]) if args else 1
 bg.set_num_threads(threads)
 torch.set_num_threads(threads)
 N = 32
@@ -28,6 +34,50 @@ def tm(f, n=21):
 
 r = np.random.RandomState(0)
 total_b = total_t = 0.0
+
+
+def backward_ms(side, n=21):
+    """Median ms of side() -> seconds its backward took (the forward before it untimed)."""
+    side()
+    return 1e3 * statistics.median(side() for _ in range(n))
+
+
+if backward:
+    print("| input | weight | stride, pad | times | bitgrad backward ms | torch backward ms | bitgrad ÷ torch | bitgrad GFLOP/s | torch GFLOP/s |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for C, H, OC, k, s, p, times in SHAPES:
+        oh = (H + 2 * p - k) // s + 1
+        x = r.randn(N, C, H, H).astype(np.float32)
+        w = (r.randn(OC, C, k, k) * 0.05).astype(np.float32)
+        dy = r.randn(N, OC, oh, oh).astype(np.float32)
+        need_dx = C != 3  # resnet18's first convolution reads the image: no input gradient
+        xb, wb = bg.tensor(x, requires_grad=need_dx), bg.tensor(w, requires_grad=True)
+        xt, wt = torch.from_numpy(x).requires_grad_(need_dx), torch.from_numpy(w).requires_grad_()
+        gb, gt = bg.tensor(dy), torch.from_numpy(dy)
+
+        def bg_side():
+            xb.grad, wb.grad = None, None
+            y = bg.conv2d(xb, wb, None, s, p)
+            t0 = time.perf_counter()
+            y.backward(gb)
+            return time.perf_counter() - t0
+
+        def torch_side():
+            xt.grad, wt.grad = None, None
+            y = F.conv2d(xt, wt, None, s, p)
+            t0 = time.perf_counter()
+            y.backward(gt)
+            return time.perf_counter() - t0
+
+        b, t = backward_ms(bg_side), backward_ms(torch_side)
+        flop = 2 * N * OC * oh * oh * C * k * k * (2 if need_dx else 1)
+        total_b += b * times
+        total_t += t * times
+        print("| [%d, %d, %d, %d] | [%d, %d, %d, %d] | %d, %d | %d | %.3f | %.3f | %.2f | %.0f | %.0f |"
+              % (N, C, H, H, OC, C, k, k, s, p, times, b, t, b / t, flop / b / 1e6, flop / t / 1e6))
+    print("| all of resnet18's | | | | %.2f | %.2f | %.2f | | |" % (total_b, total_t, total_b / total_t))
+    sys.exit(0)
+
 print("| input | weight | stride, pad | times | bitgrad ms | torch ms | bitgrad ÷ torch | bitgrad GFLOP/s | torch GFLOP/s |")
 print("|---|---|---|---:|---:|---:|---:|---:|---:|")
 with torch.no_grad(), bg.no_grad():
