@@ -99,7 +99,7 @@ class Pool {
     chunks_ = chunks;
     errors_.assign(static_cast<std::size_t>(chunks), nullptr);
     pending_.store(chunks, std::memory_order_relaxed);
-    ++generation_;
+    generation_ = next_gen(generation_);
     // chunk 0 is the caller's: the job is posted with it claimed
     job_.store(job_word(generation_, chunks, 1), std::memory_order_release);
     wake();
@@ -125,6 +125,9 @@ class Pool {
   // the posted job in one word: its generation, its number of chunks, the next unclaimed one
   static constexpr int kChunkBits = 12;  // chunks <= threads <= 1024
   static constexpr std::uint64_t kChunkMask = (std::uint64_t{1} << kChunkBits) - 1;
+  // generations count modulo 2^40: a worker would have to sleep through 2^40 jobs to mistake one
+  static constexpr std::uint64_t kGenMask = (std::uint64_t{1} << (64 - 2 * kChunkBits)) - 1;
+  static std::uint64_t next_gen(std::uint64_t g) { return (g + 1) & kGenMask; }
   static std::uint64_t job_word(std::uint64_t gen, int chunks, int next) {
     return (gen << (2 * kChunkBits)) | (static_cast<std::uint64_t>(chunks) << kChunkBits) | static_cast<std::uint64_t>(next);
   }
@@ -158,7 +161,8 @@ class Pool {
 
   void stop_workers() {
     stop_.store(true);
-    job_.store(job_word(++generation_, 0, 0), std::memory_order_release);  // a new generation, nothing to claim
+    generation_ = next_gen(generation_);
+    job_.store(job_word(generation_, 0, 0), std::memory_order_release);  // a new generation, nothing to claim
     wake();
     for (auto& w : workers_) w.join();
   }
@@ -195,7 +199,7 @@ class Pool {
   PoolState* state_;
   int threads_;
   std::vector<std::thread> workers_;
-  std::uint64_t generation_ = 0;  // the caller's count of posted jobs (under PoolState::mu)
+  std::uint64_t generation_ = 0;  // the posted job's generation (the caller's, under PoolState::mu)
   std::atomic<std::uint64_t> job_{0}, wake_{0};
   std::atomic<int> pending_{0};  // chunks of the posted job not yet finished
   std::atomic<bool> stop_{false};
