@@ -409,7 +409,9 @@ struct GemmSamples {
     if (g.M == 0 || g.N == 0) return;
     if (g.K == 0 || g.K > F::kChunk || a.S == 0) return gemm_samples_stored(a, gemm, sum_cols);
     if constexpr (!std::is_same_v<SK, UK>) {
-      if (g.K <= kSmallK) return run_small_k(a);
+      // every sample's B of a panel at once: at most 2^20 values (a batch of up to 32768
+      // one-position samples); more samples take the path below, the same bits
+      if (g.K <= kSmallK && a.S * g.K * SK::NR <= (std::int64_t(1) << 20)) return run_small_k(a);
     }
     // column panels whose block sums stay in cache: M x ncs about 2^17 values
     const std::int64_t tiles_m = (g.M + MR - 1) / MR;

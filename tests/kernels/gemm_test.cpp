@@ -185,6 +185,9 @@ TEST(Gemm, SamplesSummedByTheBatchRuleEqualTheirStoredProducts) {
       samples_case<float>(S, m, n, k, S % 2 == 1);
       samples_case<double>(S, m, n, k, S % 2 == 0);
     }
+  // k of a few terms over more samples than the registers' path packs at once (its bound)
+  samples_case<float>(33000, 2, 3, 8, false);
+  samples_case<double>(33000, 2, 3, 8, true);
 }
 
 // The reference itself against an independent evaluation of the documented order: blocks of
