@@ -55,21 +55,16 @@ if backward:
         xt, wt = torch.from_numpy(x).requires_grad_(need_dx), torch.from_numpy(w).requires_grad_()
         gb, gt = bg.tensor(dy), torch.from_numpy(dy)
 
-        def bg_side():
-            xb.grad, wb.grad = None, None
-            y = bg.conv2d(xb, wb, None, s, p)
-            t0 = time.perf_counter()
-            y.backward(gb)
-            return time.perf_counter() - t0
+        def side(conv, xs, ws, g):
+            def once():
+                xs.grad, ws.grad = None, None
+                y = conv(xs, ws, None, s, p)
+                t0 = time.perf_counter()
+                y.backward(g)
+                return time.perf_counter() - t0
+            return once
 
-        def torch_side():
-            xt.grad, wt.grad = None, None
-            y = F.conv2d(xt, wt, None, s, p)
-            t0 = time.perf_counter()
-            y.backward(gt)
-            return time.perf_counter() - t0
-
-        b, t = backward_ms(bg_side), backward_ms(torch_side)
+        b, t = backward_ms(side(bg.conv2d, xb, wb, gb)), backward_ms(side(F.conv2d, xt, wt, gt))
         flop = 2 * N * OC * oh * oh * C * k * k * (2 if need_dx else 1)
         total_b += b * times
         total_t += t * times

@@ -415,30 +415,27 @@ struct GemmSamples {
     }
     // column panels whose block sums stay in cache: M x ncs about 2^17 values
     const std::int64_t tiles_m = (g.M + MR - 1) / MR;
-    std::int64_t ncs = (std::int64_t(1) << 17) / (tiles_m * MR) / NR * NR;
-    ncs = ncs < NR ? NR : (ncs > UK::NC ? UK::NC : ncs);
-    // at least a panel per thread where the columns allow (the split cannot move a bit)
-    const std::int64_t threads = in_parallel_region() ? 1 : pool_threads();
-    const std::int64_t per_thread = ((g.N + threads - 1) / threads + NR - 1) / NR * NR;
-    if (per_thread < ncs) ncs = per_thread;
-    const std::int64_t panels = (g.N + ncs - 1) / ncs;
-    parallel_for(panels, 1, [&](std::int64_t p0, std::int64_t p1) {
-      for (std::int64_t pn = p0; pn < p1; ++pn) panel(a, pn * ncs, g.N - pn * ncs < ncs ? g.N - pn * ncs : ncs);
-    });
+    const std::int64_t ncs = (std::int64_t(1) << 17) / (tiles_m * MR) / NR * NR;
+    over_panels<NR>(g.N, ncs > UK::NC ? UK::NC : ncs, [&](std::int64_t j0, std::int64_t nc) { panel(a, j0, nc); });
   }
 
   // K <= kSmallK: column panels whose samples' packed B (S x K x panel) take about 256 KiB
   static void run_small_k(const GemmSamplesArgs<T>& a) {
-    constexpr int NR2 = SK::NR;
-    const GemmArgs<T>& g = a.g;
-    std::int64_t ncs = (std::int64_t(1) << 16) / (a.S * g.K) / NR2 * NR2;
-    ncs = ncs < NR2 ? NR2 : ncs;
+    over_panels<SK::NR>(a.g.N, (std::int64_t(1) << 16) / (a.S * a.g.K) / SK::NR * SK::NR,
+                        [&](std::int64_t j0, std::int64_t nc) { panel_small_k(a, j0, nc); });
+  }
+
+  // f(j0, nc) over C's columns in panels of `ncs` (whole tiles of `W`, at least one), at least a
+  // panel per thread where the columns allow (the split cannot move a bit)
+  template <int W, class Fn>
+  static void over_panels(std::int64_t N, std::int64_t ncs, Fn&& f) {
+    if (ncs < W) ncs = W;
     const std::int64_t threads = in_parallel_region() ? 1 : pool_threads();
-    const std::int64_t per_thread = ((g.N + threads - 1) / threads + NR2 - 1) / NR2 * NR2;
+    const std::int64_t per_thread = ((N + threads - 1) / threads + W - 1) / W * W;
     if (per_thread < ncs) ncs = per_thread;
-    const std::int64_t panels = (g.N + ncs - 1) / ncs;
+    const std::int64_t panels = (N + ncs - 1) / ncs;
     parallel_for(panels, 1, [&](std::int64_t p0, std::int64_t p1) {
-      for (std::int64_t pn = p0; pn < p1; ++pn) panel_small_k(a, pn * ncs, g.N - pn * ncs < ncs ? g.N - pn * ncs : ncs);
+      for (std::int64_t pn = p0; pn < p1; ++pn) f(pn * ncs, N - pn * ncs < ncs ? N - pn * ncs : ncs);
     });
   }
 

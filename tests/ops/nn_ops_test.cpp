@@ -20,6 +20,8 @@ TEST(NnOps, Gradients) {
       // output rows shorter than the kernel's: lowered as rows (im2row), the GEMM reading them transposed
       {"conv2d(2x2 image, 3x3 kernel, pad=1)", {{3, 2, 2, 2}, {4, 2, 3, 3}, {4}}, [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); }},
       {"conv2d(stride=2, output 2 wide)", {{2, 3, 4, 5}, {2, 3, 3, 3}}, [](V x) { return conv2d(x[0], x[1], Tensor(), 2, 1); }},
+      // more than 128 positions a sample and 64+ taps: the weight gradient's input lowered as cols
+      {"conv2d(12x12, 8 channels)", {{2, 8, 12, 12}, {2, 8, 3, 3}}, [](V x) { return conv2d(x[0], x[1], Tensor(), 1, 1); }},
       {"max_pool2d(k=2)", {{2, 2, 4, 4}}, [](V x) { return max_pool2d(x[0], 2); }},
       {"max_pool2d(k=3,s=1)", {{1, 2, 5, 5}}, [](V x) { return max_pool2d(x[0], 3, 1); }},
       {"avg_pool2d(k=2)", {{2, 2, 4, 6}}, [](V x) { return avg_pool2d(x[0], 2); }},
