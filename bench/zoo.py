@@ -592,6 +592,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--peak", type=float, default=0.0, help="FMA peak per core, GFLOP/s (default: build/bin/fma_peak)")
     ap.add_argument("--json", default="")
+    ap.add_argument("--side", default="both", choices=["both", "bitgrad", "torch"],
+                    help="time one side alone (no ratio; for profiles: perf record ... --side bitgrad)")
     ap.add_argument("--phases", action="store_true", help="also time forward, backward and update apart (interleaved, --steps each)")
     a = ap.parse_args()
     peak = a.peak
@@ -604,7 +606,7 @@ def main():
         for threads in thread_counts:  # a process per thread count, OpenBLAS told before it loads
             env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
             argv = [sys.executable, os.path.abspath(__file__), "--models", a.models, "--threads", str(threads),
-                    "--rounds", str(a.rounds), "--steps", str(a.steps), "--peak", str(peak)] + (["--phases"] if a.phases else [])
+                    "--rounds", str(a.rounds), "--steps", str(a.steps), "--peak", str(peak), "--side", a.side] + (["--phases"] if a.phases else [])
             r = subprocess.run(argv, env=env, capture_output=True, text=True)
             if r.returncode != 0:
                 raise SystemExit("zoo: the %d-thread run failed:\n%s" % (threads, r.stderr[-2000:]))
@@ -628,19 +630,24 @@ def main():
                     rows.append(row)
                     print(json.dumps(row), flush=True)
                     continue
-                case.torch_step()
-                case.bitgrad_step()  # warm: the first steps allocate
-                t_s, b_s = [], []
+                sides = {"torch": case.torch_step, "bitgrad": case.bitgrad_step}
+                if a.side != "both":
+                    sides = {a.side: sides[a.side]}
+                for step in sides.values():
+                    step()  # warm: the first steps allocate
+                times = {side: [] for side in sides}
                 for _ in range(a.rounds):  # interleaved: a slow spell of the host touches both
-                    t_s.append(time_steps(case.torch_step, a.steps))
-                    b_s.append(time_steps(case.bitgrad_step, a.steps))
-                tt, bt = statistics.median(t_s), statistics.median(b_s)
+                    for side, step in sides.items():
+                        times[side].append(time_steps(step, a.steps))
                 bound = case.flops / (peak * 1e9 * threads)
-                row.update({"torch_ms": 1e3 * tt, "bitgrad_ms": 1e3 * bt, "ratio": bt / tt,
-                            "spread_torch": [1e3 * min(t_s), 1e3 * max(t_s)], "spread_bitgrad": [1e3 * min(b_s), 1e3 * max(b_s)],
-                            "fma_bound_ms": 1e3 * bound, "torch_x_bound": tt / bound, "bitgrad_x_bound": bt / bound})
+                row["fma_bound_ms"] = 1e3 * bound
+                for side, ts in times.items():
+                    med = statistics.median(ts)
+                    row.update({side + "_ms": 1e3 * med, "spread_" + side: [1e3 * min(ts), 1e3 * max(ts)], side + "_x_bound": med / bound})
+                if len(times) == 2:
+                    row["ratio"] = row["bitgrad_ms"] / row["torch_ms"]
                 if a.phases:  # forward, backward, update: medians of --steps steps, the sides interleaved
-                    parts = {"torch": [], "bitgrad": []}
+                    parts = {side: [] for side in sides}
                     for _ in range(a.steps):
                         for side in parts:
                             parts[side].append(case.phases(side))
@@ -660,16 +667,17 @@ def report(rows, peak, json_path):
         if "error" in r:
             print("| %s | %s | %d | | | not imported: %s | | | |" % (r["model"], r["how"], r["threads"], r["error"]))
         else:
-            print("| %s | %s | %d | %.1f | %.1f | **%.2f** | %.2f | %.1f | %.1f |" % (
-                r["model"], r["how"], r["threads"], r["torch_ms"], r["bitgrad_ms"], r["ratio"], r["fma_bound_ms"],
-                r["torch_x_bound"], r["bitgrad_x_bound"]))
-    phased = [r for r in rows if "torch_phases_ms" in r]
+            f = lambda k, fmt: fmt % r[k] if k in r else ""
+            print("| %s | %s | %d | %s | %s | %s | %.2f | %s | %s |" % (
+                r["model"], r["how"], r["threads"], f("torch_ms", "%.1f"), f("bitgrad_ms", "%.1f"), f("ratio", "**%.2f**"),
+                r["fma_bound_ms"], f("torch_x_bound", "%.1f"), f("bitgrad_x_bound", "%.1f")))
+    phased = [r for r in rows if "torch_phases_ms" in r or "bitgrad_phases_ms" in r]
     if phased:
         print("\n| model | threads | torch forward / backward / update ms | bitgrad forward / backward / update ms |")
         print("|---|---:|---|---|")
         for r in phased:
-            print("| %s | %d | %s | %s |" % (r["model"], r["threads"], " / ".join("%.1f" % v for v in r["torch_phases_ms"]),
-                                         " / ".join("%.1f" % v for v in r["bitgrad_phases_ms"])))
+            print("| %s | %d | %s | %s |" % (r["model"], r["threads"], " / ".join("%.1f" % v for v in r.get("torch_phases_ms", [])),
+                                         " / ".join("%.1f" % v for v in r.get("bitgrad_phases_ms", []))))
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"peak_gflops": peak, "rows": rows}, f, indent=1)

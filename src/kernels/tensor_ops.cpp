@@ -10,6 +10,57 @@ namespace bitgrad::kern {
 
 namespace {
 constexpr std::int64_t kCopyGrain = 16384;  // elements per chunk of a strided copy
+constexpr std::int64_t kTile = 16;          // a transposing copy's square tile
+
+// The source's unit-stride dimension when it is not the last one (a permuted view such as an
+// attention's k^T or a transposed weight), else -1.
+int transposed_dim(const Tensor& t) {
+  const int nd = t.ndim();
+  if (t.strides()[nd - 1] == 1 || t.shape()[nd - 1] < kTile) return -1;
+  for (int d = 0; d < nd - 1; ++d)
+    if (t.strides()[d] == 1 && t.shape()[d] >= kTile) return d;
+  return -1;
+}
+
+// Copies a view whose unit-stride dimension q is not the last (L) in kTile x kTile tiles of the
+// (q, L) planes: a tile reads kTile source runs and writes kTile output runs, where an
+// element-by-element copy of the last dimension would read one element a cache line. The
+// tiles of one plane row (kTile values of q) are a unit of work.
+template <class W>
+void copy_transposed(const Tensor& t, int q, W* dp) {
+  const int nd = t.ndim(), L = nd - 1;
+  const W* sp = static_cast<const W*>(t.storage()->data()) + t.offset();
+  const std::int64_t nq = t.shape()[q], nl = t.shape()[L], sl = t.strides()[L];
+  std::int64_t dq = 1;  // the output's stride of q
+  for (int d = q + 1; d < nd; ++d) dq *= t.shape()[d];
+  Shape outer, outer_src, outer_dst;  // every other dimension, with both strides
+  for (int d = 0; d < L; ++d) {
+    if (d == q) continue;
+    std::int64_t ds = 1;
+    for (int e = d + 1; e < nd; ++e) ds *= t.shape()[e];
+    outer.push_back(t.shape()[d]);
+    outer_src.push_back(t.strides()[d]);
+    outer_dst.push_back(ds);
+  }
+  const std::int64_t bands = (nq + kTile - 1) / kTile, units = outer.numel() * bands;
+  parallel_for(units, std::max<std::int64_t>(1, kCopyGrain / (kTile * nl)), [&](std::int64_t u0, std::int64_t u1) {
+    for (std::int64_t u = u0; u < u1; ++u) {
+      std::int64_t o = u / bands, so = 0, doff = 0;
+      for (int d = outer.ndim() - 1; d >= 0; --d) {
+        const std::int64_t i = o % outer[d];
+        o /= outer[d];
+        so += i * outer_src[d];
+        doff += i * outer_dst[d];
+      }
+      const std::int64_t i0 = (u % bands) * kTile, i1 = std::min(nq, i0 + kTile);
+      for (std::int64_t j0 = 0; j0 < nl; j0 += kTile) {
+        const std::int64_t j1 = std::min(nl, j0 + kTile);
+        for (std::int64_t j = j0; j < j1; ++j)
+          for (std::int64_t i = i0; i < i1; ++i) dp[doff + i * dq + j] = sp[so + i + j * sl];
+      }
+    }
+  });
+}
 }  // namespace
 
 // A strided tensor's copy, its rows (the last dimension) split over the threads: the elements
@@ -22,10 +73,12 @@ Tensor contiguous(const Tensor& t) {
   Tensor out = Tensor::empty(t.shape(), t.dtype());
   const std::int64_t inner = t.shape()[nd - 1], rows = t.numel() / inner;
   const std::int64_t grain = std::max<std::int64_t>(1, kCopyGrain / inner);
+  const int q = transposed_dim(t);
   auto run = [&](auto z) {
     using W = decltype(z);
     const W* sp = static_cast<const W*>(t.storage()->data()) + t.offset();
     W* dp = static_cast<W*>(out.storage()->data());
+    if (q >= 0) return copy_transposed<W>(t, q, dp);
     parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
       detail::for_each_strided2_rows(t.shape(), t.strides(), out.strides(), r0, r1,
                                      [&](std::int64_t a, std::int64_t b) { dp[b] = sp[a]; });

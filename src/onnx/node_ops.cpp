@@ -304,7 +304,9 @@ void transpose_op(Call& c) {
     for (int k = x.ndim() - 1; k >= 0; --k) p.push_back(k);
   else
     for (const std::int64_t a : perm) p.push_back(axis_of(c, a, x.ndim()));
-  c.out.push_back(Value{contiguous(permute(x, p)), c.v(0).ty});
+  // a float tensor stays a view: its consumer copies it if it must (matmul reads a transposed
+  // weight or an attention's k^T through its strides, no copy at all)
+  c.out.push_back(Value{is_float(c.v(0).ty) ? permute(x, p) : contiguous(permute(x, p)), c.v(0).ty});
 }
 
 void unsqueeze_op(Call& c) {

@@ -61,27 +61,51 @@ void linear_bw(Node& n, const Tensor& g, Tensor* gi) {
 
 // ---- matmul ---------------------------------------------------------------------------------
 // Canonical form: a3 [Ba, M, K], b3 [Bb, K, N], Ba, Bb in {1, B}
+// An operand read through its strides, [batch, rows, cols] with element (i, r, c) at
+// p + i * sb + r * rs + c * cs: the GEMM packs its operands whatever their layout, so a
+// transposed or permuted view is read where it lies (no copy) with the same bits.
+struct Strides {
+  std::int64_t sb, rs, cs;
+};
+// t's strides when its batch dimensions (all but the last two) collapse into one stride, else
+// false (the operand is then copied).
+bool strides_of(const Tensor& t, Strides& st) {
+  const int nd = t.ndim();
+  st = {0, t.strides()[nd - 2], t.strides()[nd - 1]};
+  std::int64_t span = 0;  // the batch's extent so far: the next outer dimension's stride must equal it
+  for (int d = nd - 3; d >= 0; --d) {
+    if (t.shape()[d] == 1) continue;
+    if (span != 0 && t.strides()[d] != span) return false;
+    if (span == 0) st.sb = t.strides()[d];
+    span = t.strides()[d] * t.shape()[d];
+  }
+  return true;
+}
 struct MatmulSaved {
-  std::int64_t B, Ba, Bb, M, K, N;
-  std::int64_t samples;  // the leading batch dimension (B when there is one batch dimension)
+  std::int64_t B, M, K, N;
+  std::int64_t samples;      // the leading batch dimension (B when there is one batch dimension)
+  Strides a, b;              // the saved operands' strides; b shared: a's rows all rs apart
+  bool a_batched, b_batched;  // Ba, Bb = B (else 1)
 };
 void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
   const MatmulSaved& s = n.payload<MatmulSaved>();
-  const std::int64_t B = s.B, Ba = s.Ba, Bb = s.Bb, M = s.M, K = s.K, N = s.N;
+  const std::int64_t B = s.B, Ba = s.a_batched ? B : 1, Bb = s.b_batched ? B : 1, M = s.M, K = s.K, N = s.N;
   const Tensor& a = n.saved_tensor(0);
   const Tensor& b = n.saved_tensor(1);
   Tensor gc = kern::contiguous(g);
+  const Strides sa = s.a, sb = s.b;
   BITGRAD_DISPATCH_FLOAT(g.dtype(), "matmul", T, [&] {
     const T *pa = a.data<T>(), *pb = b.data<T>(), *pg = gc.data<T>();
+    const ops::Mat<T> bt{pb, sb.cs, sb.rs};  // b^T [N, K] of (the first batch of) b
     if (n.in[0].needs_grad()) {
       // da_b = dc_b b_b^T, per batch of the broadcast; a shared: summed over the batch
       Tensor da = Tensor::empty(Shape{B, M, K}, g.dtype());
       T* pd = kern::out_ptr<T>(da);
       if (Bb == 1)  // b shared: one GEMM over all B*M rows, as the forward (each row's chain is its own)
-        ops::gemm<T>(B * M, K, N, row_major(pg, B * M, N), row_major(pb, N, K, true), pd);
+        ops::gemm<T>(B * M, K, N, row_major(pg, B * M, N), bt, pd);
       else
         for (std::int64_t i = 0; i < B; ++i)
-          ops::gemm<T>(M, K, N, row_major(pg + i * M * N, M, N), row_major(pb + i * K * N, N, K, true), pd + i * M * K);
+          ops::gemm<T>(M, K, N, row_major(pg + i * M * N, M, N), ops::Mat<T>{pb + i * sb.sb, sb.cs, sb.rs}, pd + i * M * K);
       if (Ba == B) {
         gi[0] = reshape(da, n.in_shape[0]);
       } else if (s.samples == B) {
@@ -102,7 +126,7 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
         db = Tensor::empty(Shape{B, K, N}, g.dtype());
         T* pd = kern::out_ptr<T>(db);
         for (std::int64_t i = 0; i < B; ++i)
-          ops::gemm<T>(K, N, M, row_major(pa + (Ba == 1 ? 0 : i) * M * K, K, M, true), row_major(pg + i * M * N, M, N), pd + i * K * N);
+          ops::gemm<T>(K, N, M, ops::Mat<T>{pa + (Ba == 1 ? 0 : i) * sa.sb, sa.cs, sa.rs}, row_major(pg + i * M * N, M, N), pd + i * K * N);
       } else {
         // b shared: a sample's rows (of all its batches) by the batch tree, then the samples by
         // the batch rule (with one batch dimension; without, every row is a sample)
@@ -110,11 +134,11 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
         const std::int64_t samples = B == 1 ? M : s.samples, rows = B * M / samples;
         autograd::SampleCountCheck::note("matmul's shared-operand gradient", samples, n.in_shape[0]);
         auto part_db = [&](std::int64_t r0, std::int64_t R, T* to) {
-          ops::gemm<T>(K, N, R, row_major(pa + r0 * K, K, R, true), row_major(pg + r0 * N, R, N), to);
+          ops::gemm<T>(K, N, R, ops::Mat<T>{pa + r0 * sa.rs, sa.cs, sa.rs}, row_major(pg + r0 * N, R, N), to);
         };
         if (samples == B * M) part_db(0, B * M, kern::out_ptr<T>(db));
         else if (ops::samples_in_one_gemm(rows, 0))  // as linear's: no sample's product stored
-          ops::gemm_samples<T>(samples, K, N, rows, {pa, 1, K}, rows * K, {pg, N, 1}, rows * N, kern::out_ptr<T>(db));
+          ops::gemm_samples<T>(samples, K, N, rows, {pa, sa.cs, sa.rs}, rows * sa.rs, {pg, N, 1}, rows * N, kern::out_ptr<T>(db));
         else ops::batch_rule_over_samples<T>(samples, K * N, g.dtype(), [&](std::int64_t i, T* part) { part_db(i * rows, rows, part); }, kern::out_ptr<T>(db));
       }
       gi[1] = reshape(db, n.in_shape[1]);
@@ -182,7 +206,21 @@ Tensor matmul(const Tensor& a, const Tensor& b, CallSite site) {
     detail::fail("matmul", "batch dimensions must be equal or absent on one side: a is ", a.shape().str(), ", b is ",
                  b.shape().str());
   }
-  Tensor ac = kern::contiguous(a2), bc = kern::contiguous(b2);
+  // Operands read through their strides where the batch collapses to one stride; with b shared
+  // a's B*M rows must also lie rs apart (one GEMM over them, and the weight gradient's samples).
+  Strides sa{}, sb{};
+  Tensor ac = a2, bc = b2;
+  const bool a_rows = strides_of(a2, sa) && (Bb != 1 || Ba == 1 || M == 1 || sa.sb == M * sa.rs);
+  if (!a_rows) {
+    ac = kern::contiguous(a2);
+    sa = {M * K, K, 1};
+  } else if (Bb == 1 && Ba != 1 && M == 1) {
+    sa.rs = sa.sb;  // one row a batch: the rows are the batch's
+  }
+  if (!strides_of(b2, sb)) {
+    bc = kern::contiguous(b2);
+    sb = {K * N, N, 1};
+  }
   Shape out3{B, M, N};
   Tensor c = Tensor::empty(out3, a.dtype());
   BITGRAD_DISPATCH_FLOAT(a.dtype(), "matmul", T, [&] {
@@ -190,10 +228,11 @@ Tensor matmul(const Tensor& a, const Tensor& b, CallSite site) {
     T* pc = kern::out_ptr<T>(c);
     if (Bb == 1) {
       // b shared (or no batch): one GEMM over all B*M rows of a
-      ops::gemm<T>(B * M, N, K, row_major(pa, B * M, K), row_major(pb, K, N), pc);
+      ops::gemm<T>(B * M, N, K, ops::Mat<T>{pa, sa.rs, sa.cs}, ops::Mat<T>{pb, sb.rs, sb.cs}, pc);
     } else {
       for (std::int64_t i = 0; i < B; ++i)
-        ops::gemm<T>(M, N, K, row_major(pa + (Ba == 1 ? 0 : i) * M * K, M, K), row_major(pb + i * K * N, K, N), pc + i * M * N);
+        ops::gemm<T>(M, N, K, ops::Mat<T>{pa + (Ba == 1 ? 0 : i) * sa.sb, sa.rs, sa.cs}, ops::Mat<T>{pb + i * sb.sb, sb.rs, sb.cs},
+                     pc + i * M * N);
     }
   });
   // the result's shape: batch.., M (unless a was a vector), N (unless b was a vector)
@@ -204,7 +243,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, CallSite site) {
   if (Node* n = ops::record("matmul", matmul_bw, {&a, &b}, y, site)) {
     n->save(0, ac);
     n->save(1, bc);
-    n->set_payload(MatmulSaved{B, Ba, Bb, M, K, N, batch.ndim() > 0 ? batch[0] : 1});
+    n->set_payload(MatmulSaved{B, M, K, N, batch.ndim() > 0 ? batch[0] : 1, sa, sb, Ba == B, Bb == B});
   }
   return y;
 }

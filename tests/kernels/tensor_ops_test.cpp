@@ -1,5 +1,6 @@
-// kern::contiguous: a strided tensor's copy with its rows split over the threads has the bytes of
-// the tensor layer's serial copy, for every element size, view and thread count.
+// kern::contiguous: a strided tensor's copy with its rows (or, for a view whose unit-stride
+// dimension is not the last, its tiles) split over the threads has the bytes of the tensor
+// layer's serial copy, for every element size, view and thread count.
 #include <cstring>
 #include <sstream>
 #include <vector>
@@ -40,6 +41,8 @@ TEST(TensorOps, ParallelContiguousCopiesTheBytesOfTheSerialCopy) {
         {"slice of the first axis (an offset)", permute(slice(t, 0, 1, 5), {1, 0, 2})},
         {"broadcast (stride 0)", expand(slice(t, 1, 0, 1), Shape{6, 40, 129})},
         {"2-d transpose", transpose(reshape(t, Shape{222, 129}), 0, 1)},
+        {"permute(1,2,0), attention's k^T", permute(reshape(t, Shape{37, 6, 129}), {1, 2, 0})},
+        {"a transposed plane under a broadcast", permute(expand(slice(reshape(t, Shape{222, 129}), 0, 0, 40), Shape{3, 40, 129}), {0, 2, 1})},
     };
     for (const auto& [name, v] : views) {
       ASSERT_FALSE(v.is_contiguous()) << name;

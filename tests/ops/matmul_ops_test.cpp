@@ -21,6 +21,10 @@ TEST(MatmulOps, Gradients) {
       {"linear", {{5, 4}, {3, 4}, {3}}, [](V x) { return linear(x[0], x[1], x[2]); }},
       {"linear", {{2, 3, 4}, {3, 4}}, [](V x) { return linear(x[0], x[1]); }},
       {"linear", {{37, 2}, {3, 2}, {3}}, [](V x) { return linear(x[0], x[1], x[2]); }},
+      // operands read through their strides, no copy (a's rows 3 apart; b^T; k^T per batch)
+      {"matmul of views", {{4, 3}, {5, 4}}, [](V x) { return matmul(transpose(x[0], 0, 1), transpose(x[1], 0, 1)); }},
+      {"matmul of views", {{2, 3, 4}, {2, 5, 4}}, [](V x) { return matmul(x[0], permute(x[1], {0, 2, 1})); }},
+      {"matmul of views", {{3, 2, 4}, {4, 5}}, [](V x) { return matmul(permute(x[0], {1, 0, 2}), x[1]); }},
   };
   run_all_modes(cases);
 }
@@ -68,6 +72,57 @@ TEST(MatmulOps, SharedWeightGradientIsLinears) {
     sum(mul(matmul(x2, b), seed)).backward();
     EXPECT_TRUE(bitwise_equal(transpose(w.grad(), 0, 1).contiguous_copy().to_vector<float>(), b.grad().to_vector<float>())) << rows;
     EXPECT_TRUE(bitwise_equal(x.grad().to_vector<float>(), x2.grad().to_vector<float>())) << rows;  // each row's chain over N
+  }
+}
+
+// A view is read where it lies (a transposed weight, an attention's k^T, a permuted batch, a
+// batch broadcast with stride 0, one row per batch) or copied where its rows do not lie one
+// stride apart: either way the output and both gradients have the bits of the same product of
+// contiguous copies, on every ISA and thread count.
+TEST(MatmulOps, ViewsGiveTheBitsOfTheirContiguousCopies) {
+  RuntimeGuard guard;
+  auto leaf = [](Shape s, std::uint64_t seed) {
+    Tensor t = Tensor::from<float>(random_vec<float>(static_cast<std::size_t>(s.numel()), seed), s);
+    t.set_requires_grad(true);
+    return t;
+  };
+  using Make = std::function<Tensor(const Tensor&)>;
+  const Make id = [](const Tensor& t) { return t; };
+  struct Case {
+    const char* name;
+    Shape a, b;
+    Make va, vb;
+  };
+  const std::vector<Case> cases = {
+      {"b = W^T", {2, 37, 19}, {23, 19}, id, [](const Tensor& t) { return transpose(t, 0, 1); }},
+      {"a = x^T", {19, 37}, {19, 23}, [](const Tensor& t) { return transpose(t, 0, 1); }, id},
+      {"a time-major (rows not one stride apart: copied)", {5, 7, 19}, {19, 23}, [](const Tensor& t) { return permute(t, {1, 0, 2}); }, id},
+      {"attention's k^T", {6, 17, 9}, {6, 17, 9}, id, [](const Tensor& t) { return permute(t, {0, 2, 1}); }},
+      {"a permuted over its batch, b batched", {17, 6, 9}, {6, 9, 11}, [](const Tensor& t) { return permute(t, {1, 0, 2}); }, id},
+      {"a broadcast over the batch (stride 0)", {1, 17, 9}, {6, 9, 11}, [](const Tensor& t) { return expand(t, Shape{6, 17, 9}); }, id},
+      {"one row a batch, b shared", {6, 3, 9}, {9, 11}, [](const Tensor& t) { return slice(t, 1, 1, 2); }, id},
+      {"one transposed row a batch, b shared", {9, 1, 6}, {9, 11}, [](const Tensor& t) { return permute(t, {2, 1, 0}); }, id},
+      {"a vector sliced from a matrix", {9, 2}, {9, 11}, [](const Tensor& t) { return reshape(slice(t, 1, 1, 2), Shape{9}); }, id},
+      {"two batch dimensions, b^T", {2, 3, 5, 9}, {2, 3, 11, 9}, id, [](const Tensor& t) { return transpose(t, 2, 3); }},
+  };
+  for (const Case& c : cases) {
+    for (Isa isa : isas()) {
+      set_isa(isa);
+      for (int threads : thread_counts()) {
+        set_num_threads(threads);
+        Tensor a1 = leaf(c.a, 1), b1 = leaf(c.b, 2), a2 = leaf(c.a, 1), b2 = leaf(c.b, 2);
+        const Tensor y1 = matmul(c.va(a1), c.vb(b1));
+        const Tensor y2 = matmul(contiguous(c.va(a2)), contiguous(c.vb(b2)));
+        const std::string where = std::string(c.name) + " isa=" + isa_name(isa) + " threads=" + std::to_string(threads);
+        ASSERT_EQ(y1.shape(), y2.shape()) << where;
+        EXPECT_TRUE(bitwise_equal(y1.contiguous_copy().to_vector<float>(), y2.contiguous_copy().to_vector<float>())) << where;
+        const Tensor w = Tensor::from<float>(random_vec<float>(static_cast<std::size_t>(y1.numel()), 3), y1.shape());
+        sum(mul(y1, w)).backward();
+        sum(mul(y2, w)).backward();
+        EXPECT_TRUE(bitwise_equal(a1.grad().to_vector<float>(), a2.grad().to_vector<float>())) << where << " (a's gradient)";
+        EXPECT_TRUE(bitwise_equal(b1.grad().to_vector<float>(), b2.grad().to_vector<float>())) << where << " (b's gradient)";
+      }
+    }
   }
 }
 
