@@ -23,9 +23,10 @@ int transposed_dim(const Tensor& t) {
 }
 
 // Copies a view whose unit-stride dimension q is not the last (L) in kTile x kTile tiles of the
-// (q, L) planes: a tile reads kTile source runs and writes kTile output runs, where an
-// element-by-element copy of the last dimension would read one element a cache line. The
-// tiles of one plane row (kTile values of q) are a unit of work.
+// (q, L) planes: a tile reads kTile source runs, then writes kTile output runs (through a local
+// tile: with rows a multiple of 4 KiB apart, interleaved reads and writes would evict each
+// other's lines), where an element-by-element copy of the last dimension would read one
+// element a cache line. The tiles of one plane row (kTile values of q) are a unit of work.
 template <class W>
 void copy_transposed(const Tensor& t, int q, W* dp) {
   const int nd = t.ndim(), L = nd - 1;
@@ -53,10 +54,13 @@ void copy_transposed(const Tensor& t, int q, W* dp) {
         doff += i * outer_dst[d];
       }
       const std::int64_t i0 = (u % bands) * kTile, i1 = std::min(nq, i0 + kTile);
+      W tile[kTile * kTile];  // each source run read whole, then each output run written whole
       for (std::int64_t j0 = 0; j0 < nl; j0 += kTile) {
         const std::int64_t j1 = std::min(nl, j0 + kTile);
         for (std::int64_t j = j0; j < j1; ++j)
-          for (std::int64_t i = i0; i < i1; ++i) dp[doff + i * dq + j] = sp[so + i + j * sl];
+          for (std::int64_t i = i0; i < i1; ++i) tile[(i - i0) * kTile + (j - j0)] = sp[so + i + j * sl];
+        for (std::int64_t i = i0; i < i1; ++i)
+          for (std::int64_t j = j0; j < j1; ++j) dp[doff + i * dq + j] = tile[(i - i0) * kTile + (j - j0)];
       }
     }
   });

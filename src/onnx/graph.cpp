@@ -256,6 +256,13 @@ std::shared_ptr<GraphInfo> compile(const std::string& bytes, const std::string& 
     read[static_cast<std::size_t>(it->second)] = true;
   }
   BITGRAD_CHECK(!g->output_slots.empty(), where.c_str(), "the graph has no output");
+  for (std::size_t k = 0; k < N; ++k) {
+    bool only = !users[k].empty();
+    for (const std::size_t u : users[k]) only = only && gp.node[u].op_type == "MatMul";
+    for (const int o : g->output_slots)
+      for (const int mine : nodes[k].out) only = only && o != mine;
+    nodes[k].read_by_matmul_only = only;
+  }
   std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> ready;
   for (std::size_t k = 0; k < N; ++k)
     if (!waiting[k]) ready.push(k);

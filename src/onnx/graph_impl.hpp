@@ -31,6 +31,7 @@ struct Node {
   std::map<std::string, const AttributeProto*> attrs;
   std::uint64_t dropout_id = 0;  // Dropout: its number among the graph's Dropout nodes (nn::Dropout's layer_id)
   Tensor batches_tracked;        // BatchNormalization: PyTorch's num_batches_tracked buffer, when named so
+  bool read_by_matmul_only = false;  // every reader is a MatMul (none is a graph output)
   std::string label() const;     // node 'NAME' (OpType)
 };
 

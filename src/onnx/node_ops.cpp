@@ -304,9 +304,10 @@ void transpose_op(Call& c) {
     for (int k = x.ndim() - 1; k >= 0; --k) p.push_back(k);
   else
     for (const std::int64_t a : perm) p.push_back(axis_of(c, a, x.ndim()));
-  // a float tensor stays a view: its consumer copies it if it must (matmul reads a transposed
-  // weight or an attention's k^T through its strides, no copy at all)
-  c.out.push_back(Value{is_float(c.v(0).ty) ? permute(x, p) : contiguous(permute(x, p)), c.v(0).ty});
+  // read by MatMuls alone, a float tensor stays a view: matmul reads a transposed weight or an
+  // attention's k^T through its strides, no copy at all (other readers would each copy it)
+  const bool view = is_float(c.v(0).ty) && c.node.read_by_matmul_only;
+  c.out.push_back(Value{view ? permute(x, p) : contiguous(permute(x, p)), c.v(0).ty});
 }
 
 void unsqueeze_op(Call& c) {

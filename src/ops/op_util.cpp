@@ -95,6 +95,8 @@ Shape keepdim_shape(const Shape& s, const std::vector<int>& axes) {
 
 Tensor scalar_like(const Tensor& ref, double v) { return Tensor::scalar(v, ref.dtype()); }
 
+Tensor fresh_copy(const Tensor& x) { return x.is_contiguous() ? x.contiguous_copy() : kern::contiguous(x); }
+
 namespace {
 // Row rule over the trailing `L` elements of each of R rows of a contiguous tensor.
 Tensor sum_rows_raw(const Tensor& xc, std::int64_t R, std::int64_t L, const Shape& out_shape) {

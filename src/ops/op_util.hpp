@@ -36,6 +36,9 @@ Shape keepdim_shape(const Shape& s, const std::vector<int>& axes);
 std::vector<int> normalize_axes(const Shape& s, std::vector<int> axes, const char* op);
 
 Tensor scalar_like(const Tensor& ref, double v);
+// x's values in a contiguous tensor of its own (never x's memory): a view's copy split over the
+// threads and, for a transposed one, in tiles (kern::contiguous), not the serial element walk.
+Tensor fresh_copy(const Tensor& x);
 
 // A GEMM operand: element (r, c) at p[r * rs + c * cs].
 template <class T>

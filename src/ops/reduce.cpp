@@ -20,7 +20,7 @@ std::vector<int> all_axes(const Tensor& x) {
 // g (kept shape) broadcast back over the reduced axes of the input
 Tensor spread(const Tensor& g, const Shape& in_shape, const Shape& keep_shape) {
   Tensor gk = reshape(g, keep_shape);
-  return expand(gk, in_shape).contiguous_copy();
+  return ops::fresh_copy(expand(gk, in_shape));
 }
 
 struct SumSaved {

@@ -62,7 +62,7 @@ void concat_bw(Node& n, const Tensor& g, Tensor* gi) {
   std::int64_t at = 0;
   for (int i = 0; i < n.n_inputs; ++i) {
     const Shape& s = n.input_shape(i);
-    if (n.input(i).needs_grad()) gi[i] = slice(g, axis, at, at + s[axis]).contiguous_copy();
+    if (n.input(i).needs_grad()) gi[i] = ops::fresh_copy(slice(g, axis, at, at + s[axis]));
     at += s[axis];
   }
 }
@@ -129,7 +129,7 @@ Tensor reshape(const Tensor& x, const Shape& shape, CallSite site) {
   BITGRAD_CHECK(x.defined(), "reshape", "the input is undefined");
   BITGRAD_CHECK(shape.numel() == x.numel(), "reshape", "cannot reshape ", x.shape().str(), " (", x.numel(), " elements) into ",
                 shape.str(), " (", shape.numel(), " elements)");
-  Tensor base = x.is_contiguous() ? x : x.contiguous_copy();
+  Tensor base = x.is_contiguous() ? x : kern::contiguous(x);
   Tensor y = view(base, shape, contiguous_strides(shape), base.offset());
   ops::record("reshape", reshape_bw, {&x}, y, site);
   return y;
@@ -341,7 +341,7 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index, CallSite site) {
 
 Tensor contiguous(const Tensor& x, CallSite site) {
   BITGRAD_CHECK(x.defined(), "contiguous", "the input is undefined");
-  Tensor y = x.is_contiguous() ? x.contiguous_copy() : kern::contiguous(x);  // always a fresh tensor
+  Tensor y = ops::fresh_copy(x);
   ops::record("contiguous", identity_bw, {&x}, y, site);
   return y;
 }

@@ -16,14 +16,14 @@ Tensor move_axis_last(const Tensor& x, int axis) {
     if (d != axis) p.push_back(d);
   p.push_back(axis);
   NoGradGuard ng;
-  return permute(x, p).contiguous_copy();
+  return ops::fresh_copy(permute(x, p));
 }
 Tensor move_back(const Tensor& y, int axis, int ndim) {
   if (axis == ndim - 1) return y;
   std::vector<int> p(static_cast<std::size_t>(ndim));
   for (int d = 0, k = 0; d < ndim; ++d) p[static_cast<std::size_t>(d)] = d == axis ? ndim - 1 : k++;
   NoGradGuard ng;
-  return permute(y, p).contiguous_copy();
+  return ops::fresh_copy(permute(y, p));
 }
 
 template <bool Log>

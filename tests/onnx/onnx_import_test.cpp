@@ -163,5 +163,43 @@ TEST(OnnxImport, TheSameBitsAtEveryThreadCount) {
   }
 }
 
+// A Transpose read only by MatMuls stays a view (a torch-exported Linear's W^T: matmul reads it
+// through its strides); one read by anything else is copied. Either way the output and the
+// weight's gradient have the bits of the same ops on contiguous copies.
+TEST(OnnxImport, ATransposeReadByMatMulsAloneIsAViewWithTheSameBits) {
+  auto transpose_node = [](const std::string& name, const std::string& in, const std::string& out) {
+    NodeProto n = node("Transpose", name, {in}, {out});
+    AttributeProto perm;
+    perm.name = "perm";
+    perm.type = kAttrInts;
+    perm.ints = {1, 0};
+    n.attribute.push_back(perm);
+    return n;
+  };
+  std::vector<float> w(5 * 3), xv(4 * 3);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i) * 0.3f - 2.f;
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 1.f - static_cast<float>(i) * 0.17f;
+  // s = x W^T [4, 5]; y = (s^T s) relu(s^T)  [5, 4]: W^T read by a MatMul only, s^T by a MatMul and a Relu
+  ModelProto m = model_of({transpose_node("wt", "W", "Wt"), node("MatMul", "mm", {"x", "Wt"}, {"s"}), transpose_node("st", "s", "sT"),
+                           node("MatMul", "gram", {"sT", "s"}, {"p"}), node("Relu", "relu", {"sT"}, {"q"}),
+                           node("MatMul", "out", {"p", "q"}, {"y"})},
+                          {floats("W", {5, 3}, w)}, {info("x", {4, 3})});
+  for (const int threads : {1, 3}) {
+    ThreadCountScope scope(threads);
+    auto g = load_bytes(serialize_model(m), "views.onnx");
+    const Tensor x = Tensor::from<float>(xv, Shape{4, 3});
+    const Tensor y = g->forward(x, nn::Context{});
+    sum(y).backward();
+    Tensor W = Tensor::from<float>(w, Shape{5, 3});
+    W.set_requires_grad(true);
+    const Tensor s = matmul(x, contiguous(transpose(W, 0, 1)));
+    const Tensor st = contiguous(transpose(s, 0, 1));
+    const Tensor want = matmul(matmul(st, s), relu(st));
+    sum(want).backward();
+    EXPECT_EQ(y.to_vector<float>(), want.to_vector<float>()) << threads << " threads";
+    EXPECT_EQ(g->named_parameters()[0].second.grad().to_vector<float>(), W.grad().to_vector<float>()) << threads << " threads";
+  }
+}
+
 }  // namespace
 }  // namespace bitgrad::test
