@@ -350,6 +350,37 @@ std::shared_ptr<GraphInfo> compile(const std::string& bytes, const std::string& 
     }
     ++g->folded;
   }
+
+  // a MatMul read by one Add alone, the Add run right after it, its other input a file's tensor
+  // (an initializer or a folded constant): the pair runs as one matmul_add where that input is a
+  // bias of b's columns (run_graph checks; else both run as written). Adjacent, the fused node
+  // takes the pair's place in the backward's reverse creation order, and the bias, the MatMul's
+  // operands and their gradients' arrival orders are the pair's.
+  std::vector<int> readers(g->slot_names.size(), 0), producer_at(g->slot_names.size(), -1);
+  for (std::size_t k = 0; k < g->nodes.size(); ++k) {
+    for (const int i : g->nodes[k].in)
+      if (i >= 0) ++readers[static_cast<std::size_t>(i)];
+    for (const int o : g->nodes[k].out)
+      if (o >= 0) producer_at[static_cast<std::size_t>(o)] = static_cast<int>(k);
+  }
+  for (const int o : g->output_slots) ++readers[static_cast<std::size_t>(o)];
+  for (std::size_t k = 0; k < g->nodes.size(); ++k) {
+    Node& add = g->nodes[k];
+    if (add.proto->op_type != "Add" || add.in.size() != 2 || add.in[0] < 0 || add.in[1] < 0) continue;
+    for (int side = 0; side < 2; ++side) {
+      const int slot = add.in[static_cast<std::size_t>(side)], p = producer_at[static_cast<std::size_t>(slot)];
+      const int other = add.in[static_cast<std::size_t>(1 - side)];
+      const bool file_tensor = producer_at[static_cast<std::size_t>(other)] < 0 &&
+                               std::find(g->input_slots.begin(), g->input_slots.end(), other) == g->input_slots.end();
+      if (p < 0 || p + 1 != static_cast<int>(k) || readers[static_cast<std::size_t>(slot)] != 1 || !file_tensor) continue;
+      Node& mm = g->nodes[static_cast<std::size_t>(p)];
+      if (mm.proto->op_type != "MatMul" || mm.out.size() != 1 || mm.in.size() != 2 || mm.in[0] < 0 || mm.in[1] < 0) continue;
+      mm.fused_into = static_cast<int>(k);
+      add.fused_from = p;
+      add.fused_input = side;
+      break;
+    }
+  }
   return g;
 }
 
@@ -384,7 +415,7 @@ std::vector<Tensor> run_graph(const GraphInfo& g, const std::vector<Tensor>& inp
     slots[static_cast<std::size_t>(g.input_slots[k])] = Value{x, info.elem_type};
   }
   const bool training = g.options.training && ctx.training;
-  for (const Node& n : g.nodes) {
+  auto run_node = [&](const Node& n) {
     Call c{n, g, training, ctx, {}, {}};
     for (const int i : n.in) {
       if (i >= 0 && !slots[static_cast<std::size_t>(i)].t.defined()) c.fail("input '" + g.slot_names[static_cast<std::size_t>(i)] + "' was not computed");
@@ -404,12 +435,38 @@ std::vector<Tensor> run_graph(const GraphInfo& g, const std::vector<Tensor>& inp
       slots[static_cast<std::size_t>(n.out[o])] = c.out[o];
     }
     if (observer) (*observer)(c);
+  };
+  // A MatMul and the Add of its bias as one matmul_add (the composition's bits, one GEMM):
+  // unless a node observer watches every node, and only for a float product of a shared 2-d b
+  // whose columns the Add's other operand, 1-d, matches; else false (both then run as written).
+  auto run_fused = [&](const Node& add) {
+    const Node& mm = g.nodes[static_cast<std::size_t>(add.fused_from)];
+    const Value &a = slots[static_cast<std::size_t>(mm.in[0])], &b = slots[static_cast<std::size_t>(mm.in[1])];
+    const Value& bias = slots[static_cast<std::size_t>(add.in[static_cast<std::size_t>(1 - add.fused_input)])];
+    if (!a.t.defined() || !b.t.defined() || !bias.t.defined() || !is_float(a.ty) || a.ty != b.ty || a.ty != bias.ty) return false;
+    if (a.t.ndim() < 2 || b.t.ndim() != 2 || bias.t.ndim() != 1 || a.t.shape()[a.t.ndim() - 1] != b.t.shape()[0] ||
+        bias.t.shape()[0] != b.t.shape()[1])
+      return false;
+    Tensor y;
+    try {
+      y = matmul_add(a.t, b.t, bias.t);
+    } catch (const Error& e) {
+      Call c{mm, g, training, ctx, {}, {}};
+      c.fail(std::string(e.what()) + batch_hint);
+    }
+    if (add.out[0] >= 0) slots[static_cast<std::size_t>(add.out[0])] = Value{y, a.ty};
+    return true;
+  };
+  for (const Node& n : g.nodes) {
+    if (!observer && n.fused_into >= 0) continue;  // its Add runs it
+    if (!observer && n.fused_from >= 0 && run_fused(n)) continue;
+    if (!observer && n.fused_from >= 0) run_node(g.nodes[static_cast<std::size_t>(n.fused_from)]);
+    run_node(n);
   }
   std::vector<Tensor> out;
   for (const int o : g.output_slots) out.push_back(slots[static_cast<std::size_t>(o)].t);
   return out;
 }
-
 // ---- the module -----------------------------------------------------------------------------------
 GraphModule::GraphModule(std::shared_ptr<GraphInfo> g) : g_(std::move(g)) {
   for (Initializer& in : g_->inits) {

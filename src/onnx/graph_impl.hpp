@@ -32,6 +32,10 @@ struct Node {
   std::uint64_t dropout_id = 0;  // Dropout: its number among the graph's Dropout nodes (nn::Dropout's layer_id)
   Tensor batches_tracked;        // BatchNormalization: PyTorch's num_batches_tracked buffer, when named so
   bool read_by_matmul_only = false;  // every reader is a MatMul (none is a graph output)
+  // a MatMul whose one reader is the Add run next, of a file's tensor (a bias, checked when
+  // run): the Add computes both (matmul_add, one GEMM); fused_into is the Add's index in
+  // GraphInfo::nodes, fused_from the MatMul's, fused_input which of the Add's inputs is the product
+  int fused_into = -1, fused_from = -1, fused_input = 0;
   std::string label() const;     // node 'NAME' (OpType)
 };
 

@@ -6,6 +6,8 @@
 //           da = dc b^T (chain over N); db = a^T dc (batch tree over M; over all rows
 //           when b is shared by a batch of a); a shared by a batch of b: per-batch da
 //           summed over the batch by the batch rule
+//   matmul_add: also bias [N] -> c + bias (the GEMM's epilogue: add's rounding);
+//           dbias = add's: sum_to(dc, [N])
 #include "ops/op_util.hpp"
 
 namespace bitgrad {
@@ -94,6 +96,7 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
   const Tensor& b = n.saved_tensor(1);
   Tensor gc = kern::contiguous(g);
   const Strides sa = s.a, sb = s.b;
+  if (n.n_inputs > 2 && n.in[2].needs_grad()) gi[2] = ops::sum_to(g, n.in_shape[2]);  // as add's
   BITGRAD_DISPATCH_FLOAT(g.dtype(), "matmul", T, [&] {
     const T *pa = a.data<T>(), *pb = b.data<T>(), *pg = gc.data<T>();
     const ops::Mat<T> bt{pb, sb.cs, sb.rs};  // b^T [N, K] of (the first batch of) b
@@ -180,7 +183,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, CallSit
   return y;
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b, CallSite site) {
+namespace {
+Tensor matmul_impl(const Tensor& a, const Tensor& b, const Tensor& bias, CallSite site) {
   ops::check_same_dtype("matmul", a, b);
   BITGRAD_CHECK(a.ndim() >= 1 && b.ndim() >= 1, "matmul", "operands must have at least one dimension, got ", a.shape().str(),
                 " and ", b.shape().str());
@@ -221,18 +225,19 @@ Tensor matmul(const Tensor& a, const Tensor& b, CallSite site) {
     bc = kern::contiguous(b2);
     sb = {K * N, N, 1};
   }
+  const Tensor biasc = bias.defined() ? kern::contiguous(bias) : Tensor();
   Shape out3{B, M, N};
   Tensor c = Tensor::empty(out3, a.dtype());
   BITGRAD_DISPATCH_FLOAT(a.dtype(), "matmul", T, [&] {
-    const T *pa = ac.data<T>(), *pb = bc.data<T>();
+    const T *pa = ac.data<T>(), *pb = bc.data<T>(), *pbias = biasc.defined() ? biasc.data<T>() : nullptr;
     T* pc = kern::out_ptr<T>(c);
     if (Bb == 1) {
       // b shared (or no batch): one GEMM over all B*M rows of a
-      ops::gemm<T>(B * M, N, K, ops::Mat<T>{pa, sa.rs, sa.cs}, ops::Mat<T>{pb, sb.rs, sb.cs}, pc);
+      ops::gemm<T>(B * M, N, K, ops::Mat<T>{pa, sa.rs, sa.cs}, ops::Mat<T>{pb, sb.rs, sb.cs}, pc, pbias);
     } else {
       for (std::int64_t i = 0; i < B; ++i)
         ops::gemm<T>(M, N, K, ops::Mat<T>{pa + (Ba == 1 ? 0 : i) * sa.sb, sa.rs, sa.cs}, ops::Mat<T>{pb + i * sb.sb, sb.rs, sb.cs},
-                     pc + i * M * N);
+                     pc + i * M * N, pbias);
     }
   });
   // the result's shape: batch.., M (unless a was a vector), N (unless b was a vector)
@@ -240,12 +245,25 @@ Tensor matmul(const Tensor& a, const Tensor& b, CallSite site) {
   if (a.ndim() > 1) out.push_back(M);
   if (b.ndim() > 1) out.push_back(N);
   Tensor y = Tensor::view_of(c, out, contiguous_strides(out), 0);
-  if (Node* n = ops::record("matmul", matmul_bw, {&a, &b}, y, site)) {
+  Node* n = bias.defined() ? ops::record("matmul_add", matmul_bw, {&a, &b, &bias}, y, site)
+                           : ops::record("matmul", matmul_bw, {&a, &b}, y, site);
+  if (n) {
     n->save(0, ac);
     n->save(1, bc);
     n->set_payload(MatmulSaved{B, M, K, N, batch.ndim() > 0 ? batch[0] : 1, sa, sb, Ba == B, Bb == B});
   }
   return y;
+}
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, CallSite site) { return matmul_impl(a, b, Tensor(), site); }
+
+Tensor matmul_add(const Tensor& a, const Tensor& b, const Tensor& bias, CallSite site) {
+  ops::check_same_dtype("matmul_add", a, bias);
+  const std::int64_t N = b.ndim() ? b.shape()[b.ndim() - 1] : 0;
+  BITGRAD_CHECK(b.ndim() >= 2 && bias.ndim() == 1 && bias.shape()[0] == N, "matmul_add", "the bias must be [", N,
+                "] (b's columns, b at least 2-d), got bias ", bias.shape().str(), " for b ", b.shape().str());
+  return matmul_impl(a, b, bias, site);
 }
 
 }  // namespace bitgrad

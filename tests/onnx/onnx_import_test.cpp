@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/node.hpp"
 #include "bitgrad/onnx.hpp"
 #include "bitgrad/runtime.hpp"
 #include "onnx/proto.hpp"
@@ -199,6 +200,57 @@ TEST(OnnxImport, ATransposeReadByMatMulsAloneIsAViewWithTheSameBits) {
     EXPECT_EQ(y.to_vector<float>(), want.to_vector<float>()) << threads << " threads";
     EXPECT_EQ(g->named_parameters()[0].second.grad().to_vector<float>(), W.grad().to_vector<float>()) << threads << " threads";
   }
+}
+
+// An exported Linear's MatMul and the Add of its bias run as one matmul_add (bias first or
+// second); an Add of anything but a bias of b's columns, or a MatMul read twice, runs as
+// written. Every output and gradient has the bits of the ops written out.
+TEST(OnnxImport, AMatMulAndItsBiasAddRunAsOneOpWithTheSameBits) {
+  std::vector<float> w(3 * 5), bv(5), rv(4 * 5), xv(2 * 4 * 3);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i) * 0.3f - 2.f;
+  for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = 0.25f * static_cast<float>(i) - 0.5f;
+  for (std::size_t i = 0; i < rv.size(); ++i) rv[i] = 0.1f * static_cast<float>(i);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 1.f - static_cast<float>(i) * 0.17f;
+  // y = ((x W + b) + (b + x W)) + (x W + R) + relu(x W) : two fused pairs, an Add of a [4, 5]
+  // tensor, and a MatMul read twice
+  ModelProto m = model_of({node("MatMul", "m1", {"x", "W"}, {"p1"}), node("Add", "a1", {"p1", "b"}, {"s1"}),
+                           node("MatMul", "m2", {"x", "W"}, {"p2"}), node("Add", "a2", {"b", "p2"}, {"s2"}),
+                           node("MatMul", "m3", {"x", "W"}, {"p3"}), node("Add", "a3", {"p3", "R"}, {"s3"}),
+                           node("MatMul", "m4", {"x", "W"}, {"p4"}), node("Add", "a4", {"p4", "b"}, {"s4"}), node("Relu", "r4", {"p4"}, {"q4"}),
+                           node("Add", "t1", {"s1", "s2"}, {"u1"}), node("Add", "t2", {"u1", "s3"}, {"u2"}),
+                           node("Add", "t3", {"u2", "s4"}, {"u3"}), node("Add", "t4", {"u3", "q4"}, {"y"})},
+                          {floats("W", {3, 5}, w), floats("b", {5}, bv), floats("R", {4, 5}, rv)}, {info("x", {2, 4, 3})});
+  for (const int threads : {1, 3}) {
+    ThreadCountScope scope(threads);
+    auto g = load_bytes(serialize_model(m), "bias.onnx");
+    const Tensor x = Tensor::from<float>(xv, Shape{2, 4, 3});
+    const Tensor y = g->forward(x, nn::Context{});
+    sum(y).backward();
+    Tensor W = Tensor::from<float>(w, Shape{3, 5}), b = Tensor::from<float>(bv, Shape{5}), R = Tensor::from<float>(rv, Shape{4, 5});
+    for (Tensor* t : {&W, &b, &R}) t->set_requires_grad(true);
+    // in the graph's order: the backward accumulates W's four gradients in reverse creation order
+    const Tensor s1 = add(matmul(x, W), b), s2 = add(b, matmul(x, W)), s3 = add(matmul(x, W), R), p4 = matmul(x, W);
+    const Tensor want = add(add(add(add(s1, s2), s3), add(p4, b)), relu(p4));
+    sum(want).backward();
+    EXPECT_EQ(y.to_vector<float>(), want.to_vector<float>()) << threads << " threads";
+    for (const auto& [name, p] : g->named_parameters()) {
+      const Tensor& mine = name == "W" ? W : name == "b" ? b : R;
+      EXPECT_EQ(p.grad().to_vector<float>(), mine.grad().to_vector<float>()) << name << ", " << threads << " threads";
+    }
+  }
+  // which pairs fused: the op that made the output of y = Add(MatMul(x, W), c)
+  auto last_op = [&](const std::string& c_name, std::vector<TensorProto> inits, std::vector<ValueInfoProto> inputs) {
+    ModelProto one = model_of({node("MatMul", "m", {"x", "W"}, {"p"}), node("Add", "a", {"p", c_name}, {"y"})}, std::move(inits), std::move(inputs));
+    auto g = load_bytes(serialize_model(one), "one.onnx");
+    std::vector<Tensor> in = {Tensor::from<float>(xv, Shape{2, 4, 3})};
+    if (c_name == "c_in") in.push_back(Tensor::from<float>(bv, Shape{5}));
+    const Tensor y = g->run(in, nn::Context{})[0];
+    const autograd::AutogradMeta* meta = autograd::meta_if(y);
+    return meta && meta->grad_fn.get() ? std::string(meta->grad_fn->op) : std::string("none");
+  };
+  EXPECT_EQ(last_op("b", {floats("W", {3, 5}, w), floats("b", {5}, bv)}, {info("x", {2, 4, 3})}), "matmul_add");
+  EXPECT_EQ(last_op("R", {floats("W", {3, 5}, w), floats("R", {4, 5}, rv)}, {info("x", {2, 4, 3})}), "add");
+  EXPECT_EQ(last_op("c_in", {floats("W", {3, 5}, w)}, {info("x", {2, 4, 3}), info("c_in", {5})}), "add");
 }
 
 }  // namespace

@@ -25,6 +25,9 @@ TEST(MatmulOps, Gradients) {
       {"matmul of views", {{4, 3}, {5, 4}}, [](V x) { return matmul(transpose(x[0], 0, 1), transpose(x[1], 0, 1)); }},
       {"matmul of views", {{2, 3, 4}, {2, 5, 4}}, [](V x) { return matmul(x[0], permute(x[1], {0, 2, 1})); }},
       {"matmul of views", {{3, 2, 4}, {4, 5}}, [](V x) { return matmul(permute(x[0], {1, 0, 2}), x[1]); }},
+      {"matmul_add", {{3, 4}, {4, 5}, {5}}, [](V x) { return matmul_add(x[0], x[1], x[2]); }},
+      {"matmul_add", {{2, 3, 4}, {5, 4}, {5}}, [](V x) { return matmul_add(x[0], transpose(x[1], 0, 1), x[2]); }},
+      {"matmul_add", {{2, 3, 4}, {2, 4, 5}, {5}}, [](V x) { return matmul_add(x[0], x[1], x[2]); }},
   };
   run_all_modes(cases);
 }
@@ -124,6 +127,41 @@ TEST(MatmulOps, ViewsGiveTheBitsOfTheirContiguousCopies) {
       }
     }
   }
+}
+
+// matmul_add is add(matmul(a, b), bias) in one GEMM: the output and the three gradients have
+// that composition's bits (bias first or second makes no difference to an IEEE sum), with b
+// shared (one GEMM over the batch's rows) or batched, on every ISA and thread count.
+TEST(MatmulOps, MatmulAddHasTheBitsOfMatmulThenAdd) {
+  RuntimeGuard guard;
+  auto leaf = [](Shape s, std::uint64_t seed) {
+    Tensor t = Tensor::from<float>(random_vec<float>(static_cast<std::size_t>(s.numel()), seed), s);
+    t.set_requires_grad(true);
+    return t;
+  };
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{37, 19}, {19, 23}}, {{5, 33, 19}, {19, 70}}, {{4, 9, 19}, {4, 19, 23}}};
+  for (const auto& [sa, sb] : shapes) {
+    const Shape sbias{sb[sb.ndim() - 1]};
+    for (Isa isa : isas()) {
+      set_isa(isa);
+      for (int threads : thread_counts()) {
+        set_num_threads(threads);
+        Tensor a1 = leaf(sa, 1), b1 = leaf(sb, 2), c1 = leaf(sbias, 3), a2 = leaf(sa, 1), b2 = leaf(sb, 2), c2 = leaf(sbias, 3);
+        const Tensor y1 = matmul_add(a1, b1, c1), y2 = add(c2, matmul(a2, b2));
+        const std::string where = sa.str() + " x " + sb.str() + " isa=" + isa_name(isa) + " threads=" + std::to_string(threads);
+        ASSERT_EQ(y1.shape(), y2.shape()) << where;
+        EXPECT_TRUE(bitwise_equal(y1.to_vector<float>(), y2.to_vector<float>())) << where;
+        const Tensor w = Tensor::from<float>(random_vec<float>(static_cast<std::size_t>(y1.numel()), 4), y1.shape());
+        sum(mul(y1, w)).backward();
+        sum(mul(y2, w)).backward();
+        EXPECT_TRUE(bitwise_equal(a1.grad().to_vector<float>(), a2.grad().to_vector<float>())) << where << " (a)";
+        EXPECT_TRUE(bitwise_equal(b1.grad().to_vector<float>(), b2.grad().to_vector<float>())) << where << " (b)";
+        EXPECT_TRUE(bitwise_equal(c1.grad().to_vector<float>(), c2.grad().to_vector<float>())) << where << " (bias)";
+      }
+    }
+  }
+  EXPECT_THROW(matmul_add(Tensor::zeros({2, 3}), Tensor::zeros({3, 4}), Tensor::zeros({3})), Error);
+  EXPECT_THROW(matmul_add(Tensor::zeros({2, 3}), Tensor::zeros({3}), Tensor::zeros({1})), Error);
 }
 
 TEST(MatmulOps, Errors) {
