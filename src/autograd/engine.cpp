@@ -45,7 +45,7 @@ Tensor owned(const Tensor& g) {
   if (g.is_contiguous() && g.offset() == 0 && g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
       g.storage()->bytes() == static_cast<std::size_t>(g.numel()) * dtype_size(g.dtype()))
     return g;
-  return g.contiguous_copy();
+  return g.is_contiguous() ? g.contiguous_copy() : kern::contiguous(g);  // a view (a transposed weight's): threads, tiles
 }
 }  // namespace
 

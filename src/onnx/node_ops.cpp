@@ -475,6 +475,8 @@ void matmul_op(Call& c) {
     // bitgrad: equal batch dimensions, or b 2-d and shared; other broadcasting written out
     if (!(b.ndim() == 2 && Shape(ab) == batch)) {
       auto widen = [&](const Tensor& t) {
+        if (t.ndim() == batch.ndim() + 2 && Shape(std::vector<std::int64_t>(t.shape().begin(), t.shape().end() - 2)) == batch)
+          return t;  // its batch already the broadcast one: read as it is (a view through its strides)
         std::vector<std::int64_t> s = batch.vec();
         s.push_back(t.shape()[t.ndim() - 2]);
         s.push_back(t.shape()[t.ndim() - 1]);
