@@ -12,8 +12,9 @@
 //     taps in row-major order, per plane
 // The plain case (a square window, the same stride on both axes, no padding, dilation or ceil
 // mode) is max_pool2d / avg_pool2d (src/ops/conv.cpp), whose kernels compute the same order.
-// Otherwise one implementation, no fast path of its own: planes are split over the threads and each
-// plane (forward or gradient) is computed whole by one thread, so the threads move no bit.
+// Otherwise one implementation, no fast path of its own (max takes each row's windows first, then
+// the rows of each window: the same first maximum, max_plane): planes are split over the threads
+// and each plane (forward or gradient) is computed whole by one thread, so the threads move no bit.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -81,47 +82,112 @@ std::int64_t plane_grain(const PoolGeom& G) {
   return std::max<std::int64_t>(1, 4096 / work);
 }
 
+// The rule's step: a state bv meets a tap v; taken where v is larger or a NaN, unless bv is a
+// NaN already (a NaN, once taken, stays)
+template <class T>
+std::int64_t takes(T v, T bv) {
+  return static_cast<std::int64_t>((bv == bv) & ((v != v) | (v > bv)));
+}
+
+// One plane of max pooling: each window's first maximum in row-major order of its taps (the
+// first NaN winning). Rows first: each input row's windows (their first maximum along the row),
+// then each output's rows of its window in order, the first larger or NaN row winner taken.
+// That is the row-major rule: the first NaN of the window is the first NaN of the first row
+// holding one; else its first maximum is the first maximum of the first row reaching it. Each
+// pass runs over contiguous values, tap by tap, so the compiler vectorizes it (a window's taps
+// taken output by output read one value a cache line apart).
+template <class T>
+void max_plane(const PoolGeom& G, const std::vector<Taps>& th, const std::vector<Taps>& tw, const T* plane, T* y, std::int64_t* idx,
+               std::vector<T>& m, std::vector<std::int64_t>& mj, std::vector<T>& hv, std::vector<std::int64_t>& hc) {
+  const std::int64_t H = G.h.L, W = G.w.L, OW = G.w.O, kw = G.w.adaptive ? 0 : G.w.k, dw = G.w.d;
+  // windows wholly inside a row start at 0 .. full - 1 (adaptive bins: none, output by output)
+  const std::int64_t full = G.w.adaptive ? 0 : W - (kw - 1) * dw;
+  m.resize(static_cast<std::size_t>(std::max<std::int64_t>(full, 1)));
+  mj.resize(m.size());
+  hv.resize(static_cast<std::size_t>(H * OW));
+  hc.resize(hv.size());
+  for (std::int64_t r = 0; r < H; ++r) {
+    const T* row = plane + r * W;
+    T* mm = m.data();
+    std::int64_t* mjj = mj.data();
+    for (std::int64_t c = 0; c < full; ++c) {
+      mm[c] = row[c];
+      mjj[c] = 0;
+    }
+    for (std::int64_t j = 1; j < kw; ++j)
+      for (std::int64_t c = 0; c < full; ++c) {
+        const T v = row[c + j * dw], bv = mm[c];
+        const std::int64_t t = takes(v, bv);
+        mm[c] = pick_if(t, v, bv);
+        mjj[c] = (j & -t) | (mjj[c] & (t - 1));
+      }
+    for (std::int64_t ow = 0; ow < OW; ++ow) {
+      const Taps& c = tw[static_cast<std::size_t>(ow)];
+      T& bv = hv[static_cast<std::size_t>(r * OW + ow)];
+      std::int64_t& bc = hc[static_cast<std::size_t>(r * OW + ow)];
+      if (kw > 0 && c.count == kw) {  // a whole window: from the row pass
+        bv = mm[c.first];
+        bc = c.first + mjj[c.first] * dw;
+        continue;
+      }
+      bc = c.count > 0 ? c.first : -1;  // -1: the window is wholly in the padding
+      bv = c.count > 0 ? row[c.first] : T(0);
+      for (std::int64_t j = 1; j < c.count; ++j) {
+        const std::int64_t at = c.first + j * c.step;
+        const std::int64_t t = takes(row[at], bv);
+        bv = pick_if(t, row[at], bv);
+        bc = (at & -t) | (bc & (t - 1));
+      }
+    }
+  }
+  for (std::int64_t oh = 0; oh < G.h.O; ++oh) {
+    const Taps& a = th[static_cast<std::size_t>(oh)];
+    T* yr = y + oh * OW;
+    std::int64_t* ir = idx + oh * OW;
+    if (a.count == 0) {
+      for (std::int64_t ow = 0; ow < OW; ++ow) yr[ow] = -std::numeric_limits<T>::infinity(), ir[ow] = -1;
+      continue;
+    }
+    const T* h0 = hv.data() + a.first * OW;
+    const std::int64_t* c0 = hc.data() + a.first * OW;
+    for (std::int64_t ow = 0; ow < OW; ++ow) {
+      yr[ow] = h0[ow];
+      ir[ow] = a.first * W + c0[ow];
+    }
+    for (std::int64_t i = 1; i < a.count; ++i) {
+      const std::int64_t r = a.first + i * a.step;
+      const T* hr = hv.data() + r * OW;
+      const std::int64_t* cr = hc.data() + r * OW;
+      for (std::int64_t ow = 0; ow < OW; ++ow) {
+        const T v = hr[ow], bv = yr[ow];
+        const std::int64_t t = takes(v, bv);
+        yr[ow] = pick_if(t, v, bv);
+        ir[ow] = ((r * W + cr[ow]) & -t) | (ir[ow] & (t - 1));
+      }
+    }
+    for (std::int64_t ow = 0; ow < OW; ++ow) {
+      const bool empty = c0[ow] < 0;  // the column window is in the padding (then in every row)
+      yr[ow] = empty ? -std::numeric_limits<T>::infinity() : kern::canon(yr[ow]);
+      ir[ow] = empty ? -1 : ir[ow];
+    }
+  }
+}
+
 template <class T>
 void pool_forward(const PoolGeom& G, const T* x, T* y, std::int64_t* idx) {
   const std::vector<Taps> th = all_taps(G.h, G.include_pad), tw = all_taps(G.w, G.include_pad);
   const std::int64_t HW = G.h.L * G.w.L, OP = G.h.O * G.w.O, W = G.w.L;
-  std::int64_t kw_most = 0;
-  for (const Taps& c : tw) kw_most = std::max(kw_most, c.count);
   kern::parallel_for(G.planes, plane_grain(G), [&](std::int64_t b, std::int64_t e) {
+    std::vector<T> m, hv;
+    std::vector<std::int64_t> mj, hc;
     for (std::int64_t q = b; q < e; ++q) {
       const T* plane = x + q * HW;
+      if (G.max) {
+        max_plane(G, th, tw, plane, y + q * OP, idx + q * OP, m, mj, hv, hc);
+        continue;
+      }
       for (std::int64_t oh = 0; oh < G.h.O; ++oh) {
         const Taps& a = th[static_cast<std::size_t>(oh)];
-        if (G.max) {
-          // the row's outputs side by side, tap by tap (their chains are independent): each
-          // output's first tap, then each later one in row-major order, taken where it is
-          // larger or a NaN (a NaN, once taken, stays); selects on the bits, not branches,
-          // which the data decides at random
-          T* yr = y + q * OP + oh * G.w.O;
-          std::int64_t* ir = idx + q * OP + oh * G.w.O;
-          for (std::int64_t ow = 0; ow < G.w.O; ++ow) {
-            const Taps& c = tw[static_cast<std::size_t>(ow)];
-            const bool any = a.count > 0 && c.count > 0;
-            ir[ow] = any ? a.first * W + c.first : -1;
-            yr[ow] = any ? plane[ir[ow]] : -std::numeric_limits<T>::infinity();
-          }
-          for (std::int64_t i = 0; i < a.count; ++i)
-            for (std::int64_t j = 0; j < kw_most; ++j) {
-              if (i == 0 && j == 0) continue;
-              const std::int64_t row = (a.first + i * a.step) * W;
-              for (std::int64_t ow = 0; ow < G.w.O; ++ow) {
-                const Taps& c = tw[static_cast<std::size_t>(ow)];
-                if (j >= c.count) continue;
-                const std::int64_t at = row + c.first + j * c.step;
-                const T v = plane[at], bv = yr[ow];
-                const auto take = static_cast<std::int64_t>((bv == bv) & ((v != v) | (v > bv)));
-                yr[ow] = pick_if(take, v, bv);
-                ir[ow] = (at & -take) | (ir[ow] & (take - 1));
-              }
-            }
-          for (std::int64_t ow = 0; ow < G.w.O; ++ow) yr[ow] = kern::canon(yr[ow]);
-          continue;
-        }
         for (std::int64_t ow = 0; ow < G.w.O; ++ow) {
           const Taps& c = tw[static_cast<std::size_t>(ow)];
           T acc = T(0);

@@ -146,12 +146,13 @@ TEST(PoolPaddedOps, MaxIsTheFirstMaximumOfEachWindowInRowMajorOrder) {
     v[i] = r == 0 ? nan : r < 4 ? (r % 2 ? -0.0f : 0.0f) : static_cast<float>(r % 5);  // few values: many ties
   }
   struct Opt {
-    int k, s, p, d;
+    int k, s, p, d, kw;  // kw: the window's width (its height k)
   };
-  for (const Opt o : {Opt{3, 2, 1, 1}, Opt{3, 1, 1, 1}, Opt{2, 2, 1, 1}, Opt{3, 2, 2, 2}, Opt{4, 3, 2, 1}}) {
+  for (const Opt o : {Opt{3, 2, 1, 1, 3}, Opt{3, 1, 1, 1, 3}, Opt{2, 2, 1, 1, 2}, Opt{3, 2, 2, 2, 3}, Opt{4, 3, 2, 1, 4}, Opt{2, 1, 1, 1, 5},
+                      Opt{3, 2, 1, 2, 6}}) {
     Tensor x = Tensor::from<float>(v, Shape{1, 2, H, W});
     x.set_requires_grad(true);
-    Tensor y = max_pool(x, opts({o.k, o.k}, {o.s, o.s}, {o.p, o.p, o.p, o.p}, {o.d, o.d}));
+    Tensor y = max_pool(x, opts({o.k, o.kw}, {o.s, o.s}, {o.p, o.p, o.p, o.p}, {o.d, o.d}));
     const std::int64_t OH = y.shape()[2], OW = y.shape()[3];
     const std::vector<float> got = y.to_vector<float>();
     std::vector<float> gy(got.size()), want_dx(v.size(), 0.0f);
@@ -161,7 +162,7 @@ TEST(PoolPaddedOps, MaxIsTheFirstMaximumOfEachWindowInRowMajorOrder) {
         for (std::int64_t ow = 0; ow < OW; ++ow) {
           std::int64_t best = -1;
           for (int i = 0; i < o.k; ++i)
-            for (int j = 0; j < o.k; ++j) {
+            for (int j = 0; j < o.kw; ++j) {
               const std::int64_t ih = oh * o.s - o.p + i * o.d, iw = ow * o.s - o.p + j * o.d;
               if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
               const std::int64_t at = (q * H + ih) * W + iw;
@@ -171,11 +172,11 @@ TEST(PoolPaddedOps, MaxIsTheFirstMaximumOfEachWindowInRowMajorOrder) {
           const std::size_t o_at = static_cast<std::size_t>((q * OH + oh) * OW + ow);
           const float w = v[static_cast<std::size_t>(best)];
           EXPECT_EQ(std::bit_cast<std::uint32_t>(got[o_at]), w == w ? std::bit_cast<std::uint32_t>(w) : 0x7FC00000u)
-              << "k" << o.k << " s" << o.s << " p" << o.p << " d" << o.d << " at " << o_at;
+              << "k" << o.k << "x" << o.kw << " s" << o.s << " p" << o.p << " d" << o.d << " at " << o_at;
           want_dx[static_cast<std::size_t>(best)] += gy[o_at];
         }
     y.backward(Tensor::from<float>(gy, y.shape()));
-    EXPECT_EQ(x.grad().to_vector<float>(), want_dx) << "k" << o.k << " s" << o.s << " p" << o.p << " d" << o.d;
+    EXPECT_EQ(x.grad().to_vector<float>(), want_dx) << "k" << o.k << "x" << o.kw << " s" << o.s << " p" << o.p << " d" << o.d;
   }
 }
 
