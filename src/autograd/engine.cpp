@@ -38,13 +38,23 @@ struct Claims {
   }
 };
 
-void accumulate(Tensor& acc, const Tensor& g) { acc = acc.defined() ? kern::add_same_shape(acc, g) : g; }
+// g alone holds its buffer (no other tensor, view or saved value reaches it)
+bool sole(const Tensor& g) {
+  return g.is_contiguous() && g.offset() == 0 && g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
+         g.storage()->bytes() == static_cast<std::size_t>(g.numel()) * dtype_size(g.dtype());
+}
+
+// The sum of the contributions in arrival order; into the first one's buffer where it holds it
+// alone (the same additions, no new tensor)
+void accumulate(Tensor& acc, const Tensor& g) {
+  if (!acc.defined()) acc = g;
+  else if (sole(acc)) kern::add_into(acc, g);
+  else acc = kern::add_same_shape(acc, g);
+}
 
 // A leaf's gradient owns its storage, so in-place updates of it cannot reach another tensor.
 Tensor owned(const Tensor& g) {
-  if (g.is_contiguous() && g.offset() == 0 && g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
-      g.storage()->bytes() == static_cast<std::size_t>(g.numel()) * dtype_size(g.dtype()))
-    return g;
+  if (sole(g)) return g;
   return g.is_contiguous() ? g.contiguous_copy() : kern::contiguous(g);  // a view (a transposed weight's): threads, tiles
 }
 }  // namespace

@@ -97,6 +97,55 @@ Tensor contiguous(const Tensor& t) {
   return out;
 }
 
+Tensor place_in_zeros(const Tensor& g, const Shape& shape, int axis, std::int64_t start, std::int64_t step) {
+  const Tensor gc = contiguous(g);
+  Tensor out = Tensor::empty(shape, g.dtype());
+  std::int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= shape[d];
+  for (int d = axis + 1; d < shape.ndim(); ++d) inner *= shape[d];
+  const std::int64_t A = shape[axis], len = g.shape()[axis], block = A * inner;
+  if (out.numel() == 0) return out;
+  auto run = [&](auto z) {
+    using W = decltype(z);
+    const W* sp = static_cast<const W*>(gc.storage()->data()) + gc.offset();
+    W* dp = static_cast<W*>(out.storage()->data());
+    parallel_for(outer, std::max<std::int64_t>(1, kCopyGrain / std::max<std::int64_t>(block, 1)), [&](std::int64_t o0, std::int64_t o1) {
+      for (std::int64_t o = o0; o < o1; ++o) {
+        W* d = dp + o * block;
+        const W* s = sp + o * len * inner;
+        if (step == 1) {  // zeros, the run of g, zeros
+          std::fill(d, d + start * inner, W(0));
+          std::copy(s, s + len * inner, d + start * inner);
+          std::fill(d + (start + len) * inner, d + block, W(0));
+          continue;
+        }
+        for (std::int64_t a = 0; a < A; ++a) {
+          const std::int64_t k = a - start;
+          if (k >= 0 && k % step == 0 && k / step < len) std::copy(s + (k / step) * inner, s + (k / step + 1) * inner, d + a * inner);
+          else std::fill(d + a * inner, d + (a + 1) * inner, W(0));
+        }
+      }
+    });
+  };
+  switch (dtype_size(g.dtype())) {
+    case 1: run(std::uint8_t{}); break;
+    case 2: run(std::uint16_t{}); break;
+    case 4: run(std::uint32_t{}); break;
+    default: run(std::uint64_t{}); break;
+  }
+  return out;
+}
+
+void add_into(Tensor& a, const Tensor& b) {
+  BITGRAD_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype() && a.is_contiguous(), "add", "internal: gradient shapes differ ",
+                a.shape().str(), " vs ", b.shape().str());
+  const Tensor bc = contiguous(b);
+  BITGRAD_DISPATCH_FLOAT(a.dtype(), "add", T, [&] {
+    T* pa = out_ptr<T>(a);  // each element read, then written, at its own index
+    active<T>().binary(Binary::add, Bcast::same, pa, bc.data<T>(), pa, 1, a.numel());
+  });
+}
+
 Tensor add_same_shape(const Tensor& a, const Tensor& b) {
   BITGRAD_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype(), "add", "internal: gradient shapes differ ",
                 a.shape().str(), " vs ", b.shape().str());

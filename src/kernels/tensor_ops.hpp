@@ -16,5 +16,10 @@ T* out_ptr(const Tensor& t) {
 Tensor contiguous(const Tensor& t);
 // a + b for equal shapes and dtypes (gradient accumulation).
 Tensor add_same_shape(const Tensor& a, const Tensor& b);
+// a = a + b into a's own buffer (a contiguous and not shared): add_same_shape's values.
+void add_into(Tensor& a, const Tensor& b);
+// A tensor of `shape`, +0 (zero bits) but where `g` goes: g's index i along `axis` at
+// start + i * step, every other axis as g's (a slice's gradient), each element written once.
+Tensor place_in_zeros(const Tensor& g, const Shape& shape, int axis, std::int64_t start, std::int64_t step);
 
 }  // namespace bitgrad::kern

@@ -39,18 +39,10 @@ struct SliceSaved {
   int axis;
   std::int64_t start, step;  // start after clamping
 };
+// dx: +0 but where the slice's elements were, g there (one pass: kern::place_in_zeros)
 void slice_bw(Node& n, const Tensor& g, Tensor* gi) {
-  Tensor z = Tensor::zeros(n.in_shape[0], g.dtype());
   const SliceSaved& s = n.payload<SliceSaved>();
-  const int axis = s.axis;
-  Shape st = z.strides();
-  Shape sh = z.shape();
-  sh[axis] = g.shape()[axis];
-  std::int64_t off = s.start * st[axis];
-  st[axis] *= s.step;
-  Tensor region = view(z, sh, st, off);
-  region.copy_from(g);
-  gi[0] = z;
+  gi[0] = kern::place_in_zeros(g, n.in_shape[0], s.axis, s.start, s.step);
 }
 
 // ---- concat: y = [x0 | x1 | ...] along axis ---------------------------------------------------

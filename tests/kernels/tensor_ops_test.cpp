@@ -58,5 +58,35 @@ TEST(TensorOps, ParallelContiguousCopiesTheBytesOfTheSerialCopy) {
   }
 }
 
+// A slice's gradient in one pass: the bytes of zeros with the values copied into the slice's
+// places (the tensor layer's serial copy), for every axis, step, element size and thread count.
+TEST(TensorOps, PlaceInZerosIsZerosWithTheSliceCopiedIn) {
+  RuntimeGuard guard;
+  for (DType dt : {DType::u8, DType::bf16, DType::f32, DType::f64}) {
+    const Tensor t = filled(dt);  // [6, 37, 129]
+    struct Case {
+      int axis;
+      std::int64_t start, step, len;
+    };
+    for (const Case c : {Case{2, 3, 1, 100}, Case{2, 0, 1, 129}, Case{2, 5, 3, 40}, Case{1, 2, 1, 30}, Case{1, 1, 4, 9}, Case{0, 1, 2, 3},
+                         Case{2, 129, 1, 0}}) {
+      const Tensor g = slice(t, c.axis, 0, c.len);  // a [.., len, ..] source (a view: copied first)
+      Tensor want = Tensor::zeros(t.shape(), dt);
+      Shape sh = want.shape(), st = want.strides();
+      sh[c.axis] = c.len;
+      const std::int64_t off = c.start * st[c.axis];
+      st[c.axis] *= c.step;
+      Tensor::view_of(want, sh, st, off).copy_from(g);
+      std::vector<Tensor> kept;
+      for (int threads : thread_counts()) {
+        set_num_threads(threads);
+        const Tensor got = kept.emplace_back(kern::place_in_zeros(g, t.shape(), c.axis, c.start, c.step));
+        EXPECT_TRUE(bytes_of(got) == bytes_of(want)) << dtype_name(dt) << " axis " << c.axis << " start " << c.start << " step " << c.step
+                                                     << " threads=" << threads;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace bitgrad::test
