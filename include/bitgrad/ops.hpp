@@ -132,9 +132,6 @@ Tensor contiguous(const Tensor& x, CallSite site = CallSite::current());
 // matmul: 1-d and 2-d as NumPy; N-d operands are batches of matrices (equal batch
 // dimensions, or one operand 2-d and shared by every batch).
 Tensor matmul(const Tensor& a, const Tensor& b, CallSite site = CallSite::current());
-// matmul_add: add(matmul(a, b), bias) for a bias [N] (b's columns) in one GEMM, with that
-// composition's bits, forward and backward (an exported Linear's MatMul and Add)
-Tensor matmul_add(const Tensor& a, const Tensor& b, const Tensor& bias, CallSite site = CallSite::current());
 // linear: x [..., in], weight [out, in], bias [out] (optional): x weight^T + bias
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), CallSite site = CallSite::current());
 

@@ -12,6 +12,17 @@ namespace {
 constexpr std::int64_t kCopyGrain = 16384;  // elements per chunk of a strided copy
 constexpr std::int64_t kTile = 16;          // a transposing copy's square tile
 
+// f(W{}) with W the unsigned word of dt's size: copies move bits unchanged (NaN payloads kept)
+template <class F>
+void by_word(DType dt, F&& f) {
+  switch (dtype_size(dt)) {
+    case 1: f(std::uint8_t{}); break;
+    case 2: f(std::uint16_t{}); break;
+    case 4: f(std::uint32_t{}); break;
+    default: f(std::uint64_t{}); break;
+  }
+}
+
 // The source's unit-stride dimension when it is not the last one (a permuted view such as an
 // attention's k^T or a transposed weight), else -1.
 int transposed_dim(const Tensor& t) {
@@ -88,12 +99,7 @@ Tensor contiguous(const Tensor& t) {
                                      [&](std::int64_t a, std::int64_t b) { dp[b] = sp[a]; });
     });
   };
-  switch (dtype_size(t.dtype())) {
-    case 1: run(std::uint8_t{}); break;
-    case 2: run(std::uint16_t{}); break;
-    case 4: run(std::uint32_t{}); break;
-    default: run(std::uint64_t{}); break;
-  }
+  by_word(t.dtype(), run);
   return out;
 }
 
@@ -127,12 +133,7 @@ Tensor place_in_zeros(const Tensor& g, const Shape& shape, int axis, std::int64_
       }
     });
   };
-  switch (dtype_size(g.dtype())) {
-    case 1: run(std::uint8_t{}); break;
-    case 2: run(std::uint16_t{}); break;
-    case 4: run(std::uint32_t{}); break;
-    default: run(std::uint64_t{}); break;
-  }
+  by_word(g.dtype(), run);
   return out;
 }
 

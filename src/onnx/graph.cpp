@@ -12,6 +12,7 @@
 
 #include "bitgrad/io.hpp"
 #include "onnx/graph_impl.hpp"
+#include "ops/fused.hpp"
 
 namespace bitgrad::onnx {
 

@@ -8,6 +8,7 @@
 //           summed over the batch by the batch rule
 //   matmul_add: also bias [N] -> c + bias (the GEMM's epilogue: add's rounding);
 //           dbias = add's: sum_to(dc, [N])
+#include "ops/fused.hpp"
 #include "ops/op_util.hpp"
 
 namespace bitgrad {
@@ -259,6 +260,7 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, const Tensor& bias, CallSit
 Tensor matmul(const Tensor& a, const Tensor& b, CallSite site) { return matmul_impl(a, b, Tensor(), site); }
 
 Tensor matmul_add(const Tensor& a, const Tensor& b, const Tensor& bias, CallSite site) {
+  BITGRAD_CHECK(a.defined() && b.defined() && bias.defined(), "matmul_add", "an operand or the bias is undefined");
   ops::check_same_dtype("matmul_add", a, bias);
   const std::int64_t N = b.ndim() ? b.shape()[b.ndim() - 1] : 0;
   BITGRAD_CHECK(b.ndim() >= 2 && bias.ndim() == 1 && bias.shape()[0] == N, "matmul_add", "the bias must be [", N,

@@ -120,7 +120,12 @@ std::string onnx_model_bytes(const Case& c) {
     if (t == "linear") {
       std::vector<std::string> ins{x, b.weights(p + ".weight", {l.out, s[0]}, s[0])};
       if (l.bias) ins.push_back(b.weights(p + ".bias", {l.out}, s[0]));
-      x = b.node("Gemm", ins, {integer("transB", 1)});
+      if (l.bias && k % 2 == 0) {  // every second layer as PyTorch exports a Linear on 3-d input:
+        // the weight transposed (read as a view), MatMul, the bias added first (run as one matmul_add)
+        x = b.node("Add", {ins[2], b.node("MatMul", {x, b.node("Transpose", {ins[1]}, {ints("perm", {1, 0})})})});
+      } else {
+        x = b.node("Gemm", ins, {integer("transB", 1)});
+      }
     } else if (t == "conv2d") {
       const std::int64_t fan = s[0] * l.kernel * l.kernel;
       std::vector<std::string> ins{x, b.weights(p + ".weight", {l.out, s[0], l.kernel, l.kernel}, fan)};

@@ -1,10 +1,18 @@
 // matmul and linear: gradients (f64), determinism (f32), shapes and errors.
+#include "ops/fused.hpp"
 #include "support/op_harness.hpp"
 
 namespace bitgrad::test {
 namespace {
 
 using V = const std::vector<Tensor>&;
+
+// an f32 leaf of `s` that requires its gradient, values from `seed`
+Tensor leaf(const Shape& s, std::uint64_t seed) {
+  Tensor t = Tensor::from<float>(random_vec<float>(static_cast<std::size_t>(s.numel()), seed), s);
+  t.set_requires_grad(true);
+  return t;
+}
 
 TEST(MatmulOps, Gradients) {
   std::vector<OpCase> cases = {
@@ -84,11 +92,6 @@ TEST(MatmulOps, SharedWeightGradientIsLinears) {
 // contiguous copies, on every ISA and thread count.
 TEST(MatmulOps, ViewsGiveTheBitsOfTheirContiguousCopies) {
   RuntimeGuard guard;
-  auto leaf = [](Shape s, std::uint64_t seed) {
-    Tensor t = Tensor::from<float>(random_vec<float>(static_cast<std::size_t>(s.numel()), seed), s);
-    t.set_requires_grad(true);
-    return t;
-  };
   using Make = std::function<Tensor(const Tensor&)>;
   const Make id = [](const Tensor& t) { return t; };
   struct Case {
@@ -134,11 +137,6 @@ TEST(MatmulOps, ViewsGiveTheBitsOfTheirContiguousCopies) {
 // shared (one GEMM over the batch's rows) or batched, on every ISA and thread count.
 TEST(MatmulOps, MatmulAddHasTheBitsOfMatmulThenAdd) {
   RuntimeGuard guard;
-  auto leaf = [](Shape s, std::uint64_t seed) {
-    Tensor t = Tensor::from<float>(random_vec<float>(static_cast<std::size_t>(s.numel()), seed), s);
-    t.set_requires_grad(true);
-    return t;
-  };
   const std::vector<std::pair<Shape, Shape>> shapes = {{{37, 19}, {19, 23}}, {{5, 33, 19}, {19, 70}}, {{4, 9, 19}, {4, 19, 23}}};
   for (const auto& [sa, sb] : shapes) {
     const Shape sbias{sb[sb.ndim() - 1]};
@@ -162,6 +160,7 @@ TEST(MatmulOps, MatmulAddHasTheBitsOfMatmulThenAdd) {
   }
   EXPECT_THROW(matmul_add(Tensor::zeros({2, 3}), Tensor::zeros({3, 4}), Tensor::zeros({3})), Error);
   EXPECT_THROW(matmul_add(Tensor::zeros({2, 3}), Tensor::zeros({3}), Tensor::zeros({1})), Error);
+  EXPECT_THROW(matmul_add(Tensor::zeros({2, 3}), Tensor::zeros({3, 4}), Tensor()), Error);
 }
 
 TEST(MatmulOps, Errors) {
