@@ -170,8 +170,10 @@ bench-precision: build
 # and NumPy, then training steps against their f64 twins (docs/numerics.md, §5's tables)
 accuracy: build
 	@$(BUILD)/bin/mathfn_accuracy --n 10000000
+	@$(BUILD)/bin/mathfn_accuracy --f32-all
 	@$(BUILD)/bin/fast_f32_check
 	@PYTHONPATH=$(BUILD)/python /usr/bin/python3 bench/accuracy.py
+	@PYTHONPATH=$(BUILD)/python /usr/bin/python3 bench/f32_functions_accuracy.py
 	@/usr/bin/python3 bench/step_accuracy.py --bitgrad $(BUILD)/bin/bitgrad
 
 clean:

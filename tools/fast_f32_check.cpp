@@ -1,7 +1,8 @@
 // Every f32 input through the fast f32 exp, sigmoid and tanh of each code path the CPU has,
-// against the scalar reference kernels (the f64 function rounded once, NaN canonical):
-// the fast paths decide the f32 rounding from a cheaper approximation where its margin allows
-// (math/mathfn_impl.hpp, *_f32r), and this checks that they never decide it differently.
+// against the scalar reference kernels (NaN canonical): exp is the f64 function rounded once,
+// which the fast paths decide from a cheaper approximation where its margin allows
+// (math/mathfn_impl.hpp, exp_f32r), and this checks that they never decide it differently;
+// sigmoid and tanh are f32 formulas (numerics §8) whose vector lanes must give the scalar bits.
 //   fast_f32_check [--threads N] [--stride S]   (S > 1: every S-th bit pattern, for a quick run)
 #include <algorithm>
 #include <chrono>

@@ -10,6 +10,6 @@
 
 namespace bitgrad {
 inline constexpr const char* kVersion = BITGRAD_VERSION_STRING;
-inline constexpr int kNumericsVersion = 6;
+inline constexpr int kNumericsVersion = 7;
 const char* git_commit();  // short commit of the build, or "unknown"
 }  // namespace bitgrad

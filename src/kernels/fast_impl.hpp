@@ -74,9 +74,20 @@ constexpr bool f32_out() { return std::is_same_v<T, float>; }
     }                                                                                         \
   };
 BITGRAD_LANE_FN(ExpT, exp_f32r, exp_f64)
-BITGRAD_LANE_FN(SigmoidT, sigmoid_f32r, sigmoid_f64)
-BITGRAD_LANE_FN(TanhT, tanh_f32r, tanh_f64)
 #undef BITGRAD_LANE_FN
+// f32 sigmoid and tanh are f32 formulas evaluated in f32 lanes (numerics §8), f64 ones f64 functions
+struct SigmoidF {
+  [[gnu::always_inline]] F operator()(F v) const { return sigmoid_f32(v); }
+};
+struct TanhF {
+  [[gnu::always_inline]] F operator()(F v) const { return tanh_f32(v); }
+};
+struct SigmoidD {
+  [[gnu::always_inline]] D operator()(D v) const { return sigmoid_f64(v); }
+};
+struct TanhD {
+  [[gnu::always_inline]] D operator()(D v) const { return tanh_f64(v); }
+};
 
 // y[i] = f(x[i]) in f64 lanes
 template <class T, class Fn>
@@ -95,6 +106,25 @@ inline void map_d_x2(const T* x, T* y, std::int64_t n, Fn f) {
     store_d(y + i + kWD, b);
   }
   map_d(x + i, y + i, n - i, f);
+}
+// y[i] = f(x[i]) in f32 lanes, two vectors an iteration
+template <class Fn>
+inline void map_f_x2(const float* x, float* y, std::int64_t n, Fn f) {
+  using VF = VT<float>;
+  std::int64_t i = 0;
+  for (; i + 2 * kWF <= n; i += 2 * kWF) {
+    const F a = f(loadf(x + i)), b = f(loadf(x + i + kWF));
+    VF::store(y + i, a);
+    VF::store(y + i + kWF, b);
+  }
+  for (; i + kWF <= n; i += kWF) VF::store(y + i, f(loadf(x + i)));
+  if (i < n) VF::store_part(y + i, f(loadf_part(x + i, static_cast<int>(n - i), 0.0f)), static_cast<int>(n - i));
+}
+// sigmoid or tanh of T values: f32 lanes for f32, f64 lanes for f64
+template <class T, class FnF, class FnD>
+inline void map_sigmoid_tanh(const T* x, T* y, std::int64_t n, FnF ff, FnD fd) {
+  if constexpr (std::is_same_v<T, float>) map_f_x2(x, y, n, ff);
+  else map_d_x2(x, y, n, fd);
 }
 template <class T, class Fn>
 inline void map2_d(const T* a, const T* b, T* y, std::int64_t n, Fn f) {
@@ -250,8 +280,8 @@ void unary_fast(Unary op, const T* x, T* y, std::int64_t n) {
       case Unary::log: map_d(xs, ys, m, [](D v) { return log_f64(v); }); break;
       case Unary::log1p: map_d(xs, ys, m, [](D v) { return log1p_f64(v); }); break;
       case Unary::rsqrt: map_d(xs, ys, m, [](D v) { return rsqrt_f64(v); }); break;
-      case Unary::tanh: map_d_x2(xs, ys, m, TanhT<T>{}); break;
-      case Unary::sigmoid: map_d_x2(xs, ys, m, SigmoidT<T>{}); break;
+      case Unary::tanh: map_sigmoid_tanh(xs, ys, m, TanhF{}, TanhD{}); break;
+      case Unary::sigmoid: map_sigmoid_tanh(xs, ys, m, SigmoidF{}, SigmoidD{}); break;
       case Unary::erf: erf_map(xs, 1.0, ys, m, [](D, D r) { return r; }); break;
       case Unary::sin: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 0); }); break;
       case Unary::cos: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 1); }); break;
@@ -448,20 +478,23 @@ void gelu_grad_kept_fast(const T* x, const double* e, const T* g, T* out, std::i
   parallel_for(n, kGrainSimple / 4, [&](std::int64_t b, std::int64_t end) { gelu_grad_from_erf(x + b, e + b, g + b, out + b, end - b); });
 }
 
-// The LSTM step in f64 lanes: each op's result rounded to T (an f32 add or product computed in f64
-// and rounded once is the f32 op's: 53 >= 2*24 + 2), sigmoid and tanh in their f32 fast forms.
+// The recurrent steps' gates in T's lanes: every op rounds as the ops do; sigmoid and tanh are
+// §8's (f32 formulas in f32 lanes, f64 functions in f64 lanes).
 template <class T>
-[[gnu::always_inline]] inline D round_t(D v) {
-  if constexpr (f32_out<T>()) return round_f32(v);
-  else return v;
-}
-template <class T>
-[[gnu::always_inline]] inline D sigmoid_t(D v) { return round_t<T>(SigmoidT<T>{}(v)); }
-template <class T>
-[[gnu::always_inline]] inline D tanh_t(D v) { return round_t<T>(TanhT<T>{}(v)); }
+struct GateFns;
+template <>
+struct GateFns<float> {
+  [[gnu::always_inline]] static F sig(F v) { return sigmoid_f32(v); }
+  [[gnu::always_inline]] static F th(F v) { return tanh_f32(v); }
+};
+template <>
+struct GateFns<double> {
+  [[gnu::always_inline]] static D sig(D v) { return sigmoid_f64(v); }
+  [[gnu::always_inline]] static D th(D v) { return tanh_f64(v); }
+};
 // The recurrent steps' kernels row by row: row(n, j, m) handles elements [j, j + m) of row n,
-// m = W (a vector of the lanes) but at a row's end. ld / st (T lanes) and ld_d / st_d (f64
-// lanes) load and store m of them; stores write NaNs canonical. (Plain functions and an int,
+// m = W (a vector of the lanes) but at a row's end. ld / st (T lanes) load and store m of
+// them; stores write NaNs canonical. (Plain functions and an int,
 // not generic lambdas handed in: the demangler fails on those names, which the ISA leak check
 // must read.)
 template <std::int64_t W, class Row>
@@ -483,37 +516,36 @@ inline void st(T* p, typename VT<T>::V v, int m) {
   if (m == VT<T>::W) VT<T>::store(p, v);
   else VT<T>::store_part(p, v, m);
 }
-template <class T>
-inline D ld_d(const T* p, int m) {
-  return m == kWD ? load_d(p) : load_d_part(p, m, 0.0);
-}
-template <class T>
-inline void st_d(T* p, D v, int m) {
-  if (m == kWD) store_d(p, v);
-  else store_d_part(p, v, m);
-}
 
 template <class T>
-void lstm_gates_fast(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
-                     std::int64_t ldh, T* keep) {
-  rows_in_lanes<kWD>(N, H, kGrainMath / (4 * H), [&](std::int64_t n, std::int64_t j, int m) {
+void lstm_gates_fast(const T* xz, std::int64_t ldx, const T* b, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out,
+                     T* h_out, std::int64_t ldh, T* keep) {
+  using V = typename VT<T>::V;
+  using G = GateFns<T>;
+  rows_in_lanes<VT<T>::W>(N, H, kGrainMath / (4 * H), [&](std::int64_t n, std::int64_t j, int m) {
     const T* x = xz + n * ldx + j;
     const T* r = hh + n * 4 * H + j;
-    const D i = sigmoid_t<T>(round_t<T>(ld_d(x, m) + ld_d(r, m)));
-    const D f = sigmoid_t<T>(round_t<T>(ld_d(x + H, m) + ld_d(r + H, m)));
-    const D g = tanh_t<T>(round_t<T>(ld_d(x + 2 * H, m) + ld_d(r + 2 * H, m)));
-    const D o = sigmoid_t<T>(round_t<T>(ld_d(x + 3 * H, m) + ld_d(r + 3 * H, m)));
-    const D cn = round_t<T>(round_t<T>(f * ld_d(c + n * H + j, m)) + round_t<T>(i * g));
-    const D tc = tanh_t<T>(cn);
-    st_d(c_out + n * H + j, cn, m);
-    st_d(h_out + n * ldh + j, o * tc, m);
+    // z = (xz + b) + hh of the gate at q (b: the input part's b_hh, where given)
+    auto zq = [&](std::int64_t q) { return (b ? ld(x + q, m) + ld(b + q + j, m) : ld(x + q, m)) + ld(r + q, m); };
+    // the next row's xz, a sequence's step: rows T steps apart, from L3 (the stream prefetcher
+    // starts late on each)
+    if (n + 1 < N)
+      for (std::int64_t q = 0; q < 4 * H; q += H) __builtin_prefetch(x + ldx + q);
+    const V i = G::sig(zq(0));
+    const V f = G::sig(zq(H));
+    const V g = G::th(zq(2 * H));
+    const V o = G::sig(zq(3 * H));
+    const V cn = (f * ld(c + n * H + j, m)) + (i * g);
+    const V tc = G::th(cn);
+    st(c_out + n * H + j, cn, m);
+    st(h_out + n * ldh + j, o * tc, m);
     if (keep) {
       T* k = keep + n * 5 * H + j;
-      st_d(k, i, m);
-      st_d(k + H, f, m);
-      st_d(k + 2 * H, g, m);
-      st_d(k + 3 * H, o, m);
-      st_d(k + 4 * H, tc, m);
+      st(k, i, m);
+      st(k + H, f, m);
+      st(k + 2 * H, g, m);
+      st(k + 3 * H, o, m);
+      st(k + 4 * H, tc, m);
     }
   });
 }
@@ -521,18 +553,22 @@ void lstm_gates_fast(const T* xz, std::int64_t ldx, const T* hh, const T* c, std
 template <class T>
 void gru_gates_fast(const T* xz, std::int64_t ldx, const T* hh, const T* h, std::int64_t ldh, std::int64_t N, std::int64_t H, T* h_out,
                     std::int64_t ldo, T* keep) {
-  rows_in_lanes<kWD>(N, H, kGrainMath / (3 * H), [&](std::int64_t n, std::int64_t j, int m) {
+  using V = typename VT<T>::V;
+  using G = GateFns<T>;
+  rows_in_lanes<VT<T>::W>(N, H, kGrainMath / (3 * H), [&](std::int64_t n, std::int64_t j, int m) {
     const T* x = xz + n * ldx + j;
     const T* r3 = hh + n * 3 * H + j;
-    const D r = sigmoid_t<T>(round_t<T>(ld_d(x, m) + ld_d(r3, m)));
-    const D z = sigmoid_t<T>(round_t<T>(ld_d(x + H, m) + ld_d(r3 + H, m)));
-    const D nn = tanh_t<T>(round_t<T>(ld_d(x + 2 * H, m) + round_t<T>(r * ld_d(r3 + 2 * H, m))));
-    st_d(h_out + n * ldo + j, round_t<T>(round_t<T>(ld_d(h + n * ldh + j, m) - nn) * z) + nn, m);
+    if (n + 1 < N)  // the next row's xz (lstm_gates_fast says why)
+      for (std::int64_t q = 0; q < 3 * H; q += H) __builtin_prefetch(x + ldx + q);
+    const V r = G::sig(ld(x, m) + ld(r3, m));
+    const V z = G::sig(ld(x + H, m) + ld(r3 + H, m));
+    const V nn = G::th(ld(x + 2 * H, m) + r * ld(r3 + 2 * H, m));
+    st(h_out + n * ldo + j, ((ld(h + n * ldh + j, m) - nn) * z) + nn, m);
     if (keep) {
       T* k = keep + n * 3 * H + j;
-      st_d(k, r, m);
-      st_d(k + H, z, m);
-      st_d(k + 2 * H, nn, m);
+      st(k, r, m);
+      st(k + H, z, m);
+      st(k + 2 * H, nn, m);
     }
   });
 }

@@ -243,11 +243,12 @@ struct Table {
   void (*gelu_keep)(const T* x, T* y, double* e, std::int64_t n);
   // GELU backward from the kept e: out = g (0.5 (1 + e) + x phi(x)), the bits of act_grad(gelu)
   void (*gelu_grad_kept)(const T* x, const double* e, const T* g, T* out, std::int64_t n);
-  // One LSTM step over N rows (numerics §34): z = xz + hh (xz rows ldx apart, hh [N, 4H]);
+  // One LSTM step over N rows (numerics §34): z = xz + hh (xz rows ldx apart, hh [N, 4H]), or
+  // z = (xz + b) + hh with b [4H] (b_hh, not null: the input part's addition done here);
   // i, f, o = sigmoid and g = tanh of z's quarters; c' = f*c + i*g; h' = o*tanh(c'); each op
   // rounded to T as the ops round it. c [N, H]; c_out [N, H]; h_out rows ldh apart; keep (may be
   // null) [N, 5H]: i, f, g, o, tanh(c') for the backward.
-  void (*lstm_gates)(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
+  void (*lstm_gates)(const T* xz, std::int64_t ldx, const T* b, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
                      std::int64_t ldh, T* keep);
   // The step's backward from keep [N, 5H] (i, f, g, o, tanh(c')), as the ops' backwards compute
   // it (mul: g*b; sigmoid: (g*y)*(1-y); tanh: g*(1-y*y)), each gate's gradient stored as v + 0.

@@ -238,9 +238,9 @@ template <class T>
 void gelu_grad_kept(const T* x, const double* e, const T* g, T* out, std::int64_t n) { base<T>().gelu_grad_kept(x, e, g, out, n); }
 
 template <class T>
-void lstm_gates(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
+void lstm_gates(const T* xz, std::int64_t ldx, const T* b, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
                 std::int64_t ldh, T* keep) {
-  base<T>().lstm_gates(xz, ldx, hh, c, N, H, c_out, h_out, ldh, keep);
+  base<T>().lstm_gates(xz, ldx, b, hh, c, N, H, c_out, h_out, ldh, keep);
 }
 template <class T>
 void gru_gates(const T* xz, std::int64_t ldx, const T* hh, const T* h, std::int64_t ldh, std::int64_t N, std::int64_t H, T* h_out,

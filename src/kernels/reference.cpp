@@ -104,8 +104,8 @@ T unary_one(Unary op, T x) {
     case Unary::log1p: return from_d<T>(math::log1p(d));
     case Unary::sqrt: return std::sqrt(x);
     case Unary::rsqrt: return from_d<T>(math::rsqrt(d));
-    case Unary::tanh: return from_d<T>(math::tanh(d));
-    case Unary::sigmoid: return from_d<T>(math::sigmoid(d));
+    case Unary::tanh: return math::tanh(x);  // f32: §8's f32 formula; f64: the f64 function
+    case Unary::sigmoid: return math::sigmoid(x);
     case Unary::erf: return from_d<T>(math::erf(d));
     case Unary::sin: return from_d<T>(math::sin(d));
     case Unary::cos: return from_d<T>(math::cos(d));
@@ -197,16 +197,18 @@ void gelu_keep(const T* x, T* y, double* e, std::int64_t n) {
 }
 // the LSTM step as its ops compute it: each result rounded to T (canon: a NaN is stored canonical)
 template <class T>
-void lstm_gates(const T* xz, std::int64_t ldx, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
+void lstm_gates(const T* xz, std::int64_t ldx, const T* b, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out, T* h_out,
                 std::int64_t ldh, T* keep) {
+  // the input part's xz + b (an add op's rounding) where b is given
+  auto xb = [b](const T* x, std::int64_t q) { return b ? canon(*x + b[q]) : *x; };
   for (std::int64_t n = 0; n < N; ++n) {
     const T* x = xz + n * ldx;
     const T* r = hh + n * 4 * H;
     for (std::int64_t j = 0; j < H; ++j) {
-      const T i = canon(unary_one(Unary::sigmoid, canon(x[j] + r[j])));
-      const T f = canon(unary_one(Unary::sigmoid, canon(x[H + j] + r[H + j])));
-      const T g = canon(unary_one(Unary::tanh, canon(x[2 * H + j] + r[2 * H + j])));
-      const T o = canon(unary_one(Unary::sigmoid, canon(x[3 * H + j] + r[3 * H + j])));
+      const T i = canon(unary_one(Unary::sigmoid, canon(xb(x + j, j) + r[j])));
+      const T f = canon(unary_one(Unary::sigmoid, canon(xb(x + H + j, H + j) + r[H + j])));
+      const T g = canon(unary_one(Unary::tanh, canon(xb(x + 2 * H + j, 2 * H + j) + r[2 * H + j])));
+      const T o = canon(unary_one(Unary::sigmoid, canon(xb(x + 3 * H + j, 3 * H + j) + r[3 * H + j])));
       const T cn = canon(canon(f * c[n * H + j]) + canon(i * g));
       const T tc = canon(unary_one(Unary::tanh, cn));
       c_out[n * H + j] = cn;

@@ -38,8 +38,8 @@ float exp(float x) { return static_cast<float>(s::exp_f64(x)); }
 float expm1(float x) { return static_cast<float>(s::expm1_f64(x)); }
 float log(float x) { return static_cast<float>(s::log_f64(x)); }
 float log1p(float x) { return static_cast<float>(s::log1p_f64(x)); }
-float tanh(float x) { return static_cast<float>(s::tanh_f64(x)); }
-float sigmoid(float x) { return static_cast<float>(s::sigmoid_f64(x)); }
+float tanh(float x) { return s::tanh_f32(x); }
+float sigmoid(float x) { return s::sigmoid_f32(x); }
 float erf(float x) { return static_cast<float>(s::erf_f64(x)); }
 float sin(float x) { return static_cast<float>(s::sincos_f64(x, 0)); }
 float cos(float x) { return static_cast<float>(s::sincos_f64(x, 1)); }

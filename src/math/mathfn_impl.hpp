@@ -1,7 +1,8 @@
 // bitgrad's elementary functions in f64, written once over the lane types of simd.hpp
 // (D, I, M). Only +, -, *, /, sqrt and explicit fma are used, all correctly rounded by
 // IEEE 754, so every code path and every platform computes the same bits. f32 functions
-// evaluate these and round once (error <= 0.5 ulp + 2^-29 ulp). Measured accuracy is in
+// evaluate these and round once (error <= 0.5 ulp + 2^-29 ulp), but sigmoid and tanh, which have
+// f32 formulas of their own (sigmoid_f32, tanh_f32 below). Measured accuracy is in
 // docs/numerics.md (tools/mathfn_accuracy, against MPFR).
 //
 // Included inside an ISA namespace after simd.hpp and tables.inc; see simd.hpp.
@@ -234,7 +235,7 @@ inline D sigmoid_f64(D x) {
   return select(isnan_(x), x + x, y);
 }
 
-// ---- f32 results of exp, sigmoid and tanh, fast, with the bits above ----
+// ---- f32 results of exp, fast, with the bits above ----
 // An f32 function is its f64 function rounded once. Where that rounding is decided by a wide
 // margin, a cheaper f64 approximation decides it the same way: *_f32r below evaluate one
 // (relative error < 2^-48), keep it on the lanes whose f32 rounding no value within 2^-40 of it
@@ -242,14 +243,6 @@ inline D sigmoid_f64(D x) {
 // f64 function is within 2^-52 of the true value, so both lie in that window and round alike.
 // The result is a D whose rounding to f32 is the f32 function's; it is not the f64 function.
 // tools/fast_f32_check runs every f32 input through both (docs/numerics.md §8).
-
-// 1/v for v in [1, 4], relative error < 2^-51: the ISA's reciprocal estimate and Newton steps
-// (a division's throughput is a fraction of an fma's)
-[[gnu::always_inline]] inline D recip_approx(D v) {
-  D r = rcp_approx(v);
-  for (int i = 0; i < kRcpSteps; ++i) r = fma(r, fma(-v, r, D(1.0)), r);
-  return r;
-}
 
 alignas(64) constexpr double kExp8Tab[8] = {kExpTabHi[0],  kExpTabHi[16], kExpTabHi[32], kExpTabHi[48],
                                             kExpTabHi[64], kExpTabHi[80], kExpTabHi[96], kExpTabHi[112]};
@@ -283,8 +276,6 @@ alignas(64) constexpr double kExp8Tab[8] = {kExpTabHi[0],  kExpTabHi[16], kExpTa
 
 // the f64 function on the lanes not ok (rare: out of line, so the fast forms inline small)
 [[gnu::noinline]] inline D exp_f64_where(M ok, D y, D x) { return select(ok, y, exp_f64(x)); }
-[[gnu::noinline]] inline D sigmoid_f64_where(M ok, D y, D x) { return select(ok, y, sigmoid_f64(x)); }
-[[gnu::noinline]] inline D tanh_f64_where(M ok, D y, D x) { return select(ok, y, tanh_f64(x)); }
 
 [[gnu::always_inline]] inline D exp_f32r(D x) {
   M in = mand(x >= D(-87.0), x <= D(88.0));  // a normal f32 result; NaN fails
@@ -296,48 +287,88 @@ alignas(64) constexpr double kExp8Tab[8] = {kExpTabHi[0],  kExpTabHi[16], kExpTa
   return y;
 }
 
-// sigmoid for |x| <= 80 (relative error < 2^-49)
-[[gnu::always_inline]] inline D sigmoid_approx(D x, D ax) {
-  D s = exp_approx(-ax);
-  return select(x < D(0.0), s, D(1.0)) * recip_approx(D(1.0) + s);
+// ---- f32 sigmoid and tanh (numerics §8): f32 formulas, not the f64 functions rounded ----
+// Evaluated in f32 lanes by fixed formulas of + - * / and fma, so every code path gives the same
+// bits: twice the values of f64 lanes, and no rounding check. Each keeps its intermediate values
+// as unevaluated f32 pairs (hi + lo) where a rounding would cost a bit of the result, and ends in
+// one corrected division; within 1 ulp of the true value on every f32 input (all 2^32 measured,
+// docs/numerics.md §8).
+
+constexpr float kShiftF = 0x1.8p23f;  // t = fma(v, 1/ln2, kShiftF) holds round(v/ln2) in its low bits
+
+// v = k ln2 + r, |r| <= ln2/2 (plus rounding), for v in [-151, 0]; t = kShiftF + k. k ln2_hi is
+// exact (15 bits times 8) and so is v - k ln2_hi; r is that minus k ln2_lo, rounded once.
+[[gnu::always_inline]] inline F reduce_ln2_f32(F v, F& t) {
+  t = fma(v, F(0x1.715476p+0f), F(kShiftF));
+  const F k = t - F(kShiftF);
+  const F r = fma(k, F(-0x1.62e4p-1f), v);
+  return fma(k, F(-0x1.7f7d1cp-20f), r);
+}
+// (e^r - 1 - r) / r^2 for |r| <= ln2/2: the degree-7 Taylor polynomial's tail (truncation < 2^-27
+// of e^r)
+[[gnu::always_inline]] inline F expm1_tail_f32(F r) {
+  F q = F(0x1.a01a02p-13f);
+  q = fma(q, r, F(0x1.6c16c2p-10f));
+  q = fma(q, r, F(0x1.111112p-7f));
+  q = fma(q, r, F(0x1.555556p-5f));
+  q = fma(q, r, F(0x1.555556p-3f));
+  return fma(q, r, F(0x1p-1f));
+}
+// hi + lo = a + b exactly, for |a| >= |b| or a = 0
+[[gnu::always_inline]] inline F fast_two_sum_f32(F a, F b, F& lo) {
+  const F s = a + b;
+  lo = b - (s - a);
+  return s;
+}
+// n / (dh + dl), n = nh + nl: the quotient of the pairs to about 2^-40, rounded once (the
+// residual of the first quotient is exact: fma)
+[[gnu::always_inline]] inline F div_pairs_f32(F nh, F nl, F dh, F dl) {
+  const F inv = F(1.0f) / dh;
+  const F q = nh * inv, nq = F(0.0f) - q;
+  return fma(fma(nq, dl, fma(nq, dh, nh) + nl), inv, q);
+}
+// p = e^r - 1 = ph + pl: r plus the tail r^2 q(r) (|r^2 q| < |r|/4, so the pair is exact)
+[[gnu::always_inline]] inline F expm1_pair_f32(F r, F& pl) { return fast_two_sum_f32(r, (r * r) * expm1_tail_f32(r), pl); }
+// e^v = eh + el for v in [-151, 0]: 2^k (1 + ph + pl), the product's rounding kept in el; 2^k
+// is applied as 2^(k+32) then 2^-32, so a subnormal e is rounded once from a normal value. A
+// NaN v gives NaN (through ph).
+[[gnu::always_inline]] inline F exp_pair_f32(F v, F& el) {
+  F t, pl;
+  const F ph = expm1_pair_f32(reduce_ln2_f32(v, t), pl);
+  const F s = ldexpf_bits(F(1.0f), t, F(kShiftF - 32.0f));  // 2^(k+32): normal
+  const F h = fma(s, ph, s);                                 // s (1 + ph), the product exact
+  el = (fma(s, ph, s - h) + s * pl) * F(0x1p-32f);           // its rounding error (s - h exact), s pl
+  return h * F(0x1p-32f);
+}
+// sigmoid(x) = 1/(1 + e) for x >= 0, e/(1 + e) below, e = e^-|x| (|x| above 104, +-inf included,
+// taken as 104: e^-104 rounds to +0)
+[[gnu::always_inline]] inline F sigmoid_f32(F x) {
+  const F a0 = absf(x);
+  const F a = selectf(gtf(a0, F(104.0f)), F(104.0f), a0);
+  F el, dl;
+  const F eh = exp_pair_f32(F(0.0f) - a, el);
+  const F dh = fast_two_sum_f32(F(1.0f), eh, dl);
+  const auto neg = ltf(x, F(0.0f));
+  return div_pairs_f32(selectf(neg, eh, F(1.0f)), selectf(neg, el, F(0.0f)), dh, dl + el);  // NaN: NaN
 }
 
-[[gnu::always_inline]] inline D sigmoid_f32r(D x) {
-  D ax = abs(x);
-  M in = ax <= D(80.0);  // sigmoid(-80) is a normal f32; NaN fails
-  D y = sigmoid_approx(x, select(in, ax, D(0.0)));
-  M ok = mand(in, f32_rounding_safe(y));
-  if (!all(ok)) y = sigmoid_f64_where(ok, y, x);
-  return y;
-}
-
-// tanh a for 0 <= a <= 20 (relative error < 2^-48): (1 - e)/(1 + e), e = e^-2a, from a = 1/8
-// (1 - e > 0.22, so e's error grows at most 3.5 times); below, a + a^3 q(a^2) to degree 13
-// (truncation < 2^-51).
-[[gnu::always_inline]] inline D tanh_approx_abs(D a) {
-  D e = exp_approx(D(-2.0) * a);
-  D y = (D(1.0) - e) * recip_approx(D(1.0) + e);
-  // on every lane: a branch on "any lane small" is taken at random on an LSTM's gates
-  D s = a * a;
-  D q = D(0x1.d6d3d0e157de0p-9);
-  q = fma(q, s, D(-0x1.226e355e6c23dp-7));
-  q = fma(q, s, D(0x1.664f4882c10fap-6));
-  q = fma(q, s, D(-0x1.ba1ba1ba1ba1cp-5));
-  q = fma(q, s, D(0x1.1111111111111p-3));
-  q = fma(q, s, D(-0x1.5555555555555p-2));
-  return select(a < D(0.125), fma(a * s, q, a), y);
-}
-
-[[gnu::always_inline]] inline D tanh_f32r(D x) {
-  D ax = abs(x);
-  M in = mand(ax <= D(20.0), ax >= D(0x1p-125));  // beyond 20 tanh_f64 is exactly 1; below, near f32 subnormals; NaN fails
-  D y = tanh_approx_abs(select(in, ax, D(1.0)));
-  // tanh is odd and rounding to nearest is symmetric: decided on |x|; +-0 stays +-0
-  M zero = x == D(0.0);
-  M ok = mor(mand(in, f32_rounding_safe(y)), zero);
-  y = copysign_(select(zero, D(0.0), y), x);
-  if (!all(ok)) y = tanh_f64_where(ok, y, x);
-  return y;
+// tanh(x) = sign(x) (1 - e)/(1 + e), e = e^-2a = s (1 + ph + pl), s = 2^k, a = |x| (above 20
+// taken as 20). 1 - e cancels near 0: it is taken as (1 - s) - s ph - s pl, each part a pair
+// (for k = 0, -ph - pl: no rounding), as is 1 + e, so the quotient sees no rounding but the
+// polynomial's and r's.
+[[gnu::always_inline]] inline F tanh_f32(F x) {
+  const F a0 = absf(x);
+  const F a = selectf(gtf(a0, F(20.0f)), F(20.0f), a0);
+  F t, pl;
+  const F ph = expm1_pair_f32(reduce_ln2_f32(F(-2.0f) * a, t), pl);
+  const F s = ldexpf_bits(F(1.0f), t, F(kShiftF));  // 2^k, k >= -29: normal; s ph and s pl exact
+  const F sp = s * ph, spl = s * pl;
+  F ae, be, nl, dl;
+  const F A = fast_two_sum_f32(F(1.0f), F(0.0f) - s, ae);  // 1 - s, exact for k >= -24
+  const F B = fast_two_sum_f32(F(1.0f), s, be);
+  const F nh = fast_two_sum_f32(A, F(0.0f) - sp, nl);      // |sp| < |A| unless A = 0
+  const F dh = fast_two_sum_f32(B, sp, dl);
+  return copysignf_(div_pairs_f32(nh, nl + (ae - spl), dh, dl + (be + spl)), x);  // NaN: NaN (through ph)
 }
 
 // erf in two branches; erf_f64 evaluates both on every lane and selects, erf_in_place (the

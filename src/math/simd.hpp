@@ -54,9 +54,6 @@ inline void store_part(double* p, D v, int n) { if (n > 0) *p = v; }
 inline D load_range(const double* p, int a, int b) { return a <= 0 && 0 < b ? *p : 0.0; }
 inline D load_f32(const float* p) { return static_cast<double>(*p); }
 inline D round_f32(D v) { return static_cast<double>(static_cast<float>(v)); }
-// 1/v to within 2^-12 (here exact) for v in [1, 4]; kRcpSteps Newton steps bring it to f64's
-inline D rcp_approx(D v) { return 1.0 / v; }
-constexpr int kRcpSteps = 0;
 inline void store_f32(float* p, D v) { *p = static_cast<float>(v); }
 inline D load_f32_part(const float* p, int n, double fill) { return n > 0 ? static_cast<double>(*p) : fill; }
 inline void store_f32_part(float* p, D v, int n) { if (n > 0) *p = static_cast<float>(v); }
@@ -148,8 +145,6 @@ inline D load_range(const double* p, int a, int b) {
 }
 inline D load_f32(const float* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
 inline D round_f32(D v) { return _mm256_cvtps_pd(_mm256_cvtpd_ps(v.v)); }
-inline D rcp_approx(D v) { return _mm256_cvtps_pd(_mm_rcp_ps(_mm256_cvtpd_ps(v.v))); }  // 2^-12: three steps
-constexpr int kRcpSteps = 3;
 inline void store_f32(float* p, D v) { _mm_storeu_ps(p, _mm256_cvtpd_ps(v.v)); }
 inline D load_f32_part(const float* p, int n, double fill) {
   float tmp[4] = {0, 0, 0, 0};
@@ -248,8 +243,6 @@ inline D load_range(const double* p, int a, int b) {
 }
 inline D load_f32(const float* p) { return cvt_ps_pd(_mm256_loadu_ps(p)); }
 inline D round_f32(D v) { return cvt_ps_pd(cvt_pd_ps(v.v)); }
-inline D rcp_approx(D v) { return _mm512_rcp14_pd(v.v); }  // 2^-14: two steps
-constexpr int kRcpSteps = 2;
 inline void store_f32(float* p, D v) { _mm256_storeu_ps(p, cvt_pd_ps(v.v)); }
 inline D load_f32_part(const float* p, int n, double fill) {
   __m256 f = _mm256_maskz_loadu_ps(part_mask(n), p);
@@ -294,6 +287,17 @@ inline F selectf(bool m, F a, F b) { return m ? a : b; }
 inline bool gtf(F a, F b) { return a > b; }
 inline bool nanf_(F a) { return a != a; }
 inline float lanef(F v, int) { return v; }
+inline bool ltf(F a, F b) { return a < b; }
+inline F absf(F a) { return std::bit_cast<float>(std::bit_cast<std::uint32_t>(a) & 0x7fffffffu); }
+inline F copysignf_(F mag, F sgn) {
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(mag) & 0x7fffffffu) | (std::bit_cast<std::uint32_t>(sgn) & 0x80000000u));
+}
+// y 2^k, k = bits(t) - bits(s) (t = s + k: an integer held in the low bits of a float), by adding
+// k to y's exponent field (the result must be a normal float)
+inline F ldexpf_bits(F y, F t, F s) {
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(y) +
+                              ((std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(s)) << 23));
+}
 
 #elif BITGRAD_SIMD_LEVEL == 1
 
@@ -331,6 +335,16 @@ inline MF nanf_(F a) { return {_mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q)}; }
 inline MF mforf(MF a, MF b) { return {_mm256_or_ps(a.v, b.v)}; }
 inline F selectf(MF m, F a, F b) { return _mm256_blendv_ps(b.v, a.v, m.v); }
 inline bool anyf(MF m) { return _mm256_movemask_ps(m.v) != 0; }
+inline MF ltf(F a, F b) { return {_mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ)}; }
+inline F absf(F a) { return _mm256_and_ps(a.v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))); }
+inline F copysignf_(F mag, F sgn) {
+  const __m256 s = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
+  return _mm256_or_ps(_mm256_andnot_ps(s, mag.v), _mm256_and_ps(s, sgn.v));
+}
+inline F ldexpf_bits(F y, F t, F s) {
+  const __m256i k = _mm256_sub_epi32(_mm256_castps_si256(t.v), _mm256_castps_si256(s.v));
+  return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(y.v), _mm256_slli_epi32(k, 23)));
+}
 inline float lanef(F v, int i) {
   alignas(32) float t[8];
   _mm256_store_ps(t, v.v);
@@ -390,6 +404,17 @@ inline MF nanf_(F a) { return {_mm512_cmp_ps_mask(a.v, a.v, _CMP_UNORD_Q)}; }
 inline MF mforf(MF a, MF b) { return {static_cast<__mmask16>(a.v | b.v)}; }
 inline F selectf(MF m, F a, F b) { return _mm512_mask_blend_ps(m.v, b.v, a.v); }
 inline bool anyf(MF m) { return m.v != 0; }
+inline MF ltf(F a, F b) { return {_mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ)}; }
+inline F absf(F a) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a.v), _mm512_set1_epi32(0x7fffffff))); }
+inline F copysignf_(F mag, F sgn) {
+  const __m512i s = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  return _mm512_castsi512_ps(
+      _mm512_or_si512(_mm512_andnot_si512(s, _mm512_castps_si512(mag.v)), _mm512_and_si512(s, _mm512_castps_si512(sgn.v))));
+}
+inline F ldexpf_bits(F y, F t, F s) {
+  const __m512i k = _mm512_sub_epi32(_mm512_castps_si512(t.v), _mm512_castps_si512(s.v));
+  return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(y.v), _mm512_slli_epi32(k, 23)));
+}
 inline float lanef(F v, int i) {
   alignas(64) float t[16];
   _mm512_store_ps(t, v.v);

@@ -261,9 +261,10 @@ std::shared_ptr<SequenceGrads> sequence_grads(std::int64_t T) {
   return a;
 }
 
-Tensor input_part(RnnMode mode, const Tensor& x, const RnnParams& p, CallSite site) {
+// add_b_hh false: without the + b_hh (a layer that records nothing adds it in lstm_gates)
+Tensor input_part(RnnMode mode, const Tensor& x, const RnnParams& p, CallSite site, bool add_b_hh = true) {
   Tensor z = linear(x, p.w_ih, p.b_ih, site);
-  if (mode != RnnMode::gru && p.b_hh.defined()) z = add(z, p.b_hh, site);
+  if (mode != RnnMode::gru && p.b_hh.defined() && add_b_hh) z = add(z, p.b_hh, site);
   return z;
 }
 
@@ -342,7 +343,7 @@ RnnState lstm_step_recorded(const Tensor& xz, const Tensor& hh, const Tensor& c,
   Tensor cn = Tensor::empty(Shape{N, H}, hh.dtype()), hn = Tensor::empty(Shape{N, H}, hh.dtype());
   Tensor keep = Tensor::empty(Shape{N, 5 * H}, hh.dtype());
   BITGRAD_DISPATCH_FLOAT(hh.dtype(), "lstm", T, [&] {
-    kern::active<T>().lstm_gates(xz.data<T>(), xz.strides()[0], hh.data<T>(), cc.data<T>(), N, H, kern::out_ptr<T>(cn),
+    kern::active<T>().lstm_gates(xz.data<T>(), xz.strides()[0], nullptr, hh.data<T>(), cc.data<T>(), N, H, kern::out_ptr<T>(cn),
                                  kern::out_ptr<T>(hn), H, kern::out_ptr<T>(keep));
   });
   if (Node* n = ops::record("lstm_cell_state", lstm_cell_bw, {&xz, &hh, &c}, cn, site)) {
@@ -456,12 +457,13 @@ Tensor initial(RnnMode mode, const char* name, const Tensor& s0, std::size_t l, 
 
 // An LSTM layer that records nothing (no gradient wanted, no op hook): the recurrent product
 // and one lstm_gates kernel per step, the ops' bits (numerics §34) without their tensors.
-// xp [N, T, 4H] contiguous; h, c [N, H]; returns the outputs [N, T, H], leaves h, c at step T.
-Tensor lstm_unrecorded(const Tensor& xp, const Tensor& w_hh, Tensor& h, Tensor& c) {
+// xp [N, T, 4H] contiguous, the input part without b_hh, which the kernel adds first (b_hh may
+// be undefined); h, c [N, H]; returns the outputs [N, T, H], leaves h, c at step T.
+Tensor lstm_unrecorded(const Tensor& xp, const Tensor& w_hh, const Tensor& b_hh, Tensor& h, Tensor& c) {
   const std::int64_t N = xp.shape()[0], T = xp.shape()[1], GH = xp.shape()[2], H = GH / 4;
   Tensor out = Tensor::empty(Shape{N, T, H}, xp.dtype());
   Tensor wc = kern::contiguous(w_hh), wt = T >= kTransposeFromSteps ? transposed_copy(w_hh) : Tensor();
-  Tensor h0 = kern::contiguous(h), c0 = kern::contiguous(c);
+  Tensor h0 = kern::contiguous(h), c0 = kern::contiguous(c), bc = b_hh.defined() ? kern::contiguous(b_hh) : Tensor();
   Tensor hh = Tensor::empty(Shape{N, GH}, xp.dtype());
   Tensor cs[2] = {Tensor::empty(Shape{N, H}, xp.dtype()), Tensor::empty(Shape{N, H}, xp.dtype())};
   BITGRAD_DISPATCH_FLOAT(xp.dtype(), "lstm", T_, [&] {
@@ -474,7 +476,8 @@ Tensor lstm_unrecorded(const Tensor& xp, const Tensor& w_hh, Tensor& h, Tensor& 
       const ops::Mat<T_> a = t == 0 ? ops::row_major(h0.data<T_>(), N, H) : ops::Mat<T_>{po + (t - 1) * H, T * H, 1};
       ops::gemm<T_>(N, GH, H, a, recurrent_b<T_>(wt, wc, H, GH), kern::out_ptr<T_>(hh), nullptr, &wp);
       T_* cnext = kern::out_ptr<T_>(cs[t % 2]);
-      kern::active<T_>().lstm_gates(px + t * GH, T * GH, hh.data<T_>(), cprev, N, H, cnext, po + t * H, T * H, nullptr);
+      kern::active<T_>().lstm_gates(px + t * GH, T * GH, bc.defined() ? bc.data<T_>() : nullptr, hh.data<T_>(), cprev, N, H, cnext,
+                                    po + t * H, T * H, nullptr);
       cprev = cnext;
     }
   });
@@ -547,12 +550,12 @@ RnnResult rnn(const Tensor& x, RnnMode mode, const std::vector<RnnParams>& layer
     const std::int64_t H = check_params(mode, p, seq.shape()[2], l);
     if (l == 0) H0 = H;
     BITGRAD_CHECK(H == H0, op, "layer ", l, " has hidden size ", H, "; every layer must have layer 0's, ", H0);
-    const Tensor xp = input_part(mode, seq, p, site);  // [N, T, G·H]
+    const Tensor xp = input_part(mode, seq, p, site, !(fused && mode == RnnMode::lstm));  // [N, T, G·H]
     RnnState s{initial(mode, "h0", h0, l, layers.size(), N, H, x.dtype(), site),
                mode == RnnMode::lstm ? initial(mode, "c0", c0, l, layers.size(), N, H, x.dtype(), site) : Tensor()};
     if (fused) {
       if (mode == RnnMode::lstm) {
-        seq = lstm_unrecorded(kern::contiguous(xp), p.w_hh, s.h, s.c);
+        seq = lstm_unrecorded(kern::contiguous(xp), p.w_hh, p.b_hh, s.h, s.c);
         cn.push_back(s.c);
       } else {
         seq = gru_unrecorded(kern::contiguous(xp), p.w_hh, p.b_hh, s.h);

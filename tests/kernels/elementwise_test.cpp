@@ -45,12 +45,14 @@ void unary_cases() {
 TEST(Elementwise, UnaryF32) { unary_cases<float>(); }
 TEST(Elementwise, UnaryF64) { unary_cases<double>(); }
 
-// The f32 exp, sigmoid and tanh of the fast paths decide their rounding from a cheaper
-// approximation where its margin allows (math/mathfn_impl.hpp, *_f32r), else from the f64
-// function. Every 1021st f32 bit pattern (4.2M inputs: every range, NaNs and infinities), and
-// the f32 values near 1, where the margin is narrow for a whole binade. tools/fast_f32_check
-// runs all 2^32 (make accuracy).
-TEST(Elementwise, FastF32FunctionsRoundAsTheF64Function) {
+// The f32 exp of the fast paths decides its rounding from a cheaper approximation where its
+// margin allows (math/mathfn_impl.hpp, exp_f32r), else from the f64 function; f32 sigmoid and
+// tanh are formulas in f32 lanes (numerics §8) with the scalar one-lane instance as reference.
+// Every 1021st f32 bit pattern (4.2M inputs: every range, NaNs and infinities), the f32 values
+// near 1, where exp's margin is narrow for a whole binade, and the formulas' cuts (sigmoid's
+// 104, where e^-|x| turns subnormal, tanh's 20). tools/fast_f32_check runs all 2^32 (make
+// accuracy).
+TEST(Elementwise, FastF32FunctionsHaveTheScalarBits) {
   std::vector<float> x;
   for (std::uint64_t b = 0; b < (std::uint64_t{1} << 32); b += 1021) {
     const auto bits = static_cast<std::uint32_t>(b);
@@ -62,6 +64,17 @@ TEST(Elementwise, FastF32FunctionsRoundAsTheF64Function) {
   // around exp's +0 cut (x <= -104 is +0 on the fast path), and the infinities
   for (float v = -104.01f; v < -103.95f; v = std::nextafter(v, 0.0f)) x.push_back(v);
   for (float v : {-INFINITY, INFINITY, -1e30f, -150.0f, -104.0f}) x.push_back(v);
+  // 64 f32 values each side of each cut, both signs
+  for (float cut : {104.0f, 87.3f, 20.0f, 9.01f, 0.0f})
+    for (float c : {cut, -cut}) {
+      float up = c, down = c;
+      for (int i = 0; i < 64; ++i) {
+        x.push_back(up);
+        x.push_back(down);
+        up = std::nextafter(up, INFINITY);
+        down = std::nextafter(down, -INFINITY);
+      }
+    }
   const auto n = static_cast<std::int64_t>(x.size());
   for (Unary op : {Unary::exp, Unary::sigmoid, Unary::tanh}) {
     expect_fast_equals_reference<float>(std::string("unary(") + kern::op_name(op) + ", sampled f32 bit patterns)", [&](const kern::Table<float>& tb) {

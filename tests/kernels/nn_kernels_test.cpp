@@ -61,14 +61,23 @@ void lstm_gates_cases() {
     const auto xz = random_vec<T>(static_cast<std::size_t>(N * ldx), 81, -12, 12, true);
     const auto hh = random_vec<T>(static_cast<std::size_t>(N * 4 * H), 82, -12, 12, true);
     const auto c = random_vec<T>(static_cast<std::size_t>(N * H), 83, -3, 3, true);
+    const auto b = random_vec<T>(static_cast<std::size_t>(4 * H), 84, -4, 4, true);
     std::ostringstream sh;
     sh << "(N=" << N << ",H=" << H << "," << tname(T{}) << ")";
     expect_fast_equals_reference<T>("lstm_gates" + sh.str(), [&](const kern::Table<T>& tb) {
       std::vector<T> out(static_cast<std::size_t>(N * H + N * ldh + 5 * N * H), T(7));
-      tb.lstm_gates(xz.data(), ldx, hh.data(), c.data(), N, H, out.data(), out.data() + N * H, ldh, out.data() + N * H + N * ldh);
+      tb.lstm_gates(xz.data(), ldx, nullptr, hh.data(), c.data(), N, H, out.data(), out.data() + N * H, ldh, out.data() + N * H + N * ldh);
       std::vector<T> no_keep(static_cast<std::size_t>(N * H + N * ldh), T(7));
-      tb.lstm_gates(xz.data(), ldx, hh.data(), c.data(), N, H, no_keep.data(), no_keep.data() + N * H, ldh, nullptr);
+      tb.lstm_gates(xz.data(), ldx, nullptr, hh.data(), c.data(), N, H, no_keep.data(), no_keep.data() + N * H, ldh, nullptr);
       EXPECT_TRUE(std::equal(no_keep.begin(), no_keep.end(), out.begin(), [](T a, T b) { return std::memcmp(&a, &b, sizeof a) == 0; }));
+      // with b: the bits of adding b to xz first (an add op's rounding, NaN canonical)
+      std::vector<T> xzb(xz), with_b(static_cast<std::size_t>(N * H + N * ldh), T(7));
+      for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t q = 0; q < 4 * H; ++q) xzb[n * ldx + q] = kern::canon(xz[n * ldx + q] + b[q]);
+      tb.lstm_gates(xzb.data(), ldx, nullptr, hh.data(), c.data(), N, H, no_keep.data(), no_keep.data() + N * H, ldh, nullptr);
+      tb.lstm_gates(xz.data(), ldx, b.data(), hh.data(), c.data(), N, H, with_b.data(), with_b.data() + N * H, ldh, nullptr);
+      EXPECT_TRUE(std::equal(no_keep.begin(), no_keep.end(), with_b.begin(), [](T a, T b) { return std::memcmp(&a, &b, sizeof a) == 0; }));
+      out.insert(out.end(), with_b.begin(), with_b.end());
       return out;
     });
   }
