@@ -523,6 +523,49 @@ void dw_conv_dx_fast(const T* w, const T* dy, const DwShape& s, T* dx) {
   });
 }
 
+// The sample's product of each tap over its positions (numerics §37: per tap, blocks of 32
+// positions, each an fma chain from +0, the blocks by the pairwise tree). The taps' chains are
+// independent: they advance together, position by position, so that the core overlaps them (a
+// tap's chain alone waits an fma's latency per position). KK_ > 0: the taps count, known at
+// compile time (the accumulators stay in registers).
+template <class T, int KK_>
+void dw_taps_products_n(const T* xp, const T* dys, const DwShape& s, const DwPad& d, std::int64_t KK, T* prod) {
+  constexpr int kMax = kBatchBlock;  // a tap count the callers allow
+  const std::int64_t nt = KK_ > 0 ? KK_ : KK;
+  std::int64_t off[kMax];
+  for (std::int64_t t = 0; t < nt; ++t) off[t] = (t / s.KW) * s.dh * d.Wp + (t % s.KW) * s.dw;
+  T acc[KK_ > 0 ? KK_ : kMax];
+  PairwiseStack<T> st[KK_ > 0 ? KK_ : kMax];
+  for (std::int64_t t = 0; t < nt; ++t) acc[t] = T(0);
+  std::int64_t in_block = 0;
+  for (std::int64_t oh = 0; oh < s.OH; ++oh) {
+    const T* row = xp + oh * s.sh * d.Wp;
+    const T* g = dys + oh * s.OW;
+    for (std::int64_t ow = 0; ow < s.OW; ++ow) {
+      const T gv = g[ow];
+      const T* at = row + ow * s.sw;
+      for (std::int64_t t = 0; t < nt; ++t) acc[t] = std::fma(gv, at[off[t]], acc[t]);
+      if (++in_block == kBatchBlock) {
+        for (std::int64_t t = 0; t < nt; ++t) {
+          st[t].push(acc[t]);
+          acc[t] = T(0);
+        }
+        in_block = 0;
+      }
+    }
+  }
+  for (std::int64_t t = 0; t < nt; ++t) {
+    if (in_block) st[t].push(acc[t]);
+    prod[t] = st[t].total();
+  }
+}
+template <class T>
+void dw_taps_products(const T* xp, const T* dys, const DwShape& s, const DwPad& d, T* prod) {
+  const std::int64_t KK = s.KH * s.KW;
+  if (KK == 9) dw_taps_products_n<T, 9>(xp, dys, s, d, KK, prod);
+  else dw_taps_products_n<T, 0>(xp, dys, s, d, KK, prod);
+}
+
 template <class T>
 void dw_conv_dw_fast(const T* x, const T* dy, const DwShape& s, T* dwt) {
   const std::int64_t P = s.OH * s.OW, X = s.H * s.W, KK = s.KH * s.KW;
@@ -539,27 +582,7 @@ void dw_conv_dw_fast(const T* x, const T* dy, const DwShape& s, T* dwt) {
       for (std::int64_t n = 0; n < s.N; ++n) {
         dw_pad_plane(x + (n * s.C + c) * X, s, d, xp);
         const T* dys = dy + (n * s.C + c) * P;
-        for (std::int64_t t = 0; t < KK; ++t) {
-          const std::int64_t kh = t / s.KW, kw = t % s.KW;
-          // the sample's product over its positions: blocks of 32, each a chain from +0, the tree
-          PairwiseStack<T> st;
-          T acc = T(0);
-          std::int64_t in_block = 0;
-          for (std::int64_t oh = 0; oh < s.OH; ++oh) {
-            const T* row = xp + (oh * s.sh + kh * s.dh) * d.Wp + kw * s.dw;
-            const T* g = dys + oh * s.OW;
-            for (std::int64_t ow = 0; ow < s.OW; ++ow) {
-              acc = std::fma(g[ow], row[ow * s.sw], acc);
-              if (++in_block == kBatchBlock) {
-                st.push(acc);
-                acc = T(0);
-                in_block = 0;
-              }
-            }
-          }
-          if (in_block) st.push(acc);
-          prod[t] = st.total();
-        }
+        dw_taps_products<T>(xp, dys, s, d, prod);
         for (std::int64_t t = 0; t < KK; ++t) block[t] = block[t] + prod[t];
         if ((n + 1) % kBatchBlock == 0 || n + 1 == s.N)
           for (std::int64_t t = 0; t < KK; ++t) {
