@@ -355,24 +355,34 @@ void col2im_fast(const T* __restrict dcols, const ConvShape& g, T* __restrict dx
   constexpr std::int64_t W = Tr::W;
   const std::int64_t P = g.cols_ld();
   if (g.s == 1) {
+    // kRows image rows at once: each pixel's sum is a chain of its taps in (kh, kw) order, and
+    // the rows' chains are independent, so the core overlaps them (one row's chain alone waits
+    // an addition's latency per tap)
+    constexpr std::int64_t kRows = 4;
     for (std::int64_t c = 0; c < g.C; ++c)
-      for (std::int64_t ih = 0; ih < g.H; ++ih)
+      for (std::int64_t ih0 = 0; ih0 < g.H; ih0 += kRows) {
+        const std::int64_t nr = g.H - ih0 < kRows ? g.H - ih0 : kRows;
         for (std::int64_t w0 = 0; w0 < g.W; w0 += W) {
           const std::int64_t nl = g.W - w0 < W ? g.W - w0 : W;
-          V acc = V(T(0));
+          V acc[kRows];
+          for (std::int64_t r = 0; r < kRows; ++r) acc[r] = V(T(0));
           for (std::int64_t kh = 0; kh < g.KH; ++kh) {
-            const std::int64_t oh = ih + g.p - kh;
-            if (oh < 0 || oh >= g.OH) continue;
-            const T* rowc = dcols + (c * g.KH + kh) * g.KW * P + oh * g.OW;
+            const T* tap_rows = dcols + (c * g.KH + kh) * g.KW * P;
             for (std::int64_t kw = 0; kw < g.KW; ++kw) {
               // lane l: pixel w0 + l, output column ow = w0 + l - off, inside [0, OW)
               const std::int64_t off = kw - g.p, sh = w0 - off;
               const std::int64_t a = sh < 0 ? -sh : 0, b = g.OW - sh < nl ? g.OW - sh : nl;
-              if (a < b) acc = acc + Tr::load_range(rowc + kw * P + sh, static_cast<int>(a), static_cast<int>(b));
+              if (a >= b) continue;
+              for (std::int64_t r = 0; r < nr; ++r) {
+                const std::int64_t oh = ih0 + r + g.p - kh;
+                if (oh < 0 || oh >= g.OH) continue;
+                acc[r] = acc[r] + Tr::load_range(tap_rows + kw * P + oh * g.OW + sh, static_cast<int>(a), static_cast<int>(b));
+              }
             }
           }
-          Tr::store_part(dx + (c * g.H + ih) * g.W + w0, acc, static_cast<int>(nl));
+          for (std::int64_t r = 0; r < nr; ++r) Tr::store_part(dx + (c * g.H + ih0 + r) * g.W + w0, acc[r], static_cast<int>(nl));
         }
+      }
     return;
   }
   for (std::int64_t i = 0; i < g.C * g.H * g.W; ++i) dx[i] = T(0);
