@@ -329,7 +329,7 @@ constexpr float kShiftF = 0x1.8p23f;  // t = fma(v, 1/ln2, kShiftF) holds round(
 }
 // p = e^r - 1 = ph + pl: r plus the tail r^2 q(r) (|r^2 q| < |r|/4, so the pair is exact)
 [[gnu::always_inline]] inline F expm1_pair_f32(F r, F& pl) { return fast_two_sum_f32(r, (r * r) * expm1_tail_f32(r), pl); }
-// e^v = eh + el for v in [-151, 0]: 2^k (1 + ph + pl), the product's rounding kept in el; 2^k
+// e^v = eh + el for v in [-104, 0]: 2^k (1 + ph + pl), the product's rounding kept in el; 2^k
 // is applied as 2^(k+32) then 2^-32, so a subnormal e is rounded once from a normal value. A
 // NaN v gives NaN (through ph).
 [[gnu::always_inline]] inline F exp_pair_f32(F v, F& el) {
@@ -361,7 +361,7 @@ constexpr float kShiftF = 0x1.8p23f;  // t = fma(v, 1/ln2, kShiftF) holds round(
   const F a = selectf(gtf(a0, F(20.0f)), F(20.0f), a0);
   F t, pl;
   const F ph = expm1_pair_f32(reduce_ln2_f32(F(-2.0f) * a, t), pl);
-  const F s = ldexpf_bits(F(1.0f), t, F(kShiftF));  // 2^k, k >= -29: normal; s ph and s pl exact
+  const F s = ldexpf_bits(F(1.0f), t, F(kShiftF));  // 2^k, k >= -58: normal; s ph and s pl exact
   const F sp = s * ph, spl = s * pl;
   F ae, be, nl, dl;
   const F A = fast_two_sum_f32(F(1.0f), F(0.0f) - s, ae);  // 1 - s, exact for k >= -24
