@@ -579,6 +579,9 @@ void dw_taps_products(const T* xp, const T* dys, const DwShape& s, const DwPad& 
 template <class T>
 void dw_conv_dw_fast(const T* x, const T* dy, const DwShape& s, T* dwt) {
   const std::int64_t P = s.OH * s.OW, X = s.H * s.W, KK = s.KH * s.KW;
+  // the taps' chains and stacks are arrays of kBatchBlock (the op sends no more: conv_grouped.cpp)
+  if (KK > kBatchBlock)
+    throw std::invalid_argument("depthwise conv weight gradient: more than 32 taps (kBatchBlock)");
   const DwPad d(s);
   parallel_for(s.C, 1, [&](std::int64_t c0, std::int64_t c1) {
     std::vector<T>& buf = scratch<T>();

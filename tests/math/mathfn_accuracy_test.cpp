@@ -70,6 +70,27 @@ TEST(MathAccuracy, SpecialValues) {
     EXPECT_TRUE(std::isnan(m::tan(x)));
     EXPECT_TRUE(std::isnan(m::floor(x)));
   }
+  // the f32 formulas of sigmoid and tanh (numerics §8): their own special values
+  const float inff = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(m::sigmoid(inff), 1.0f);
+  EXPECT_EQ(m::sigmoid(-inff), 0.0f);
+  EXPECT_EQ(m::sigmoid(0.0f), 0.5f);
+  EXPECT_EQ(m::sigmoid(-0.0f), 0.5f);
+  EXPECT_EQ(m::sigmoid(-1e30f), 0.0f);
+  EXPECT_EQ(m::sigmoid(-104.0f), 0.0f);                          // e^-104 < 2^-150
+  EXPECT_EQ(m::sigmoid(-103.0f), std::numeric_limits<float>::denorm_min());  // e^-103 rounds to 2^-149
+  EXPECT_EQ(m::sigmoid(100.0f), 1.0f);
+  EXPECT_EQ(m::tanh(inff), 1.0f);
+  EXPECT_EQ(m::tanh(-inff), -1.0f);
+  EXPECT_EQ(m::tanh(10.0f), 1.0f);
+  EXPECT_TRUE(std::signbit(m::tanh(-0.0f)) && m::tanh(-0.0f) == 0.0f);
+  EXPECT_FALSE(std::signbit(m::tanh(0.0f)));
+  EXPECT_EQ(m::tanh(std::numeric_limits<float>::denorm_min()), std::numeric_limits<float>::denorm_min());
+  EXPECT_EQ(m::tanh(-1e-30f), -1e-30f);
+  for (float x : {std::nanf(""), -std::nanf("")}) {
+    EXPECT_TRUE(std::isnan(m::sigmoid(x)));
+    EXPECT_TRUE(std::isnan(m::tanh(x)));
+  }
   EXPECT_TRUE(std::isnan(m::tan(inf)));
   EXPECT_TRUE(std::signbit(m::tan(-0.0)));
   EXPECT_EQ(m::tan(0.0), 0.0);
