@@ -75,18 +75,21 @@ constexpr bool f32_out() { return std::is_same_v<T, float>; }
   };
 BITGRAD_LANE_FN(ExpT, exp_f32r, exp_f64)
 #undef BITGRAD_LANE_FN
-// f32 sigmoid and tanh are f32 formulas evaluated in f32 lanes (numerics §8), f64 ones f64 functions
-struct SigmoidF {
-  [[gnu::always_inline]] F operator()(F v) const { return sigmoid_f32(v); }
+// sigmoid and tanh in T's own lanes: f32 formulas in f32 lanes (numerics §8), f64 functions in
+// f64 lanes; the unary ops and the recurrent gates share them
+template <class T>
+struct SigmoidLanes {
+  [[gnu::always_inline]] typename VT<T>::V operator()(typename VT<T>::V v) const {
+    if constexpr (f32_out<T>()) return sigmoid_f32(v);
+    else return sigmoid_f64(v);
+  }
 };
-struct TanhF {
-  [[gnu::always_inline]] F operator()(F v) const { return tanh_f32(v); }
-};
-struct SigmoidD {
-  [[gnu::always_inline]] D operator()(D v) const { return sigmoid_f64(v); }
-};
-struct TanhD {
-  [[gnu::always_inline]] D operator()(D v) const { return tanh_f64(v); }
+template <class T>
+struct TanhLanes {
+  [[gnu::always_inline]] typename VT<T>::V operator()(typename VT<T>::V v) const {
+    if constexpr (f32_out<T>()) return tanh_f32(v);
+    else return tanh_f64(v);
+  }
 };
 
 // y[i] = f(x[i]) in f64 lanes
@@ -120,11 +123,11 @@ inline void map_f_x2(const float* x, float* y, std::int64_t n, Fn f) {
   for (; i + kWF <= n; i += kWF) VF::store(y + i, f(loadf(x + i)));
   if (i < n) VF::store_part(y + i, f(loadf_part(x + i, static_cast<int>(n - i), 0.0f)), static_cast<int>(n - i));
 }
-// sigmoid or tanh of T values: f32 lanes for f32, f64 lanes for f64
-template <class T, class FnF, class FnD>
-inline void map_sigmoid_tanh(const T* x, T* y, std::int64_t n, FnF ff, FnD fd) {
-  if constexpr (std::is_same_v<T, float>) map_f_x2(x, y, n, ff);
-  else map_d_x2(x, y, n, fd);
+// y[i] = f(x[i]) in T's own lanes
+template <class T, class Fn>
+inline void map_lanes_x2(const T* x, T* y, std::int64_t n, Fn f) {
+  if constexpr (f32_out<T>()) map_f_x2(x, y, n, f);
+  else map_d_x2(x, y, n, f);
 }
 template <class T, class Fn>
 inline void map2_d(const T* a, const T* b, T* y, std::int64_t n, Fn f) {
@@ -280,8 +283,8 @@ void unary_fast(Unary op, const T* x, T* y, std::int64_t n) {
       case Unary::log: map_d(xs, ys, m, [](D v) { return log_f64(v); }); break;
       case Unary::log1p: map_d(xs, ys, m, [](D v) { return log1p_f64(v); }); break;
       case Unary::rsqrt: map_d(xs, ys, m, [](D v) { return rsqrt_f64(v); }); break;
-      case Unary::tanh: map_sigmoid_tanh(xs, ys, m, TanhF{}, TanhD{}); break;
-      case Unary::sigmoid: map_sigmoid_tanh(xs, ys, m, SigmoidF{}, SigmoidD{}); break;
+      case Unary::tanh: map_lanes_x2(xs, ys, m, TanhLanes<T>{}); break;
+      case Unary::sigmoid: map_lanes_x2(xs, ys, m, SigmoidLanes<T>{}); break;
       case Unary::erf: erf_map(xs, 1.0, ys, m, [](D, D r) { return r; }); break;
       case Unary::sin: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 0); }); break;
       case Unary::cos: map_d(xs, ys, m, [](D v) { return sincos_f64(v, 1); }); break;
@@ -479,19 +482,7 @@ void gelu_grad_kept_fast(const T* x, const double* e, const T* g, T* out, std::i
 }
 
 // The recurrent steps' gates in T's lanes: every op rounds as the ops do; sigmoid and tanh are
-// §8's (f32 formulas in f32 lanes, f64 functions in f64 lanes).
-template <class T>
-struct GateFns;
-template <>
-struct GateFns<float> {
-  [[gnu::always_inline]] static F sig(F v) { return sigmoid_f32(v); }
-  [[gnu::always_inline]] static F th(F v) { return tanh_f32(v); }
-};
-template <>
-struct GateFns<double> {
-  [[gnu::always_inline]] static D sig(D v) { return sigmoid_f64(v); }
-  [[gnu::always_inline]] static D th(D v) { return tanh_f64(v); }
-};
+// the unary ops' (SigmoidLanes, TanhLanes).
 // The recurrent steps' kernels row by row: row(n, j, m) handles elements [j, j + m) of row n,
 // m = W (a vector of the lanes) but at a row's end. ld / st (T lanes) load and store m of
 // them; stores write NaNs canonical. (Plain functions and an int,
@@ -521,7 +512,8 @@ template <class T>
 void lstm_gates_fast(const T* xz, std::int64_t ldx, const T* b, const T* hh, const T* c, std::int64_t N, std::int64_t H, T* c_out,
                      T* h_out, std::int64_t ldh, T* keep) {
   using V = typename VT<T>::V;
-  using G = GateFns<T>;
+  const SigmoidLanes<T> sig;
+  const TanhLanes<T> th;
   rows_in_lanes<VT<T>::W>(N, H, kGrainMath / (4 * H), [&](std::int64_t n, std::int64_t j, int m) {
     const T* x = xz + n * ldx + j;
     const T* r = hh + n * 4 * H + j;
@@ -531,12 +523,12 @@ void lstm_gates_fast(const T* xz, std::int64_t ldx, const T* b, const T* hh, con
     // starts late on each)
     if (n + 1 < N)
       for (std::int64_t q = 0; q < 4 * H; q += H) __builtin_prefetch(x + ldx + q);
-    const V i = G::sig(zq(0));
-    const V f = G::sig(zq(H));
-    const V g = G::th(zq(2 * H));
-    const V o = G::sig(zq(3 * H));
+    const V i = sig(zq(0));
+    const V f = sig(zq(H));
+    const V g = th(zq(2 * H));
+    const V o = sig(zq(3 * H));
     const V cn = (f * ld(c + n * H + j, m)) + (i * g);
-    const V tc = G::th(cn);
+    const V tc = th(cn);
     st(c_out + n * H + j, cn, m);
     st(h_out + n * ldh + j, o * tc, m);
     if (keep) {
@@ -554,15 +546,16 @@ template <class T>
 void gru_gates_fast(const T* xz, std::int64_t ldx, const T* hh, const T* h, std::int64_t ldh, std::int64_t N, std::int64_t H, T* h_out,
                     std::int64_t ldo, T* keep) {
   using V = typename VT<T>::V;
-  using G = GateFns<T>;
+  const SigmoidLanes<T> sig;
+  const TanhLanes<T> th;
   rows_in_lanes<VT<T>::W>(N, H, kGrainMath / (3 * H), [&](std::int64_t n, std::int64_t j, int m) {
     const T* x = xz + n * ldx + j;
     const T* r3 = hh + n * 3 * H + j;
     if (n + 1 < N)  // the next row's xz (lstm_gates_fast says why)
       for (std::int64_t q = 0; q < 3 * H; q += H) __builtin_prefetch(x + ldx + q);
-    const V r = G::sig(ld(x, m) + ld(r3, m));
-    const V z = G::sig(ld(x + H, m) + ld(r3 + H, m));
-    const V nn = G::th(ld(x + 2 * H, m) + r * ld(r3 + 2 * H, m));
+    const V r = sig(ld(x, m) + ld(r3, m));
+    const V z = sig(ld(x + H, m) + ld(r3 + H, m));
+    const V nn = th(ld(x + 2 * H, m) + r * ld(r3 + 2 * H, m));
     st(h_out + n * ldo + j, ((ld(h + n * ldh + j, m) - nn) * z) + nn, m);
     if (keep) {
       T* k = keep + n * 3 * H + j;
