@@ -15,6 +15,7 @@
 //     pixel of the window, windows and pixels in row-major order
 //   (im2col, im2row, col2im and the pooling kernels are entries of the kernel table)
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kernels/thread_pool.hpp"
@@ -30,6 +31,22 @@ struct ConvGeom {
   std::int64_t ckk() const { return C * KH * KW; }
   std::int64_t positions() const { return OH * OW; }
   kern::ConvShape sample() const { return {C, H, W, KH, KW, OH, OW, s, p}; }
+  // The taps t = kh * KW + kw that read the image at some output position. Any other reads only
+  // padding everywhere (a 1x1 image under a 3x3 kernel with padding 1 has one live tap of nine):
+  // col2im drops every input-gradient term of it and its weight gradient is a chain of +0
+  // products, so the backward computes neither.
+  std::vector<std::int64_t> live_taps() const {
+    auto reaches = [&](std::int64_t k, std::int64_t out, std::int64_t in) {
+      for (std::int64_t o = 0; o < out; ++o)
+        if (o * s + k - p >= 0 && o * s + k - p < in) return true;
+      return false;
+    };
+    std::vector<std::int64_t> t;
+    for (std::int64_t kh = 0; kh < KH; ++kh)
+      for (std::int64_t kw = 0; kw < KW; ++kw)
+        if (reaches(kh, OH, H) && reaches(kw, OW, W)) t.push_back(kh * KW + kw);
+    return t;
+  }
   // Samples per block of the forward and input-gradient GEMMs: a cols block of about 512 KiB
   // (it stays in L2 between im2col and the GEMM), or as large as the weight where that is larger,
   // up to 8 MiB (each block's GEMM streams the whole weight: resnet18's 1x1 and 2x2 images have
@@ -87,10 +104,33 @@ T* scratch(std::int64_t n) {
   return buf.data();
 }
 
+// The weight gradient's gemm_samples where some taps are dead (ConvGeom::live_taps): the live
+// taps' columns of each sample's rows (c, t), KK apart, each into [OC, C] and then to its place;
+// a dead tap's element (oc, c, t) is every sample's chain of dy * (+0) products — +0, or NaN
+// where one of those dy is not finite — summed by the batch rule: +0, or the canonical NaN.
+template <class T>
+void dead_taps_weight_grad(const ConvGeom& G, const std::vector<std::int64_t>& live, const T* dy, const T* rows, T* dw) {
+  const std::int64_t P = G.positions(), CKK = G.ckk(), KK = G.KH * G.KW;
+  for (std::int64_t o = 0; o < G.OC; ++o) {  // every tap the dead value, the live ones overwritten below
+    bool finite = true;
+    for (std::int64_t i = 0; i < G.N; ++i)
+      for (std::int64_t q = 0; q < P; ++q) finite = finite && std::isfinite(dy[(i * G.OC + o) * P + q]);
+    std::fill(dw + o * CKK, dw + (o + 1) * CKK, finite ? T(0) : kern::canonical_nan<T>());
+  }
+  T* part = scratch<T, 3>(G.OC * G.C);
+  for (const std::int64_t t : live) {
+    ops::gemm_samples<T>(G.N, G.OC, G.C, P, {dy, P, 1}, G.OC * P, {rows + t, CKK, KK}, P * CKK, part);
+    for (std::int64_t o = 0; o < G.OC; ++o)
+      for (std::int64_t c = 0; c < G.C; ++c) dw[o * CKK + c * KK + t] = part[o * G.C + c];
+  }
+}
+
 // saved: 0 x (contiguous), 1 weight; payload ConvGeom
 void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
   const ConvGeom G = n.payload<ConvGeom>();
-  const std::int64_t P = G.positions(), CKK = G.ckk(), X = G.C * G.H * G.W;
+  const std::int64_t P = G.positions(), CKK = G.ckk(), X = G.C * G.H * G.W, KK = G.KH * G.KW;
+  const std::vector<std::int64_t> live = G.live_taps();
+  const bool all_live = static_cast<std::int64_t>(live.size()) == KK;
   const Tensor& x = n.saved_tensor(0);
   const Tensor& w = n.saved_tensor(1);
   Tensor gc = kern::contiguous(g);
@@ -112,7 +152,10 @@ void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
           for (std::int64_t i = i0; i < i1; ++i)
             for (std::int64_t o = 0; o < G.OC; ++o) std::copy_n(pg + ((n0 + i) * G.OC + o) * P, P, dyb + o * L + i * P);
         });
-        ops::gemm<T>(CKK, L, G.OC, row_major(pw, CKK, G.OC, true), row_major(dyb, G.OC, L), dcols);
+        if (all_live) ops::gemm<T>(CKK, L, G.OC, row_major(pw, CKK, G.OC, true), row_major(dyb, G.OC, L), dcols);
+        else  // the live taps' rows of dcols (rows (c, t), KK apart), each element the same chain over oc
+          for (const std::int64_t t : live)
+            ops::gemm<T>(G.C, L, G.OC, {pw + t, KK, CKK}, row_major(dyb, G.OC, L), dcols + t * L, nullptr, nullptr, KK * L);
         kern::ConvShape s = G.sample();
         s.ld = L;
         samples(m, [&](std::int64_t i0, std::int64_t i1) {
@@ -131,7 +174,9 @@ void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
         for_items(G.N, [&](std::int64_t b, std::int64_t e) {
           for (std::int64_t i = b; i < e; ++i) K.im2row(px + i * X, G.sample(), pr + i * P * CKK);
         });
-        ops::gemm_samples<T>(G.N, G.OC, CKK, P, {pg, P, 1}, G.OC * P, {pr, CKK, 1}, P * CKK, kern::out_ptr<T>(dw));
+        T* pdw = kern::out_ptr<T>(dw);
+        if (all_live) ops::gemm_samples<T>(G.N, G.OC, CKK, P, {pg, P, 1}, G.OC * P, {pr, CKK, 1}, P * CKK, pdw);
+        else dead_taps_weight_grad(G, live, pg, pr, pdw);
       } else {
         Tensor part = Tensor::empty(Shape{G.N, G.OC * CKK}, g.dtype());
         T* pp = kern::out_ptr<T>(part);

@@ -83,16 +83,16 @@ PackedB pack_b(std::int64_t M, std::int64_t N, std::int64_t K, Mat<T> b) {
   return r;
 }
 
-// c[M, N] (row-major) = a[M, K] b[K, N] (then + bias[j]) in the canonical order (numerics §5) on
-// the active kernel table; `packed` (may be null) B packed by pack_b.
+// c[M, N] (row-major, rows `ldc` apart; 0: N) = a[M, K] b[K, N] (then + bias[j]) in the canonical
+// order (numerics §5) on the active kernel table; `packed` (may be null) B packed by pack_b.
 template <class T>
 void gemm(std::int64_t M, std::int64_t N, std::int64_t K, Mat<T> a, Mat<T> b, T* c, const T* bias = nullptr,
-          const PackedB* packed = nullptr) {
+          const PackedB* packed = nullptr, std::int64_t ldc = 0) {
   kern::GemmArgs<T> g;
   g.M = M, g.N = N, g.K = K;
   g.A = a.p, g.rsa = a.rs, g.csa = a.cs;
   g.B = b.p, g.rsb = b.rs, g.csb = b.cs;
-  g.C = c, g.ldc = N;
+  g.C = c, g.ldc = ldc ? ldc : N;
   g.bias = bias;
   const kern::Table<T>& tb = kern::active<T>();
   if (packed && packed->table == &tb && packed->M == M && packed->N == N && packed->K == K) {

@@ -98,6 +98,13 @@ TEST(ConvSpec, MatchesTheDirectDefinitionBitwise) {
       {5, 2, 5, 5, 7, 1, 1, 1, 0},     // 1x1
       {2, 1, 4, 4, 2, 4, 4, 1, 3},     // padding wider than the kernel reach
       {11, 3, 20, 20, 4, 5, 5, 1, 2},  // several blocks of samples (4, 4, then a short one of 3)
+      // taps that read only padding at every output position (ConvGeom::live_taps), which the
+      // backward does not compute: a 1x1 image under 3x3 with padding 1 (one live tap of nine),
+      // 2x2 at stride 2 (four), a one-row image (the middle row of taps), none live at all
+      {3, 37, 1, 1, 5, 3, 3, 1, 1},
+      {2, 3, 2, 2, 5, 3, 3, 2, 1},
+      {2, 2, 1, 6, 3, 3, 3, 1, 1},
+      {2, 2, 1, 1, 3, 3, 3, 10, 3},
   };
   for (const SpecGeo& g : geos) {
     const std::string name = "x=[" + std::to_string(g.N) + "," + std::to_string(g.C) + "," + std::to_string(g.H) + "," +
@@ -125,6 +132,43 @@ TEST(ConvSpec, MatchesTheDirectDefinitionBitwise) {
         expect_spec_bits(want.dx, x.grad(), "dx");
         expect_spec_bits(want.dw, w.grad(), "dw");
         expect_spec_bits(want.db, b.grad(), "db");
+      }
+    }
+  }
+}
+
+// A dead tap's weight gradient is each sample's chain of dy * (+0): NaN (canonical) for an output
+// channel whose dy holds an infinity or a NaN, +0 for the others; the live taps as the spec says.
+TEST(ConvSpec, DeadTapsWeightGradientFollowsNonFiniteGradients) {
+  RuntimeGuard guard;
+  const SpecGeo g{4, 3, 1, 1, 4, 3, 3, 1, 1};
+  const auto xv = random_vec<float>(static_cast<std::size_t>(g.N * g.C), 1);
+  const auto wv = random_vec<float>(static_cast<std::size_t>(g.OC * g.C * 9), 2);
+  const auto bv = random_vec<float>(static_cast<std::size_t>(g.OC), 3);
+  auto dyv = random_vec<float>(static_cast<std::size_t>(g.N * g.OC), 4);
+  dyv[1 * 4 + 1] = INFINITY;  // sample 1, channel 1
+  dyv[3 * 4 + 2] = NAN;       // sample 3, channel 2
+  const Spec want = direct(g, xv, wv, bv, dyv);
+  for (Isa isa : isas()) {
+    set_isa(isa);
+    for (int t : thread_counts()) {
+      set_num_threads(t);
+      SCOPED_TRACE(std::string("isa=") + isa_name(isa) + " threads=" + std::to_string(t));
+      Tensor x = Tensor::from<float>(xv, Shape{g.N, g.C, 1, 1});
+      Tensor w = Tensor::from<float>(wv, Shape{g.OC, g.C, 3, 3});
+      Tensor b = Tensor::from<float>(bv, Shape{g.OC});
+      for (Tensor* p : {&x, &w, &b}) p->set_requires_grad(true);
+      Tensor y = conv2d(x, w, b, g.s, g.p);
+      y.backward(Tensor::from<float>(dyv, y.shape()));
+      const std::vector<float> dw = w.grad().to_vector<float>();
+      for (std::size_t i = 0; i < dw.size(); ++i) {
+        const std::int64_t o = static_cast<std::int64_t>(i) / (g.C * 9), tap = static_cast<std::int64_t>(i) % 9;
+        if (tap == 4) {  // the live tap: as the spec says (an infinity times x, or a NaN)
+          if (std::isnan(want.dw[i])) ASSERT_EQ(std::bit_cast<std::uint32_t>(dw[i]), 0x7FC00000u) << "dw element " << i;
+          else ASSERT_EQ(std::bit_cast<std::uint32_t>(dw[i]), std::bit_cast<std::uint32_t>(want.dw[i])) << "dw element " << i;
+        } else {  // dead: NaN for channels 1 and 2, +0 elsewhere
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(dw[i]), (o == 1 || o == 2) ? 0x7FC00000u : 0u) << "dw element " << i;
+        }
       }
     }
   }
