@@ -62,11 +62,13 @@ void round_nearest_f32(Precision p, const float* x, float* y, std::int64_t n) {
 using TileF32 = RegTile<float, 6, 4, 384, 96, 2048>;
 using TileF32Half = RegTile<float, 6, 2, 384, 96, 2048>;
 using TileF32Narrow = RegTile<float, 12, 1, 384, 96, 2048>;
+// 8 rows: a convolution's 8 or 16 output channels fill it (6 x 4 left a third of a tile empty)
+using TileF32Eight = RegTile<float, 8, 3, 384, 96, 2048>;
 using TileF64 = RegTile<double, 8, 3, 192, 96, 2048>;
-void gemm_f32(const GemmArgs<float>& g) { gemm_multi<float, TileF32, TileF32Half, TileF32Narrow>(g); }
+void gemm_f32(const GemmArgs<float>& g) { gemm_multi<float, TileF32, TileF32Half, TileF32Narrow, TileF32Eight>(g); }
 void gemm_f64(const GemmArgs<double>& g) { GemmFrame<TileF64>::run(g); }
 GemmPacking packing_f32(std::int64_t M, std::int64_t N, std::int64_t K) {
-  return gemm_multi_packing<float, TileF32, TileF32Half, TileF32Narrow>(M, N, K);
+  return gemm_multi_packing<float, TileF32, TileF32Half, TileF32Narrow, TileF32Eight>(M, N, K);
 }
 GemmPacking packing_f64(std::int64_t M, std::int64_t N, std::int64_t K) { return GemmFrame<TileF64>::packing(M, N, K); }
 // a sample's product and its block's running sum side by side in the registers (K <= 32)

@@ -283,6 +283,8 @@ inline F loadf_part(const float* p, int n, float fill) { return n > 0 ? *p : fil
 inline void storef_part(float* p, F v, int n) { if (n > 0) *p = v; }
 // lanes [a, b) of p[lane], +0 elsewhere (the others are not read)
 inline F loadf_range(const float* p, int a, int b) { return a <= 0 && 0 < b ? *p : 0.0f; }
+// lane j < n: p[2j], raw bits (only p[0 .. 2n-2] is read); the other lanes +0
+inline F loadf_even(const float* p, int n) { return n > 0 ? *p : 0.0f; }
 inline F selectf(bool m, F a, F b) { return m ? a : b; }
 inline bool gtf(F a, F b) { return a > b; }
 inline bool nanf_(F a) { return a != a; }
@@ -326,6 +328,13 @@ inline F loadf_part(const float* p, int n, float fill) {
 inline void storef_part(float* p, F v, int n) { _mm256_maskstore_ps(p, part_mask32(n), v.v); }
 inline F loadf_range(const float* p, int a, int b) {
   return _mm256_maskload_ps(p, _mm256_andnot_si256(part_mask32(a), part_mask32(b)));
+}
+inline F loadf_even(const float* p, int n) {
+  const int span = n < 8 ? 2 * n - 1 : 15;  // elements read
+  const __m256 lo = _mm256_maskload_ps(p, part_mask32(span)), hi = _mm256_maskload_ps(p + 8, part_mask32(span - 8));
+  // [lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6] -> [lo0 lo2 lo4 lo6 | hi0 hi2 hi4 hi6]
+  const __m256 e = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 struct MF {
   __m256 v;
@@ -395,6 +404,12 @@ inline F loadf_part(const float* p, int n, float fill) {
 inline void storef_part(float* p, F v, int n) { _mm512_mask_storeu_ps(p, part_mask16(n), v.v); }
 inline F loadf_range(const float* p, int a, int b) {
   return _mm512_maskz_loadu_ps(static_cast<__mmask16>(part_mask16(b) & ~part_mask16(a)), p);
+}
+inline F loadf_even(const float* p, int n) {
+  const int span = n < 16 ? 2 * n - 1 : 31;  // elements read
+  const __m512 lo = _mm512_maskz_loadu_ps(part_mask16(span), p), hi = _mm512_maskz_loadu_ps(part_mask16(span - 16), p + 16);
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  return _mm512_permutex2var_ps(lo, even, hi);
 }
 struct MF {
   __mmask16 v;

@@ -89,6 +89,8 @@ const GemmCase kCases[] = {
     // shapes that pick the narrower tiles (6x32, 12x16 on AVX-512) directly or transposed
     {6, 25, 784, false, true, true},    {16, 150, 100, false, true, false},  {100, 16, 50, true, false, true},
     {25, 6, 784, true, false, false},   {100, 16, 300, true, false, false},  {785, 129, 257, false, false, false},
+    // and the 8-row one (8x48 on AVX-512): a convolution's 8 or 16 output channels
+    {8, 1568, 72, false, false, false}, {16, 784, 144, false, true, true},   {24, 97, 300, true, false, false},
 };
 
 TEST(Gemm, FastPathsEqualReferenceF32) {
