@@ -351,10 +351,57 @@ inline ColRange valid_cols(const ConvShape& g, std::int64_t kw) {
   return {lo, hi};
 }
 
+#if BITGRAD_SIMD_LEVEL == 2
+// Stride 2 and more: as stride 1 below, each pixel's chain of taps in (kh, kw) order summed in
+// registers, four image rows at once; a tap (kh, kw) reaches every s-th pixel of a row, so its
+// terms, consecutive output columns, are spread to those lanes by an expanding load (+0 in the
+// others, which changes no sum from +0).
+inline void col2im_strided_f32(const float* __restrict dcols, const ConvShape& g, float* __restrict dx) {
+  constexpr std::int64_t kRows = 4;
+  const std::int64_t P = g.cols_ld(), vecs = (g.W + 15) / 16;
+  // per (kw, vector of pixels): the lanes a tap reaches, and the output column of the first
+  thread_local std::vector<std::pair<__mmask16, std::int64_t>> reach;
+  reach.assign(static_cast<std::size_t>(g.KW * vecs), {0, 0});
+  for (std::int64_t kw = 0; kw < g.KW; ++kw)
+    for (std::int64_t v = 0; v < vecs; ++v) {
+      auto& [m, first] = reach[static_cast<std::size_t>(kw * vecs + v)];
+      for (std::int64_t l = 0; l < 16 && v * 16 + l < g.W; ++l) {
+        const std::int64_t t = v * 16 + l + g.p - kw;  // = ow * s
+        if (t < 0 || t % g.s || t / g.s >= g.OW) continue;
+        if (!m) first = t / g.s;
+        m = static_cast<__mmask16>(m | (1u << l));
+      }
+    }
+  for (std::int64_t c = 0; c < g.C; ++c)
+    for (std::int64_t ih0 = 0; ih0 < g.H; ih0 += kRows) {
+      const std::int64_t nr = g.H - ih0 < kRows ? g.H - ih0 : kRows;
+      for (std::int64_t v = 0; v < vecs; ++v) {
+        __m512 acc[kRows];
+        for (std::int64_t r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
+        for (std::int64_t kh = 0; kh < g.KH; ++kh) {
+          const float* tap_rows = dcols + (c * g.KH + kh) * g.KW * P;
+          for (std::int64_t kw = 0; kw < g.KW; ++kw) {
+            const auto [m, first] = reach[static_cast<std::size_t>(kw * vecs + v)];
+            if (!m) continue;
+            for (std::int64_t r = 0; r < nr; ++r) {
+              const std::int64_t t = ih0 + r + g.p - kh;  // = oh * s
+              if (t < 0 || t % g.s || t / g.s >= g.OH) continue;
+              acc[r] = _mm512_add_ps(acc[r], _mm512_maskz_expandloadu_ps(m, tap_rows + kw * P + (t / g.s) * g.OW + first));
+            }
+          }
+        }
+        const int nl = g.W - v * 16 < 16 ? static_cast<int>(g.W - v * 16) : 16;
+        for (std::int64_t r = 0; r < nr; ++r) VT<float>::store_part(dx + (c * g.H + ih0 + r) * g.W + v * 16, acc[r], nl);
+      }
+    }
+}
+#endif
+
 // Stride 1: each input row is summed in registers, a vector of pixels at a time, from +0 over
 // its terms in increasing (kh, kw) — each pixel's row-major (c, kh, kw, oh, ow) order — and
 // stored once. A lane a term does not reach adds +0, which changes no sum (a sum from +0 is
-// never -0). Other strides: each (c, kh, kw, oh) row segment added into its pixels in turn.
+// never -0). Other strides: f32 on AVX-512 as col2im_strided_f32 above; otherwise each
+// (c, kh, kw, oh) row segment added into its pixels in turn.
 template <class T>
 void col2im_fast(const T* __restrict dcols, const ConvShape& g, T* __restrict dx) {
   using Tr = VT<T>;
@@ -392,6 +439,12 @@ void col2im_fast(const T* __restrict dcols, const ConvShape& g, T* __restrict dx
       }
     return;
   }
+#if BITGRAD_SIMD_LEVEL == 2
+  if constexpr (std::is_same_v<T, float>) {
+    col2im_strided_f32(dcols, g, dx);
+    return;
+  }
+#endif
   for (std::int64_t i = 0; i < g.C * g.H * g.W; ++i) dx[i] = T(0);
   for (std::int64_t c = 0; c < g.C; ++c)
     for (std::int64_t kh = 0; kh < g.KH; ++kh)
