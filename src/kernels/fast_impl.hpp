@@ -148,23 +148,49 @@ constexpr double kInvSqrt2PiD = 0x1.9884533d43651p-2;
 // for both branches everywhere; a GELU's arguments are mostly below 0.84375.
 inline void erf_in_place(double* u, std::int64_t n) {
   constexpr int kBlock = 256;
-  alignas(64) double big[kBlock];
+  alignas(64) double big[kBlock + 8];  // + 8: whole-vector stores of the packed arguments
   int at[kBlock];
   for (std::int64_t b0 = 0; b0 < n; b0 += kBlock) {
     double* p = u + b0;
     const int m = static_cast<int>(std::min<std::int64_t>(kBlock, n - b0));
     int nb = 0;
+#if BITGRAD_SIMD_LEVEL == 2
+    // the big arguments packed by compressing stores (NaN included: "not less than" is true for
+    // it, as erf_takes_small is false), their lanes' masks kept to expand them back
+    (void)at;
+    __mmask8 took[kBlock / kWD + 1];
+    const __m512d bound = _mm512_set1_pd(kErfSmallBound);
+    for (int i = 0, v = 0; i < m; i += kWD, ++v) {
+      const int c = m - i < kWD ? m - i : kWD;
+      const __mmask8 in = static_cast<__mmask8>(c == kWD ? 0xff : (1u << c) - 1u);
+      const __m512d x = _mm512_maskz_loadu_pd(in, p + i);
+      const __m512d ax = _mm512_andnot_pd(_mm512_set1_pd(-0.0), x);
+      took[v] = static_cast<__mmask8>(_mm512_cmp_pd_mask(ax, bound, _CMP_NLT_UQ) & in);
+      // compressed in a register and stored whole (the lanes past the packed ones are
+      // overwritten by the next store): a compressing store to memory is microcoded on Zen 4
+      _mm512_storeu_pd(big + nb, _mm512_maskz_compress_pd(took[v], x));
+      nb += __builtin_popcount(took[v]);
+    }
+#else
     for (int j = 0; j < m; ++j) {  // without a branch: small and big arguments mix at random
       at[nb] = j;
       big[nb] = p[j];
       nb += !(std::fabs(p[j]) < kErfSmallBound);  // NaN included, as erf_takes_small
     }
+#endif
     int i = 0;
     for (; i + kWD <= m; i += kWD) store(p + i, erf_small_f64(load(p + i)));
     if (i < m) store_part(p + i, erf_small_f64(load_part(p + i, m - i, 0.0)), m - i);
     for (i = 0; i + kWD <= nb; i += kWD) store(big + i, erf_big_f64(load(big + i)));
     if (i < nb) store_part(big + i, erf_big_f64(load_part(big + i, nb - i, 1.0)), nb - i);
+#if BITGRAD_SIMD_LEVEL == 2
+    for (int j = 0, at_big = 0, v = 0; j < m; j += kWD, ++v) {
+      _mm512_mask_storeu_pd(p + j, took[v], _mm512_maskz_expand_pd(took[v], _mm512_loadu_pd(big + at_big)));
+      at_big += __builtin_popcount(took[v]);
+    }
+#else
     for (int j = 0; j < nb; ++j) p[at[j]] = big[j];
+#endif
   }
 }
 
