@@ -149,15 +149,16 @@ constexpr double kInvSqrt2PiD = 0x1.9884533d43651p-2;
 inline void erf_in_place(double* u, std::int64_t n) {
   constexpr int kBlock = 256;
   alignas(64) double big[kBlock + 8];  // + 8: whole-vector stores of the packed arguments
-  int at[kBlock];
+#if BITGRAD_SIMD_LEVEL != 2
+  int at[kBlock];  // where each packed argument came from
+#endif
   for (std::int64_t b0 = 0; b0 < n; b0 += kBlock) {
     double* p = u + b0;
     const int m = static_cast<int>(std::min<std::int64_t>(kBlock, n - b0));
     int nb = 0;
 #if BITGRAD_SIMD_LEVEL == 2
-    // the big arguments packed by compressing stores (NaN included: "not less than" is true for
-    // it, as erf_takes_small is false), their lanes' masks kept to expand them back
-    (void)at;
+    // the big arguments packed (NaN included: "not less than" is true for it, as erf_takes_small
+    // is false), each vector's mask of them kept to expand them back
     __mmask8 took[kBlock / kWD + 1];
     const __m512d bound = _mm512_set1_pd(kErfSmallBound);
     for (int i = 0, v = 0; i < m; i += kWD, ++v) {

@@ -359,7 +359,8 @@ inline ColRange valid_cols(const ConvShape& g, std::int64_t kw) {
 inline void col2im_strided_f32(const float* __restrict dcols, const ConvShape& g, float* __restrict dx) {
   constexpr std::int64_t kRows = 4;
   const std::int64_t P = g.cols_ld(), vecs = (g.W + 15) / 16;
-  // per (kw, vector of pixels): the lanes a tap reaches, and the output column of the first
+  // per (kw, vector of pixels): the lanes a tap reaches, and the output column of the first (a
+  // scratch table, rebuilt in full from g on every call: no state carries over)
   thread_local std::vector<std::pair<__mmask16, std::int64_t>> reach;
   reach.assign(static_cast<std::size_t>(g.KW * vecs), {0, 0});
   for (std::int64_t kw = 0; kw < g.KW; ++kw)
