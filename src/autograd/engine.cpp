@@ -52,6 +52,31 @@ void accumulate(Tensor& acc, const Tensor& g) {
   else acc = kern::add_same_shape(acc, g);
 }
 
+// A node's slices' gradients still waiting (Node::placed) placed and added now, as their
+// additions in arrival order would have given: one alone is place_in_zeros' tensor itself.
+void settle(autograd::Node* m) {
+  if (m->placed.empty()) return;
+  const autograd::PlacedGrad& p0 = m->placed[0];
+  if (m->placed.size() == 1) {
+    m->grad = kern::place_in_zeros(p0.g, m->out_shape, p0.axis, p0.start, 1);
+  } else {
+    std::vector<std::pair<Tensor, std::int64_t>> parts;
+    for (const autograd::PlacedGrad& p : m->placed) parts.emplace_back(p.g, p.start);
+    m->grad = kern::place_parts_in_zeros(parts, m->out_shape, p0.axis);
+  }
+  m->placed.clear();
+}
+
+// Whether p can wait beside m's waiting parts: the same axis and dtype, a range none of them touches.
+bool joins(const autograd::Node* m, const autograd::PlacedGrad& p) {
+  const std::int64_t len = p.g.shape()[p.axis];
+  for (const autograd::PlacedGrad& q : m->placed) {
+    if (q.axis != p.axis || q.g.dtype() != p.g.dtype()) return false;
+    if (p.start < q.start + q.g.shape()[q.axis] && q.start < p.start + len) return false;
+  }
+  return true;
+}
+
 // A leaf's gradient owns its storage, so in-place updates of it cannot reach another tensor.
 Tensor owned(const Tensor& g) {
   if (sole(g)) return g;
@@ -140,27 +165,59 @@ void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafS
     BITGRAD_CHECK(g.shape() == n->input_shape(i), n->op, "internal: gradient of input ", i, " has shape ", g.shape().str(),
                   ", expected ", n->input_shape(i).str());
     if (op_hook_active()) emit_backward(n->op, g, n->site, n->label, i);
-    if (e.node) accumulate(e.node->grad, g);
-    else leaf(e.leaf, g);
+    if (e.node) {
+      settle(e.node.get());
+      accumulate(e.node->grad, g);
+    } else {
+      leaf(e.leaf, g);
+    }
   };
+  // a slice's gradient: waits in the node it reaches while only such parts, on disjoint ranges,
+  // have arrived there; otherwise (a leaf, an op hook, a node with other gradients) placed now
+  auto deliver_placed = [&](Node* n, int i, autograd::PlacedGrad& p) {
+    Edge& e = n->input(i);
+    if (!e.needs_grad() || !p.g.defined()) return;
+    const Shape& full = n->input_shape(i);
+    bool fits = p.axis >= 0 && p.axis < full.ndim() && p.g.ndim() == full.ndim() && p.start >= 0 &&
+                p.start + p.g.shape()[p.axis] <= full[p.axis];
+    for (int d = 0; fits && d < full.ndim(); ++d) fits = d == p.axis || p.g.shape()[d] == full[d];
+    BITGRAD_CHECK(fits, n->op, "internal: a slice's gradient ", p.g.shape().str(), " at ", p.start, " of axis ", p.axis,
+                  " does not fit input ", i, " of shape ", full.str());
+    Node* m = e.node.get();
+    if (m && !op_hook_active() && !m->grad.defined() && joins(m, p)) {
+      m->placed.push_back(std::move(p));
+      return;
+    }
+    deliver(n, i, kern::place_in_zeros(p.g, full, p.axis, p.start, 1));
+  };
+  std::vector<std::vector<autograd::PlacedGrad>> placed;
   for (Node* n : nodes) {
+    settle(n);
     if (!n->grad.defined()) continue;
     gin.assign(static_cast<std::size_t>(n->n_inputs), Tensor());
     parts.assign(static_cast<std::size_t>(n->n_inputs), {});
-    // the gradient parts the backward function hands over one by one (add_gradient_part), per input
+    placed.assign(static_cast<std::size_t>(n->n_inputs), {});
+    // the gradient parts the backward function hands over one by one (add_gradient_part,
+    // add_placed_gradient), per input
     std::vector<std::vector<Tensor>>* outer = thread_state().backward_parts;
+    std::vector<std::vector<autograd::PlacedGrad>>* outer_placed = thread_state().placed_parts;
     thread_state().backward_parts = &parts;
+    thread_state().placed_parts = &placed;
     try {
       n->backward(*n, n->grad, gin.data());
     } catch (...) {
       thread_state().backward_parts = outer;
+      thread_state().placed_parts = outer_placed;
       throw;
     }
     thread_state().backward_parts = outer;
+    thread_state().placed_parts = outer_placed;
     n->grad = Tensor();
     for (int i = 0; i < n->n_inputs; ++i) {
-      // parts first, in the order handed over, then the gradient returned (a function uses one or the other)
+      // parts first, in the order handed over, then the slices' parts, then the gradient
+      // returned (a function uses one of them)
       for (const Tensor& g : parts[static_cast<std::size_t>(i)]) deliver(n, i, g);
+      for (autograd::PlacedGrad& p : placed[static_cast<std::size_t>(i)]) deliver_placed(n, i, p);
       deliver(n, i, gin[static_cast<std::size_t>(i)]);
     }
     if (!retain_graph) reset_node(n);
@@ -185,6 +242,14 @@ void run_backward(const Tensor& root, const Tensor& seed_in, bool retain_graph) 
     AutogradMeta& m = meta(lt);
     m.grad = m.grad.defined() ? kern::add_same_shape(m.grad, add) : owned(add);
   }
+}
+
+bool add_placed_gradient(int input, const Tensor& g, int axis, std::int64_t start) {
+  std::vector<std::vector<PlacedGrad>>* placed = thread_state().placed_parts;
+  if (!placed) return false;
+  BITGRAD_CHECK(input >= 0 && static_cast<std::size_t>(input) < placed->size(), "backward", "internal: a placed gradient for input ", input);
+  (*placed)[static_cast<std::size_t>(input)].push_back(PlacedGrad{g, axis, start});
+  return true;
 }
 
 void add_gradient_part(int input, const Tensor& g) {

@@ -69,6 +69,7 @@ void recycle(Node* n) {
   n->more_in_shape.clear();
   for (auto& s : n->saved) s = Tensor();
   n->grad = Tensor();
+  n->placed.clear();
   n->saved_values.clear();
   n->owned.reset();
   n->op = "";
@@ -152,6 +153,7 @@ void reset_node(Node* n) {
   n->more_in.clear();
   for (auto& s : n->saved) s = Tensor();
   n->grad = Tensor();
+  n->placed.clear();
   n->saved_values.clear();
   n->owned.reset();
   n->released = true;

@@ -82,6 +82,13 @@ class Payload {
   const char* tag_ = nullptr;
 };
 
+// A slice's gradient waiting to be placed: g goes to [start, start + len) of `axis`.
+struct PlacedGrad {
+  Tensor g;
+  int axis = 0;
+  std::int64_t start = 0;
+};
+
 struct Node {
   const char* op = "";
   BackwardFn backward = nullptr;
@@ -109,6 +116,9 @@ struct Node {
   CallSite site;      // where the op was called
   std::string label;  // the label scope when it was recorded
   Tensor grad;  // gradient of the output, accumulated during backward
+  // slices' gradients on disjoint ranges of one axis, arrived before any other contribution and
+  // not yet added (the engine places them all in one pass when the node runs or more arrives)
+  std::vector<PlacedGrad> placed;
 
   Edge& input(int i) { return i < kInlineInputs ? in[i] : more_in[static_cast<std::size_t>(i - kInlineInputs)]; }
   const Shape& input_shape(int i) const {
@@ -133,6 +143,12 @@ struct Node {
   [[noreturn]] void payload_mismatch() const;
 };
 
+// From a backward function (a slice's, step 1): g, the gradient of the slice [start, start +
+// len) of `axis` of input `input`, to be placed in zeros of the input's shape. The engine adds it
+// as it would add place_in_zeros(g) in its turn, but slices of disjoint ranges that reach a node
+// before anything else are placed together in one pass (no zeros written and added for each).
+// False outside a backward walk (the caller then places it itself).
+bool add_placed_gradient(int input, const Tensor& g, int axis, std::int64_t start);
 // From a backward function: hands the engine one part of the gradient of input `input`; the
 // engine adds the parts in the order handed over, as if each came from its own node (a
 // checkpoint forwards its segment's contributions one by one, so sums keep their order).

@@ -137,6 +137,38 @@ Tensor place_in_zeros(const Tensor& g, const Shape& shape, int axis, std::int64_
   return out;
 }
 
+Tensor place_parts_in_zeros(const std::vector<std::pair<Tensor, std::int64_t>>& parts, const Shape& shape, int axis) {
+  std::vector<std::pair<Tensor, std::int64_t>> by_start;  // contiguous, in order along the axis; none empty
+  for (const auto& [g, start] : parts)
+    if (g.numel() > 0) by_start.emplace_back(contiguous(g), start);
+  std::sort(by_start.begin(), by_start.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= shape[d];
+  for (int d = axis + 1; d < shape.ndim(); ++d) inner *= shape[d];
+  const std::int64_t A = shape[axis], block = A * inner;
+  Tensor out = Tensor::empty(shape, parts[0].first.dtype());
+  if (out.numel() == 0) return out;
+  BITGRAD_DISPATCH_FLOAT(out.dtype(), "add", T, [&] {
+    T* dp = out_ptr<T>(out);
+    parallel_for(outer, std::max<std::int64_t>(1, kCopyGrain / std::max<std::int64_t>(block, 1)), [&](std::int64_t o0, std::int64_t o1) {
+      for (std::int64_t o = o0; o < o1; ++o) {
+        T* d = dp + o * block;
+        std::int64_t at = 0;  // along the axis, times inner
+        for (const auto& [g, start] : by_start) {
+          const std::int64_t len = g.shape()[axis] * inner;
+          std::fill(d + at, d + start * inner, T(0));
+          const T* s = g.template data<T>() + o * len;
+          T* to = d + start * inner;
+          for (std::int64_t i = 0; i < len; ++i) to[i] = canon(s[i] + T(0));
+          at = start * inner + len;
+        }
+        std::fill(d + at, d + block, T(0));
+      }
+    });
+  });
+  return out;
+}
+
 void add_into(Tensor& a, const Tensor& b) {
   BITGRAD_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype() && a.is_contiguous(), "add", "internal: gradient shapes differ ",
                 a.shape().str(), " vs ", b.shape().str());

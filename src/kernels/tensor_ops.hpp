@@ -1,6 +1,9 @@
 // Kernels applied to whole tensors, without autograd (internal, used by autograd and ops).
 #pragma once
 
+#include <utility>
+#include <vector>
+
 #include "bitgrad/tensor.hpp"
 #include "kernels/kernels.hpp"
 
@@ -21,5 +24,9 @@ void add_into(Tensor& a, const Tensor& b);
 // A tensor of `shape`, +0 (zero bits) but where `g` goes: g's index i along `axis` at
 // start + i * step, every other axis as g's (a slice's gradient), each element written once.
 Tensor place_in_zeros(const Tensor& g, const Shape& shape, int axis, std::int64_t start, std::int64_t step);
+// Two or more slices' gradients (g, start) on disjoint ranges of `axis`, added to one another as
+// placed in zeros, in one pass: +0 outside them, g + 0 inside (x + 0 = 0 + x, and the later
+// +0s change nothing: a -0 becomes +0, a NaN the canonical NaN), as the additions would give.
+Tensor place_parts_in_zeros(const std::vector<std::pair<Tensor, std::int64_t>>& parts, const Shape& shape, int axis);
 
 }  // namespace bitgrad::kern

@@ -42,6 +42,8 @@ struct SliceSaved {
 // dx: +0 but where the slice's elements were, g there (one pass: kern::place_in_zeros)
 void slice_bw(Node& n, const Tensor& g, Tensor* gi) {
   const SliceSaved& s = n.payload<SliceSaved>();
+  // step 1: the engine places it (slices of one tensor's disjoint ranges in one pass)
+  if (s.step == 1 && autograd::add_placed_gradient(0, g, s.axis, s.start)) return;
   gi[0] = kern::place_in_zeros(g, n.in_shape[0], s.axis, s.start, s.step);
 }
 

@@ -22,6 +22,7 @@ class Budget;
 namespace autograd {
 struct OpEvent;
 class SampleCountCheck;
+struct PlacedGrad;
 }  // namespace autograd
 class BatchStatsExchange;
 
@@ -42,6 +43,7 @@ struct ThreadState {
   int suppress_forward = 0;
   autograd::SampleCountCheck* sample_check = nullptr;
   std::vector<std::vector<Tensor>>* backward_parts = nullptr;
+  std::vector<std::vector<autograd::PlacedGrad>>* placed_parts = nullptr;  // slices' gradients, not yet placed
   // ops: the op clock (a node's creation number: the backward walk's order), the exchange a
   // training-mode batch_norm gets the whole batch's statistics from, checkpoint segments being
   // recomputed
