@@ -28,6 +28,8 @@ struct VT<float> {
   static void store(float* p, V v) { storef(p, canon(v)); }
   static void store_part(float* p, V v, int n) { storef_part(p, canon(v), n); }
   static float lane(V v, int i) { return lanef(v, i); }
+  static float fold_sum(V v) { return foldf_sum(v); }
+  static float fold_max(V v) { return foldf_max(v); }
   static bool any_nan(V v) { return anyf(nanf_(v)); }
   static V max_gt(V v, V m) { return selectf(gtf(v, m), v, m); }
 };
@@ -44,6 +46,8 @@ struct VT<double> {
   static void store(double* p, V v) { ::bitgrad::kern::ISA_NS::store(p, canon(v)); }
   static void store_part(double* p, V v, int n) { ::bitgrad::kern::ISA_NS::store_part(p, canon(v), n); }
   static double lane(V v, int i) { return ::bitgrad::kern::ISA_NS::lane(v, i); }
+  static double fold_sum(V v) { return ::bitgrad::kern::ISA_NS::fold_sum(v); }
+  static double fold_max(V v) { return ::bitgrad::kern::ISA_NS::fold_max(v); }
   static bool any_nan(V v) { return any(v != v); }
   static V max_gt(V v, V m) { return select(v > m, v, m); }
 };
@@ -661,13 +665,9 @@ struct Lanes16 {
     for (int v = 0; v < NV; ++v) t[v] = acc[v];
     for (int nv = NV; nv > 1; nv /= 2)
       for (int v = 0; v < nv / 2; ++v) t[v] = t[v] + t[v + nv / 2];
-    // one store of the vector, then the halving in scalar (extracting lane by lane went through
-    // memory once per lane)
-    alignas(64) T l[Tr::W];
-    Tr::store_raw(l, t[0]);
-    for (int h = Tr::W / 2; h >= 1; h /= 2)
-      for (int j = 0; j < h; ++j) l[j] = l[j] + l[j + h];
-    return l[0];
+    // the rest of the halving inside the vector, in registers (through memory, a store and
+    // narrower reloads of it stalled on store forwarding: a quarter of a softmax over rows of 32)
+    return Tr::fold_sum(t[0]);
   }
 };
 
@@ -843,11 +843,7 @@ T row_max_fast(const T* x, std::int64_t L) {
     if (Tr::any_nan(v)) isn = true;
     m = Tr::max_gt(v, m);
   }
-  T mm = -std::numeric_limits<T>::infinity();
-  for (int l = 0; l < Tr::W; ++l) {
-    T v = Tr::lane(m, l);
-    if (v > mm) mm = v;
-  }
+  T mm = Tr::fold_max(m);  // exact in any order: no -0 (x + 0), a NaN is flagged apart
   for (; i < L; ++i) {
     T v = x[i] + T(0);
     if (v != v) isn = true;

@@ -58,6 +58,10 @@ inline void store_f32(float* p, D v) { *p = static_cast<float>(v); }
 inline D load_f32_part(const float* p, int n, double fill) { return n > 0 ? static_cast<double>(*p) : fill; }
 inline void store_f32_part(float* p, D v, int n) { if (n > 0) *p = static_cast<float>(v); }
 inline double lane(D v, int) { return v; }
+// The halving tree over the lanes (lane j + lane j+h for h = W/2 .. 1, lower lane on the left),
+// lane 0's result; and the lanes' largest (for values with no NaN and no -0: then any order)
+inline double fold_sum(D v) { return v; }
+inline double fold_max(D v) { return v; }
 inline D set_lane(D, int, double x) { return x; }
 
 #elif BITGRAD_SIMD_LEVEL == 1
@@ -162,6 +166,14 @@ inline double lane(D v, int i) {
   _mm256_store_pd(t, v.v);
   return t[i];
 }
+inline double fold_sum(D v) {
+  const __m128d b = _mm_add_pd(_mm256_castpd256_pd128(v.v), _mm256_extractf128_pd(v.v, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(b, _mm_unpackhi_pd(b, b)));
+}
+inline double fold_max(D v) {
+  const __m128d b = _mm_max_pd(_mm256_castpd256_pd128(v.v), _mm256_extractf128_pd(v.v, 1));
+  return _mm_cvtsd_f64(_mm_max_sd(b, _mm_unpackhi_pd(b, b)));
+}
 inline D set_lane(D v, int i, double x) {
   alignas(32) double t[4];
   _mm256_store_pd(t, v.v);
@@ -254,6 +266,16 @@ inline double lane(D v, int i) {
   _mm512_store_pd(t, v.v);
   return t[i];
 }
+inline double fold_sum(D v) {
+  const __m256d a = _mm256_add_pd(_mm512_castpd512_pd256(v.v), _mm512_extractf64x4_pd(v.v, 1));
+  const __m128d b = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(b, _mm_unpackhi_pd(b, b)));
+}
+inline double fold_max(D v) {
+  const __m256d a = _mm256_max_pd(_mm512_castpd512_pd256(v.v), _mm512_extractf64x4_pd(v.v, 1));
+  const __m128d b = _mm_max_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+  return _mm_cvtsd_f64(_mm_max_sd(b, _mm_unpackhi_pd(b, b)));
+}
 inline D set_lane(D v, int i, double x) {
   alignas(64) double t[8];
   _mm512_store_pd(t, v.v);
@@ -289,6 +311,8 @@ inline F selectf(bool m, F a, F b) { return m ? a : b; }
 inline bool gtf(F a, F b) { return a > b; }
 inline bool nanf_(F a) { return a != a; }
 inline float lanef(F v, int) { return v; }
+inline float foldf_sum(F v) { return v; }  // as fold_sum, f32 lanes
+inline float foldf_max(F v) { return v; }
 inline bool ltf(F a, F b) { return a < b; }
 inline F absf(F a) { return std::bit_cast<float>(std::bit_cast<std::uint32_t>(a) & 0x7fffffffu); }
 inline F copysignf_(F mag, F sgn) {
@@ -358,6 +382,16 @@ inline float lanef(F v, int i) {
   alignas(32) float t[8];
   _mm256_store_ps(t, v.v);
   return t[i];
+}
+inline float foldf_sum(F v) {
+  const __m128 b = _mm_add_ps(_mm256_castps256_ps128(v.v), _mm256_extractf128_ps(v.v, 1));
+  const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
+}
+inline float foldf_max(F v) {
+  const __m128 b = _mm_max_ps(_mm256_castps256_ps128(v.v), _mm256_extractf128_ps(v.v, 1));
+  const __m128 c = _mm_max_ps(b, _mm_movehl_ps(b, b));
+  return _mm_cvtss_f32(_mm_max_ss(c, _mm_shuffle_ps(c, c, 1)));
 }
 // dst[c*ldd + r] = src[r*lds + c] for an 8 x 8 block
 inline void transpose_f32_block(const float* src, std::int64_t lds, float* dst, std::int64_t ldd) {
@@ -434,6 +468,18 @@ inline float lanef(F v, int i) {
   alignas(64) float t[16];
   _mm512_store_ps(t, v.v);
   return t[i];
+}
+inline float foldf_sum(F v) {
+  const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v.v), _mm512_extractf32x8_ps(v.v, 1));
+  const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
+}
+inline float foldf_max(F v) {
+  const __m256 a = _mm256_max_ps(_mm512_castps512_ps256(v.v), _mm512_extractf32x8_ps(v.v, 1));
+  const __m128 b = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  const __m128 c = _mm_max_ps(b, _mm_movehl_ps(b, b));
+  return _mm_cvtss_f32(_mm_max_ss(c, _mm_shuffle_ps(c, c, 1)));
 }
 // dst[c*ldd + r] = src[r*lds + c] for a 16 x 16 block
 inline void transpose_f32_block(const float* src, std::int64_t lds, float* dst, std::int64_t ldd) {
