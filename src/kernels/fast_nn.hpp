@@ -845,10 +845,11 @@ Table<T> fast_nn_table(Table<T> tb) {
 // GEMM entry points (the frame instantiated with the ISA's microkernels).
 template <class T>
 Table<T> isa_table(const Table<T>& reference, void (*gemm)(const GemmArgs<T>&), GemmPacking (*packing)(std::int64_t, std::int64_t, std::int64_t),
-                   void (*gemm_samples)(const GemmSamplesArgs<T>&)) {
+                   void (*gemm_samples)(const GemmSamplesArgs<T>&), void (*gemm_batch)(const GemmBatchArgs<T>&)) {
   Table<T> tb = fast_nn_table<T>(fast_table<T>(reference));
   tb.gemm = gemm;
   tb.gemm_packing = packing;
   tb.gemm_samples = gemm_samples;
+  tb.gemm_batch = gemm_batch;
   return tb;
 }

@@ -619,6 +619,38 @@ void gemm_multi(const GemmArgs<T>& g) {
   ((i++ == p.index ? (p.transposed ? GemmFrame<UKs>::run_transposed(GemmFrame<UKs>::without_packed(g)) : GemmFrame<UKs>::run_split(g)) : void()),
    ...);
 }
+// gemm_batch (kernels.hpp): GEMMs too small for gemm to split (below run_split's grain: an
+// attention's [32, 32] x [32, 32] per head) go whole to the threads, a run of them a chunk, each
+// computed as run_split computes it (one run_range over all of it) on the tile gemm_pick takes
+// for the shape; the others, and those gemm computes as C^T, one after another through `gemm`.
+// Which thread computes a GEMM, and after which, changes no bit.
+template <class T, class... UKs>
+void gemm_batch_multi(const GemmBatchArgs<T>& a, void (*gemm)(const GemmArgs<T>&)) {
+  const GemmArgs<T>& g = a.g;
+  if (a.count <= 0 || g.M == 0 || g.N == 0) return;
+  auto nth = [&](std::int64_t i) {
+    GemmArgs<T> gi = g;
+    gi.A += i * a.sa, gi.B += i * a.sb, gi.C += i * a.sc;
+    return gi;
+  };
+  constexpr std::int64_t kWhole = std::int64_t(1) << 18;  // run_split's grain (fmas)
+  const GemmPick p = gemm_pick<UKs...>(g.M, g.N, g.K);
+  const std::int64_t fmas = g.M * g.N * g.K;
+  if (g.Bp || !g.B || g.K == 0 || p.transposed || fmas >= kWhole) {
+    for (std::int64_t i = 0; i < a.count; ++i) gemm(nth(i));
+    return;
+  }
+  int i = 0;
+  ((i++ == p.index ? parallel_for(a.count, kWhole / fmas, [&](std::int64_t b0, std::int64_t b1) {
+     for (std::int64_t b = b0; b < b1; ++b) {
+       const GemmArgs<T> gi = nth(b);
+       GemmFrame<UKs>::run_range(gi, 0, gi.M, 0, gi.N, 0, gi.K, gi.C, gi.ldc, gi.bias);
+     }
+   })
+                   : void()),
+   ...);
+}
+
 template <class T, class... UKs>
 GemmPacking gemm_multi_packing(std::int64_t M, std::int64_t N, std::int64_t K) {
   const GemmPick p = gemm_pick<UKs...>(M, N, K);

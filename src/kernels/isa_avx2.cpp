@@ -28,6 +28,8 @@ using TileF32Narrow = RegTile<float, 12, 1, 384, 72, 2048>;
 using TileF64 = RegTile<double, 4, 3, 256, 72, 2048>;
 void gemm_f32(const GemmArgs<float>& g) { gemm_multi<float, TileF32, TileF32Narrow>(g); }
 void gemm_f64(const GemmArgs<double>& g) { GemmFrame<TileF64>::run(g); }
+void gemm_batch_f32(const GemmBatchArgs<float>& a) { gemm_batch_multi<float, TileF32, TileF32Narrow>(a, &gemm_f32); }
+void gemm_batch_f64(const GemmBatchArgs<double>& a) { gemm_batch_multi<double, TileF64>(a, &gemm_f64); }
 GemmPacking packing_f32(std::int64_t M, std::int64_t N, std::int64_t K) { return gemm_multi_packing<float, TileF32, TileF32Narrow>(M, N, K); }
 GemmPacking packing_f64(std::int64_t M, std::int64_t N, std::int64_t K) { return GemmFrame<TileF64>::packing(M, N, K); }
 // a sample's product and its block's running sum side by side in the 16 registers (K <= 32)
@@ -37,12 +39,12 @@ void gemm_samples_f32(const GemmSamplesArgs<float>& a) { GemmSamples<TileF32, Sa
 void gemm_samples_f64(const GemmSamplesArgs<double>& a) { GemmSamples<TileF64, SamplesF64>::run(a, &gemm_f64, &sum_cols_fast<double>); }
 
 const Table<float>& table_f32() {
-  static const Table<float> t = isa_table<float>(ref::table_f32(), &gemm_f32, &packing_f32, &gemm_samples_f32);
+  static const Table<float> t = isa_table<float>(ref::table_f32(), &gemm_f32, &packing_f32, &gemm_samples_f32, &gemm_batch_f32);
   return t;
 }
 
 const Table<double>& table_f64() {
-  static const Table<double> t = isa_table<double>(ref::table_f64(), &gemm_f64, &packing_f64, &gemm_samples_f64);
+  static const Table<double> t = isa_table<double>(ref::table_f64(), &gemm_f64, &packing_f64, &gemm_samples_f64, &gemm_batch_f64);
   return t;
 }
 

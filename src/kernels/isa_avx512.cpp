@@ -67,6 +67,8 @@ using TileF32Eight = RegTile<float, 8, 3, 384, 96, 2048>;
 using TileF64 = RegTile<double, 8, 3, 192, 96, 2048>;
 void gemm_f32(const GemmArgs<float>& g) { gemm_multi<float, TileF32, TileF32Half, TileF32Narrow, TileF32Eight>(g); }
 void gemm_f64(const GemmArgs<double>& g) { GemmFrame<TileF64>::run(g); }
+void gemm_batch_f32(const GemmBatchArgs<float>& a) { gemm_batch_multi<float, TileF32, TileF32Half, TileF32Narrow, TileF32Eight>(a, &gemm_f32); }
+void gemm_batch_f64(const GemmBatchArgs<double>& a) { gemm_batch_multi<double, TileF64>(a, &gemm_f64); }
 GemmPacking packing_f32(std::int64_t M, std::int64_t N, std::int64_t K) {
   return gemm_multi_packing<float, TileF32, TileF32Half, TileF32Narrow, TileF32Eight>(M, N, K);
 }
@@ -78,7 +80,7 @@ void gemm_samples_f64(const GemmSamplesArgs<double>& a) { GemmSamples<TileF64, S
 
 const Table<float>& table_f32() {
   static const Table<float> t = [] {
-    Table<float> tb = isa_table<float>(ref::table_f32(), &gemm_f32, &packing_f32, &gemm_samples_f32);
+    Table<float> tb = isa_table<float>(ref::table_f32(), &gemm_f32, &packing_f32, &gemm_samples_f32, &gemm_batch_f32);
     tb.round_nearest = &round_nearest_f32;
     return tb;
   }();
@@ -86,7 +88,7 @@ const Table<float>& table_f32() {
 }
 
 const Table<double>& table_f64() {
-  static const Table<double> t = isa_table<double>(ref::table_f64(), &gemm_f64, &packing_f64, &gemm_samples_f64);
+  static const Table<double> t = isa_table<double>(ref::table_f64(), &gemm_f64, &packing_f64, &gemm_samples_f64, &gemm_batch_f64);
   return t;
 }
 

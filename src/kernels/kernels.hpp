@@ -107,6 +107,15 @@ struct GemmSamplesArgs {
   GemmArgs<T> g;
 };
 
+// `count` GEMMs of one shape, GEMM i reading g.A + i*sa, g.B + i*sb and writing g.C + i*sc (the
+// same bias for all; no packed B): each exactly what gemm gives it alone (a batched matmul, an
+// attention's products per head).
+template <class T>
+struct GemmBatchArgs {
+  std::int64_t count = 0, sa = 0, sb = 0, sc = 0;
+  GemmArgs<T> g;
+};
+
 // ---- elementwise ----------------------------------------------------------------------------
 // Generated from the lists of bitgrad/op_list.hpp; `count` ends each enum (loops run to it).
 #define BITGRAD_OPLIST_ENUM(name, ...) name,
@@ -232,6 +241,8 @@ struct Table {
   // the packed B this code path's gemm takes for [M, K] x [K, N] (GemmPacking), or null / nr = 0
   GemmPacking (*gemm_packing)(std::int64_t M, std::int64_t N, std::int64_t K) = nullptr;
   void (*gemm_samples)(const GemmSamplesArgs<T>&);
+  // null: the caller runs gemm on each (ops::gemm_batch)
+  void (*gemm_batch)(const GemmBatchArgs<T>&) = nullptr;
   void (*unary)(Unary op, const T* x, T* y, std::int64_t n);
   void (*binary)(Binary op, Bcast bc, const T* a, const T* b, T* y, std::int64_t outer, std::int64_t inner);
   void (*act_grad)(ActGrad op, const T* v, const T* g, T* out, std::int64_t n);

@@ -108,8 +108,7 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
       if (Bb == 1)  // b shared: one GEMM over all B*M rows, as the forward (each row's chain is its own)
         ops::gemm<T>(B * M, K, N, row_major(pg, B * M, N), bt, pd);
       else
-        for (std::int64_t i = 0; i < B; ++i)
-          ops::gemm<T>(M, K, N, row_major(pg + i * M * N, M, N), ops::Mat<T>{pb + i * sb.sb, sb.cs, sb.rs}, pd + i * M * K);
+        ops::gemm_batch<T>(B, M, K, N, row_major(pg, M, N), M * N, ops::Mat<T>{pb, sb.cs, sb.rs}, sb.sb, pd, M * K);
       if (Ba == B) {
         gi[0] = reshape(da, n.in_shape[0]);
       } else if (s.samples == B) {
@@ -129,8 +128,7 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
       if (Bb == B) {
         db = Tensor::empty(Shape{B, K, N}, g.dtype());
         T* pd = kern::out_ptr<T>(db);
-        for (std::int64_t i = 0; i < B; ++i)
-          ops::gemm<T>(K, N, M, ops::Mat<T>{pa + (Ba == 1 ? 0 : i) * sa.sb, sa.cs, sa.rs}, row_major(pg + i * M * N, M, N), pd + i * K * N);
+        ops::gemm_batch<T>(B, K, N, M, ops::Mat<T>{pa, sa.cs, sa.rs}, Ba == 1 ? 0 : sa.sb, row_major(pg, M, N), M * N, pd, K * N);
       } else {
         // b shared: a sample's rows (of all its batches) by the batch tree, then the samples by
         // the batch rule (with one batch dimension; without, every row is a sample)
@@ -235,10 +233,9 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, const Tensor& bias, CallSit
     if (Bb == 1) {
       // b shared (or no batch): one GEMM over all B*M rows of a
       ops::gemm<T>(B * M, N, K, ops::Mat<T>{pa, sa.rs, sa.cs}, ops::Mat<T>{pb, sb.rs, sb.cs}, pc, pbias);
-    } else {
-      for (std::int64_t i = 0; i < B; ++i)
-        ops::gemm<T>(M, N, K, ops::Mat<T>{pa + (Ba == 1 ? 0 : i) * sa.sb, sa.rs, sa.cs}, ops::Mat<T>{pb + i * sb.sb, sb.rs, sb.cs},
-                     pc + i * M * N, pbias);
+    } else {  // a batch of GEMMs (the small ones, an attention's per head, whole to the threads)
+      ops::gemm_batch<T>(B, M, N, K, ops::Mat<T>{pa, sa.rs, sa.cs}, Ba == 1 ? 0 : sa.sb, ops::Mat<T>{pb, sb.rs, sb.cs}, sb.sb, pc, M * N,
+                         pbias);
     }
   });
   // the result's shape: batch.., M (unless a was a vector), N (unless b was a vector)

@@ -102,6 +102,24 @@ void gemm(std::int64_t M, std::int64_t N, std::int64_t K, Mat<T> a, Mat<T> b, T*
   tb.gemm(g);
 }
 
+// `count` GEMMs c_i [M, N] (row-major, rows N apart) = a_i b_i (+ bias), a_i = a advanced by
+// i * a_step (0: one a for all), likewise b and c: each exactly gemm's, the small ones spread
+// over the threads whole (kern::Table::gemm_batch).
+template <class T>
+void gemm_batch(std::int64_t count, std::int64_t M, std::int64_t N, std::int64_t K, Mat<T> a, std::int64_t a_step, Mat<T> b,
+                std::int64_t b_step, T* c, std::int64_t c_step, const T* bias = nullptr) {
+  kern::GemmBatchArgs<T> s;
+  s.count = count, s.sa = a_step, s.sb = b_step, s.sc = c_step;
+  s.g.M = M, s.g.N = N, s.g.K = K;
+  s.g.A = a.p, s.g.rsa = a.rs, s.g.csa = a.cs;
+  s.g.B = b.p, s.g.rsb = b.rs, s.g.csb = b.cs;
+  s.g.C = c, s.g.ldc = N;
+  s.g.bias = bias;
+  const kern::Table<T>& tb = kern::active<T>();
+  if (tb.gemm_batch) return tb.gemm_batch(s);
+  for (std::int64_t i = 0; i < count; ++i) gemm<T>(M, N, K, {a.p + i * a_step, a.rs, a.cs}, {b.p + i * b_step, b.rs, b.cs}, c + i * c_step, bias);
+}
+
 // C [M, N] (row-major) = the batch rule over S samples (§3) of a_s b_s (§5's order over K), a_s
 // and b_s the operands advanced by s * a_step, s * b_step: a weight gradient whose samples span
 // several rows, with no sample's product stored (kern::Table::gemm_samples).

@@ -214,6 +214,54 @@ TEST(Gemm, ReferenceFollowsTheDocumentedOrder) {
     }
 }
 
+// gemm_batch: each GEMM of the batch exactly what the reference's gemm gives it alone (the
+// reference has no gemm_batch: its loop is the definition), every operand at its own offset or one
+// shared (step 0), transposed or not, with and without bias; shapes small enough to go whole to
+// the threads (an attention's heads) and larger ones, one computed as C^T, and k = 0.
+template <class T>
+void batch_case(std::int64_t count, std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb_, bool shared_a, bool bias) {
+  std::ostringstream name;
+  name << "gemm_batch(" << tname(T{}) << ",count=" << count << ",m=" << m << ",n=" << n << ",k=" << k << ",ta=" << ta << ",tb=" << tb_
+       << ",shared a=" << shared_a << ",bias=" << bias << ")";
+  const std::int64_t sa = shared_a ? 0 : m * k + 3, sb = k * n + 5, sc = m * n + 2;
+  auto A = random_vec<T>(static_cast<std::size_t>(std::max<std::int64_t>(count * sa, m * k) + 1), 31, -1, 1, true);
+  auto B = random_vec<T>(static_cast<std::size_t>(count * sb + 1), 32, -1, 1, true);
+  auto bv = random_vec<T>(static_cast<std::size_t>(n + 1), 33);
+  expect_fast_equals_reference<T>(name.str(), [&](const kern::Table<T>& tb) {
+    std::vector<T> C(static_cast<std::size_t>(count * sc + 1), T(-7));
+    kern::GemmBatchArgs<T> a;
+    a.count = count, a.sa = sa, a.sb = sb, a.sc = sc;
+    a.g.M = m, a.g.N = n, a.g.K = k;
+    a.g.A = A.data(), a.g.rsa = ta ? 1 : k, a.g.csa = ta ? m : 1;
+    a.g.B = B.data(), a.g.rsb = tb_ ? 1 : n, a.g.csb = tb_ ? k : 1;
+    a.g.C = C.data(), a.g.ldc = n;
+    a.g.bias = bias ? bv.data() : nullptr;
+    if (tb.gemm_batch) {
+      tb.gemm_batch(a);
+    } else {
+      for (std::int64_t i = 0; i < count; ++i) {
+        kern::GemmArgs<T> g = a.g;
+        g.A += i * sa, g.B += i * sb, g.C += i * sc;
+        tb.gemm(g);
+      }
+    }
+    return C;
+  });
+}
+
+TEST(Gemm, BatchesEqualEachGemmAlone) {
+  for (bool ta : {false, true})
+    for (bool tb_ : {false, true}) {
+      batch_case<float>(256, 32, 32, 32, ta, tb_, false, false);  // an attention's heads
+      batch_case<double>(37, 7, 33, 31, ta, tb_, ta, !tb_);
+      batch_case<float>(9, 13, 70, 65, ta, tb_, tb_, ta);
+    }
+  batch_case<float>(5, 129, 127, 33, false, true, false, true);  // large enough for gemm's own split
+  batch_case<float>(6, 300, 3, 40, true, false, false, false);    // computed as C^T
+  batch_case<float>(4, 5, 3, 0, false, false, false, true);       // k = 0: the bias alone
+  batch_case<float>(0, 5, 3, 4, false, false, false, true);       // no GEMM at all
+}
+
 // Split-K ran: a small output over a long k is computed by more than one thread.
 TEST(Gemm, SmallOutputsOverLongKSplitK) {
   const std::int64_t m = 1, n = 64, k = 8192;
