@@ -64,13 +64,16 @@ using TileF32Half = RegTile<float, 6, 2, 384, 96, 2048>;
 using TileF32Narrow = RegTile<float, 12, 1, 384, 96, 2048>;
 // 8 rows: a convolution's 8 or 16 output channels fill it (6 x 4 left a third of a tile empty)
 using TileF32Eight = RegTile<float, 8, 3, 384, 96, 2048>;
+// and 8 x 32: an attention's per-head [32, 32] x [32, 32] (6 x 32 left a third of a tile's rows
+// empty in its last tile): 12% faster there (a throwaway timer, Zen 4)
+using TileF32EightHalf = RegTile<float, 8, 2, 384, 96, 2048>;
 using TileF64 = RegTile<double, 8, 3, 192, 96, 2048>;
-void gemm_f32(const GemmArgs<float>& g) { gemm_multi<float, TileF32, TileF32Half, TileF32Narrow, TileF32Eight>(g); }
+void gemm_f32(const GemmArgs<float>& g) { gemm_multi<float, TileF32, TileF32Half, TileF32Narrow, TileF32Eight, TileF32EightHalf>(g); }
 void gemm_f64(const GemmArgs<double>& g) { GemmFrame<TileF64>::run(g); }
-void gemm_batch_f32(const GemmBatchArgs<float>& a) { gemm_batch_multi<float, TileF32, TileF32Half, TileF32Narrow, TileF32Eight>(a, &gemm_f32); }
+void gemm_batch_f32(const GemmBatchArgs<float>& a) { gemm_batch_multi<float, TileF32, TileF32Half, TileF32Narrow, TileF32Eight, TileF32EightHalf>(a, &gemm_f32); }
 void gemm_batch_f64(const GemmBatchArgs<double>& a) { gemm_batch_multi<double, TileF64>(a, &gemm_f64); }
 GemmPacking packing_f32(std::int64_t M, std::int64_t N, std::int64_t K) {
-  return gemm_multi_packing<float, TileF32, TileF32Half, TileF32Narrow, TileF32Eight>(M, N, K);
+  return gemm_multi_packing<float, TileF32, TileF32Half, TileF32Narrow, TileF32Eight, TileF32EightHalf>(M, N, K);
 }
 GemmPacking packing_f64(std::int64_t M, std::int64_t N, std::int64_t K) { return GemmFrame<TileF64>::packing(M, N, K); }
 // a sample's product and its block's running sum side by side in the registers (K <= 32)

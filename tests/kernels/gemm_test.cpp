@@ -91,6 +91,8 @@ const GemmCase kCases[] = {
     {25, 6, 784, true, false, false},   {100, 16, 300, true, false, false},  {785, 129, 257, false, false, false},
     // and the 8-row one (8x48 on AVX-512): a convolution's 8 or 16 output channels
     {8, 1568, 72, false, false, false}, {16, 784, 144, false, true, true},   {24, 97, 300, true, false, false},
+    // and the 8 x 32 one: an attention's heads
+    {32, 32, 32, false, false, false},  {16, 32, 16, false, true, true},     {40, 96, 50, true, false, true},
 };
 
 TEST(Gemm, FastPathsEqualReferenceF32) {
