@@ -121,12 +121,13 @@ TEST(Reduce, ColumnKernelsF64) { col_cases<double>(); }
 
 // sum_mid: the row rule down the middle axis of [A, L, K] equals sum_rows of the same data with
 // that axis moved last (its definition, on the scalar reference), and the fast paths equal the
-// reference: L around the row rule's lanes (16) and blocks (128), K around a vector, specials.
+// reference: L around the row rule's lanes (16) and blocks (128), K around a vector and a group
+// of vectors (sum_mid_fast's 8), specials.
 template <class T>
 void mid_cases() {
   for (std::int64_t A : {1, 3})
     for (std::int64_t L : {0, 1, 15, 16, 17, 32, 128, 129, 300})
-      for (std::int64_t K : {1, 7, 16, 33, 70}) {
+      for (std::int64_t K : {1, 7, 16, 33, 70, 128, 129, 300}) {
         const auto x = random_vec<T>(static_cast<std::size_t>(A * L * K), 51 + static_cast<std::uint64_t>(L), -1, 1, true);
         std::ostringstream name;
         name << "sum_mid(" << tname(T{}) << ",A=" << A << ",L=" << L << ",K=" << K << ")";
