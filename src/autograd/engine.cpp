@@ -58,20 +58,21 @@ void settle(autograd::Node* m) {
   if (m->placed.empty()) return;
   const autograd::PlacedGrad& p0 = m->placed[0];
   if (m->placed.size() == 1) {
-    m->grad = kern::place_in_zeros(p0.g, m->out_shape, p0.axis, p0.start, 1);
+    m->grad = kern::place_in_zeros(p0.g, p0.full, p0.axis, p0.start, 1);
   } else {
     std::vector<std::pair<Tensor, std::int64_t>> parts;
     for (const autograd::PlacedGrad& p : m->placed) parts.emplace_back(p.g, p.start);
-    m->grad = kern::place_parts_in_zeros(parts, m->out_shape, p0.axis);
+    m->grad = kern::place_parts_in_zeros(parts, p0.full, p0.axis);
   }
   m->placed.clear();
 }
 
-// Whether p can wait beside m's waiting parts: the same axis and dtype, a range none of them touches.
+// Whether p can wait beside m's waiting parts: the same shape, axis and dtype, a range none of
+// them touches.
 bool joins(const autograd::Node* m, const autograd::PlacedGrad& p) {
   const std::int64_t len = p.g.shape()[p.axis];
   for (const autograd::PlacedGrad& q : m->placed) {
-    if (q.axis != p.axis || q.g.dtype() != p.g.dtype()) return false;
+    if (q.axis != p.axis || q.g.dtype() != p.g.dtype() || q.full != p.full) return false;
     if (p.start < q.start + q.g.shape()[q.axis] && q.start < p.start + len) return false;
   }
   return true;
@@ -183,6 +184,7 @@ void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafS
     for (int d = 0; fits && d < full.ndim(); ++d) fits = d == p.axis || p.g.shape()[d] == full[d];
     BITGRAD_CHECK(fits, n->op, "internal: a slice's gradient ", p.g.shape().str(), " at ", p.start, " of axis ", p.axis,
                   " does not fit input ", i, " of shape ", full.str());
+    p.full = full;
     Node* m = e.node.get();
     if (m && !op_hook_active() && !m->grad.defined() && joins(m, p)) {
       m->placed.push_back(std::move(p));

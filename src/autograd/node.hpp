@@ -82,11 +82,13 @@ class Payload {
   const char* tag_ = nullptr;
 };
 
-// A slice's gradient waiting to be placed: g goes to [start, start + len) of `axis`.
+// A slice's gradient waiting to be placed: g goes to [start, start + len) of `axis` of a tensor
+// of shape `full` (the engine sets it: the input's shape as the consumer recorded it).
 struct PlacedGrad {
   Tensor g;
   int axis = 0;
   std::int64_t start = 0;
+  Shape full;
 };
 
 struct Node {
