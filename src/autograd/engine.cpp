@@ -193,36 +193,46 @@ void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafS
     deliver(n, i, kern::place_in_zeros(p.g, full, p.axis, p.start, 1));
   };
   std::vector<std::vector<autograd::PlacedGrad>> placed;
-  for (Node* n : nodes) {
-    settle(n);
-    if (!n->grad.defined()) continue;
-    gin.assign(static_cast<std::size_t>(n->n_inputs), Tensor());
-    parts.assign(static_cast<std::size_t>(n->n_inputs), {});
-    placed.assign(static_cast<std::size_t>(n->n_inputs), {});
-    // the gradient parts the backward function hands over one by one (add_gradient_part,
-    // add_placed_gradient), per input
-    std::vector<std::vector<Tensor>>* outer = thread_state().backward_parts;
-    std::vector<std::vector<autograd::PlacedGrad>>* outer_placed = thread_state().placed_parts;
-    thread_state().backward_parts = &parts;
-    thread_state().placed_parts = &placed;
-    try {
-      n->backward(*n, n->grad, gin.data());
-    } catch (...) {
+  try {
+    for (Node* n : nodes) {
+      settle(n);
+      if (!n->grad.defined()) continue;
+      gin.assign(static_cast<std::size_t>(n->n_inputs), Tensor());
+      parts.assign(static_cast<std::size_t>(n->n_inputs), {});
+      placed.assign(static_cast<std::size_t>(n->n_inputs), {});
+      // the gradient parts the backward function hands over one by one (add_gradient_part,
+      // add_placed_gradient), per input
+      std::vector<std::vector<Tensor>>* outer = thread_state().backward_parts;
+      std::vector<std::vector<autograd::PlacedGrad>>* outer_placed = thread_state().placed_parts;
+      thread_state().backward_parts = &parts;
+      thread_state().placed_parts = &placed;
+      try {
+        n->backward(*n, n->grad, gin.data());
+      } catch (...) {
+        thread_state().backward_parts = outer;
+        thread_state().placed_parts = outer_placed;
+        throw;
+      }
       thread_state().backward_parts = outer;
       thread_state().placed_parts = outer_placed;
-      throw;
+      n->grad = Tensor();
+      for (int i = 0; i < n->n_inputs; ++i) {
+        // parts first, in the order handed over, then the slices' parts, then the gradient
+        // returned (a function uses one of them)
+        for (const Tensor& g : parts[static_cast<std::size_t>(i)]) deliver(n, i, g);
+        for (autograd::PlacedGrad& p : placed[static_cast<std::size_t>(i)]) deliver_placed(n, i, p);
+        deliver(n, i, gin[static_cast<std::size_t>(i)]);
+      }
+      if (!retain_graph) reset_node(n);
     }
-    thread_state().backward_parts = outer;
-    thread_state().placed_parts = outer_placed;
-    n->grad = Tensor();
-    for (int i = 0; i < n->n_inputs; ++i) {
-      // parts first, in the order handed over, then the slices' parts, then the gradient
-      // returned (a function uses one of them)
-      for (const Tensor& g : parts[static_cast<std::size_t>(i)]) deliver(n, i, g);
-      for (autograd::PlacedGrad& p : placed[static_cast<std::size_t>(i)]) deliver_placed(n, i, p);
-      deliver(n, i, gin[static_cast<std::size_t>(i)]);
+  } catch (...) {
+    // a backward that threw leaves nothing waiting in this walk's nodes: a retained graph walked
+    // again starts from its seed alone, as a fresh one does
+    for (Node* n : nodes) {
+      n->grad = Tensor();
+      n->placed.clear();
     }
-    if (!retain_graph) reset_node(n);
+    throw;
   }
 }
 }  // namespace

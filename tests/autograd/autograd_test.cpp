@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "autograd/node.hpp"
+#include "ops/op_util.hpp"
 #include "support/op_harness.hpp"
 
 namespace bitgrad::test {
@@ -182,6 +183,42 @@ TEST(Autograd, GraphsAreFreed) {
     Tensor unused = exp(mul(x, 2.0));  // never backpropagated
   }
   EXPECT_EQ(autograd::live_nodes(), before);
+}
+
+// A pass-through node whose backward throws while `g_throw` is set.
+bool g_throw = false;
+void throwing_bw(autograd::Node&, const Tensor& g, Tensor* gi) {
+  if (g_throw) throw std::runtime_error("planted");
+  gi[0] = g;
+}
+Tensor pass_through(const Tensor& a) {
+  Tensor y = Tensor::view_of(a, a.shape(), a.strides(), a.offset());
+  ops::record("pass_through", throwing_bw, {&a}, y, CallSite::current());
+  return y;
+}
+
+TEST(Autograd, ABackwardThatThrowsLeavesNothingForTheNextWalk) {
+  // y = pass(a) + a with a = x * 3: y's backward hands a its gradient, then pass's throws with
+  // a's gradient still waiting in a's node (and slices' parts waiting in s's). Walking the
+  // retained graph again must give what a fresh graph gives, not add onto what waited.
+  auto build = [](Tensor& x) {
+    x = Tensor::from<float>(std::vector<float>{0.5f, -2.0f, 4.0f, 1.5f}, Shape{4});
+    x.set_requires_grad(true);
+    Tensor a = mul(x, 3.0);
+    Tensor s = mul(x, 5.0);
+    return add(add(pass_through(a), a), concat({slice(s, 0, 2, 4), slice(s, 0, 0, 2)}, 0));
+  };
+  Tensor x0;
+  build(x0).backward(Tensor::ones({4}));
+  const std::vector<float> want = x0.grad().to_vector<float>();
+  Tensor x;
+  Tensor y = build(x);
+  g_throw = true;
+  EXPECT_THROW(y.backward(Tensor::ones({4}), true), std::runtime_error);
+  g_throw = false;
+  EXPECT_FALSE(x.grad().defined());
+  y.backward(Tensor::ones({4}));
+  EXPECT_TRUE(bitwise_equal(x.grad().to_vector<float>(), want));
 }
 
 TEST(Autograd, LeafGradientOwnsItsStorage) {
