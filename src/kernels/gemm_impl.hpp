@@ -36,6 +36,10 @@ struct AlignedBuf {
   }
 };
 
+// fmas per chunk of work the threads share: a GEMM with fewer is not split (run_split) and goes
+// whole to one thread (gemm_batch)
+inline constexpr std::int64_t kGemmGrain = std::int64_t(1) << 18;
+
 template <class UK>
 struct GemmFrame {
   using T = typename UK::T;
@@ -43,6 +47,7 @@ struct GemmFrame {
   static constexpr int NR = UK::NR;
   static constexpr std::int64_t KC = UK::KC, MC = UK::MC, NC = UK::NC;
   static constexpr double kEff = UK::kEff;
+  static constexpr std::int64_t kGrain = kGemmGrain;
   static_assert(MC % MR == 0, "mc must be a multiple of mr");
   // column blocks of whole panels (a packed B's panels then start at every block)
   static constexpr std::int64_t NCP = NC / NR * NR;
@@ -355,8 +360,7 @@ struct GemmFrame {
         for (std::int64_t j = 0; j < g.N; ++j) g.C[i * g.ldc + j] = canon(g.bias ? T(0) + g.bias[j] : T(0));
       return;
     }
-    // split the larger panel count over threads; at least ~2^18 fmas per chunk
-    constexpr std::int64_t kGrain = std::int64_t(1) << 18;
+    // split the larger panel count over threads; at least kGrain fmas per chunk
     const std::int64_t mp = (g.M + MR - 1) / MR, np = (g.N + NR - 1) / NR;
     const bool split_n = np >= mp;
     const std::int64_t panels = split_n ? np : mp;
@@ -633,15 +637,14 @@ void gemm_batch_multi(const GemmBatchArgs<T>& a, void (*gemm)(const GemmArgs<T>&
     gi.A += i * a.sa, gi.B += i * a.sb, gi.C += i * a.sc;
     return gi;
   };
-  constexpr std::int64_t kWhole = std::int64_t(1) << 18;  // run_split's grain (fmas)
   const GemmPick p = gemm_pick<UKs...>(g.M, g.N, g.K);
   const std::int64_t fmas = g.M * g.N * g.K;
-  if (g.Bp || !g.B || g.K == 0 || p.transposed || fmas >= kWhole) {
+  if (g.Bp || !g.B || g.K == 0 || p.transposed || fmas >= kGemmGrain) {
     for (std::int64_t i = 0; i < a.count; ++i) gemm(nth(i));
     return;
   }
   int i = 0;
-  ((i++ == p.index ? parallel_for(a.count, kWhole / fmas, [&](std::int64_t b0, std::int64_t b1) {
+  ((i++ == p.index ? parallel_for(a.count, kGemmGrain / fmas, [&](std::int64_t b0, std::int64_t b1) {
      for (std::int64_t b = b0; b < b1; ++b) {
        const GemmArgs<T> gi = nth(b);
        GemmFrame<UKs>::run_range(gi, 0, gi.M, 0, gi.N, 0, gi.K, gi.C, gi.ldc, gi.bias);
