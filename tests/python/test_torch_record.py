@@ -264,7 +264,7 @@ g = _rng.Generators()
 numpy.random.seed(3)
 numpy.random.rand(5)
 words = _rng._numpy_words(numpy.random.get_state()).view(numpy.uint8)
-out["numpy_view"] = [g._numpy is not None, bool(numpy.array_equal(g.read()[1][1], words))]
+out["numpy_view"] = [g._numpy is not None, bool(numpy.array_equal(g.read()[1][1][0], words))]
 out["bfloat16_bits"] = base.to(torch.bfloat16).view(torch.int16).numpy().astype("<u2").tolist()
 print(json.dumps(out))
 """
@@ -316,6 +316,131 @@ def test_numpy_arrays_are_hashed_in_place_as_their_tensors():
     for bad, says in ((np.zeros(3, dtype=">f4"), "big-endian"), (np.zeros(3, dtype=np.int32), "int32")):
         with pytest.raises(bitgrad.InputError, match=says):
             bitgrad._bitgrad._fingerprints([[bad]])
+
+
+def test_a_line_is_what_json_writes_for_its_record(tmp_path):
+    """The recorder writes a step's record as text around its values in one call (_hashed_line):
+    the line is json.dumps of the record's dict, names that need quoting and escaping included,
+    the groups replaced by their fingerprints; with a descriptor, it is appended with its newline
+    in one write, and a write that fails raises OSError with the file truncated back."""
+    code = r"""
+import json, os, sys
+import numpy as np
+from bitgrad import _bitgrad
+from bitgrad.torch._fingerprint import Arrays, ZERO_DIGEST
+from bitgrad.torch._recorder import _record_template
+
+names = ("0.weight", 'q"uote', "back\\slash", "100%s", "d\u00e9j\u00e0 vu", "tab\tnew\nline")
+labels = tuple(n + ".exp_avg" for n in names[:3])
+rng = ("torch", "numpy", "python")
+a = [np.arange(n + 1, dtype=np.float32) for n in range(len(names) + len(labels) + 1)]
+grads = [ZERO_DIGEST if i == 2 else Arrays([a[i]]) for i in range(len(names))]
+params = [Arrays([a[i], a[i + 1]]) for i in range(len(names))]
+state = [Arrays([a[len(names) + i]]) for i in range(len(labels))]
+rng_v = ["d" * 32, Arrays([a[-1]]), "e" * 32]
+values = ["7", "1", "3", "f" * 32, "0x3f800000"] + grads + params + ["0", "7"] + state + rng_v + ["", "null", "42", "[0.001, 0.5]"]
+line = _bitgrad._hashed_line(_record_template(names, names, labels, rng), values)
+fp = lambda v: v if isinstance(v, str) else _bitgrad._fingerprints([v])[0]
+rec = {"step": 7, "epoch": 1, "batch": 3, "input": "f" * 32, "loss": "0x3f800000",
+       "grad": [[n, fp(g)] for n, g in zip(names, grads)], "param": [[n, fp(p)] for n, p in zip(names, params)],
+       "optimizer": 0, "optimizer_step": 7, "state": [[n, fp(v)] for n, v in zip(labels, state)],
+       "rng": dict(zip(rng, map(fp, rng_v))), "indices": "", "samples": None, "loader_seed": 42, "lr": [0.001, 0.5]}
+assert line == json.dumps(rec), (line, json.dumps(rec))
+empty = _bitgrad._hashed_line(_record_template((), (), (), ()), ["1", "0", "0", "", ""] + ["0", "1"] + ["", "null", "null", "[]"])
+assert empty == json.dumps({"step": 1, "epoch": 0, "batch": 0, "input": "", "loss": "", "grad": [], "param": [],
+                            "optimizer": 0, "optimizer_step": 1, "state": [], "rng": {}, "indices": "", "samples": None,
+                            "loader_seed": None, "lr": []})
+path = sys.argv[1]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+n = _bitgrad._hashed_line(["{", "}"], ["x"], fd, 0)
+os.close(fd)
+assert n == 4 and open(path).read() == "{x}\n"
+fd = os.open(path, os.O_RDONLY)
+try:
+    _bitgrad._hashed_line(["{", "}"], ["y"], fd, 4)
+    raise SystemExit("a failed write was not reported")
+except OSError:
+    pass
+os.close(fd)
+assert open(path).read() == "{x}\n"
+try:
+    _bitgrad._hashed_line(["{"], ["y"])
+    raise SystemExit("a missing piece was not reported")
+except Exception as e:
+    assert "one more piece than values" in str(e), e
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "line.jsonl")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+GENERATORS = r"""
+import random
+import numpy as np
+from bitgrad import _bitgrad
+from bitgrad.torch import _rng
+
+g = _rng.Generators()
+assert g._python_view is not None  # CPython on a little-endian machine: read in place
+packed = _rng.Generators()
+packed._python_view = None  # the getstate() path
+for draw in (lambda: None, random.random, lambda: random.gauss(0, 1), lambda: random.getrandbits(20000)):
+    draw()
+    a, b = g.read(copy=False)[1][2], packed.read(copy=False)[1][2]
+    assert [x.tobytes() for x in a] == [x.tobytes() for x in b]
+    assert _bitgrad._fingerprints([a]) == _bitgrad._fingerprints([b])
+    assert len(a) == (1 if random._inst.gauss_next is None else 2)
+print("ok")
+"""
+
+
+def test_pythons_generator_read_in_place_is_its_packed_state():
+    """Python's random is read in place where CPython lays it out as checked at the start; the
+    bytes, and so the digest, are those packed from random.getstate(), with gauss_next or
+    without."""
+    r = subprocess.run([sys.executable, "-c", GENERATORS], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+KEPT_STATE = """
+import json, os, random, sys
+import numpy as np
+import torch
+import bitgrad.torch
+from bitgrad.torch import _recorder
+
+def train(out):
+    random.seed(0); np.random.seed(0); torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+    opts = [torch.optim.Adam(m[0].parameters(), lr=0.01, amsgrad=True), torch.optim.SGD(m[2].parameters(), lr=0.1, momentum=0.9)]
+    with bitgrad.torch.record(out):
+        for i in range(6):
+            if i == 3:
+                opts[0].add_param_group({"params": [torch.nn.Parameter(torch.ones(2))]})
+            x = torch.randn(4, 6)
+            for o in opts:
+                o.zero_grad()
+            m(x).square().mean().backward()
+            for o in opts:
+                o.step()
+    return open(os.path.join(out, "trace.jsonl")).read()
+
+fast = train(sys.argv[1])
+_recorder.Recorder._kept_params_state = lambda self, info, opt: None  # every step through the general loop
+slow = train(sys.argv[2])
+assert fast == slow and fast.count("\\n") == 12, (fast, slow)
+print("ok")
+"""
+
+
+def test_the_state_read_in_bulk_is_the_state_read_one_by_one(tmp_path):
+    """Where the optimizer's state keeps its layout, parameters and state are read in a few
+    passes; the records are those of the general loop, also across a parameter group added
+    midway (a new layout) and a momentum buffer that appears after the first step."""
+    r = subprocess.run([sys.executable, "-c", KEPT_STATE, str(tmp_path / "fast"), str(tmp_path / "slow")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
 
 
 BATCHES = """

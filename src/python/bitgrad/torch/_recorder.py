@@ -1,10 +1,12 @@
 """The recorder: per optimizer step, snapshots of what decides the step (the batch that reached the
 model, the loss, the gradients, the updated parameters, the optimizer state, the RNG states, the
 data order), hashed on a background thread into trace.jsonl in bitgrad's step-trace format."""
+import array
 import atexit
 import collections
 import itertools
 import json
+import operator
 import os
 import queue
 import shlex
@@ -24,7 +26,9 @@ from bitgrad.torch import _manifest
 from bitgrad.torch import _patches
 from bitgrad.torch import _rng
 from bitgrad.torch import _rundir
-from bitgrad.torch._fingerprint import Buffers, KeptViews, ZERO_DIGEST, fingerprint, fingerprint_bytes, fingerprints
+from bitgrad import _bitgrad
+from bitgrad.torch._fingerprint import (Arrays, Buffers, KeptViews, ZERO_DIGEST, _groups, fingerprint, fingerprint_bytes,
+                                        fingerprints)
 
 _WHO = _rundir.WHO
 _MAX_SETTING_CALLS = 1000  # a script that reseeds every step would otherwise grow the manifest without bound
@@ -53,20 +57,24 @@ def _tensors_in(obj, out, depth=0):
 _LOSS_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
+_PACK_F32 = struct.Struct("<f").pack
+# a tensor on the CPU (Tensor.is_cpu where this torch has it: the cheaper read)
+_ON_CPU = operator.attrgetter("is_cpu") if hasattr(torch.Tensor, "is_cpu") else (lambda t: t.device.type == "cpu")
+
+
 def _loss_bits(v):
     """The loss's float32 bits as bitgrad writes them: "0x%08x" (a float64 loss rounded to
     nearest, as torch's .to(torch.float32) rounds); a string is such bits already."""
-    if isinstance(v, str):
+    if type(v) is str:
         return v
     if isinstance(v, torch.Tensor):
-        v = v.detach()
-        if v.numel() == 1 and not v.is_cuda and v.dtype in _LOSS_DTYPES:
+        if v.numel() == 1 and v.dtype in _LOSS_DTYPES and _ON_CPU(v):
             x = v.item()  # exact in a Python float
             try:
-                return "0x%08x" % struct.unpack("<I", struct.pack("<f", x))[0]
+                return "0x%08x" % int.from_bytes(_PACK_F32(x), "little")
             except OverflowError:
                 pass  # a float64 beyond float32's range: torch rounds it to inf
-        t = v.reshape(-1)[:1].cpu().to(torch.float32)
+        t = v.detach().reshape(-1)[:1].cpu().to(torch.float32)
     else:
         t = torch.tensor([float(v)], dtype=torch.float64).to(torch.float32)
     return "0x%08x" % (t.view(torch.int32).item() & 0xFFFFFFFF)
@@ -75,6 +83,12 @@ def _loss_bits(v):
 def _indices_item(indices):
     """The sample indices as a fingerprints() item (one int64 vector) and their count; indices
     that are not integers (a sampler of keys) give the fingerprint of their repr."""
+    if len(indices) == 1 and type(indices[0]) is list and indices[0]:
+        try:  # a batch sampler's list of ints: packed without NumPy's per-element conversion
+            a = numpy.frombuffer(array.array("q", indices[0]), dtype=numpy.int64)
+            return a, int(a.size)
+        except (TypeError, OverflowError):
+            pass  # floats, ints beyond int64: NumPy decides, as below
     try:
         if len(indices) == 1:
             a = numpy.asarray(indices[0], dtype=numpy.int64).reshape(-1)
@@ -83,6 +97,56 @@ def _indices_item(indices):
     except (TypeError, ValueError, OverflowError):
         return fingerprint_bytes(repr(indices).encode()), len(indices)
     return a, int(a.size)
+
+
+def _live_items(d):
+    """A WeakKeyDictionary's (key, value) pairs, the dead left out: a list read from its
+    underlying dict, which items() would walk in Python under an iteration guard."""
+    return [(k, v) for k, v in ((r(), v) for r, v in list(d.data.items())) if k is not None]
+
+
+def _json_int(v):
+    return str(v) if type(v) is int else json.dumps(v)
+
+
+_READY = frozenset((str, Arrays))  # values _hashed_line takes as they are
+_TENSOR_TYPES = frozenset((torch.Tensor, torch.nn.Parameter))
+_ARRAYS_ONLY = frozenset((Arrays,))
+
+
+def _record_template(grad_names, param_names, state_labels, rng_names):
+    """The text of a step record around its values, as _hashed_line takes it: what json.dumps
+    writes for the record's dict, the names quoted as it quotes them."""
+    pieces = ['{"step": ']
+
+    def slot(after):
+        pieces.append(after)
+
+    slot(', "epoch": ')
+    slot(', "batch": ')
+    slot(', "input": "')
+    slot('", "loss": "')
+    slot('", "grad": [')
+    for key, names, close in (("grad", grad_names, '], "param": ['), ("param", param_names, '], "optimizer": ')):
+        for i, n in enumerate(names):
+            pieces[-1] += "%s[%s, \"" % (", " if i else "", json.dumps(n))
+            slot('"]')
+        pieces[-1] += close
+    slot(', "optimizer_step": ')
+    slot(', "state": [')
+    for i, n in enumerate(state_labels):
+        pieces[-1] += "%s[%s, \"" % (", " if i else "", json.dumps(n))
+        slot('"]')
+    pieces[-1] += '], "rng": {'
+    for i, n in enumerate(rng_names):
+        pieces[-1] += '%s%s: "' % (", " if i else "", json.dumps(n))
+        slot('"')
+    pieces[-1] += '}, "indices": "'
+    slot('", "samples": ')
+    slot(', "loader_seed": ')
+    slot(', "lr": ')
+    slot('}')
+    return tuple(pieces)
 
 
 class _Optimizer:
@@ -103,15 +167,23 @@ class _Optimizer:
         self.model = ""
         self.groups = []
         self.state_keys = {}  # parameter number -> (its state's keys, its name, [(key, label)] in the recorded order)
+        self.names_key = ()  # the names of `named`, a new tuple whenever they change
+        self.state_plan = None  # (names_key, keys per parameter, their recorded order, labels): see _kept_params_state
         self.views = KeptViews()  # of the parameters and state tensors (inline hashing)
+        self.grad_views = KeptViews()  # of the gradients
 
 
 class _Call:
     """The first top-level call of a module with parameters since its optimizer's last step."""
 
-    __slots__ = ("seq", "grad", "snap", "refs", "consumed", "total")
+    __slots__ = ("seq", "grad", "snap", "refs", "consumed", "total", "owners", "order")
 
-    def __init__(self, seq, grad, snap, refs, total):
+    def __init__(self, order):
+        self.order = order  # of the module's first top-level call among the modules
+        self.owners = None  # (generation, numbers of the optimizers holding the module's parameters)
+
+    def begin(self, seq, grad, snap, refs, total):
+        """The module's call now captured (the one before released)."""
         self.seq, self.grad, self.snap, self.refs, self.total = seq, grad, snap, refs, total
         self.consumed = set()
 
@@ -179,7 +251,6 @@ class Recorder:
         self._by_opt = weakref.WeakKeyDictionary()
         self._roots = weakref.WeakKeyDictionary()  # module -> order of its first top-level call
         self._calls = weakref.WeakKeyDictionary()  # module -> _Call
-        self._owners = weakref.WeakKeyDictionary()  # module -> (generation, optimizer numbers)
         self._generation = 0
         self._loss = None  # (seq, tensor or its bits) of the last scalar backward
         self._epochs = weakref.WeakKeyDictionary()  # DataLoader -> epochs begun
@@ -188,6 +259,8 @@ class Recorder:
         self._setting_calls = []
         self._environ_read = {}
         self._setting_calls_dropped = 0
+        self._templates = {}  # names of a record -> its text around the values
+        self._lr_text = (None, "null")  # the last lr list and its JSON
         self._fd = None
         self._size = 0  # of trace.jsonl: created by this recorder (O_EXCL), written by it alone
         self._queue = None
@@ -377,13 +450,15 @@ class Recorder:
 
     # ---- hooks (called by _patches with the recording active)
 
-    def _owner_set(self, module):
-        got = self._owners.get(module)
+    def _owner_set(self, module, call):
+        """The optimizers holding module's parameters, kept in its call while no optimizer's
+        parameters changed."""
+        got = call.owners
         if got is not None and got[0] == self._generation:
             return got[1]
         ids = {id(p) for p in module.parameters()}
         owners = frozenset(o.index for o in self._optimizers if not ids.isdisjoint(o.ids))
-        self._owners[module] = (self._generation, owners)
+        call.owners = (self._generation, owners)
         return owners
 
     def _expect_record(self):
@@ -415,21 +490,24 @@ class Recorder:
     def _on_top_call(self, module, args, kwargs):
         try:
             with self._lock:
-                if module not in self._roots:
-                    if next(module.parameters(), None) is None:
-                        return  # a loss or a parameterless layer: not the model
-                    self._roots[module] = len(self._roots)
                 grad = torch.is_grad_enabled()
                 c = self._calls.get(module)
-                if c is not None:
-                    owners = self._owner_set(module)
+                if c is None:
+                    if module not in self._roots:
+                        if next(module.parameters(), None) is None:
+                            return  # a loss or a parameterless layer: not the model
+                        self._roots[module] = len(self._roots)
+                    c = fresh = _Call(self._roots[module])
+                else:
+                    fresh = None
+                    owners = self._owner_set(module, c)
                     done = bool(c.consumed) and c.consumed >= owners  # every optimizer of it has stepped
                     stale = c.total < self._total and not owners
                     if not (done or (grad and not c.grad) or stale):
                         return
                     self._release(c)
                 tensors = _tensors_in(kwargs, _tensors_in(args, []))
-                order = self._roots[module]
+                order = c.order
                 snap = None
                 if self._expect_record():
                     if self._inline:
@@ -439,7 +517,9 @@ class Recorder:
                                 for k, t in enumerate(tensors)]
                 # the tensors themselves only where nothing was taken of them now: a batch kept
                 # alive until the next call makes the allocator map fresh pages for every batch
-                self._calls[module] = _Call(self._seq, grad, snap, tensors if snap is None else (), self._total)
+                c.begin(self._seq, grad, snap, tensors if snap is None else (), self._total)
+                if fresh is not None:
+                    self._calls[module] = fresh
                 self._seq += 1
         except Exception as e:
             self._fail(e)
@@ -453,7 +533,7 @@ class Recorder:
                 return
             # a CPU loss's bits now (what a clone kept to the step gives); a loss on a device is
             # kept (its value would wait for the device), as is one kept for last.safetensors
-            keep = self._keep_last or self._job_tensors or t.device.type != "cpu" or t.dtype not in _LOSS_DTYPES
+            keep = self._keep_last or self._job_tensors or t.dtype not in _LOSS_DTYPES or not _ON_CPU(t)
             loss = t.detach().clone() if keep else _loss_bits(t)
             with self._lock:
                 self._loss = (self._seq, loss)
@@ -621,6 +701,7 @@ class Recorder:
                     rank[id(p)] = (len(candidates), gi * 1000003 + j)
         ordered = sorted(params, key=lambda p: rank[id(p)])
         info.named = [(info.names[id(p)], p) for p in ordered]
+        info.names_key = tuple(n for n, _ in info.named)
         models = [" ".join(repr(c[2]).split()) for c in candidates]
         info.model = " + ".join(models) if models else "%s over %d tensors" % (type(opt).__name__, len(params))
 
@@ -637,7 +718,7 @@ class Recorder:
                 try:
                     job = self._after_step(opt, pre, out, closure)
                     if job is not None and self._inline:
-                        self._write_line(json.dumps(self._encode(job)) + "\n")
+                        self._emit(job)
                     elif job is not None:
                         self._queue.put(job)  # blocks while max_pending steps wait to be hashed
                 except Exception as e:
@@ -662,7 +743,11 @@ class Recorder:
                 if self._inline:  # hashed now: the optimizer may change them in place, and draw
                     names, items = pre["rng"]
                     grads = [g for _, g in pre["grad"] if g is not None]
-                    digests = iter(fingerprints(grads + items))
+                    views = info.grad_views.groups(grads)  # the same gradients step after step, mostly
+                    if views is not None and _ARRAYS_ONLY.issuperset(map(type, items)):
+                        digests = iter(_bitgrad._fingerprints(views + items))  # all in place already
+                    else:
+                        digests = iter(fingerprints((views if views is not None else grads) + items))
                     pre["grad"] = [(name, None if g is None else next(digests)) for name, g in pre["grad"]]
                     pre["rng"] = (names, list(digests))
                 if self._keep_last:
@@ -674,10 +759,10 @@ class Recorder:
         """The batch that reached the model: the first top-level call, since this optimizer's
         last step, of a module holding its parameters (else of any module with parameters)."""
         mine, other = None, None
-        for m, c in list(self._calls.items()):
+        for m, c in _live_items(self._calls):
             if c.seq <= last_seq or info.index in c.consumed:
                 continue
-            if info.index in self._owner_set(m):
+            if info.index in self._owner_set(m, c):
                 if mine is None or c.seq < mine[1].seq:
                     mine = (m, c)
             elif other is None or c.seq < other[1].seq:
@@ -707,7 +792,7 @@ class Recorder:
                 inputs = None
                 if picked is not None:
                     m, c = picked
-                    waiting = self._owner_set(m) - c.consumed - {info.index}
+                    waiting = self._owner_set(m, c) - c.consumed - {info.index}
                     if isinstance(c.snap, str):
                         inputs = c.snap
                     elif c.snap is not None and waiting:
@@ -718,34 +803,11 @@ class Recorder:
                         c.snap = None
                     elif c.refs:
                         inputs = fingerprint(c.refs) if self._inline else [t.detach().clone() for t in c.refs]
-                params = [(name, self._capture(("param", info.index, j), p, buffers))
-                          for j, (name, p) in enumerate(info.named)]
-                state = []
-                for j, (name, p) in enumerate(info.named):
-                    st = opt.state.get(p)
-                    if not st:
-                        continue
-                    keys = tuple(st)
-                    known = info.state_keys.get(j)
-                    if known is None or known[0] != keys or known[1] != name:
-                        known = info.state_keys[j] = (keys, name, [(k, "%s.%s" % (name, k)) for k in sorted(keys, key=str)])
-                    for k, label in known[2]:
-                        v = st[k]
-                        if isinstance(v, torch.Tensor):
-                            state.append((label, v if self._inline else
-                                          self._capture(("state", info.index, j, str(k)), v, buffers)))
-                        elif isinstance(v, bool):
-                            state.append((label, [torch.tensor(v)]))
-                        elif isinstance(v, int):
-                            state.append((label, [torch.tensor(v, dtype=torch.int64)]))
-                        elif isinstance(v, float):
-                            state.append((label, [torch.tensor(v, dtype=torch.float64)]))
-                        elif isinstance(v, (list, tuple)) and all(isinstance(x, torch.Tensor) for x in v):
-                            state.append((label, [x.detach().clone() for x in v]))
-                        elif v is not None:
-                            state.append((label, fingerprint_bytes(repr(v).encode())))
-                if self._inline and not self._job_tensors:
-                    params, state = self._kept_views(info, params, state)
+                fast = self._kept_params_state(info, opt) if self._inline and not self._job_tensors else None
+                if fast is not None:
+                    params, state, labels = fast
+                else:
+                    params, state, labels = self._params_state(info, opt, buffers)
                 batches = [b for b in self._batches if b[0] > last_seq]
                 if batches:
                     it = batches[-1][1]
@@ -759,7 +821,8 @@ class Recorder:
                 job = {"step": pre["step"], "epoch": epoch, "batch": batch, "input": inputs, "loss": loss,
                        "grad": grads, "param": params, "optimizer": info.index, "optimizer_step": info.steps,
                        "state": state, "rng": pre["rng"], "indices": indices, "loader_seed": seed,
-                       "lr": [_manifest.json_safe(g.get("lr")) for g in opt.param_groups], "buffers": buffers}
+                       "lr": [_manifest.json_safe(g.get("lr")) for g in opt.param_groups], "buffers": buffers,
+                       "names": info.names_key, "labels": labels}
                 if self._keep_last:
                     kept = {}
                     if isinstance(loss, torch.Tensor):
@@ -772,10 +835,10 @@ class Recorder:
                         kept["param " + n] = p.detach().clone()
                     self._last[info.index] = (pre["step"], kept)
             # this step used the calls since the last: the next call of each module is captured anew
-            for m, c in list(self._calls.items()):
+            for m, c in _live_items(self._calls):
                 if c.seq <= last_seq:
                     continue
-                owners = self._owner_set(m)
+                owners = self._owner_set(m, c)
                 if info.index in owners:
                     c.consumed.add(info.index)
                     if c.consumed >= owners:
@@ -787,6 +850,66 @@ class Recorder:
                 while self._batches and self._batches[0][0] <= oldest:
                     self._batches.popleft()
             return job
+
+    def _params_state(self, info, opt, buffers):
+        """(name, tensor or copy) of the parameters, (label, value) of the optimizer's state in
+        the recorded order (a parameter's keys sorted), and the labels; inline, the tensors as
+        their kept views. Notes the state's layout for _kept_params_state when it holds tensors
+        only."""
+        params = [(name, self._capture(("param", info.index, j), p, buffers)) for j, (name, p) in enumerate(info.named)]
+        state = []
+        layout, order, only_tensors = [], [], True
+        for j, (name, p) in enumerate(info.named):
+            st = opt.state.get(p)
+            layout.append(tuple(st) if st else ())
+            if not st:
+                order.append(())
+                continue
+            keys = tuple(st)
+            known = info.state_keys.get(j)
+            if known is None or known[0] != keys or known[1] != name:
+                known = info.state_keys[j] = (keys, name, [(k, "%s.%s" % (name, k)) for k in sorted(keys, key=str)])
+            order.append(tuple(k for k, _ in known[2]))
+            for k, label in known[2]:
+                v = st[k]
+                only_tensors = only_tensors and type(v) in _TENSOR_TYPES
+                if isinstance(v, torch.Tensor):
+                    state.append((label, v if self._inline else
+                                  self._capture(("state", info.index, j, str(k)), v, buffers)))
+                elif isinstance(v, bool):
+                    state.append((label, [torch.tensor(v)]))
+                elif isinstance(v, int):
+                    state.append((label, [torch.tensor(v, dtype=torch.int64)]))
+                elif isinstance(v, float):
+                    state.append((label, [torch.tensor(v, dtype=torch.float64)]))
+                elif isinstance(v, (list, tuple)) and all(isinstance(x, torch.Tensor) for x in v):
+                    state.append((label, [x.detach().clone() for x in v]))
+                elif v is not None:
+                    state.append((label, fingerprint_bytes(repr(v).encode())))
+        labels = tuple(label for label, _ in state)
+        info.state_plan = (info.names_key, layout, order, labels) if only_tensors else None
+        if self._inline and not self._job_tensors:
+            params, state = self._kept_views(info, params, state)
+        return params, state, labels
+
+    def _kept_params_state(self, info, opt):
+        """What _params_state gives inline, read in a few passes where the optimizer's state
+        has the layout of the step before, tensors only (the common case: Adam's moments and
+        step count); None otherwise."""
+        plan = info.state_plan
+        if plan is None or plan[0] is not info.names_key:
+            return None
+        states = [opt.state.get(p) for _, p in info.named]
+        if [tuple(st) if st else () for st in states] != plan[1]:
+            return None
+        tensors = [st[k] for st, keys in zip(states, plan[2]) for k in keys]
+        if not _TENSOR_TYPES.issuperset(map(type, tensors)):
+            return None
+        groups = info.views.groups([p for _, p in info.named] + tensors)
+        if groups is None:
+            return None
+        n = len(info.named)
+        return list(zip(info.names_key, groups[:n])), list(zip(plan[3], groups[n:])), plan[3]
 
     @staticmethod
     def _kept_views(info, params, state):
@@ -837,7 +960,7 @@ class Recorder:
                 return
             try:
                 if self._failed is None:
-                    self._write_line(json.dumps(self._encode(job)) + "\n")
+                    self._emit(job)
             except Exception as e:
                 self._fail(e)
             finally:
@@ -845,39 +968,40 @@ class Recorder:
                     self._buffers.give_back(key, buf)
 
     def _encode(self, job):
-        """The record's JSON object; a tensor slot holds its fingerprint already (values hashed
-        before the step, values that are not tensors) or the tensors to hash, all hashed here in
-        one call."""
+        """The record's line of JSON as _hashed_line's (pieces, values): the text json.dumps
+        writes for the record's dict around its values. A tensor slot holds its fingerprint
+        already (values hashed before the step, values that are not tensors) or the tensors to
+        hash, all hashed in the one call that writes the line."""
         rng_names, rng_items = job["rng"]
-        indices, samples = _indices_item(job["indices"]) if job["indices"] is not None else (None, None)
-        slots = ([job["input"]] if job["input"] else []) + [g for _, g in job["grad"] if g is not None] \
-            + [p for _, p in job["param"]] + [v for _, v in job["state"]] + rng_items + ([indices] if indices is not None else [])
-        digests = iter(fingerprints(slots))
-        rec = {"step": job["step"], "epoch": job["epoch"], "batch": job["batch"],
-               "input": next(digests) if job["input"] else "",
-               "loss": _loss_bits(job["loss"]) if job["loss"] is not None else ""}
-        rec["grad"] = [[n, ZERO_DIGEST if g is None else next(digests)] for n, g in job["grad"]]
-        rec["param"] = [[n, next(digests)] for n, _ in job["param"]]
-        rec["optimizer"], rec["optimizer_step"] = job["optimizer"], job["optimizer_step"]
-        rec["state"] = [[n, next(digests)] for n, _ in job["state"]]
-        rec["rng"] = {name: next(digests) for name in rng_names}
-        rec["indices"], rec["samples"] = (next(digests) if indices is not None else ""), samples
-        rec["loader_seed"] = job["loader_seed"]
-        rec["lr"] = job["lr"]
-        return rec
+        indices, samples = _indices_item(job["indices"]) if job["indices"] is not None else ("", None)
+        inputs = job["input"] if job["input"] else ""
+        values = [str(job["step"]), _json_int(job["epoch"]), _json_int(job["batch"]), inputs,
+                  _loss_bits(job["loss"]) if job["loss"] is not None else ""]
+        values += [ZERO_DIGEST if g is None else g for _, g in job["grad"]]
+        values += [v for _, v in job["param"]]
+        values += (str(job["optimizer"]), str(job["optimizer_step"]))
+        values += [v for _, v in job["state"]]
+        values += rng_items
+        lr = job["lr"]
+        if lr != self._lr_text[0]:
+            self._lr_text = (lr, json.dumps(lr))
+        values += (indices, _json_int(samples), _json_int(job["loader_seed"]), self._lr_text[1])
+        if not _READY.issuperset(map(type, values)):
+            values = [v if type(v) in _READY else _groups([v], True)[0][0] for v in values]
+        key = (job["names"], job["labels"], tuple(rng_names))
+        pieces = self._templates.get(key)
+        if pieces is None:
+            if len(self._templates) > 64:
+                self._templates.clear()  # names that change every step: no cache
+            pieces = self._templates[key] = _record_template(key[0], key[0], key[1], key[2])
+        return pieces, values
 
-    def _write_line(self, line):
-        """One record per write(2) on an O_APPEND descriptor; a write cut short is taken back, so
-        the file stays a sequence of complete lines."""
-        data = line.encode()
-        done = 0
-        try:
-            while done < len(data):
-                done += os.write(self._fd, data[done:])
-        except OSError:
-            os.ftruncate(self._fd, self._size)
-            raise
-        self._size += done
+    def _emit(self, job):
+        """The job's record hashed and appended to trace.jsonl as one line in one write(2) (on
+        the O_APPEND descriptor this recorder alone writes; a write cut short is taken back, so
+        the file stays a sequence of complete lines)."""
+        pieces, values = self._encode(job)
+        self._size += _bitgrad._hashed_line(pieces, values, self._fd, self._size)
         self._written += 1
 
 

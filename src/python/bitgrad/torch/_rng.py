@@ -1,13 +1,16 @@
 """The generators a PyTorch training draws from, read at each recorded step as cheaply as their
 states can be had: torch's CPU generator (and CUDA's), NumPy's global RandomState through a
 view of its Mersenne Twister (key and position) instead of get_state()'s conversions, and
-Python's random packed only when it moved."""
+Python's random read in place where CPython allows (packed from getstate() otherwise)."""
 import ctypes
 import random
 import struct
+import sys
 
 import numpy
 import torch
+
+from bitgrad.torch._fingerprint import Arrays
 
 NAMES = ("torch", "numpy", "python")
 
@@ -42,44 +45,86 @@ def _numpy_view(bit_generator):
     return None
 
 
+def _python_words(words):
+    """getstate()'s 625 words (624 keys, then the index) as the generator holds them: the index
+    (int32), then the keys (uint32), little-endian, as uint8."""
+    return numpy.frombuffer(bytearray(struct.pack("<i624I", words[624], *words[:624])), dtype=numpy.uint8)
+
+
+def _python_view(inst):
+    """A live uint8 view of the index and keys of CPython's random generator object (its C
+    struct after the object header: int index, uint32_t state[624]), or None where they are not
+    laid out so (another Python, a big-endian machine): checked against getstate() now. inst
+    stays referenced (random's module global), so the memory lives."""
+    try:
+        if sys.implementation.name != "cpython" or sys.byteorder != "little" or type(inst) is not random.Random:
+            return None
+        view = numpy.ctypeslib.as_array((ctypes.c_uint8 * 2500).from_address(id(inst) + object.__basicsize__))
+        if bytes(view) == bytes(_python_words(random.getstate()[1])):
+            return view
+    except (AttributeError, TypeError, ValueError, IndexError, struct.error):
+        pass
+    return None
+
+
 class Generators:
-    """Reads the generators' states: read() gives (names, items) for fingerprints(), each item a
-    copy taken now (the step that follows may draw), or read(copy=False) NumPy's as a view.""" 
+    """Reads the generators' states: read() gives (names, items) for fingerprints(), each item an
+    Arrays group of copies taken now (the step that follows may draw), or with read(copy=False)
+    NumPy's and Python's as views.""" 
 
     def __init__(self):
+        self._mtrand = getattr(numpy.random, "mtrand", None)
         self._bit_generator = _global_bit_generator()
         self._numpy = _numpy_view(self._bit_generator) if self._bit_generator is not None else None
+        self._numpy_u8 = self._numpy.view(numpy.uint8) if self._numpy is not None else None
         self._python_state, self._python_words = None, None
+        self._inst = random._inst  # what random.random() and the module's other functions draw from
+        self._python_view = _python_view(self._inst)
 
-    def _numpy_words(self, copy=True):
-        bg = _global_bit_generator()
+    def _numpy_bytes(self, copy=True):
+        """NumPy's global state as uint8: the view's bytes (or a copy), else get_state()'s."""
+        try:
+            bg = self._mtrand._rand._bit_generator
+        except AttributeError:
+            bg = None
         if bg is not self._bit_generator:  # replaced: view the new one (or read get_state())
             self._bit_generator = bg
             self._numpy = _numpy_view(bg) if bg is not None else None
-        if self._numpy is not None:
-            return self._numpy.copy() if copy else self._numpy
+            self._numpy_u8 = self._numpy.view(numpy.uint8) if self._numpy is not None else None
+        if self._numpy_u8 is not None:
+            return self._numpy_u8.copy() if copy else self._numpy_u8
         state = numpy.random.get_state(legacy=False)
         if state.get("bit_generator") == "MT19937":
-            return _numpy_words(numpy.random.get_state())
+            return _numpy_words(numpy.random.get_state()).view(numpy.uint8)
         # another bit generator behind the global RandomState (NumPy 1.25's set_bit_generator):
         # its state as NumPy reports it
         return numpy.frombuffer(bytearray(repr(state).encode()), dtype=numpy.uint8)
 
     def _python(self):
-        # (version, 625 words of the Mersenne Twister and its index, gauss_next)
-        st = random.getstate()
-        if st != self._python_state:  # most trainings never draw from it: packed once
-            version, words, gauss = st
-            packed = (struct.pack("<q", int(version)) + struct.pack("<%dQ" % len(words), *words)
-                      + struct.pack("<?d", gauss is not None, 0.0 if gauss is None else float(gauss)))
-            self._python_state = st
-            self._python_words = numpy.frombuffer(bytearray(packed), dtype=numpy.uint8)
-        return self._python_words
+        """Python's random as the bytes its Mersenne Twister holds (the index as int32, the 624
+        keys as uint32, little-endian), then gauss_next as f64 where it is set: in place where
+        CPython lays out the generator so (checked at the start), packed from getstate()
+        otherwise, the same bytes either way."""
+        gauss = self._inst.gauss_next
+        if self._python_view is not None:
+            words = self._python_view
+        else:
+            st = random.getstate()
+            if st[1] != self._python_state:  # most trainings never draw from it: packed once
+                self._python_state = st[1]
+                self._python_words = _python_words(st[1])
+            words = self._python_words
+        if gauss is None:
+            return [words]
+        return [words, numpy.array([float(gauss)], dtype="<f8")]
 
     def read(self, copy=True):
         """copy=False: NumPy's state is given as a live view, for a caller that hashes the items
         before anything can draw."""
-        items = [torch.get_rng_state().numpy(), self._numpy_words(copy).view(numpy.uint8), self._python()]
+        python = self._python()
+        if copy:
+            python = [a.copy() for a in python]
+        items = [Arrays([torch.get_rng_state().numpy()]), Arrays([self._numpy_bytes(copy)]), Arrays(python)]
         names = list(NAMES)
         if torch.cuda.is_initialized():
             names.append("cuda")
