@@ -8,9 +8,10 @@
 # recording off and on every S steps and prints the median, over pairs of neighbouring
 # segments, of recorded time / plain time: the host's slow swings (a shared machine) then
 # touch both sides of a pair alike, which separate processes minutes apart do not.
-# PAIRED=S HASH_ONLY=1, run plain, switches only the hashing the recorder does at a step (the
-# gradients before it, the parameters and Adam's state after it, one bitgrad call each): the
-# floor under any recording that hashes every step.
+# PAIRED=S HASH_ONLY=1, run plain, switches only the hashing a recording does at a step, with
+# nothing else around it: the batch at the model's call, the gradients before the step, the
+# parameters and Adam's state after it, each one bitgrad call on NumPy views made once (these
+# tensors stay the same ones here). The floor under any recording that hashes every step.
 import os
 import statistics
 import sys
@@ -41,18 +42,27 @@ loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, Y), batch
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
 switch = None
+hashing = [False]
 if paired and os.environ.get("HASH_ONLY"):
-    from bitgrad.torch._fingerprint import fingerprints
-    hashing = [False]
+    from bitgrad import _bitgrad
     adam_step = opt.step
+    views = []
 
     def hashed_step(*args, **kwargs):
         if not hashing[0]:
             return adam_step(*args, **kwargs)
         params = [p for g in opt.param_groups for p in g["params"]]
-        fingerprints([p.grad for p in params])
+        if views and any(p.grad is not g for p, g in zip(params, views[2])):
+            views.clear()  # zero_grad(set_to_none=True): new gradients, new views
+        if not views:  # after a step, with the gradients and Adam's state there
+            views.append([[p.grad.numpy()] for p in params])
+            views.append([[p.detach().numpy()] for p in params]
+                         + [[v.numpy()] for p in params for v in opt.state[p].values() if isinstance(v, torch.Tensor)])
+            views.append([p.grad for p in params])
+            return adam_step(*args, **kwargs)
+        _bitgrad._fingerprints(views[0])
         out = adam_step(*args, **kwargs)
-        fingerprints(params + [v for p in params for v in opt.state[p].values() if isinstance(v, torch.Tensor)])
+        _bitgrad._fingerprints(views[1])
         return out
 
     opt.step = hashed_step
@@ -77,6 +87,8 @@ while done < steps:
             marks.append(time.perf_counter())
             switch(((done - 20) // paired) % 2 == 0)  # recorded first, then plain
         opt.zero_grad()
+        if hashing[0] and views:
+            _bitgrad._fingerprints([[x.numpy()]])
         F.cross_entropy(model(x), y).backward()
         opt.step()
         done += 1

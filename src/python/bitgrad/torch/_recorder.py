@@ -736,20 +736,22 @@ class Recorder:
             if pre["recorded"]:
                 # the gradients as the optimizer receives them, before it may change them
                 pre["buffers"] = []
-                pre["grad"] = [(name, None if p.grad is None else
-                                self._capture(("grad", info.index, j), p.grad, pre["buffers"]))
-                               for j, (name, p) in enumerate(info.named)]
                 pre["rng"] = self._generators.read(copy=not self._inline)
                 if self._inline:  # hashed now: the optimizer may change them in place, and draw
                     names, items = pre["rng"]
-                    grads = [g for _, g in pre["grad"] if g is not None]
-                    views = info.grad_views.groups(grads)  # the same gradients step after step, mostly
+                    grads = [p.grad for _, p in info.named]
+                    present = [g for g in grads if g is not None]
+                    views = info.grad_views.groups(present)  # the same gradients step after step, mostly
                     if views is not None and _ARRAYS_ONLY.issuperset(map(type, items)):
                         digests = iter(_bitgrad._fingerprints(views + items))  # all in place already
                     else:
-                        digests = iter(fingerprints((views if views is not None else grads) + items))
-                    pre["grad"] = [(name, None if g is None else next(digests)) for name, g in pre["grad"]]
+                        digests = iter(fingerprints((views if views is not None else present) + items))
+                    pre["grad"] = [(name, None if g is None else next(digests)) for (name, _), g in zip(info.named, grads)]
                     pre["rng"] = (names, list(digests))
+                else:
+                    pre["grad"] = [(name, None if p.grad is None else
+                                    self._capture(("grad", info.index, j), p.grad, pre["buffers"]))
+                                   for j, (name, p) in enumerate(info.named)]
                 if self._keep_last:
                     pre["last_grad"] = [(n, p.grad.detach().clone()) for n, p in info.named if p.grad is not None]
                 pre["loss"] = self._loss[1] if self._loss is not None and self._loss[0] > info.last_seq else None
