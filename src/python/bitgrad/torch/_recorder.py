@@ -1,6 +1,7 @@
 """The recorder: per optimizer step, snapshots of what decides the step (the batch that reached the
 model, the loss, the gradients, the updated parameters, the optimizer state, the RNG states, the
-data order), hashed on a background thread into trace.jsonl in bitgrad's step-trace format."""
+data order), hashed at the step (or copied there and hashed on a background thread) into
+trace.jsonl in bitgrad's step-trace format."""
 import array
 import atexit
 import collections
@@ -127,7 +128,7 @@ def _record_template(grad_names, param_names, state_labels, rng_names):
     slot(', "input": "')
     slot('", "loss": "')
     slot('", "grad": [')
-    for key, names, close in (("grad", grad_names, '], "param": ['), ("param", param_names, '], "optimizer": ')):
+    for names, close in ((grad_names, '], "param": ['), (param_names, '], "optimizer": ')):
         for i, n in enumerate(names):
             pieces[-1] += "%s[%s, \"" % (", " if i else "", json.dumps(n))
             slot('"]')
