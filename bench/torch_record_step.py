@@ -51,19 +51,22 @@ hashing = [False]
 if paired and os.environ.get("HASH_ONLY"):
     from bitgrad import _bitgrad
     adam_step = opt.step
-    views = []
+    views = []  # [the gradients' groups, the parameters' and state's groups, the gradients]
+
+    def made_views():
+        """False at the first hashed step (views made after it, with Adam's state there) and after
+        zero_grad(set_to_none=True) gave new gradients; the step then goes unhashed."""
+        params = [p for g in opt.param_groups for p in g["params"]]
+        if views and all(p.grad is g for p, g in zip(params, views[2])):
+            return True
+        views[:] = [[[p.grad.numpy()] for p in params],
+                    [[p.detach().numpy()] for p in params]
+                    + [[v.numpy()] for p in params for v in opt.state[p].values() if isinstance(v, torch.Tensor)],
+                    [p.grad for p in params]]
+        return False
 
     def hashed_step(*args, **kwargs):
-        if not hashing[0]:
-            return adam_step(*args, **kwargs)
-        params = [p for g in opt.param_groups for p in g["params"]]
-        if views and any(p.grad is not g for p, g in zip(params, views[2])):
-            views.clear()  # zero_grad(set_to_none=True): new gradients, new views
-        if not views:  # after a step, with the gradients and Adam's state there
-            views.append([[p.grad.numpy()] for p in params])
-            views.append([[p.detach().numpy()] for p in params]
-                         + [[v.numpy()] for p in params for v in opt.state[p].values() if isinstance(v, torch.Tensor)])
-            views.append([p.grad for p in params])
+        if not hashing[0] or not made_views():
             return adam_step(*args, **kwargs)
         _bitgrad._fingerprints(views[0])
         out = adam_step(*args, **kwargs)
@@ -79,7 +82,7 @@ if paired and os.environ.get("HASH_ONLY"):
         generators = _rng.Generators()
         views_rng = [[generators._numpy_bytes(False)], generators._python()]
         trace = tempfile.TemporaryFile()
-        written, loss_bits = [0], [""]
+        written, loss_bits, templates = [0], [""], {}
         module_call, autograd_backward = torch.nn.Module.__call__, torch.autograd.backward
 
         def call(self, *args, **kwargs):
@@ -96,22 +99,15 @@ if paired and os.environ.get("HASH_ONLY"):
         torch.nn.Module.__call__, torch.autograd.backward = call, backward
 
         def minimal_step(*args, **kwargs):
-            if not hashing[0]:
-                return adam_step(*args, **kwargs)
-            params = [p for g in opt.param_groups for p in g["params"]]
-            if views and any(p.grad is not g for p, g in zip(params, views[2])):
-                views.clear()
-            if not views:
-                views.append([[p.grad.numpy()] for p in params])
-                views.append([[p.detach().numpy()] for p in params]
-                             + [[v.numpy()] for p in params for v in opt.state[p].values() if isinstance(v, torch.Tensor)])
-                views.append([p.grad for p in params])
-                n = len(views[0]) + 3 + len(views[1]) + 1
-                views.append(tuple(['{"v": ["'] + ['", "'] * (n - 1) + ['"]}']))
+            if not hashing[0] or not made_views():
                 return adam_step(*args, **kwargs)
             pre = _bitgrad._fingerprints(views[0] + [[torch.get_rng_state().numpy()]] + views_rng)
             out = adam_step(*args, **kwargs)
-            written[0] += _bitgrad._hashed_line(views[3], pre + views[1] + [loss_bits[0]], trace.fileno(), written[0])
+            values = pre + views[1] + [loss_bits[0]]
+            pieces = templates.get(len(values))
+            if pieces is None:
+                pieces = templates[len(values)] = tuple(['{"v": ["'] + ['", "'] * (len(values) - 1) + ['"]}'])
+            written[0] += _bitgrad._hashed_line(pieces, values, trace.fileno(), written[0])
             return out
 
         opt.step = minimal_step

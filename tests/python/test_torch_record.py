@@ -387,7 +387,7 @@ packed = _rng.Generators()
 packed._python_view = None  # the getstate() path
 for draw in (lambda: None, random.random, lambda: random.gauss(0, 1), lambda: random.getrandbits(20000)):
     draw()
-    a, b = g.read(copy=False)[1][2], packed.read(copy=False)[1][2]
+    a, b = g.read()[1][2], packed.read()[1][2]
     assert [x.tobytes() for x in a] == [x.tobytes() for x in b]
     assert _bitgrad._fingerprints([a]) == _bitgrad._fingerprints([b])
     assert len(a) == (1 if random._inst.gauss_next is None else 2)
@@ -413,9 +413,11 @@ from bitgrad.torch import _recorder
 def train(out):
     random.seed(0); np.random.seed(0); torch.manual_seed(0)
     m = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
-    opts = [torch.optim.Adam(m[0].parameters(), lr=0.01, amsgrad=True), torch.optim.SGD(m[2].parameters(), lr=0.1, momentum=0.9)]
+    opts = [torch.optim.Adam(m[0].parameters(), lr=1.0, amsgrad=True), torch.optim.SGD(m[2].parameters(), lr=1.0, momentum=0.9)]
     with bitgrad.torch.record(out):
         for i in range(6):
+            if i == 1:
+                opts[1].param_groups[0]["lr"] = 1  # equal to the 1.0 just written, another JSON
             if i == 3:
                 opts[0].add_param_group({"params": [torch.nn.Parameter(torch.ones(2))]})
             x = torch.randn(4, 6)
@@ -430,6 +432,7 @@ fast = train(sys.argv[1])
 _recorder.Recorder._kept_params_state = lambda self, info, opt: None  # every step through the general loop
 slow = train(sys.argv[2])
 assert fast == slow and fast.count("\\n") == 12, (fast, slow)
+assert fast.count('"lr": [1.0]') == 4 and fast.count('"lr": [1]') == 5, fast
 print("ok")
 """
 
@@ -437,7 +440,8 @@ print("ok")
 def test_the_state_read_in_bulk_is_the_state_read_one_by_one(tmp_path):
     """Where the optimizer's state keeps its layout, parameters and state are read in a few
     passes; the records are those of the general loop, also across a parameter group added
-    midway (a new layout) and a momentum buffer that appears after the first step."""
+    midway (a new layout) and a momentum buffer that appears after the first step. A learning
+    rate set from 1.0 to 1 is written as each is."""
     r = subprocess.run([sys.executable, "-c", KEPT_STATE, str(tmp_path / "fast"), str(tmp_path / "slow")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr

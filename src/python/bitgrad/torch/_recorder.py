@@ -261,7 +261,7 @@ class Recorder:
         self._environ_read = {}
         self._setting_calls_dropped = 0
         self._templates = {}  # names of a record -> its text around the values
-        self._lr_text = (None, "null")  # the last lr list and its JSON
+        self._lr_text = (None, "null")  # the last lr list (as (type, value) pairs) and its JSON
         self._fd = None
         self._size = 0  # of trace.jsonl: created by this recorder (O_EXCL), written by it alone
         self._queue = None
@@ -737,7 +737,7 @@ class Recorder:
             if pre["recorded"]:
                 # the gradients as the optimizer receives them, before it may change them
                 pre["buffers"] = []
-                pre["rng"] = self._generators.read(copy=not self._inline)
+                pre["rng"] = self._generators.read()
                 if self._inline:  # hashed now: the optimizer may change them in place, and draw
                     names, items = pre["rng"]
                     grads = [p.grad for _, p in info.named]
@@ -985,9 +985,9 @@ class Recorder:
         values += (str(job["optimizer"]), str(job["optimizer_step"]))
         values += [v for _, v in job["state"]]
         values += rng_items
-        lr = job["lr"]
+        lr = [(type(x), x) for x in job["lr"]]  # 1 and 1.0 are equal, not the same JSON
         if lr != self._lr_text[0]:
-            self._lr_text = (lr, json.dumps(lr))
+            self._lr_text = (lr, json.dumps(job["lr"]))
         values += (indices, _json_int(samples), _json_int(job["loader_seed"]), self._lr_text[1])
         if not _READY.issuperset(map(type, values)):
             values = [v if type(v) in _READY else _groups([v], True)[0][0] for v in values]
