@@ -50,11 +50,12 @@ std::vector<HashItem> read_group(const char* fn, std::size_t at, py::handle g, s
   BITGRAD_CHECK(py::isinstance<py::sequence>(g) && !py::isinstance<py::str>(g), fn, "group ", at,
                 ": expected a list of tensors or numpy arrays, got ", std::string(py::str(py::type::of(g).attr("__name__"))));
   std::vector<HashItem> items;
-  for (const py::handle x : g.cast<py::sequence>()) {
+  // each item held as an object: a sequence may make its items on access (an array's rows),
+  // and the item must live while the GIL is released
+  for (const py::object x : g.cast<py::sequence>()) {
     items.emplace_back();
-    if (!numpy_in_place(x, items.back()))
-      items.back().tensor = py::isinstance<Tensor>(x) ? x.cast<Tensor>() : from_numpy(py::reinterpret_borrow<py::object>(x));
-    keep.push_back(py::reinterpret_borrow<py::object>(x));
+    if (!numpy_in_place(x, items.back())) items.back().tensor = py::isinstance<Tensor>(x) ? x.cast<Tensor>() : from_numpy(x);
+    keep.push_back(x);
   }
   return items;
 }
@@ -62,7 +63,7 @@ std::vector<HashItem> read_group(const char* fn, std::size_t at, py::handle g, s
 Groups read_groups(const py::sequence& groups, std::vector<py::object>& keep) {
   Groups gs;
   gs.reserve(py::len(groups));
-  for (const py::handle g : groups) gs.push_back(read_group("_fingerprints", gs.size(), g, keep));
+  for (const py::object g : groups) gs.push_back(read_group("_fingerprints", gs.size(), g, keep));
   return gs;
 }
 
@@ -117,7 +118,7 @@ void init_hashing(py::module_& m) {
     Groups gs;
     std::vector<LineValue> vs(n);
     for (std::size_t i = 0; i < n; ++i) {
-      const py::handle v = values[i];
+      const py::object v = values[i];
       if (py::isinstance<py::str>(v)) {
         vs[i].text = v.cast<std::string>();
       } else {
@@ -128,7 +129,7 @@ void init_hashing(py::module_& m) {
     }
     std::vector<std::string> ps(n + 1);
     for (std::size_t i = 0; i <= n; ++i) {
-      const py::handle p = pieces[i];
+      const py::object p = pieces[i];
       BITGRAD_CHECK(py::isinstance<py::str>(p), "_hashed_line", "piece ", i, ": expected a str, got ",
                     std::string(py::str(py::type::of(p).attr("__name__"))));
       ps[i] = p.cast<std::string>();

@@ -316,6 +316,14 @@ def test_numpy_arrays_are_hashed_in_place_as_their_tensors():
     for bad, says in ((np.zeros(3, dtype=">f4"), "big-endian"), (np.zeros(3, dtype=np.int32), "int32")):
         with pytest.raises(bitgrad.InputError, match=says):
             bitgrad._bitgrad._fingerprints([[bad]])
+    # a group that makes its items on access (an array's rows, a generator-backed sequence): each
+    # item is held while it is read (it was freed under the reader, and crashed)
+    rows = np.arange(12.0).reshape(3, 4)
+    assert bitgrad._bitgrad._fingerprints([rows]) == bitgrad._bitgrad._fingerprints([list(rows)])
+    assert bitgrad._bitgrad._hashed_line(("<", ">"), (rows,)) == "<%s>" % bitgrad._bitgrad._fingerprints([list(rows)])[0]
+    with pytest.raises(TypeError, match="expected a numpy.ndarray, got int64"):
+        bitgrad._bitgrad._fingerprints([np.arange(3)])
+    assert repr(np.arange(3)) == "array([0, 1, 2])"  # the heap intact after the refusal
 
 
 def test_a_line_is_what_json_writes_for_its_record(tmp_path):
@@ -403,6 +411,45 @@ def test_pythons_generator_read_in_place_is_its_packed_state():
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
 
 
+INDICES = r"""
+import numpy
+import torch
+from bitgrad import _bitgrad
+from bitgrad.torch._recorder import _indices_item
+
+class Odd:  # an index whose __index__ and __int__ disagree: NumPy reads __int__
+    def __index__(self):
+        return 7
+    def __int__(self):
+        return 107
+
+def numpy_digest(lst):
+    try:
+        a = numpy.asarray(lst, dtype=numpy.int64).reshape(-1)
+    except (TypeError, ValueError, OverflowError):
+        return "refused"
+    return _bitgrad._fingerprints([[a]])[0]
+
+def recorded(lst):
+    a, n = _indices_item([lst])
+    assert n == len(lst)
+    return "refused" if isinstance(a, str) else _bitgrad._fingerprints([[a]])[0]
+
+for lst in ([3, 1, 2], list(range(128)), [True, 2], [numpy.int64(4), 5], [torch.tensor(3), 1], [1.0, 2.5],
+            [2 ** 70], [-(2 ** 63), 2 ** 63 - 1], [Odd(), 1]):
+    assert recorded(lst) == numpy_digest(lst), lst
+print("ok")
+"""
+
+
+def test_sampler_indices_hash_as_numpy_reads_them():
+    """A batch sampler's list of ints is packed without NumPy; anything else in the list (bools,
+    NumPy ints, tensors, floats, ints beyond int64, objects whose __index__ and __int__ differ)
+    hashes as NumPy's int64 conversion of it, as before."""
+    r = subprocess.run([sys.executable, "-c", INDICES], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
 KEPT_STATE = """
 import json, os, random, sys
 import numpy as np
@@ -418,6 +465,10 @@ def train(out):
         for i in range(6):
             if i == 1:
                 opts[1].param_groups[0]["lr"] = 1  # equal to the 1.0 just written, another JSON
+            if i == 4:
+                opts[1].param_groups[0]["lr"] = -0.0  # equal to 0.0, another JSON
+            if i == 5:
+                opts[1].param_groups[0]["lr"] = 0.0
             if i == 3:
                 opts[0].add_param_group({"params": [torch.nn.Parameter(torch.ones(2))]})
             x = torch.randn(4, 6)
@@ -432,7 +483,7 @@ fast = train(sys.argv[1])
 _recorder.Recorder._kept_params_state = lambda self, info, opt: None  # every step through the general loop
 slow = train(sys.argv[2])
 assert fast == slow and fast.count("\\n") == 12, (fast, slow)
-assert fast.count('"lr": [1.0]') == 4 and fast.count('"lr": [1]') == 5, fast
+assert [fast.count('"lr": [%s]' % v) for v in ("1.0", "1", "-0.0", "0.0")] == [4, 3, 1, 1], fast
 print("ok")
 """
 
@@ -440,8 +491,8 @@ print("ok")
 def test_the_state_read_in_bulk_is_the_state_read_one_by_one(tmp_path):
     """Where the optimizer's state keeps its layout, parameters and state are read in a few
     passes; the records are those of the general loop, also across a parameter group added
-    midway (a new layout) and a momentum buffer that appears after the first step. A learning
-    rate set from 1.0 to 1 is written as each is."""
+    midway (a new layout) and a momentum buffer that appears after the first step. Learning
+    rates that compare equal (1.0 and 1, -0.0 and 0.0) are written as each is."""
     r = subprocess.run([sys.executable, "-c", KEPT_STATE, str(tmp_path / "fast"), str(tmp_path / "slow")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr

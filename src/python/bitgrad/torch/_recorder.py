@@ -84,7 +84,7 @@ def _loss_bits(v):
 def _indices_item(indices):
     """The sample indices as a fingerprints() item (one int64 vector) and their count; indices
     that are not integers (a sampler of keys) give the fingerprint of their repr."""
-    if len(indices) == 1 and type(indices[0]) is list and indices[0]:
+    if len(indices) == 1 and type(indices[0]) is list and indices[0] and _INTS.issuperset(map(type, indices[0])):
         try:  # a batch sampler's list of ints: packed without NumPy's per-element conversion
             a = numpy.frombuffer(array.array("q", indices[0]), dtype=numpy.int64)
             return a, int(a.size)
@@ -100,19 +100,13 @@ def _indices_item(indices):
     return a, int(a.size)
 
 
-def _live_items(d):
-    """A WeakKeyDictionary's (key, value) pairs, the dead left out: a list read from its
-    underlying dict, which items() would walk in Python under an iteration guard."""
-    return [(k, v) for k, v in ((r(), v) for r, v in list(d.data.items())) if k is not None]
-
-
 def _json_int(v):
     return str(v) if type(v) is int else json.dumps(v)
 
 
+_INTS = frozenset((int,))
 _READY = frozenset((str, Arrays))  # values _hashed_line takes as they are
 _TENSOR_TYPES = frozenset((torch.Tensor, torch.nn.Parameter))
-_ARRAYS_ONLY = frozenset((Arrays,))
 
 
 def _record_template(grad_names, param_names, state_labels, rng_names):
@@ -171,7 +165,6 @@ class _Optimizer:
         self.names_key = ()  # the names of `named`, a new tuple whenever they change
         self.state_plan = None  # (names_key, keys per parameter, their recorded order, labels): see _kept_params_state
         self.views = KeptViews()  # of the parameters and state tensors (inline hashing)
-        self.grad_views = KeptViews()  # of the gradients
 
 
 class _Call:
@@ -261,7 +254,6 @@ class Recorder:
         self._environ_read = {}
         self._setting_calls_dropped = 0
         self._templates = {}  # names of a record -> its text around the values
-        self._lr_text = (None, "null")  # the last lr list (as (type, value) pairs) and its JSON
         self._fd = None
         self._size = 0  # of trace.jsonl: created by this recorder (O_EXCL), written by it alone
         self._queue = None
@@ -742,11 +734,9 @@ class Recorder:
                     names, items = pre["rng"]
                     grads = [p.grad for _, p in info.named]
                     present = [g for g in grads if g is not None]
-                    views = info.grad_views.groups(present)  # the same gradients step after step, mostly
-                    if views is not None and _ARRAYS_ONLY.issuperset(map(type, items)):
-                        digests = iter(_bitgrad._fingerprints(views + items))  # all in place already
-                    else:
-                        digests = iter(fingerprints((views if views is not None else present) + items))
+                    # each gradient's view is kept while the gradient lives (zero_grad(set_to_none=True)
+                    # frees it), not in bulk as the parameters' are
+                    digests = iter(fingerprints(present + items))
                     pre["grad"] = [(name, None if g is None else next(digests)) for (name, _), g in zip(info.named, grads)]
                     pre["rng"] = (names, list(digests))
                 else:
@@ -762,7 +752,7 @@ class Recorder:
         """The batch that reached the model: the first top-level call, since this optimizer's
         last step, of a module holding its parameters (else of any module with parameters)."""
         mine, other = None, None
-        for m, c in _live_items(self._calls):
+        for m, c in list(self._calls.items()):
             if c.seq <= last_seq or info.index in c.consumed:
                 continue
             if info.index in self._owner_set(m, c):
@@ -838,7 +828,7 @@ class Recorder:
                         kept["param " + n] = p.detach().clone()
                     self._last[info.index] = (pre["step"], kept)
             # this step used the calls since the last: the next call of each module is captured anew
-            for m, c in _live_items(self._calls):
+            for m, c in list(self._calls.items()):
                 if c.seq <= last_seq:
                     continue
                 owners = self._owner_set(m, c)
@@ -985,10 +975,7 @@ class Recorder:
         values += (str(job["optimizer"]), str(job["optimizer_step"]))
         values += [v for _, v in job["state"]]
         values += rng_items
-        lr = [(type(x), x) for x in job["lr"]]  # 1 and 1.0 are equal, not the same JSON
-        if lr != self._lr_text[0]:
-            self._lr_text = (lr, json.dumps(job["lr"]))
-        values += (indices, _json_int(samples), _json_int(job["loader_seed"]), self._lr_text[1])
+        values += (indices, _json_int(samples), _json_int(job["loader_seed"]), json.dumps(job["lr"]))
         if not _READY.issuperset(map(type, values)):
             values = [v if type(v) in _READY else _groups([v], True)[0][0] for v in values]
         key = (job["names"], job["labels"], tuple(rng_names))
