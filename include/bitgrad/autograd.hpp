@@ -6,6 +6,7 @@
 // decides any order. Leaf gradients accumulate across backward calls: grad = grad + new.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -108,12 +109,41 @@ class SampleCountCheck {
   // ops: a sum over `count` leading entries of a tensor of shape `of`, by the batch rule (rule)
   // or the row rule (!rule)
   static void note(const char* what, std::int64_t count, const Shape& of, bool rule = true);
+  // ops: `result` is one sum over `count` samples by the batch rule (a parameter's whole gradient
+  // from one op). Kept while the check lives; a gradient that shares its storage (a view, the
+  // result itself) is such a sum, element by element (numerics.md §10, "Uses").
+  static void summed(const Tensor& result, std::int64_t count);
+  // Whether g is (a view of) a result marked by summed() with the piece's count.
+  bool is_summed(const Tensor& g) const;
+  // Marks g as such a sum too (the engine: a gradient widened exactly from a marked one).
+  void mark(const Tensor& g);
+  std::int64_t rows() const { return rows_; }
+  static SampleCountCheck* active();
 
  private:
   std::int64_t rows_;
   std::string mismatch_;
   SampleCountCheck* outer_;
+  std::vector<std::shared_ptr<Storage>> sums_;  // held, so no address is reused while the check lives
 };
+
+// One contribution that reached a parameter in a backward: a use of it (numerics.md §10,
+// "Uses"). `proven`: under a SampleCountCheck, one sum over the piece's samples by the batch
+// rule (or a view of one, or one widened exactly), so the same use of every piece combines by
+// the tree into the whole batch's.
+struct Use {
+  Tensor grad;
+  bool proven = false;
+  const char* op = "";  // the op that delivered it
+  std::string label;
+};
+// Backward of root (seed as Tensor::backward) in which the contributions that reach `params`
+// are returned per parameter, each apart, in arrival order, and not added to .grad; every other
+// leaf receives its gradient in .grad as backward() gives.
+std::vector<std::vector<Use>> backward_uses(const Tensor& root, const std::vector<Tensor>& params, bool retain_graph = false);
+// The uses added in arrival order (g = u0; g = g + u1; ...): what backward() puts into a .grad
+// that held none, in storage of its own. Undefined for no use.
+Tensor sum_uses(std::vector<Use> uses);
 
 // Number of live graph nodes in this process (for tests and leak checks).
 std::size_t live_nodes();

@@ -89,8 +89,11 @@ std::int64_t leaf_rows(std::int64_t batch_size, std::int64_t accumulate);
 // The gradient combine of a step written by the caller: after each piece's loss sum S, backward
 // of S / divisor; the pieces of a node are combined by the pairwise tree, the nodes of every
 // rank by the tree above them (tree_allreduce over MPI), and every rank ends with the batch's
-// gradient in .grad — the bits of one process (T5, T6). A parameter no piece reached on any
-// rank keeps no gradient; one reached by some pieces counts zeros for the others.
+// gradient in .grad — the bits of one process (T5, T6). Each use of a parameter (every
+// contribution that reaches it in a backward: a tied head, a module called twice) is combined
+// on its own and the uses are added last, in arrival order (numerics.md §10 "Uses"). A parameter
+// no piece reached on any rank keeps no gradient; one reached by some pieces counts zeros for
+// the others.
 class GradientCombiner {
  public:
   explicit GradientCombiner(std::vector<Tensor> params);
@@ -117,6 +120,10 @@ class GradientCombiner {
   Tensor finish(const StepPlan& plan);
   // Forgets a step in progress.
   void reset();
+  // An imported graph run per 32-sample block (numerics.md §42): a piece's uses of a parameter
+  // are added before the tree, not kept apart (set between steps).
+  void set_per_block(bool on);
+  bool per_block() const;
 
  private:
   struct Impl;

@@ -250,11 +250,6 @@ struct Interrupted : Error {
 // power-of-two number of whole 32-sample blocks): accumulating such micro-batches gives the
 // bits of one batch (contract T5).
 bool whole_subtree(std::int64_t rows);
-// A model with tied weights (a tied_head): its tied matrix sums two consumers' gradients inside
-// each micro-batch (or rank's node) before the micro-batches are combined, so accumulate > 1
-// and data parallel give other bits than one batch in one process (T5 and T6 do not hold; T1-T4,
-// T7 and T8 do).
-bool has_tied_weights(const Config& c);
 // Whether the configuration's list has a batchnorm layer or a resblock (which holds two or three).
 bool has_batch_norm(const Config& c);
 // Whether `model` holds an nn::BatchNorm anywhere (nested blocks too): its training statistics

@@ -1,6 +1,7 @@
 // The backward pass: collect the nodes reachable from the root, run them in reverse
 // creation order, accumulate each input's contributions in the order they arrive.
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <functional>
 #include <mutex>
@@ -78,6 +79,13 @@ bool joins(const autograd::Node* m, const autograd::PlacedGrad& p) {
   return true;
 }
 
+// Every value of `from` is a value of `to`
+bool widens_exactly(DType from, DType to) {
+  if (from == to) return true;
+  const bool half = from == DType::bf16 || from == DType::f16;
+  return (half && (to == DType::f32 || to == DType::f64)) || (from == DType::f32 && to == DType::f64);
+}
+
 // A leaf's gradient owns its storage, so in-place updates of it cannot reach another tensor.
 Tensor owned(const Tensor& g) {
   if (sole(g)) return g;
@@ -91,7 +99,8 @@ void set_grad_enabled(bool on) { thread_state().grad_enabled = on; }
 namespace autograd {
 
 namespace {
-using LeafSink = std::function<void(const std::shared_ptr<TensorImpl>&, const Tensor&)>;
+// a leaf, its gradient, and the node that delivered it (null: the root is the leaf)
+using LeafSink = std::function<void(const std::shared_ptr<TensorImpl>&, const Tensor&, const Node*)>;
 
 Tensor checked_seed(const Tensor& root, const Tensor& seed_in) {
   BITGRAD_CHECK_STATE(root.defined(), "backward", "called on an undefined tensor");
@@ -119,7 +128,7 @@ void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafS
   const std::uint64_t epoch = ++g_epoch;
   AutogradMeta* rm = meta_if(root);
   if (!rm || !rm->grad_fn) {
-    leaf(root.impl_ptr(), seed);
+    leaf(root.impl_ptr(), seed, nullptr);
     return;
   }
   // nodes reachable from the root, claimed for this thread (a nested walk of this thread may meet
@@ -170,7 +179,7 @@ void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafS
       settle(e.node.get());
       accumulate(e.node->grad, g);
     } else {
-      leaf(e.leaf, g);
+      leaf(e.leaf, g, n);
     }
   };
   // a slice's gradient: waits in the node it reaches while only such parts, on disjoint ranges,
@@ -206,6 +215,11 @@ void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafS
       std::vector<std::vector<autograd::PlacedGrad>>* outer_placed = thread_state().placed_parts;
       thread_state().backward_parts = &parts;
       thread_state().placed_parts = &placed;
+      // under a sample check: a cast's gradient widened exactly from one marked sum is that sum
+      // (a bf16 or f16 product's gradient reaching an f32 parameter)
+      SampleCountCheck* check = SampleCountCheck::active();
+      const bool widen = check && std::strcmp(n->op, "cast") == 0 && check->is_summed(n->grad);
+      const DType from = n->grad.dtype();
       try {
         n->backward(*n, n->grad, gin.data());
       } catch (...) {
@@ -215,6 +229,11 @@ void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafS
       }
       thread_state().backward_parts = outer;
       thread_state().placed_parts = outer_placed;
+      if (widen)
+        for (int i = 0; i < n->n_inputs; ++i) {
+          const Tensor& g = gin[static_cast<std::size_t>(i)];
+          if (g.defined() && widens_exactly(from, g.dtype())) check->mark(g);
+        }
       n->grad = Tensor();
       for (int i = 0; i < n->n_inputs; ++i) {
         // parts first, in the order handed over, then the slices' parts, then the gradient
@@ -237,17 +256,9 @@ void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafS
 }
 }  // namespace
 
-void run_backward(const Tensor& root, const Tensor& seed_in, bool retain_graph) {
-  const Tensor seed = checked_seed(root, seed_in);
-  // this walk's sum per leaf, kept here (not in the leaf, which another thread's walk may reach),
-  // in order of first contribution; the index is a lookup by identity, never iterated
-  std::vector<std::pair<std::shared_ptr<TensorImpl>, Tensor>> sums;
-  std::unordered_map<const TensorImpl*, std::size_t> at;
-  walk(root, seed, retain_graph, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g) {
-    const auto [it, fresh] = at.emplace(impl.get(), sums.size());
-    if (fresh) sums.emplace_back(impl, Tensor());
-    accumulate(sums[it->second].second, g);
-  });
+namespace {
+// a walk's sums per leaf added to their .grad
+void add_to_leaves(std::vector<std::pair<std::shared_ptr<TensorImpl>, Tensor>>& sums) {
   const std::lock_guard<std::mutex> lock(g_leaves);  // a leaf another thread's backward adds to as well
   for (auto& [impl, add] : sums) {
     Tensor lt(impl);
@@ -255,12 +266,63 @@ void run_backward(const Tensor& root, const Tensor& seed_in, bool retain_graph) 
     m.grad = m.grad.defined() ? kern::add_same_shape(m.grad, add) : owned(add);
   }
 }
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& seed_in, bool retain_graph) {
+  const Tensor seed = checked_seed(root, seed_in);
+  // this walk's sum per leaf, kept here (not in the leaf, which another thread's walk may reach),
+  // in order of first contribution; the index is a lookup by identity, never iterated
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, Tensor>> sums;
+  std::unordered_map<const TensorImpl*, std::size_t> at;
+  walk(root, seed, retain_graph, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g, const Node*) {
+    const auto [it, fresh] = at.emplace(impl.get(), sums.size());
+    if (fresh) sums.emplace_back(impl, Tensor());
+    accumulate(sums[it->second].second, g);
+  });
+  add_to_leaves(sums);
+}
+
+std::vector<std::vector<Use>> backward_uses(const Tensor& root, const std::vector<Tensor>& params, bool retain_graph) {
+  const Tensor seed = checked_seed(root, Tensor());
+  std::vector<std::vector<Use>> out(params.size());
+  std::unordered_map<const TensorImpl*, std::size_t> param_at;  // looked up by identity, never iterated
+  for (std::size_t i = 0; i < params.size(); ++i) param_at.emplace(params[i].impl_ptr().get(), i);
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, Tensor>> sums;  // the other leaves, as run_backward
+  std::unordered_map<const TensorImpl*, std::size_t> at;
+  const SampleCountCheck* check = SampleCountCheck::active();
+  walk(root, seed, retain_graph, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g, const Node* n) {
+    if (const auto p = param_at.find(impl.get()); p != param_at.end()) {
+      Use u;
+      u.grad = g;
+      u.proven = check && check->is_summed(g);
+      u.op = n ? n->op : "backward";
+      if (n) u.label = n->label;
+      out[p->second].push_back(std::move(u));
+      return;
+    }
+    const auto [it, fresh] = at.emplace(impl.get(), sums.size());
+    if (fresh) sums.emplace_back(impl, Tensor());
+    accumulate(sums[it->second].second, g);
+  });
+  add_to_leaves(sums);
+  return out;
+}
+
+Tensor sum_uses(std::vector<Use> uses) {
+  Tensor acc;
+  for (Use& u : uses) {
+    if (!u.grad.defined()) continue;
+    if (!acc.defined()) acc = std::move(u.grad);  // alone: no copy where it holds its storage
+    else acc = kern::add_same_shape(acc, u.grad);
+  }
+  return acc.defined() ? owned(acc) : acc;
+}
 
 bool add_placed_gradient(int input, const Tensor& g, int axis, std::int64_t start) {
   std::vector<std::vector<PlacedGrad>>* placed = thread_state().placed_parts;
   if (!placed) return false;
   BITGRAD_CHECK(input >= 0 && static_cast<std::size_t>(input) < placed->size(), "backward", "internal: a placed gradient for input ", input);
-  (*placed)[static_cast<std::size_t>(input)].push_back(PlacedGrad{g, axis, start});
+  (*placed)[static_cast<std::size_t>(input)].push_back(PlacedGrad{g, axis, start, Shape{}});
   return true;
 }
 
@@ -274,7 +336,7 @@ std::vector<std::vector<Tensor>> grad_parts(const Tensor& root, const Tensor& se
                                             std::string* unlisted) {
   const Tensor seed = checked_seed(root, seed_in);
   std::vector<std::vector<Tensor>> out(inputs.size());
-  walk(root, seed, false, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g) {
+  walk(root, seed, false, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g, const Node*) {
     for (std::size_t i = 0; i < inputs.size(); ++i)
       if (inputs[i].impl_ptr().get() == impl.get()) {
         out[i].push_back(g);
@@ -289,7 +351,7 @@ std::vector<Tensor> grad(const Tensor& root, const Tensor& seed_in, const std::v
                          std::string* unlisted) {
   const Tensor seed = checked_seed(root, seed_in);
   std::vector<Tensor> out(inputs.size());
-  walk(root, seed, retain_graph, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g) {
+  walk(root, seed, retain_graph, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g, const Node*) {
     // a lookup by identity; the order of the sums is the arrival order, as in run_backward
     for (std::size_t i = 0; i < inputs.size(); ++i)
       if (inputs[i].impl_ptr().get() == impl.get()) {

@@ -12,6 +12,7 @@
 #include "dist/comm.hpp"
 #include "dist/plan.hpp"
 #include "dist/tree_allreduce.hpp"
+#include "dist/use_grads.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/tensor_ops.hpp"
 
@@ -119,23 +120,18 @@ using combine::Tree;
 
 struct GradientCombiner::Impl {
   std::vector<Tensor> params;
-  std::vector<Tree> trees;                  // the current node's pieces, per parameter
-  Tree loss;                                // and their loss sums
-  std::vector<char> reached;                // per parameter: a piece of this step gave it a gradient
-  std::vector<std::vector<Tensor>> node_grads;  // per ended node, per parameter
+  UseGrads grads;                           // per parameter, per use: the pieces and nodes
+  Tree loss;                                // the current node's pieces' loss sums
   std::vector<Tensor> node_loss;
-  std::int64_t pieces = 0;
   bool in_step = false;
+  bool per_block = false;
   std::string mismatch;  // this step's first sum over samples off the batch rule
   DType loss_dtype = DType::f32;
 
   void clear() {
-    for (Tree& t : trees) t.clear();
+    grads.clear();
     loss.clear();
-    std::fill(reached.begin(), reached.end(), 0);
-    node_grads.clear();
     node_loss.clear();
-    pieces = 0;
     in_step = false;
   }
 };
@@ -145,17 +141,22 @@ GradientCombiner::GradientCombiner(std::vector<Tensor> params) : p_(std::make_un
     BITGRAD_CHECK(params[i].defined() && params[i].requires_grad() && is_floating(params[i].dtype()), "gradient combine", "parameter ", i,
                   " is not a floating-point tensor that requires grad");
   p_->params = std::move(params);
-  p_->trees.resize(p_->params.size());
-  p_->reached.assign(p_->params.size(), 0);
+  p_->grads.begin(p_->params.size(), true);
 }
 
 GradientCombiner::~GradientCombiner() = default;
 
 void GradientCombiner::reset() { p_->clear(); }
-std::int64_t GradientCombiner::pieces() const { return p_->pieces; }
+std::int64_t GradientCombiner::pieces() const { return p_->grads.pieces(); }
 std::int64_t GradientCombiner::nodes() const { return static_cast<std::int64_t>(p_->node_loss.size()); }
 
 const std::string& GradientCombiner::sample_mismatch() const { return p_->mismatch; }
+
+void GradientCombiner::set_per_block(bool on) {
+  BITGRAD_CHECK(!p_->in_step, "gradient combine", "per_block changed in the middle of a step");
+  p_->per_block = on;
+}
+bool GradientCombiner::per_block() const { return p_->per_block; }
 
 void GradientCombiner::backward(const Tensor& loss_sum, double divisor, std::int64_t rows) {
   Impl& p = *p_;
@@ -168,55 +169,37 @@ void GradientCombiner::backward(const Tensor& loss_sum, double divisor, std::int
       BITGRAD_CHECK(!p.params[i].grad().defined(), "gradient combine", "parameter ", i, " ", p.params[i].shape().str(),
                     " already holds a gradient at the start of a step; drop it first (optimizer.zero_grad()): adding the step's "
                     "gradient to it would not be the canonical tree (contract T5)");
+    p.grads.begin(p.params.size(), !p.per_block);
     p.in_step = true;
     p.loss_dtype = loss_sum.dtype();
     p.mismatch.clear();
   }
   BITGRAD_CHECK(loss_sum.dtype() == p.loss_dtype, "gradient combine", "the pieces' losses are ", dtype_name(p.loss_dtype), " and ",
                 dtype_name(loss_sum.dtype()), "; expected one dtype");
-  // the training step's own arithmetic (train/step.cpp): S / (B D), then backward
+  // the training step's own arithmetic (train/step.cpp): S / (B D), then backward, each use of a
+  // parameter kept apart
   Tensor L = div(loss_sum, divisor);
   std::optional<autograd::SampleCountCheck> check;
   if (rows > 0) check.emplace(rows);
-  L.backward();
+  const std::vector<std::vector<autograd::Use>> uses = autograd::backward_uses(L, p.params);
   if (check && p.mismatch.empty()) p.mismatch = check->mismatch();
-  for (std::size_t i = 0; i < p.params.size(); ++i) {
-    Tensor& t = p.params[i];
-    Tensor g = t.grad();
-    if (g.defined()) {
-      // the first gradient of a parameter in this node: the pieces before it gave zeros
-      if (!p.reached[i])
-        for (std::int64_t k = 0; k < p.pieces; ++k) p.trees[i].push(Tensor::zeros(t.shape(), t.dtype()));
-      p.reached[i] = 1;
-      p.trees[i].push(g);
-    } else if (p.reached[i]) {
-      p.trees[i].push(Tensor::zeros(t.shape(), t.dtype()));
-    }
-    t.zero_grad();
-  }
+  const std::string problem = p.grads.add_piece(uses, p.params, check.has_value());
+  if (p.mismatch.empty()) p.mismatch = problem;
   Tensor s = reshape(loss_sum.detach(), Shape{}).contiguous_copy();
   p.loss.push(s);
-  ++p.pieces;
 }
 
 void GradientCombiner::end_node() {
   Impl& p = *p_;
-  BITGRAD_CHECK(p.pieces > 0, "gradient combine", "a tree node without a piece");
-  std::vector<Tensor> g(p.params.size());
-  for (std::size_t i = 0; i < p.params.size(); ++i) {
-    g[i] = p.trees[i].total();  // undefined when no piece of this node reached it
-    p.trees[i].clear();
-  }
-  // a parameter first reached in a later node: this node's value is zeros (below, at finish)
-  p.node_grads.push_back(std::move(g));
+  BITGRAD_CHECK(p.grads.pieces() > 0, "gradient combine", "a tree node without a piece");
+  p.grads.end_node();
   p.node_loss.push_back(p.loss.total());
   p.loss.clear();
-  p.pieces = 0;
 }
 
 Tensor GradientCombiner::finish(const StepPlan& plan) {
   Impl& p = *p_;
-  BITGRAD_CHECK(p.pieces == 0, "gradient combine", p.pieces, " piece(s) after the last node's end (end_node)");
+  BITGRAD_CHECK(p.grads.pieces() == 0, "gradient combine", p.grads.pieces(), " piece(s) after the last node's end (end_node)");
   BITGRAD_CHECK(plan.rank >= 0 && plan.rank < static_cast<int>(plan.rank_nodes.size()) && static_cast<int>(plan.rank_nodes.size()) == plan.world,
                 "gradient combine", "a plan of ", plan.rank_nodes.size(), " ranks for a world of ", plan.world);
   const std::size_t mine = plan.rank_nodes[static_cast<std::size_t>(plan.rank)].size();
@@ -233,29 +216,34 @@ Tensor GradientCombiner::finish(const StepPlan& plan) {
   for (const auto& n : nodes) all.insert(all.end(), n.begin(), n.end());
   const std::size_t np = p.params.size();
 
-  // what the ranks must agree on: every node's loss sum, and which parameters have a gradient
+  // what the ranks must agree on: every node's loss sum, and how many uses each parameter had
   std::vector<Tensor> losses;
-  std::vector<char> has(np, 0);
+  std::vector<std::uint32_t> counts(np, 0);
   DType ldt = p.loss_dtype;
   if (P == 1) {
     losses = p.node_loss;
-    for (std::size_t i = 0; i < np; ++i) has[i] = p.reached[i];
+    for (std::size_t i = 0; i < np; ++i) counts[i] = p.grads.uses_of(i);
   } else {
     // per rank: the loss dtype (1 byte, 0 when the rank holds no node), its node losses as
-    // doubles (exact for f32 and f64), and a byte per parameter
-    std::string rec(1 + mine * sizeof(double) + np, '\0');
+    // doubles (exact for f32 and f64), and each parameter's uses (4 bytes)
+    const std::size_t head = 1 + mine * sizeof(double);
+    std::string rec(head + np * sizeof(std::uint32_t), '\0');
     rec[0] = mine ? static_cast<char>(1 + static_cast<int>(p.loss_dtype)) : 0;
     for (std::size_t j = 0; j < mine; ++j) {
       const double v = p.node_loss[j].item();
       std::memcpy(rec.data() + 1 + j * sizeof(double), &v, sizeof v);
     }
-    for (std::size_t i = 0; i < np; ++i) rec[1 + mine * sizeof(double) + i] = p.reached[i];
+    for (std::size_t i = 0; i < np; ++i) {
+      const std::uint32_t c = p.grads.uses_of(i);
+      std::memcpy(rec.data() + head + i * sizeof c, &c, sizeof c);
+    }
     const std::vector<std::string> got = Comm::world().allgather(rec, "the step's losses");
     bool have_dtype = false;
     for (int r = 0; r < P; ++r) {
       const std::string& g = got[static_cast<std::size_t>(r)];
       const std::size_t k = nodes[static_cast<std::size_t>(r)].size();
-      BITGRAD_CHECK(g.size() == 1 + k * sizeof(double) + np, "data parallel", "rank ", r,
+      const std::size_t h = 1 + k * sizeof(double);
+      BITGRAD_CHECK(g.size() == h + np * sizeof(std::uint32_t), "data parallel", "rank ", r,
                     " sent a step record of another size (another model or another plan?)");
       if (g[0]) {
         const DType d = static_cast<DType>(g[0] - 1);
@@ -263,7 +251,14 @@ Tensor GradientCombiner::finish(const StepPlan& plan) {
         ldt = d;
         have_dtype = true;
       }
-      for (std::size_t i = 0; i < np; ++i) has[i] |= g[1 + k * sizeof(double) + i];
+      for (std::size_t i = 0; i < np; ++i) {
+        std::uint32_t c;
+        std::memcpy(&c, g.data() + h + i * sizeof c, sizeof c);
+        if (counts[i] && c && c != counts[i] && p.mismatch.empty())
+          p.mismatch = "parameter " + std::to_string(i) + " " + p.params[i].shape().str() + " was used " + std::to_string(counts[i]) +
+                       " time(s) on one rank and " + std::to_string(c) + " on another";
+        counts[i] = std::max(counts[i], c);
+      }
     }
     for (int r = 0; r < P; ++r) {
       const std::string& g = got[static_cast<std::size_t>(r)];
@@ -275,56 +270,7 @@ Tensor GradientCombiner::finish(const StepPlan& plan) {
     }
   }
   const Tensor loss = evaluate_tree(plan.leaves, all, losses, AddTensors{});
-
-  auto node_value = [&](std::size_t j, std::size_t i) {
-    const Tensor& g = p.node_grads[j][i];
-    return g.defined() ? g : Tensor::zeros(p.params[i].shape(), p.params[i].dtype());
-  };
-  if (P == 1) {
-    for (std::size_t i = 0; i < np; ++i) {
-      if (!has[i]) continue;
-      std::vector<Tensor> vals;
-      for (std::size_t j = 0; j < mine; ++j) vals.push_back(node_value(j, i));
-      p.params[i].set_grad(evaluate_tree(plan.leaves, all, vals, AddTensors{}));
-    }
-  } else {
-    // every node's gradients as one flat vector (reached parameters in order), combined by the
-    // tree across ranks
-    std::int64_t len = 0;
-    DType dt = DType::f32;
-    bool first = true;
-    for (std::size_t i = 0; i < np; ++i)
-      if (has[i]) {
-        const Tensor& t = p.params[i];
-        BITGRAD_CHECK(first || t.dtype() == dt, "data parallel", "parameters of different dtypes (", dtype_name(dt), ", ",
-                      dtype_name(t.dtype()), ") are not supported");
-        dt = t.dtype();
-        first = false;
-        len += t.numel();
-      }
-    std::vector<Tensor> flat;
-    for (std::size_t j = 0; j < mine; ++j) {
-      Tensor f = Tensor::zeros(Shape{len}, dt);
-      std::int64_t off = 0;
-      for (std::size_t i = 0; i < np; ++i) {
-        if (!has[i]) continue;
-        const Tensor& g = p.node_grads[j][i];
-        if (g.defined()) Tensor::view_of(f, g.shape(), contiguous_strides(g.shape()), off).copy_from(g);
-        off += p.params[i].numel();
-      }
-      flat.push_back(f);
-    }
-    const Tensor total = tree_allreduce(Comm::world(), nodes, plan.leaves, flat, len, dt, "the gradient combine");
-    std::int64_t off = 0;
-    for (std::size_t i = 0; i < np; ++i) {
-      if (!has[i]) continue;
-      Tensor& t = p.params[i];
-      Tensor g = Tensor::empty(t.shape(), dt);
-      g.copy_from(Tensor::view_of(total, t.shape(), contiguous_strides(t.shape()), off));
-      t.set_grad(g);
-      off += t.numel();
-    }
-  }
+  p.grads.finish(counts, P == 1 ? nullptr : &Comm::world(), nodes, plan.leaves, p.params, "the gradient combine");
   p.clear();
   return loss;
 }

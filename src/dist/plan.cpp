@@ -74,6 +74,7 @@ StepLayout step_layout(std::int64_t rows, std::int64_t batch_size, std::int64_t 
   l.world = world;
   l.piece_rows = batch_size / accumulate;
   l.leaf_rows = accumulate == 1 || complete_subtree(l.piece_rows) ? kBlockRows : l.piece_rows;
+  l.per_block = per_block;
   if (per_block) l.piece_rows = std::min(l.piece_rows, l.leaf_rows);  // every leaf its own forward and backward (numerics §42)
   l.leaves = (rows + l.leaf_rows - 1) / l.leaf_rows;
   if (sharding == Sharding::whole_nodes) {

@@ -62,6 +62,7 @@ T evaluate_tree(std::int64_t n, const std::vector<Range>& nodes, std::vector<T>&
 struct StepLayout {
   std::int64_t rows = 0, leaf_rows = 0, piece_rows = 0, leaves = 0;
   int world = 1;
+  bool per_block = false;                 // every leaf its own piece (numerics.md §42)
   std::vector<Range> shards;              // per rank: its leaves
   std::vector<std::vector<Range>> nodes;  // per rank, in order
   // All nodes of all ranks in order.

@@ -188,6 +188,9 @@ void batch_norm_bw(Node& n, const Tensor& g, Tensor* gi) {
     }
     if (n.n_inputs > 1 && n.in[1].needs_grad()) gi[1] = Tensor::from<T>(sgx, Shape{C});
     if (n.n_inputs > 2 && n.in[2].needs_grad()) gi[2] = Tensor::from<T>(sg, Shape{C});
+    // per sample, then the batch rule over this node's samples (two_stages, or the node's own sums)
+    if (n.n_inputs > 1) autograd::SampleCountCheck::summed(gi[1], G.N);
+    if (n.n_inputs > 2) autograd::SampleCountCheck::summed(gi[2], G.N);
   });
 }
 

@@ -197,6 +197,7 @@ void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
         K.sum_cols(pp, G.N, G.OC * CKK, kern::out_ptr<T>(dw));
       }
       gi[1] = dw;
+      autograd::SampleCountCheck::summed(dw, G.N);
     }
     if (n.n_inputs > 2 && n.in[2].needs_grad()) {
       Tensor per = Tensor::empty(Shape{G.N, G.OC}, g.dtype());
@@ -205,6 +206,7 @@ void conv2d_bw(Node& n, const Tensor& g, Tensor* gi) {
       autograd::SampleCountCheck::note("conv2d's bias gradient", G.N, n.in_shape[0]);
       K.sum_cols(per.data<T>(), G.N, G.OC, kern::out_ptr<T>(db));
       gi[2] = db;
+      autograd::SampleCountCheck::summed(db, G.N);
     }
   });
 }

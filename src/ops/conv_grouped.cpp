@@ -200,6 +200,8 @@ void conv_bw(Node& n, const Tensor& g, Tensor* gi) {
     }
     if (n.in[1].needs_grad()) gi[1] = conv_weight_grad<T>(G, x.data<T>(), gc.data<T>(), n.in_shape[1], g.dtype());
     if (n.n_inputs > 2 && n.in[2].needs_grad()) gi[2] = bias_grad<T>(gc.data<T>(), G.N, G.Cout, G.P(), n.in_shape[2], g.dtype());
+    autograd::SampleCountCheck::summed(gi[1], G.N);
+    if (n.n_inputs > 2) autograd::SampleCountCheck::summed(gi[2], G.N);
   });
 }
 
@@ -216,8 +218,11 @@ void conv_transpose_bw(Node& n, const Tensor& g, Tensor* gi) {
       gi[0] = dx;
     }
     if (n.in[1].needs_grad()) gi[1] = conv_weight_grad<T>(G, gc.data<T>(), x.data<T>(), n.in_shape[1], g.dtype());
-    if (n.n_inputs > 2 && n.in[2].needs_grad())
+    autograd::SampleCountCheck::summed(gi[1], G.N);
+    if (n.n_inputs > 2 && n.in[2].needs_grad()) {
       gi[2] = bias_grad<T>(gc.data<T>(), G.N, G.Cin, G.H * G.W, n.in_shape[2], g.dtype());
+      autograd::SampleCountCheck::summed(gi[2], G.N);
+    }
   });
 }
 

@@ -44,6 +44,7 @@ void embedding_bw(Node& n, const Tensor& g, Tensor* gi) {
     kern::index_add_rows_by_sample(gc.data<T>(), s.samples, s.per, ws[1], n.saved_tensor(0).data<std::int64_t>(), ws[0], kern::out_ptr<T>(dw));
   });
   gi[0] = dw;
+  autograd::SampleCountCheck::summed(dw, s.samples);
 }
 
 }  // namespace

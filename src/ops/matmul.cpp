@@ -49,6 +49,7 @@ void linear_bw(Node& n, const Tensor& g, Tensor* gi) {
         ops::gemm_samples<T>(s.samples, out, in, rows, {pg, 1, out}, rows * out, {px, in, 1}, rows * in, kern::out_ptr<T>(dW));
       else ops::batch_rule_over_samples<T>(s.samples, out * in, g.dtype(), [&](std::int64_t i, T* part) { dw(i * rows, rows, part); }, kern::out_ptr<T>(dW));
       gi[1] = dW;
+      autograd::SampleCountCheck::summed(dW, s.samples);
     }
     if (n.n_inputs > 2 && n.in[2].needs_grad()) {
       Tensor db = Tensor::empty(n.in_shape[2], g.dtype());
@@ -58,6 +59,7 @@ void linear_bw(Node& n, const Tensor& g, Tensor* gi) {
             s.samples, out, g.dtype(), [&](std::int64_t i, T* part) { kern::active<T>().sum_cols(pg + i * rows * out, rows, out, part); },
             kern::out_ptr<T>(db));
       gi[2] = db;
+      autograd::SampleCountCheck::summed(db, s.samples);
     }
   });
 }
@@ -121,6 +123,7 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
             s.samples, M * K, g.dtype(), [&](std::int64_t i, T* part) { kern::active<T>().sum_cols(pd + i * per * M * K, per, M * K, part); },
             kern::out_ptr<T>(sum));
         gi[0] = reshape(sum, n.in_shape[0]);
+        autograd::SampleCountCheck::summed(sum, s.samples);
       }
     }
     if (n.in[1].needs_grad()) {
@@ -142,6 +145,7 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
         else if (ops::samples_in_one_gemm(rows, 0))  // as linear's: no sample's product stored
           ops::gemm_samples<T>(samples, K, N, rows, {pa, sa.cs, sa.rs}, rows * sa.rs, {pg, N, 1}, rows * N, kern::out_ptr<T>(db));
         else ops::batch_rule_over_samples<T>(samples, K * N, g.dtype(), [&](std::int64_t i, T* part) { part_db(i * rows, rows, part); }, kern::out_ptr<T>(db));
+        autograd::SampleCountCheck::summed(db, samples);
       }
       gi[1] = reshape(db, n.in_shape[1]);
     }

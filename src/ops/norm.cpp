@@ -58,11 +58,13 @@ void layer_norm_bw(Node& n, const Tensor& g, Tensor* gi) {
       Tensor dg = Tensor::empty(Shape{D}, g.dtype());
       sum_over_samples(pp, R, D, s.samples, kern::out_ptr<T>(dg), g.dtype());
       gi[1] = dg;
+      autograd::SampleCountCheck::summed(dg, s.samples);
     }
     if (n.n_inputs > 2 && n.in[2].needs_grad()) {
       Tensor dbeta = Tensor::empty(Shape{D}, g.dtype());
       sum_over_samples(pg, R, D, s.samples, kern::out_ptr<T>(dbeta), g.dtype());
       gi[2] = dbeta;
+      autograd::SampleCountCheck::summed(dbeta, s.samples);
     }
   });
 }

@@ -168,7 +168,9 @@ Tensor reduce_sum(const Tensor& x, std::vector<int> axes) {
   Tensor cc = kern::contiguous(cur);
   const std::int64_t R = cur_shape[0];
   autograd::SampleCountCheck::note("a sum over axis 0", R, s);
-  return sum_cols_raw(cc, R, R ? cc.numel() / R : cur_shape.without(0).numel(), kept);
+  Tensor out = sum_cols_raw(cc, R, R ? cc.numel() / R : cur_shape.without(0).numel(), kept);
+  autograd::SampleCountCheck::summed(out, R);
+  return out;
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {

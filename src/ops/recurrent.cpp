@@ -164,6 +164,7 @@ void recurrent_product_bw(Node& n, const Tensor& g, Tensor* gi) {
         ops::gemm_samples<T>(N, GH, H, Ts, {pG, 1, GH}, Ts * GH, {pX, H, 1}, Ts * H, kern::out_ptr<T>(dW));
       else ops::batch_rule_over_samples<T>(N, GH * H, g.dtype(), [&](std::int64_t i, T* part) { part_dw(i * Ts, Ts, part); }, kern::out_ptr<T>(dW));
       gi[1] = dW;
+      autograd::SampleCountCheck::summed(dW, N);
     }
     if (db) {
       Tensor dB = Tensor::empty(n.in_shape[2], g.dtype());
@@ -172,6 +173,7 @@ void recurrent_product_bw(Node& n, const Tensor& g, Tensor* gi) {
         ops::batch_rule_over_samples<T>(N, GH, g.dtype(), [&](std::int64_t i, T* part) { kern::active<T>().sum_cols(pG + i * Ts * GH, Ts, GH, part); },
                                         kern::out_ptr<T>(dB));
       gi[2] = dB;
+      autograd::SampleCountCheck::summed(dB, N);
     }
   });
 }

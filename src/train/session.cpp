@@ -16,12 +16,6 @@ bool whole_subtree(std::int64_t rows) {
   return (blocks & (blocks - 1)) == 0;
 }
 
-bool has_tied_weights(const Config& c) {
-  for (const LayerSpec& l : c.model.layers)
-    if (l.type == LayerKind::tied_head) return true;
-  return false;
-}
-
 bool has_batch_norm(const Config& c) {
   if (!c.model.onnx.empty()) return onnx::uses_op(c.model.onnx, "BatchNormalization");  // an imported graph's
   for (const LayerSpec& l : c.model.layers)
@@ -70,9 +64,6 @@ Session::Session(const Config& c, std::shared_ptr<data::Dataset> tr, std::shared
                 cfg.train.accumulate);
   if (const std::string why = dist::layout_problem(cfg.train.batch_size, cfg.train.accumulate, world()); !why.empty())
     throw dist::CollectiveError("train: cannot train on " + std::to_string(world()) + " ranks: " + why);
-  if (world() > 1 && has_tied_weights(cfg))
-    throw dist::CollectiveError("train: cannot train on " + std::to_string(world()) + " ranks: the model ties weights (tie_weights = true), "
-                                "whose gradients on several ranks would not be those of one process (contract T6); untie them or use one process");
   p.state.build_model(cfg, *p.train_ds, p.param_dtype);
   // batchnorm normalises every sample by the statistics of the whole optimizer batch (numerics
   // §31): a micro-batch's forward would need them before the later micro-batches have run, and

@@ -56,6 +56,8 @@ Session::StepOut Session::step(std::int64_t s) {
   }
   BatchStatsScope stats_scope(stats ? &*stats : nullptr);
   const optim::NamedTensors& params = p.state.params;
+  std::vector<Tensor> tensors;
+  for (const auto& [name, t] : params) tensors.push_back(t);
   p.reducer->begin(params, layout, rank());
   for (const dist::Range& node : layout.nodes[static_cast<std::size_t>(rank())]) {
     const std::int64_t n1 = layout.row_of(node.end);
@@ -74,8 +76,13 @@ Session::StepOut Session::step(std::int64_t s) {
       const float s_value = static_cast<float>(S.item());
       Tensor L = div(S, denom);
       if (p.scaler.log2() != 0) L = mul(L, std::ldexp(1.0, p.scaler.log2()));  // exact: a power of two
-      L.backward();
-      p.reducer->add(params, s_value);
+      // each use of a parameter apart (a tied head's two), its sums over samples checked
+      std::vector<std::vector<autograd::Use>> uses;
+      {
+        autograd::SampleCountCheck check(r1 - r0);
+        uses = autograd::backward_uses(L, tensors);
+      }
+      p.reducer->add(params, uses, s_value, true);
     }
   }
   r.loss = p.reducer->finish(params) / fdenom;

@@ -122,10 +122,7 @@ void print_header(const Session& session, const RunOptions& opt, const std::stri
     out << "note      training to step " << stop << ", past the configuration's plan of " << session.planned_steps()
         << " steps: the cosine schedule stays at its final learning rate " << strprintf("%.6g", session.schedule().at(session.planned_steps()))
         << "\n";
-  if (cfg.train.accumulate > 1 && has_tied_weights(cfg))
-    out << "note      the model ties weights: with micro-batches the tied matrix's gradient is summed in another order, so results may "
-        << "differ from accumulate = 1 (contract T5 does not hold for this configuration)\n";
-  else if (cfg.train.accumulate > 1 && !whole_subtree(micro))
+  if (cfg.train.accumulate > 1 && !whole_subtree(micro))
     out << "note      micro-batches of " << micro << " samples are not a power-of-two number of 32-sample blocks: results may differ "
         << "from accumulate = 1 (contract T5 does not hold for this configuration)\n";
   out.flush();
@@ -186,7 +183,7 @@ void evaluate_at(const Session& session, std::int64_t step, std::int64_t epoch, 
 // A run continued with another accumulate is the same run only when both splits keep T5.
 void check_resumed_accumulate(std::int64_t before, const Config& cfg, const std::string& dir) {
   if (before <= 0 || before == cfg.train.accumulate) return;
-  auto keeps_t5 = [&](std::int64_t k) { return k == 1 || (whole_subtree(cfg.train.batch_size / k) && !has_tied_weights(cfg)); };
+  auto keeps_t5 = [&](std::int64_t k) { return k == 1 || whole_subtree(cfg.train.batch_size / k); };
   if (keeps_t5(before) && keeps_t5(cfg.train.accumulate)) return;
   throw Error("resume: " + dir + " was trained with accumulate " + std::to_string(before) + "; accumulate " + std::to_string(cfg.train.accumulate) +
               " gives other bits (micro-batches of " + std::to_string(cfg.train.batch_size / (keeps_t5(before) ? cfg.train.accumulate : before)) +
