@@ -87,6 +87,9 @@ class Module {
   // registration order across the model; the default recurses into the children.
   virtual void init(Init weights, std::uint64_t seed, std::uint64_t& index);
 
+  // Each parameter once, under the first name it is reached by (PyTorch's de-duplication: a
+  // tensor tied into two layers, a module registered under two names), depth-first in
+  // registration order.
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<Tensor> parameters() const;
   // State that is not trained (BatchNorm's running statistics), named like the parameters:
@@ -137,8 +140,17 @@ class Module {
   void set_module(const std::string& name, std::shared_ptr<Module> m) { register_module(name, std::move(m)); }
   bool unregister(const std::string& name);
   bool buffer_persistent(const std::string& name) const;
+  // PyTorch's `layer.weight = other.weight`: own parameter `key` (its name or its state_dict
+  // key) becomes the tensor t itself, so the layers share it (a tied head); t must have the
+  // parameter's shape and dtype. False when the module has no parameter of that key.
+  bool tie_parameter(const std::string& key, const Tensor& t);
 
  protected:
+  // Layers that keep handles of their parameters (Linear::weight) take them again from the
+  // registered list after tie_parameter.
+  virtual void bind_parameters() {}
+  // Own parameter `name`, undefined when none is registered.
+  Tensor own_parameter(const std::string& name) const;
   Tensor& register_parameter(const std::string& name, Tensor t);
   Tensor& register_buffer(const std::string& name, Tensor t, bool persistent = true);
   void register_module(const std::string& name, std::shared_ptr<Module> m);
@@ -160,6 +172,7 @@ class Linear : public Module {
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
+  void bind_parameters() override;
   bool rowwise() const override { return true; }
   Tensor weight, bias;
   std::int64_t in_features, out_features;
@@ -209,6 +222,7 @@ class LayerNorm : public Module {
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
+  void bind_parameters() override;
   bool rowwise() const override { return true; }
   Tensor gamma, beta;
 
@@ -224,6 +238,7 @@ class Embedding : public Module {  // i64 indices [..] -> [.., dim]
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
+  void bind_parameters() override;
   Tensor weight;
 };
 
@@ -241,6 +256,7 @@ class BatchNorm : public Module {
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
+  void bind_parameters() override;
   bool uses_batch_statistics() const override { return true; }
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
@@ -260,6 +276,7 @@ class TokenEmbedding : public Module {
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
+  void bind_parameters() override;
   Tensor wte, wpe;
 
  private:
@@ -347,6 +364,7 @@ class RMSNorm : public Module {
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
+  void bind_parameters() override;
   Tensor gamma;
 
  private:
@@ -364,6 +382,7 @@ class GroupNorm : public Module {
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
+  void bind_parameters() override;
   Tensor gamma, beta;
 
  private:
@@ -388,6 +407,7 @@ class Recurrent : public Module {
   Tensor forward_steps(const Tensor& x, std::vector<Tensor>& state, const Context& ctx) override;  // state: {h_n, c_n}
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
+  void bind_parameters() override;
   const std::vector<RnnParams>& layer_params() const { return params_; }
   RnnMode mode() const { return mode_; }
   std::int64_t input_size, hidden_size, num_layers;

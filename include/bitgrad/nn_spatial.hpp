@@ -22,6 +22,7 @@ class Conv : public Module {
   Tensor forward(const Tensor& x, const Context& ctx) override;
   Shape output_shape(const Shape& in) const override;
   std::string describe() const override;
+  void bind_parameters() override;
   Tensor weight, bias;
   std::int64_t in_channels, out_channels;
   std::vector<int> kernel;

@@ -54,4 +54,9 @@ std::string BatchNorm::describe() const {
   return str("BatchNorm", dims_, "d(", features_, ", eps=", eps_, ", momentum=", momentum_, weight.defined() ? "" : ", affine=False", ")");
 }
 
+void BatchNorm::bind_parameters() {
+  weight = own_parameter("weight");
+  bias = own_parameter("bias");
+}
+
 }  // namespace bitgrad::nn

@@ -191,4 +191,15 @@ std::string Sequential::describe() const {
   return out + ")";
 }
 
+// ---- tie_parameter: the handles again from the registered list ----
+void Linear::bind_parameters() {
+  weight = own_parameter("weight");
+  bias = own_parameter("bias");
+}
+void LayerNorm::bind_parameters() {
+  gamma = own_parameter("gamma");
+  beta = own_parameter("beta");
+}
+void Embedding::bind_parameters() { weight = own_parameter("weight"); }
+
 }  // namespace bitgrad::nn

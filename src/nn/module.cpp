@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <unordered_set>
 
 #include "bitgrad/math.hpp"
 #include "bitgrad/nn.hpp"
@@ -144,10 +145,35 @@ void Module::train(bool on) {
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
-  std::vector<std::pair<std::string, Tensor>> out = params_;
-  for (const auto& [name, child] : children_)
-    for (auto& [pn, t] : child->named_parameters()) out.emplace_back(name + "." + pn, t);
+  std::vector<std::pair<std::string, Tensor>> out;
+  std::unordered_set<const TensorImpl*> seen;  // looked up, never iterated: the order is the walk's
+  auto walk = [&](auto& self, const Module& m, const std::string& prefix) -> void {
+    for (const auto& [n, t] : m.params_)
+      if (seen.insert(t.impl_ptr().get()).second) out.emplace_back(prefix + n, t);
+    for (const auto& [n, c] : m.children_) self(self, *c, prefix + n + ".");
+  };
+  walk(walk, *this, "");
   return out;
+}
+
+Tensor Module::own_parameter(const std::string& name) const {
+  for (const auto& [n, t] : params_)
+    if (n == name) return t;
+  return Tensor();
+}
+
+bool Module::tie_parameter(const std::string& key, const Tensor& t) {
+  auto it = std::find_if(params_.begin(), params_.end(), [&](const auto& e) { return e.first == key || state_key(e.first) == key; });
+  if (it == params_.end()) return false;
+  BITGRAD_CHECK(t.defined() && t.shape() == it->second.shape() && t.dtype() == it->second.dtype(), describe().c_str(), "'", key,
+                "' is ", dtype_name(it->second.dtype()), " ", it->second.shape().str(), "; the tensor assigned to it is ",
+                t.defined() ? dtype_name(t.dtype()) : "undefined", " ", t.defined() ? t.shape().str() : "",
+                " (a layer's parameter is replaced by a tensor of its shape and dtype: tie layers whose shapes agree)");
+  BITGRAD_CHECK(t.requires_grad() && t.is_leaf(), describe().c_str(), "'", key,
+                "' must be a leaf tensor that requires grad (another layer's parameter, or nn.Parameter)");
+  it->second = t;
+  bind_parameters();
+  return true;
 }
 
 std::vector<Tensor> Module::parameters() const {

@@ -68,4 +68,10 @@ std::string GroupNorm::describe() const {
   return instance_ ? str("InstanceNorm(", channels_, affine, ")") : str("GroupNorm(", groups_, ", ", channels_, affine, ")");
 }
 
+void RMSNorm::bind_parameters() { gamma = own_parameter("gamma"); }
+void GroupNorm::bind_parameters() {
+  gamma = own_parameter("gamma");
+  beta = own_parameter("beta");
+}
+
 }  // namespace bitgrad::nn

@@ -76,4 +76,15 @@ std::string Recurrent::describe() const {
              last_only ? ", last" : "", ")");
 }
 
+void Recurrent::bind_parameters() {
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    const std::string l = "_l" + std::to_string(k);
+    RnnParams& p = params_[k];
+    p.w_ih = own_parameter("weight_ih" + l);
+    p.w_hh = own_parameter("weight_hh" + l);
+    p.b_ih = own_parameter("bias_ih" + l);
+    p.b_hh = own_parameter("bias_hh" + l);
+  }
+}
+
 }  // namespace bitgrad::nn

@@ -182,4 +182,9 @@ std::string Upsample::describe() const {
   return oh_ ? str("Upsample(size=(", oh_, ", ", ow_, "), ", mode, ")") : str("Upsample(scale=(", sh_, ", ", sw_, "), ", mode, ")");
 }
 
+void Conv::bind_parameters() {
+  weight = own_parameter("weight");
+  bias = own_parameter("bias");
+}
+
 }  // namespace bitgrad::nn

@@ -211,4 +211,9 @@ Shape TiedHead::output_shape(const Shape& in) const {
 }
 std::string TiedHead::describe() const { return str("TiedHead(", weight_.shape()[1], ", ", weight_.shape()[0], ")"); }
 
+void TokenEmbedding::bind_parameters() {
+  wte = own_parameter("wte");
+  wpe = own_parameter("wpe");
+}
+
 }  // namespace bitgrad::nn

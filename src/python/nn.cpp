@@ -123,6 +123,7 @@ void init_nn(py::module_& top) {
       .def("_set_buffer", [](Module& mod, const std::string& name, const Tensor& t, bool persistent) { mod.set_buffer(name, t, persistent); })
       .def("_set_module", [](Module& mod, const std::string& name, const py::handle& child) { mod.set_module(name, hold_module(child)); })
       .def("_unregister", &Module::unregister)
+      .def("_tie_parameter", [](Module& mod, const std::string& key, const Tensor& t) { return mod.tie_parameter(key, t); })
       .def("_own_names", [](const Module& mod) {
         // (parameters, buffers) registered on this module itself (not its children)
         py::list ps, bs;

@@ -191,10 +191,12 @@ class Accumulator:
             sizes, self._sizes = self._sizes, []
             shown = sizes if len(sizes) <= 8 else "%s, ..." % sizes[:8]
             if mismatch:
+                hint = ("use the parameter itself in the op that sums over the samples (an op between them, such as w * 0.3, "
+                        "acts on each micro-batch's sum rather than the batch's)" if "received a gradient" in mismatch else
+                        "keep the samples on axis 0 where they meet the parameters (run the layers batch-first)")
                 raise _b.InputError(
-                    "accumulate: the micro-batches' gradients are not the whole batch's: %s (contract T5, numerics.md §42); keep "
-                    "the samples on axis 0 where they meet the parameters (run the layers batch-first), or strict=False for the "
-                    "tree over micro-batches" % mismatch)
+                    "accumulate: the micro-batches' gradients are not the whole batch's: %s (contract T5, numerics.md §10, §42); "
+                    "%s, or strict=False for the tree over micro-batches" % (mismatch, hint))
             if blocks:
                 raise _b.InputError(
                     "accumulate: the model's ONNX graph keeps its samples apart only per 32-sample block (numerics.md §42), so the "

@@ -72,8 +72,19 @@ def _kinds(m):
 
 
 def _setattr(self, name, value):
-    if name.startswith("__") or not _is_python(self):
+    if name.startswith("__"):
         return _object_setattr(self, name, value)
+    if not _is_python(self):
+        # PyTorch's tying, `head.weight = tok.weight`: the layer's parameter becomes that tensor
+        if isinstance(value, _Tensor) and self._tie_parameter(name, value):
+            return None
+        try:
+            return _object_setattr(self, name, value)
+        except AttributeError:
+            if isinstance(value, _Tensor) and name in dict(self.state_dict()):
+                raise AttributeError("%s has no parameter '%s' to replace ('%s' is a buffer or a derived value)"
+                                     % (type(self).__name__, name, name)) from None
+            raise
     if name == "training":
         self._train(bool(value))
         return None
@@ -213,11 +224,19 @@ def buffers(self):
     return [t for _, t in _cpp_named_buffers(self)]
 
 
-def named_modules(self, prefix=""):
-    """(name, module) of this module ('') and every descendant, depth-first in registration order."""
+def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+    """(name, module) of this module ('') and every descendant, depth-first in registration order;
+    a module reachable under two names is listed once, under the first (PyTorch's
+    remove_duplicate)."""
+    if memo is None:
+        memo = set()
+    if remove_duplicate:
+        if id(self) in memo:
+            return []
+        memo.add(id(self))
     out = [(prefix, self)]
     for name, child in self.named_children():
-        out += child.named_modules(prefix + ("." if prefix else "") + name)
+        out += child.named_modules(memo, prefix + ("." if prefix else "") + name, remove_duplicate)
     return out
 
 
