@@ -87,6 +87,9 @@ class GraphModule : public nn::Module {
   // batch when the file fixes one above 1, else at 3 samples: what training checks before its
   // first step.
   SampleAnalysis samples_of_batches(const Shape& sample) const;
+  // Whether a forward of this input shape that trains or takes gradients runs each 32-sample
+  // block apart (ops::per_block): the graph is per_block without batch statistics (§42).
+  bool runs_per_block(const Shape& input) const;
   // The same at the shape of the latest forward's input (3 samples of it), else at the declared
   // input shape (3 samples where the batch is free); an error when neither fixes every dimension.
   SampleAnalysis samples() const;

@@ -27,6 +27,13 @@ namespace bitgrad {
 // backward fails naming its shape.
 Tensor checkpoint(std::function<Tensor(const Tensor&)> fn, const Tensor& x, const std::vector<Tensor>& params,
                   CallSite site = CallSite::current());
+// Blocks of samples run apart (numerics.md §42): fn(x_b, first_row) on each `block`-row block of
+// x's axis 0, each recorded as a graph of its own, the outputs concatenated. Backward: each
+// block's graph on its own; a parameter's contributions within a block added in arrival order,
+// the blocks by the pairwise tree — the bits of running each block as its own piece. Every
+// tensor inside fn that requires grad must be x_b or in params.
+Tensor per_block(const std::function<Tensor(const Tensor&, std::int64_t)>& fn, const Tensor& x, const std::vector<Tensor>& params,
+                 std::int64_t block, CallSite site = CallSite::current());
 // True on a thread while a checkpoint's backward runs its segment again (a second forward of
 // the same step: BatchNorm does not update its running statistics then).
 bool recomputing();

@@ -333,10 +333,10 @@ void add_gradient_part(int input, const Tensor& g) {
 }
 
 std::vector<std::vector<Tensor>> grad_parts(const Tensor& root, const Tensor& seed_in, const std::vector<Tensor>& inputs,
-                                            std::string* unlisted) {
+                                            std::string* unlisted, bool retain_graph) {
   const Tensor seed = checked_seed(root, seed_in);
   std::vector<std::vector<Tensor>> out(inputs.size());
-  walk(root, seed, false, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g, const Node*) {
+  walk(root, seed, retain_graph, [&](const std::shared_ptr<TensorImpl>& impl, const Tensor& g, const Node*) {
     for (std::size_t i = 0; i < inputs.size(); ++i)
       if (inputs[i].impl_ptr().get() == impl.get()) {
         out[i].push_back(g);

@@ -157,7 +157,7 @@ bool add_placed_gradient(int input, const Tensor& g, int axis, std::int64_t star
 void add_gradient_part(int input, const Tensor& g);
 // Like grad(), but every contribution that reaches an input, unsummed, in arrival order.
 std::vector<std::vector<Tensor>> grad_parts(const Tensor& root, const Tensor& seed, const std::vector<Tensor>& inputs,
-                                            std::string* unlisted);
+                                            std::string* unlisted, bool retain_graph = false);
 
 Node* allocate_node();  // refs == 0; wrap in NodePtr
 // Times a thread took the node pool's shared lock to allocate or free a node (its own list was

@@ -12,6 +12,7 @@
 
 #include "bitgrad/io.hpp"
 #include "onnx/graph_impl.hpp"
+#include "kernels/kernels.hpp"
 #include "ops/fused.hpp"
 
 namespace bitgrad::onnx {
@@ -494,7 +495,24 @@ Tensor GraphModule::forward(const Tensor& x, const nn::Context& ctx) {
     const std::lock_guard<std::mutex> lock(seen_mutex_);
     seen_ = x.shape().vec();
   }
+  // A graph that keeps its samples apart only per 32-sample block (numerics §42) runs each block
+  // as its own forward and backward wherever a batch of more than one block trains or takes
+  // gradients: a plain forward and backward then has the bits of bitgrad.accumulate, the
+  // training step and every split (its dropout keyed by each block's first row). Evaluation
+  // without gradients is batch-invariant (T4) and runs whole; batch statistics need the whole.
+  if (x.ndim() > 0 && x.shape()[0] > kern::kBatchBlock && (ctx.training || grad_enabled()) && runs_per_block(x.shape()))
+    return per_block([&](const Tensor& xb, std::int64_t r0) {
+      nn::Context c = ctx;
+      c.row_offset = ctx.row_offset + r0;
+      return run_graph(*g_, {xb}, c)[0];
+    }, x, params_, kern::kBatchBlock);
   return run_graph(*g_, {x}, ctx)[0];
+}
+
+bool GraphModule::runs_per_block(const Shape& input) const {
+  if (input.ndim() == 0) return false;
+  const SampleAnalysis a = samples_of_batches(input.without(0));
+  return a.mode == SampleAnalysis::Mode::per_block && !a.batch_statistics;
 }
 
 std::vector<Tensor> GraphModule::run(const std::vector<Tensor>& inputs, const nn::Context& ctx) { return run_graph(*g_, inputs, ctx); }

@@ -103,6 +103,9 @@ void init_distributed(py::module_& top) {
       .def("finish", [](dist::GradientCombiner& c, const dist::StepPlan& plan) { return nogil([&] { return c.finish(plan); }); },
            py::arg("plan"))
       .def("reset", &dist::GradientCombiner::reset)
+      .def_property("per_block", &dist::GradientCombiner::per_block, &dist::GradientCombiner::set_per_block,
+                    "Pieces that are an imported graph's 32-sample blocks (numerics.md §42): a piece's uses of a parameter added "
+                    "before the tree, not kept apart (set between steps)")
       .def_property_readonly("pieces", &dist::GradientCombiner::pieces)
       .def_property_readonly("nodes", &dist::GradientCombiner::nodes);
 

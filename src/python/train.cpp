@@ -239,7 +239,15 @@ void init_train(py::module_& m) {
   io.def("save_safetensors", [](const std::string& path, const py::object& tensors, const std::map<std::string, std::string>& metadata) {
     io::NamedTensors ts;
     if (py::isinstance<py::dict>(tensors))
-      for (auto item : tensors.cast<py::dict>()) ts.emplace_back(item.first.cast<std::string>(), item.second.cast<Tensor>());
+      for (auto item : tensors.cast<py::dict>()) {
+        const std::string key = py::str(item.first).cast<std::string>();
+        if (!py::isinstance<Tensor>(item.second))
+          throw py::type_error("save_safetensors: the value of '" + key + "' is a " +
+                               std::string(py::str(py::type::of(item.second).attr("__name__"))) +
+                               ", not a bitgrad.Tensor (a safetensors file holds tensors; an optimizer's state_dict also holds "
+                               "its step count under 'steps': keep it in the metadata, metadata={'steps': str(state.pop('steps'))})");
+        ts.emplace_back(key, item.second.cast<Tensor>());
+      }
     else
       ts = tensors.cast<io::NamedTensors>();
     nogil([&] { io::save_safetensors(path, ts, metadata); });

@@ -16,23 +16,36 @@ from . import _bitgrad as _b
 Tensor = _b.Tensor
 
 
-def _param_list(params, what):
-    """The tensors of a module (its named_parameters), of (name, tensor) pairs or of tensors that
-    require grad (a frozen parameter takes no part, as in the optimizer)."""
+def _named_param_list(params, what):
+    """(name, tensor) of a module (its named_parameters), of (name, tensor) pairs or of tensors
+    (named by position) that require grad (a frozen parameter takes no part, as in the optimizer)."""
     if isinstance(params, Tensor):
-        return [params] if params.requires_grad else []
+        return [("0", params)] if params.requires_grad else []
     if hasattr(params, "named_parameters"):
-        return [t for _, t in params.named_parameters() if t.requires_grad]
+        return [(n, t) for n, t in params.named_parameters() if t.requires_grad]
     out = []
-    for p in params:
+    for i, p in enumerate(params):
         if isinstance(p, Tensor):
-            out.append(p)
+            out.append((str(i), p))
         elif isinstance(p, (tuple, list)) and len(p) == 2 and isinstance(p[1], Tensor):
-            out.append(p[1])
+            out.append((str(p[0]), p[1]))
         else:
             raise TypeError("%s: expected a module, (name, tensor) pairs or tensors, got an element of type %s"
                             % (what, type(p).__name__))
-    return [t for t in out if t.requires_grad]
+    return [(n, t) for n, t in out if t.requires_grad]
+
+
+def _param_list(params, what):
+    return [t for _, t in _named_param_list(params, what)]
+
+
+def _name_parameter(text, names):
+    """The combine's "parameter 3 [shape]" with the parameter's name instead of its index."""
+    import re
+    m = re.match(r"parameter (\d+) ", text)
+    if m and int(m.group(1)) < len(names):
+        return "parameter '%s' " % names[int(m.group(1))] + text[m.end():]
+    return text
 
 
 def _modules(model):
@@ -142,14 +155,25 @@ class Accumulator:
         if not divisor or divisor <= 0:
             raise _b.InputError("Accumulator: divisor is %r; expected the whole batch's samples (times the values per "
                                 "sample), what a mean over the batch divides by" % (divisor,))
-        self.params = _param_list(params, "Accumulator")
+        named = _named_param_list(params, "Accumulator")
+        self.params = [t for _, t in named]
+        self._names = [n for n, _ in named]
         self._model = params if hasattr(params, "parameters") and not isinstance(params, Tensor) else None
         self.divisor = divisor
         self.strict = strict
         self.whole_batch = None
-        self.per_block = False  # set by accumulate() when it runs each 32-sample block itself
         self._comb = _b.distributed.GradientCombiner(self.params)
         self._sizes = []
+
+    @property
+    def per_block(self):
+        """Set by accumulate() when it runs each 32-sample block of an imported graph as its own piece
+        (numerics.md §42): a piece's uses of a parameter are then added before the tree."""
+        return self._comb.per_block
+
+    @per_block.setter
+    def per_block(self, on):
+        self._comb.per_block = bool(on)
 
     @property
     def row_offset(self):
@@ -175,17 +199,15 @@ class Accumulator:
         if not self._sizes:
             raise _b.InputError("Accumulator.finish: no micro-batch was added")
         plan = _b.distributed.plan_micro_batches(self._sizes)
-        whole, blocks, mismatch = plan.whole_batch, False, ""
-        mode = "batch_rule"
+        whole, mismatch = plan.whole_batch, ""
         if self._model is not None and not self.per_block:
-            mode = _sample_mode(self._model, None, "Accumulator", len(self._sizes) > 1)
-        if whole and mode == "per_block" and max(self._sizes) > 32:
-            # an imported graph kept apart per block (numerics §42): the batch's bits are those of
-            # its 32-sample blocks, each its own piece
-            whole, blocks = False, True
-        elif whole and mode == "batch_rule" and not self.per_block and len(self._sizes) > 1 and self._comb.sample_mismatch:
-            # what the backward ran: a sum over samples that was not the batch rule over them
-            whole, mismatch = False, self._comb.sample_mismatch
+            # an imported graph that mixes its samples is refused; one kept apart per 32-sample
+            # block runs its blocks apart itself (numerics §42), so its micro-batches need no more
+            _sample_mode(self._model, None, "Accumulator", len(self._sizes) > 1)
+        if whole and not self.per_block and len(self._sizes) > 1 and self._comb.sample_mismatch:
+            # what the backward ran: a sum over samples off the batch rule, or a use of a parameter
+            # that is not one such sum (numerics §10, "Uses")
+            whole, mismatch = False, _name_parameter(self._comb.sample_mismatch, self._names)
         if self.strict and not whole:
             self._comb.reset()
             sizes, self._sizes = self._sizes, []
@@ -197,11 +219,6 @@ class Accumulator:
                 raise _b.InputError(
                     "accumulate: the micro-batches' gradients are not the whole batch's: %s (contract T5, numerics.md §10, §42); "
                     "%s, or strict=False for the tree over micro-batches" % (mismatch, hint))
-            if blocks:
-                raise _b.InputError(
-                    "accumulate: the model's ONNX graph keeps its samples apart only per 32-sample block (numerics.md §42), so the "
-                    "batch's bits are those of its blocks, each its own forward and backward; micro-batches of %s samples are not "
-                    "(use micro-batches of 32, or bitgrad.accumulate, which splits them)" % (shown,))
             raise _b.InputError(
                 "accumulate: micro-batches of %s samples are not each a power-of-two number of 32-sample blocks (the last "
                 "one no longer), so their tree is not the whole batch's (contract T5); use such sizes, or strict=False for "

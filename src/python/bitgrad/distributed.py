@@ -21,7 +21,7 @@ import sys as _sys
 import numpy as _np
 
 from . import _bitgrad as _b
-from ._accumulate import _param_list, _per_sample, _refuse_batch_norm, _sample_mode, _split
+from ._accumulate import _name_parameter, _named_param_list, _per_sample, _refuse_batch_norm, _sample_mode, _split
 
 _d = _b.distributed
 globals().update({k: v for k, v in vars(_d).items() if not k.startswith("_")})
@@ -202,7 +202,9 @@ class DataParallel:
                 _refuse_batch_norm(model, "DataParallel on %d rank(s) in %d micro-batch(es)" % (self.world, self.accumulate))
             except _b.InputError as e:
                 raise RefusedError(str(e)) from None
-        self.params = _param_list(model, "DataParallel")
+        named = _named_param_list(model, "DataParallel")
+        self.params = [t for _, t in named]
+        self._names = [n for n, _ in named]
         self._per_block = False  # an imported graph run per 32-sample block (numerics.md §42), found at the first step
         self.whole_batch = None  # after a step: whether its bits are the whole batch's (plan, and what the backward ran)
         self.sample_mismatch = ""  # after a step: its first sum over samples off the batch rule
@@ -236,6 +238,7 @@ class DataParallel:
         try:
             self._per_block = _sample_mode(self.model, x, "DataParallel on %d rank(s) in %d micro-batch(es)" % (self.world, self.accumulate),
                                            self.world > 1 or self.accumulate > 1) == "per_block"
+            self._comb.per_block = self._per_block  # its pieces are its blocks: their uses added first
         except _b.InputError as e:
             raise RefusedError(str(e)) from None
         plan = self.plan(rows)
@@ -260,7 +263,7 @@ class DataParallel:
             # the whole batch's bits: the plan's, unless a sum over samples was off the batch rule
             # (not for a graph run per block, whose blocks are the pieces: numerics.md §42)
             self.whole_batch = plan.whole_batch and (pieces <= 1 or self._per_block or not self._comb.sample_mismatch)
-            self.sample_mismatch = "" if self._per_block else self._comb.sample_mismatch
+            self.sample_mismatch = "" if self._per_block else _name_parameter(self._comb.sample_mismatch, self._names)
         except BaseException:
             self._comb.reset()
             raise
