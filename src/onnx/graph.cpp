@@ -496,11 +496,12 @@ Tensor GraphModule::forward(const Tensor& x, const nn::Context& ctx) {
     seen_ = x.shape().vec();
   }
   // A graph that keeps its samples apart only per 32-sample block (numerics §42) runs each block
-  // as its own forward and backward wherever a batch of more than one block trains or takes
-  // gradients: a plain forward and backward then has the bits of bitgrad.accumulate, the
-  // training step and every split (its dropout keyed by each block's first row). Evaluation
-  // without gradients is batch-invariant (T4) and runs whole; batch statistics need the whole.
-  if (x.ndim() > 0 && x.shape()[0] > kern::kBatchBlock && (ctx.training || grad_enabled()) && runs_per_block(x.shape()))
+  // as its own forward and backward wherever it trains or takes gradients: a plain forward and
+  // backward then has the bits of bitgrad.accumulate, the training step and every split (its
+  // dropout keyed by each block's first row), and each parameter gets one gradient per piece,
+  // the tree over its blocks. Evaluation without gradients is batch-invariant (T4) and runs
+  // whole; batch statistics need the whole batch.
+  if (x.ndim() > 0 && x.shape()[0] > 0 && (ctx.training || grad_enabled()) && runs_per_block(x.shape()))
     return per_block([&](const Tensor& xb, std::int64_t r0) {
       nn::Context c = ctx;
       c.row_offset = ctx.row_offset + r0;

@@ -137,8 +137,10 @@ def test_python_accumulate_gives_the_whole_batch_or_refuses(graphs, name):
     assert accumulated(path, kind, [64, 40]) == accumulated(path, kind, [104])  # a short last micro-batch: the tree's tail
 
 
-def test_an_accumulator_reports_the_whole_batch_only_for_the_blocks_of_a_per_block_graph(graphs):
-    # the torch TransformerEncoder LM run sequence-first: its bits are those of its 32-sample blocks
+def test_a_per_block_graph_gives_its_blocks_bits_in_every_loop(graphs):
+    # the torch TransformerEncoder LM run sequence-first: its bits are those of its 32-sample
+    # blocks, which it runs apart in every forward that trains (ops::per_block), so a plain loop,
+    # micro-batches of 64 and the Accumulator give them
     g = bg.onnx.load(str(graphs / "encoder_lm_seq_first.onnx"))
     x, y = batches("tokens", 128)
 
@@ -159,15 +161,18 @@ def test_an_accumulator_reports_the_whole_batch_only_for_the_blocks_of_a_per_blo
         loss = acc.finish()
         return acc.whole_batch, loss.item(), grads()
 
-    blocks, halves = by_hand([32] * 4), by_hand([64, 64])
-    assert blocks[0] is True and halves[0] is False  # a forward of 64 samples is not two blocks' bits
+    blocks, halves = by_hand([32] * 4), by_hand([64, 64], strict=True)
+    assert blocks[0] is True and halves[0] is True
+    assert halves[1:] == blocks[1:]
     for _, p in g.named_parameters():
         p.grad = None
-    loss = bg.accumulate(g, [(x, y)], loss_fn)  # the whole batch in one micro-batch: run per block
+    loss = bg.accumulate(g, [(x, y)], loss_fn)  # the whole batch in one micro-batch
     assert (loss.item(), grads()) == blocks[1:]
-    assert halves[1:] != blocks[1:]
-    with pytest.raises(bg.InputError, match="keeps its samples apart only per 32-sample block"):
-        by_hand([64, 64], strict=True)
+    for _, p in g.named_parameters():  # the plain loop: one forward and backward of the whole batch
+        p.grad = None
+    loss = bg.cross_entropy(g(x, bg.nn.Context(training=True, seed=5, step=0)), y, reduction="sum") / (128 * sam.SEQ)
+    loss.backward()
+    assert (loss.item(), grads()) == blocks[1:]
 
 
 DATA_PARALLEL = """
