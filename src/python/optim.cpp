@@ -107,25 +107,35 @@ void init_optim(py::module_& top) {
         return o.opt->describe() + ", lr " + (o.schedule ? o.schedule->describe() : std::to_string(o.lr));
       });
 
-  auto make = [](std::unique_ptr<optim::Optimizer> opt, double lr, std::optional<optim::Schedule> sched) {
+  // lr: a number, or an optim.Schedule (then the same as schedule=, which it may not repeat)
+  auto make = [](std::unique_ptr<optim::Optimizer> opt, const py::object& lr, std::optional<optim::Schedule> sched) {
     PyOptimizer o;
+    if (py::isinstance<optim::Schedule>(lr)) {
+      BITGRAD_CHECK(!sched, opt->describe().c_str(), "the learning rate is a Schedule and schedule= is given too; pass one of them");
+      sched = lr.cast<optim::Schedule>();
+      o.lr = sched->at(0);
+    } else if (py::isinstance<py::float_>(lr) || (py::isinstance<py::int_>(lr) && !py::isinstance<py::bool_>(lr))) {
+      o.lr = lr.cast<double>();
+    } else {
+      throw py::type_error(opt->describe() + ": lr is a " + std::string(py::str(py::type::of(lr).attr("__name__"))) +
+                           "; expected a number or a bitgrad.optim.Schedule");
+    }
     o.opt = std::move(opt);
-    o.lr = lr;
     o.schedule = std::move(sched);
     return o;
   };
-  m.def("SGD", [make](const py::object& params, double lr, double momentum, double weight_decay, bool nesterov,
+  m.def("SGD", [make](const py::object& params, const py::object& lr, double momentum, double weight_decay, bool nesterov,
                       std::optional<optim::Schedule> schedule) {
     optim::SgdOptions o;
     o.momentum = momentum;
     o.weight_decay = weight_decay;
     o.nesterov = nesterov;
     return make(std::make_unique<optim::Sgd>(params_of(params, "SGD"), o), lr, std::move(schedule));
-  }, py::arg("params"), py::arg("lr") = 0.01, py::kw_only(), py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0,
+  }, py::arg("params"), py::arg("lr") = py::float_(0.01), py::kw_only(), py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0,
         py::arg("nesterov") = false, py::arg("schedule") = py::none(),
         "SGD with momentum, weight decay and Nesterov (numerics.md, Optimizers). params: a module, (name, tensor) pairs or tensors.");
   auto adam = [make](const char* name, bool decoupled) {
-    return [make, name, decoupled](const py::object& params, double lr, std::pair<double, double> betas, double eps, double weight_decay,
+    return [make, name, decoupled](const py::object& params, const py::object& lr, std::pair<double, double> betas, double eps, double weight_decay,
                                    bool decay_matrices_only, std::optional<optim::Schedule> schedule) {
       optim::AdamOptions o;
       o.beta1 = betas.first;
@@ -137,9 +147,9 @@ void init_optim(py::module_& top) {
       return make(std::make_unique<optim::Adam>(params_of(params, name), o), lr, std::move(schedule));
     };
   };
-  m.def("Adam", adam("Adam", false), py::arg("params"), py::arg("lr") = 0.001, py::kw_only(), py::arg("betas") = std::make_pair(0.9, 0.999),
+  m.def("Adam", adam("Adam", false), py::arg("params"), py::arg("lr") = py::float_(0.001), py::kw_only(), py::arg("betas") = std::make_pair(0.9, 0.999),
         py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.0, py::arg("decay_matrices_only") = false, py::arg("schedule") = py::none());
-  m.def("AdamW", adam("AdamW", true), py::arg("params"), py::arg("lr") = 0.001, py::kw_only(), py::arg("betas") = std::make_pair(0.9, 0.999),
+  m.def("AdamW", adam("AdamW", true), py::arg("params"), py::arg("lr") = py::float_(0.001), py::kw_only(), py::arg("betas") = std::make_pair(0.9, 0.999),
         py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.01, py::arg("decay_matrices_only") = false, py::arg("schedule") = py::none(),
         "Adam with decoupled weight decay.");
   m.def("clip_grad_norm", [](const py::object& params, double max_norm) {

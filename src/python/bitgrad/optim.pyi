@@ -35,7 +35,7 @@ class Optimizer:
 
 def SGD(
     params: _Params,
-    lr: float = 0.01,
+    lr: Union[float, Schedule] = 0.01,
     *,
     momentum: float = 0.0,
     weight_decay: float = 0.0,
@@ -44,7 +44,7 @@ def SGD(
 ) -> Optimizer: ...
 def Adam(
     params: _Params,
-    lr: float = 0.001,
+    lr: Union[float, Schedule] = 0.001,
     *,
     betas: Tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-08,
@@ -54,7 +54,7 @@ def Adam(
 ) -> Optimizer: ...
 def AdamW(
     params: _Params,
-    lr: float = 0.001,
+    lr: Union[float, Schedule] = 0.001,
     *,
     betas: Tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-08,
