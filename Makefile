@@ -1,13 +1,13 @@
 # The README's two commands:
 #   make demo   install dependencies, build the CLI, run the main job
 #   make test   install dependencies, build, run every test and the cross-build check
-# Other targets: build, package, package-check, bench, bench-fastest, bench-dist, bench-gpt, bench-precision, bench-python, bench-serve, bench-zoo, contract, contract-torch, crosscheck, onnx-table, onnx-roundtrip,
+# Other targets: build, package, package-check, bench, bench-fastest, bench-dist, bench-gpt, bench-precision, bench-python, bench-serve, bench-zoo, contract, contract-torch, contract-python, crosscheck, onnx-table, onnx-roundtrip,
 # soak, pip-check, sanitize, sanitize-ci, tsan, fuzz, accuracy, clean.
 SHELL := /bin/bash
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test package package-check crosscheck sanitize sanitize-ci tsan fuzz bench bench-fastest bench-dist bench-dist-hosts bench-gpt bench-precision bench-python bench-serve bench-zoo contract contract-torch soak pip-check onnx-table onnx-roundtrip accuracy clean
+.PHONY: deps configure build demo test package package-check crosscheck sanitize sanitize-ci tsan fuzz bench bench-fastest bench-dist bench-dist-hosts bench-gpt bench-precision bench-python bench-serve bench-zoo contract contract-torch contract-python soak pip-check onnx-table onnx-roundtrip accuracy clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -46,6 +46,12 @@ contract: build
 contract-torch: build
 	@PYTHONPATH=$(BUILD)/python /usr/bin/python3 tests/python/sample_axis_models.py --export $(BUILD)/torch-idioms
 	@$(BUILD)/bin/contract_fuzz --torch $(BUILD)/torch-idioms --cases $(N) --seed $(SEED) --keep-going --out $(BUILD)/contract-failures
+
+# The Python side's draws of shared parameters (tests/python/test_contract_sharing.py): N_PY
+# Hypothesis examples (the suite runs 40).
+N_PY ?= 2000
+contract-python: build
+	@cd $(BUILD) && BITGRAD_SHARING_EXAMPLES=$(N_PY) PYTHONPATH=python BITGRAD_SOURCE_DIR=$(CURDIR) /usr/bin/python3 -m pytest -q -p no:cacheprovider ../tests/python/test_contract_sharing.py
 
 # The server's soak (tests/serve/soak_test.cpp, docs/serving.md "Limits"): SOAK_SECONDS of
 # honest clients comparing bytes beside dripping, half-closing, vanishing and random ones. The

@@ -34,6 +34,11 @@ Tensor checkpoint(std::function<Tensor(const Tensor&)> fn, const Tensor& x, cons
 // tensor inside fn that requires grad must be x_b or in params.
 Tensor per_block(const std::function<Tensor(const Tensor&, std::int64_t)>& fn, const Tensor& x, const std::vector<Tensor>& params,
                  std::int64_t block, CallSite site = CallSite::current());
+// A caller's differentiable function (bitgrad.autograd.Function): y, computed by its forward without
+// recording, becomes the output of one node over `inputs` whose backward is backward(g) -> one
+// gradient per input (undefined for none), checked against each input's shape and dtype.
+Tensor custom_function(const std::string& name, const std::vector<Tensor>& inputs, const Tensor& y,
+                       std::function<std::vector<Tensor>(const Tensor&)> backward, CallSite site = CallSite::current());
 // True on a thread while a checkpoint's backward runs its segment again (a second forward of
 // the same step: BatchNorm does not update its running statistics then).
 bool recomputing();

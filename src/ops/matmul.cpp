@@ -247,6 +247,9 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, const Tensor& bias, CallSit
   if (a.ndim() > 1) out.push_back(M);
   if (b.ndim() > 1) out.push_back(N);
   Tensor y = Tensor::view_of(c, out, contiguous_strides(out), 0);
+  // in a backward (a custom function's, `x.T @ g`): a 2-d product over K = the piece's samples
+  // sums them in blocks of 32 by the pairwise tree (§5), a complete subtree per aligned piece
+  if (a.ndim() == 2 && b.ndim() == 2 && !bias.defined()) autograd::SampleCountCheck::summed(y, K);
   Node* n = bias.defined() ? ops::record("matmul_add", matmul_bw, {&a, &b, &bias}, y, site)
                            : ops::record("matmul", matmul_bw, {&a, &b}, y, site);
   if (n) {

@@ -324,6 +324,33 @@ void init_ops(py::module_& m) {
         "fn(x) without keeping its intermediates: the backward runs fn again (contract T9). Every tensor inside fn that "
         "requires grad must be x or in params.");
 
+  // bitgrad.autograd.Function's node (src/python/bitgrad/autograd.py): backward(g) returns one
+  // gradient or None per input. The callable is released with the GIL held, wherever the graph is freed.
+  m.def("_custom_function", [](const std::string& name, const std::vector<Tensor>& inputs, const Tensor& y, const py::function& backward) {
+    std::shared_ptr<py::function> fn(new py::function(backward), [](py::function* f) {
+      py::gil_scoped_acquire gil;
+      delete f;
+    });
+    auto bw = [fn, name](const Tensor& g) {
+      py::gil_scoped_acquire gil;
+      const py::object r = (*fn)(g);
+      if (!py::isinstance<py::sequence>(r) || py::isinstance<py::str>(r))
+        throw py::type_error(name + ".backward: expected a sequence of gradients (a bitgrad.Tensor or None each), got " +
+                             std::string(py::str(py::type::of(r).attr("__name__"))));
+      std::vector<Tensor> out;
+      for (const py::handle h : r.cast<py::sequence>()) {
+        if (h.is_none()) out.emplace_back();
+        else if (py::isinstance<Tensor>(h)) out.push_back(h.cast<Tensor>());
+        else
+          throw py::type_error(name + ".backward: a gradient is a " + std::string(py::str(py::type::of(h).attr("__name__"))) +
+                               "; expected a bitgrad.Tensor or None");
+      }
+      return out;
+    };
+    const CallSite site = py_site();
+    return custom_function(name, inputs, y, bw, site);
+  }, py::arg("name"), py::arg("inputs"), py::arg("y"), py::arg("backward"));
+
   // ---- reductions over axes, scans, more losses (numerics.md §28-§30) ----
   {
     using RF = Tensor (*)(const Tensor&, const std::vector<int>&, bool, CallSite);

@@ -28,6 +28,7 @@ STUBS = {
     "bitgrad.instruments": "instruments.pyi",
     "bitgrad.distributed": "distributed.pyi",
     "bitgrad.onnx": "onnx.pyi",
+    "bitgrad.autograd": "autograd.pyi",
 }
 
 

@@ -19,6 +19,7 @@ del distributed  # noqa: F821  (the extension's submodule; the Python module bel
 from . import distributed  # noqa: F401,E402
 del onnx  # noqa: F821
 from . import onnx  # noqa: F401,E402
+from . import autograd  # noqa: F401,E402  (PyTorch's autograd.Function)
 
 __version__ = _bitgrad.__version__
 numerics_version = _bitgrad.numerics_version

@@ -24,6 +24,7 @@ from typing import (
 
 import numpy as _np
 
+from . import autograd as autograd
 from . import data as data
 from . import distributed as distributed
 from . import instruments as instruments
