@@ -16,6 +16,8 @@ import bitgrad as bg
 from bitgrad import distributed as dist
 from bitgrad import nn
 
+from shared_models import LinearFn
+
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -24,23 +26,6 @@ EXAMPLES = int(os.environ.get("BITGRAD_SHARING_EXAMPLES", "40"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 V, F, T, C = 13, 7, 3, 5
-
-
-class LinearFn(bg.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, w, b):
-        ctx.save_for_backward(x, w)
-        return bg.linear(x, w, b)
-
-    @staticmethod
-    def backward(ctx, g):
-        x, w = ctx.saved_tensors
-        shape = x.shape
-        g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, shape[-1])
-        if len(shape) == 2:
-            return g @ w, g2.T @ x2, bg.sum(g2, 0)
-        # samples of several rows: each sample's rows first, then the samples (numerics §3)
-        return g @ w, bg.sum(bg.matmul(g.transpose(1, 2), x), 0), bg.sum(bg.sum(g, 1), 0)
 
 
 class Drawn(nn.Module):

@@ -9,17 +9,7 @@ import pytest
 import bitgrad as bg
 from bitgrad import nn
 
-
-class LinearFn(bg.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, w, b):
-        ctx.save_for_backward(x, w)
-        return bg.linear(x, w, b)
-
-    @staticmethod
-    def backward(ctx, g):
-        x, w = ctx.saved_tensors
-        return g @ w, g.T @ x, bg.sum(g, 0)  # each parameter's gradient one sum over the samples
+from shared_models import LinearFn
 
 
 class HalvedWeightGrad(LinearFn):

@@ -137,6 +137,26 @@ def test_python_accumulate_gives_the_whole_batch_or_refuses(graphs, name):
     assert accumulated(path, kind, [64, 40]) == accumulated(path, kind, [104])  # a short last micro-batch: the tree's tail
 
 
+def plain(path, kind, n):
+    """One forward and backward of the whole batch, the loss as accumulate's divisor makes it."""
+    g = bg.onnx.load(str(path))
+    x, y = batches(kind, n)
+    divisor = n * (y.shape[1] if y.ndim > 1 else 1)
+    loss = bg.cross_entropy(g(x, bg.nn.Context(training=True, seed=5, step=0)), y, reduction="sum") / divisor
+    loss.backward()
+    return loss.item(), [np.array(p.grad).tobytes() for _, p in g.named_parameters()]
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if sam.CASES[n][2] == "per_block"])
+def test_every_per_block_idiom_gives_the_same_bits_in_a_plain_loop(graphs, name):
+    # one meaning per graph (numerics §42): the plain loop runs its blocks apart, as accumulate does
+    _, kind, _, _ = sam.CASES[name]
+    path = graphs / (name + ".onnx")
+    want = accumulated(path, kind, [64, 64])
+    assert plain(path, kind, 128) == want
+    assert plain(path, kind, 104) == accumulated(path, kind, [64, 40])  # a short last block
+
+
 def test_a_per_block_graph_gives_its_blocks_bits_in_every_loop(graphs):
     # the torch TransformerEncoder LM run sequence-first: its bits are those of its 32-sample
     # blocks, which it runs apart in every forward that trains (ops::per_block), so a plain loop,
