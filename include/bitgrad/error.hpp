@@ -8,9 +8,42 @@
 
 namespace bitgrad {
 
+// `text` with every byte that is not part of a well-formed UTF-8 sequence written as \xNN: a
+// message that quotes a hostile name (an ONNX node's, a safetensors key) stays text that a
+// terminal, Python's str and JSON take (the well-formed sequences of Unicode 15, table 3-7).
+inline std::string valid_utf8(const std::string& text) {
+  static const char* hex = "0123456789abcdef";
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t n = text.size();
+  std::string out;
+  out.reserve(n);
+  std::size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    std::size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // the second byte's range
+    if (c < 0x80) len = 1;
+    else if (c >= 0xc2 && c <= 0xdf) len = 2;
+    else if (c >= 0xe0 && c <= 0xef) len = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4) len = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    bool ok = len > 0 && i + len <= n;
+    for (std::size_t k = 1; ok && k < len; ++k) ok = k == 1 ? s[i + 1] >= lo && s[i + 1] <= hi : s[i + k] >= 0x80 && s[i + k] <= 0xbf;
+    if (ok) {
+      out.append(text, i, len);
+      i += len;
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+      ++i;
+    }
+  }
+  return out;
+}
+
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& what) : std::runtime_error(valid_utf8(what)) {}
 };
 
 // Two kinds a caller may want to tell apart (the Python module maps them to RuntimeError and

@@ -103,7 +103,13 @@ int available_cpus();         // the CPUs this process may run on
 
 // Throws if the floating-point environment is not IEEE default (round to nearest, no
 // flush-to-zero, no denormals-are-zero): a library built with fast-math can set those.
+// Also checks, once per process, the build's own numerics (check_canonical_bits).
 void check_fp_environment();
+// The FNV-1a 64 hash of a short canonical computation on the active code path (the same on every
+// correct build and path); check_canonical_bits() throws, once per process, naming the cause when
+// it is not the canonical value (a build with value-changing options, a miscompile).
+std::uint64_t canonical_bits_hash();
+void check_canonical_bits();
 std::string cpu_model();
 
 }  // namespace bitgrad

@@ -38,6 +38,8 @@ RunModel load_run_model(const std::string& run_dir, const std::string& what, boo
   RunModel r;
   r.dir = run_dir;
   r.cfg = train::load_config(dir.config_path());
+  const store::Checkpoint ck = dir.latest_checkpoint();
+  dir.check_inputs(ck.info.input_digests, ck.name);  // the vocabulary it decodes with is the one it was trained with
   std::shared_ptr<data::Dataset> shape_of;
   if (r.cfg.data.dataset == train::DatasetKind::text) {
     const std::string vocab_file = dir.vocabulary_path();
@@ -55,7 +57,6 @@ RunModel load_run_model(const std::string& run_dir, const std::string& what, boo
   r.sample_shape = shape_of->sample_shape();
   r.classes = shape_of->num_classes();
   r.model = train::build_model(r.cfg, *shape_of);
-  const store::Checkpoint ck = dir.latest_checkpoint();
   NoGradGuard ng;
   auto params = r.model->named_parameters();
   for (auto& b : r.model->named_buffers()) params.push_back(b);  // the checkpoint's model file: parameters, then buffers

@@ -30,7 +30,10 @@ ThreadCountScope::~ThreadCountScope() {
 IsaScope::IsaScope(Isa isa) : before_(active_isa()) { set_isa(isa); }
 IsaScope::~IsaScope() { set_isa(before_); }
 
-void check_fp_environment() { kern::require_ieee_fp(); }
+void check_fp_environment() {
+  kern::require_ieee_fp();
+  check_canonical_bits();
+}
 
 namespace kern {
 void require_ieee_fp() {

@@ -90,6 +90,9 @@ PYBIND11_MODULE(_bitgrad, m) {
   m.attr("git_commit") = git_commit();
 
   init_errors(m);
+  // the build's own numerics, before anything computes: an import of a build that computes other
+  // bits raises, naming the cause
+  check_canonical_bits();
   init_tensor(m);
   init_ops(m);
   init_ops_shape(m);

@@ -68,6 +68,7 @@ void save_checkpoint(const std::string& run_dir, const io::NamedTensors& params,
   }
   for (const auto& [f, bytes] : info.records) meta["records." + f] = std::to_string(bytes);
   for (const auto& [f, hex] : info.record_digests) meta["records_xxh128." + f] = hex;
+  for (const auto& [f, hex] : info.input_digests) meta["inputs_xxh128." + f] = hex;
   if (info.world > 1) {  // a single process's checkpoint stays the same bytes on every machine
     meta["world_size"] = std::to_string(info.world);
     for (std::size_t r = 0; r < info.hosts.size(); ++r) meta["host." + std::to_string(r)] = info.hosts[r];
@@ -155,6 +156,7 @@ Checkpoint load_checkpoint(const std::string& run_dir, const std::string& name) 
   for (const auto& [k, v] : o.metadata)
     if (k.rfind("records.", 0) == 0) c.info.records[k.substr(8)] = meta_int(o, k, of);
     else if (k.rfind("records_xxh128.", 0) == 0) c.info.record_digests[k.substr(15)] = v;
+    else if (k.rfind("inputs_xxh128.", 0) == 0) c.info.input_digests[k.substr(14)] = v;
   if (meta_int(m, "step", mf) != c.info.step || m.metadata.at("config_hash") != c.info.config_hash)
     throw Error("checkpoint: " + mf + " and " + of + " belong to different checkpoints");
   c.params = std::move(m.tensors);

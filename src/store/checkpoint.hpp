@@ -26,6 +26,8 @@ struct CheckpointInfo {
   std::map<std::string, std::int64_t> records;
   // their digests (xxh128 of the bytes): an edit of the same length is seen too
   std::map<std::string, std::string> record_digests;
+  // the digests of the inputs readers take besides the checkpoint (RunDir::input_digests)
+  std::map<std::string, std::string> input_digests;
   int world = 1;                    // ranks of the run that wrote it (data parallel)
   std::vector<std::string> hosts;   // each rank's host  // sizes of metrics.jsonl, trace.jsonl, ops.jsonl when it was written
   Precision precision = Precision::fp32;  // mixed precision of the run (written, by name, when not fp32)

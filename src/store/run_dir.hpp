@@ -70,6 +70,12 @@ class RunDir {
   std::map<std::string, std::int64_t> record_sizes() const;
   // Their digests (xxh128 of each file's bytes, hex), for a checkpoint to record.
   std::map<std::string, std::string> record_digests() const;
+  // The digests (xxh128 of the bytes) of the files a run's readers take from the directory
+  // besides the checkpoint: a text run's vocabulary.json, which sample, serve and export decode
+  // with. Each checkpoint records them; check_inputs refuses, naming the file, one that is
+  // missing or changed since `checkpoint` recorded it.
+  std::map<std::string, std::string> input_digests() const;
+  void check_inputs(const std::map<std::string, std::string>& recorded, const std::string& checkpoint) const;
   // Removes the metrics and traces (a run started again from step 0).
   void clear_records() const;
 

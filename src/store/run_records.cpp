@@ -50,6 +50,23 @@ std::map<std::string, std::string> RunDir::record_digests() const {
   return d;
 }
 
+std::map<std::string, std::string> RunDir::input_digests() const {
+  std::map<std::string, std::string> d;
+  if (has("vocabulary.json")) d["vocabulary.json"] = digest_of(io::read_file(vocabulary_path()));
+  return d;
+}
+
+void RunDir::check_inputs(const std::map<std::string, std::string>& recorded, const std::string& checkpoint) const {
+  for (const auto& [f, want] : recorded) {
+    if (!has(f.c_str()))
+      throw Error(who_ + ": " + file(f.c_str()) + " is missing; checkpoint " + checkpoint + " was written with it (xxh128 " + want + ")");
+    const std::string got = digest_of(io::read_file(file(f.c_str())));
+    if (got != want)
+      throw Error(who_ + ": " + file(f.c_str()) + " changed since checkpoint " + checkpoint + " was written (xxh128 " + got +
+                  ", recorded " + want + "): the tokens the model was trained on would decode to other text; restore the file");
+  }
+}
+
 void RunDir::truncate_after(std::int64_t step, const std::map<std::string, std::int64_t>& expected,
                             const std::map<std::string, std::string>& digests) const {
   for (const auto& [f, bytes] : expected)

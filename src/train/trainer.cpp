@@ -315,12 +315,16 @@ RunResult run(Config cfg, const RunOptions& opt, std::ostream& out_arg, const st
   // what inference reads instead of the corpus (src/infer); a run from before it gets it on resume
   if (root && cfg.data.dataset == DatasetKind::text && (fresh || !dir_slot->has("vocabulary.json")))
     dir_slot->write_vocabulary(data::vocabulary_json(*text_corpus(cfg)));
+  // a vocabulary changed since the checkpoint (a missing one is written again from the corpus
+  // above, and must come out the same) would make sample and serve decode other text
+  if (root && !fresh) dir_slot->check_inputs(ck->info.input_digests, ck->name);
   if (comm) start = share_start_state(*comm, session, root && !fresh ? &*ck : nullptr);
   const std::string world_note = comm ? std::to_string(comm->size()) : "1";
   auto info_at = [&](std::int64_t step) {
     store::CheckpointInfo info = session.checkpoint_info(step, hash);
     info.world = session.world();
     info.hosts = hosts;
+    if (root) info.input_digests = dir_slot->input_digests();
     return info;
   };
   std::optional<store::JsonLinesWriter> metrics;

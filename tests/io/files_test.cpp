@@ -39,5 +39,22 @@ TEST(Files, ErrorExcerptsAreShortAndPrintable) {
   EXPECT_EQ(printable_excerpt(std::string(100, 'x'), 10), "xxxxxxxxxx...");
 }
 
+// Every error message is well-formed UTF-8: a hostile name's stray bytes written as \xNN, valid
+// sequences (two to four bytes) kept, overlong forms, surrogates and truncated ones escaped.
+TEST(Files, ErrorMessagesAreWellFormedUtf8) {
+  EXPECT_EQ(valid_utf8("plain\n"), "plain\n");
+  EXPECT_EQ(valid_utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82"), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82");
+  EXPECT_EQ(valid_utf8(std::string("a\xff\xfe", 3)), "a\\xff\\xfe");
+  EXPECT_EQ(valid_utf8("\xc0\xaf"), "\\xc0\\xaf");              // overlong '/'
+  EXPECT_EQ(valid_utf8("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(valid_utf8("\xe2\x82"), "\\xe2\\x82");            // cut short
+  EXPECT_EQ(valid_utf8("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
+  try {
+    detail::fail("onnx", "node '", std::string("n\x80m", 3), "' is bad");
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "onnx: node 'n\\x80m' is bad");
+  }
+}
+
 }  // namespace
 }  // namespace bitgrad::test

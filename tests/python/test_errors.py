@@ -126,3 +126,14 @@ def test_a_hidden_or_unknown_code_path_is_refused_by_name(hide, args, isa_env, m
         env["BITGRAD_ISA"] = isa_env
     r = subprocess.run([exe] + args, capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode != 0 and message in r.stderr, (r.returncode, r.stdout, r.stderr)
+
+
+def test_a_message_quoting_bytes_that_are_not_utf8_escapes_them(tmp_path):
+    # a safetensors key with bytes 0xff 0xfe: the error names them as \xNN (it was InputError(''))
+    import struct
+    header = b'{"w\xff\xfeq": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}'
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0\0\0\0")
+    with pytest.raises(bg.InputError) as e:
+        bg.io.load_safetensors(str(path))
+    assert "not valid JSON" in str(e.value) and "\\xff" in str(e.value), str(e.value)

@@ -120,6 +120,17 @@ def mlp(tmp_path_factory):
     return d, script, runs
 
 
+def test_a_relative_out_survives_a_script_that_changes_directory(tmp_path):
+    # --out runs/a given relative to where the recorder starts; the script moves elsewhere first
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "train.py").write_text("import os, sys\nos.chdir(sys.argv[1])\n" + MLP)
+    r = _launch(tmp_path, "runs/a", tmp_path / "train.py", str(tmp_path / "elsewhere"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "steps %d" % STEPS in r.stdout
+    assert len(_trace(tmp_path / "runs" / "a")) == STEPS
+    assert not (tmp_path / "elsewhere" / "runs").exists()
+
+
 def test_two_runs_are_identical(mlp):
     d, script, runs = mlp
     r = _diff(runs["a"], runs["b"])

@@ -134,9 +134,31 @@ TEST(Gpt, SamplingReadsTheRunNotTheCorpus) {
   const std::string want = infer::sample(dir, s).text;
   ASSERT_EQ(std::remove(corpus.c_str()), 0);
   EXPECT_EQ(infer::sample(dir, s).text, want);
-  // a run from before vocabulary.json: refused, naming the file and what writes it
+  // the vocabulary gone: refused, naming the file and the checkpoint that recorded it (a run from
+  // before runs kept it, whose checkpoints record none, is told what writes it)
   ASSERT_EQ(std::remove((dir + "/vocabulary.json").c_str()), 0);
-  EXPECT_THROW_MSG(infer::sample(dir, s), dir + "/vocabulary.json does not exist: the run was trained before runs kept their vocabulary");
+  EXPECT_THROW_MSG(infer::sample(dir, s), dir + "/vocabulary.json is missing; checkpoint step-000000003 was written with it");
+}
+
+TEST(Gpt, AChangedVocabularyIsRefusedByName) {
+  // one flipped bit in vocabulary.json would decode every token to other text: each checkpoint
+  // records its digest, and sampling and resuming refuse a changed file, naming it
+  RuntimeGuard g;
+  const std::string dir = train_into(tiny_gpt(), "gpt_vocab_digest", options(2, 1, 0));
+  infer::SampleOptions s;
+  s.prompt = "Good ";
+  s.tokens = 10;
+  const std::string want = infer::sample(dir, s).text;
+  const std::string file = dir + "/vocabulary.json", bytes = io::read_file(file);
+  std::string flipped = bytes;
+  const std::size_t at = flipped.rfind(']');  // the last symbol's last digit, one bit flipped: another symbol
+  ASSERT_TRUE(at != std::string::npos && at > 0);
+  flipped[at - 1] = static_cast<char>(flipped[at - 1] ^ 1);
+  io::write_file_atomic(file, flipped);
+  EXPECT_THROW_MSG(infer::sample(dir, s), file + " changed since checkpoint step-000000002 was written");
+  EXPECT_THROW_MSG(run_text(tiny_gpt(), resume_options(dir, 3)), file + " changed since checkpoint step-000000002 was written");
+  io::write_file_atomic(file, bytes);
+  EXPECT_EQ(infer::sample(dir, s).text, want);
 }
 
 TEST(Gpt, BadInputIsAOneLineError) {

@@ -227,7 +227,8 @@ class Recorder:
         self._clock_reads = {}  # site -> {"call", "site", "reads", "step"}
         if hashing not in HASHING:
             raise ValueError("%s: hashing: expected 'inline' or 'thread', got %r" % (_WHO, hashing))
-        self._out = os.fspath(out_dir)
+        # resolved now: a script that changes directory keeps writing where it was asked to
+        self._out = os.path.abspath(os.fspath(out_dir))
         self._every = every
         self._max_pending = max_pending
         self._inline = hashing == "inline"
