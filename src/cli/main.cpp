@@ -12,6 +12,7 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "bitgrad/bitgrad.hpp"
@@ -144,16 +145,23 @@ int cmd_serve(const std::string& run_dir, const bitgrad::serve::ServeOptions& o)
   sigaddset(&stop, SIGINT);
   ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   bitgrad::serve::Server server(run_dir, o);
-  std::cout << "bitgrad serve: " << server.describe() << " on http://" << o.host << ":" << server.port() << std::endl;
   bool drained = true;
-  std::thread waiter([&] {
-    int sig = 0;
-    ::sigwait(&stop, &sig);
-    std::fprintf(stderr, "bitgrad serve: signal %d: new requests answered 503; draining the requests in flight (up to %g s)\n", sig,
-                 o.drain_seconds);
-    drained = server.drain(o.drain_seconds);
-    if (!drained) std::fprintf(stderr, "bitgrad serve: the drain ran out of time: the requests still running ended with an error\n");
-  });
+  // every thread started before the address is printed: a process limit (ulimit -u) is an error
+  // naming the thread, not an address that answers nothing
+  std::thread waiter;
+  try {
+    waiter = std::thread([&] {
+      int sig = 0;
+      ::sigwait(&stop, &sig);
+      std::fprintf(stderr, "bitgrad serve: signal %d: new requests answered 503; draining the requests in flight (up to %g s)\n", sig,
+                   o.drain_seconds);
+      drained = server.drain(o.drain_seconds);
+      if (!drained) std::fprintf(stderr, "bitgrad serve: the drain ran out of time: the requests still running ended with an error\n");
+    });
+  } catch (const std::system_error& e) {
+    throw bitgrad::Error(std::string("serve: cannot start the thread that waits for SIGTERM (") + e.what() + ")");
+  }
+  std::cout << "bitgrad serve: " << server.describe() << " on http://" << o.host << ":" << server.port() << std::endl;
   server.run();
   ::kill(::getpid(), SIGTERM);  // blocked: ends the waiter's sigwait if no signal came
   waiter.join();

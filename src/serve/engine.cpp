@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <system_error>
 
 #include "bitgrad/autograd.hpp"
 #include "bitgrad/ops.hpp"
@@ -96,7 +97,11 @@ Engine::Engine(const infer::RunModel& m, const ServeOptions& o, Metrics& metrics
   if (m.text()) decoder_ = std::make_unique<infer::Decoder>(m);
   if (decoder_ && decoder_->keeps_rows())
     prefix_ = std::make_unique<infer::PrefixCache>(o.prefix_cache_bytes, std::max<std::int64_t>(1, std::min(o.prefix_block, m.cfg.data.block_size)));
-  thread_ = std::thread([this] { loop(); });
+  try {
+    thread_ = std::thread([this] { loop(); });
+  } catch (const std::system_error& e) {  // a process limit (ulimit -u): named before any address is printed
+    throw Error(std::string("serve: cannot start the engine's thread (") + e.what() + ")");
+  }
 }
 
 Engine::~Engine() {
