@@ -699,6 +699,42 @@ for i in range(3):
 """
 
 
+THREADS = """
+import threading, torch
+torch.manual_seed(0)
+
+def train(seed):
+    g = torch.Generator().manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 4))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(20):
+        x = torch.randn(256, 64, generator=g)
+        loss = model(x).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+threads = [threading.Thread(target=train, args=(s,)) for s in (1, 2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("done")
+"""
+
+
+def test_two_threads_stepping_their_own_optimizers_number_every_step_once(tmp_path):
+    # each optimizer's step takes its number when it starts: no two steps share one, none is lost
+    (tmp_path / "threads.py").write_text(THREADS)
+    for k in range(3):
+        out = tmp_path / ("run%d" % k)
+        r = _launch(tmp_path, out, tmp_path / "threads.py")
+        assert r.returncode == 0, r.stdout + r.stderr
+        steps = sorted(rec["step"] for rec in _trace(out))
+        assert steps == list(range(1, 41)), steps
+        assert _manifest(out)["run"]["steps"] == 40
+
+
 SPLIT = """
 import numpy, torch, bitgrad.torch
 torch.manual_seed(0)

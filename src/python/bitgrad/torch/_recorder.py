@@ -241,6 +241,7 @@ class Recorder:
         self._patches = _patches.Patches()
         self._seq = 0  # event counter: module calls, backwards, batches and steps, in order
         self._total = 0  # optimizer steps of all optimizers
+        self._numbered = 0  # the last step number taken (a step in progress holds its number)
         self._written = 0
         self._optimizers = []
         self._by_opt = weakref.WeakKeyDictionary()
@@ -707,7 +708,14 @@ class Recorder:
                 pre = self._before_step(opt)
             except Exception as e:
                 self._fail(e)
-            out = fn(*args, **kwargs)  # the script's step, as it was
+            try:
+                out = fn(*args, **kwargs)  # the script's step, as it was
+            except BaseException:
+                if pre is not None:
+                    with self._lock:  # a step that raised takes no number, unless a later one took the next
+                        if self._numbered == pre["step"]:
+                            self._numbered -= 1
+                raise
             if pre is not None and self._failed is None:
                 try:
                     job = self._after_step(opt, pre, out, closure)
@@ -724,7 +732,9 @@ class Recorder:
     def _before_step(self, opt):
         with self._lock:
             info = self._register(opt)
-            pre = {"info": info, "step": self._total + 1, "seq": self._seq, "last_seq": info.last_seq}
+            # the number is taken now: another thread's optimizer stepping meanwhile takes the next
+            self._numbered = max(self._numbered, self._total) + 1
+            pre = {"info": info, "step": self._numbered, "seq": self._seq, "last_seq": info.last_seq}
             self._seq += 1
             pre["recorded"] = pre["step"] % self._every == 0
             if pre["recorded"]:
