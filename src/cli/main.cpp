@@ -125,9 +125,17 @@ int cmd_train(const std::string& config, const bitgrad::instruments::TrainOption
 
 // Output that never reached stdout (a full disk, a closed file) is an error, not exit 0.
 int checked_stdout(int rc) {
+  errno = 0;
   std::cout.flush();
-  if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
-    std::fprintf(stderr, "bitgrad: error: cannot write to standard output (%s)\n", std::strerror(errno));
+  const bool flushed = std::fflush(stdout) == 0;
+  int err = errno;
+  if (!flushed || std::ferror(stdout) || !std::cout) {
+    // an earlier write's errno was overwritten by the calls since: one more byte, written to
+    // the descriptor itself, fails for the same cause (a full device, a file past ulimit -f);
+    // a closed pipe would have ended the process at the first write (SIGPIPE)
+    if (err == 0 && ::write(STDOUT_FILENO, "\n", 1) < 0) err = errno;
+    std::fprintf(stderr, "bitgrad: error: cannot write to standard output (%s)\n",
+                 err ? std::strerror(err) : "an earlier write to it failed");
     return rc != 0 ? rc : 2;
   }
   return rc;

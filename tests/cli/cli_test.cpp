@@ -97,6 +97,18 @@ TEST(Cli, OutputThatCannotBeWrittenIsAnError) {
     pclose(p);
   }
   EXPECT_NE(got.find("exit 2"), std::string::npos) << got;
+  // a training's output on a full device: the cause named (it said "No such file or directory")
+  const std::string train_dir = ::testing::TempDir() + "/bitgrad_cli_full_" + std::to_string(::getpid());
+  const std::string full = std::string(BITGRAD_BINARY_DIR) + "/bin/bitgrad train " + std::string(BITGRAD_SOURCE_DIR) +
+                           "/examples/adder.toml --steps 2 --out " + train_dir + " 2>&1 >/dev/full; echo \"exit $?\"";
+  got.clear();
+  if (FILE* p = popen(("bash -c '" + full + "'").c_str(), "r")) {
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p)) got += buf;
+    pclose(p);
+  }
+  EXPECT_NE(got.find("cannot write to standard output (No space left on device)"), std::string::npos) << got;
+  EXPECT_NE(got.find("exit 2"), std::string::npos) << got;
   // past `ulimit -f` (SIGXFSZ would kill without a word): a write error naming the file
   const std::string dir = ::testing::TempDir() + "/bitgrad_cli_fsize_" + std::to_string(::getpid());
   const std::string cfg = std::string(BITGRAD_SOURCE_DIR) + "/examples/adder.toml";
