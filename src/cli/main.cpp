@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -154,6 +155,8 @@ int cmd_serve(const std::string& run_dir, const bitgrad::serve::ServeOptions& o)
   ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   bitgrad::serve::Server server(run_dir, o);
   bool drained = true;
+  std::atomic<bool> finished{false}, cut{false};
+  std::thread cutter;  // during a drain: a second signal ends it at once
   // every thread started before the address is printed: a process limit (ulimit -u) is an error
   // naming the thread, not an address that answers nothing
   std::thread waiter;
@@ -161,18 +164,35 @@ int cmd_serve(const std::string& run_dir, const bitgrad::serve::ServeOptions& o)
     waiter = std::thread([&] {
       int sig = 0;
       ::sigwait(&stop, &sig);
-      std::fprintf(stderr, "bitgrad serve: signal %d: new requests answered 503; draining the requests in flight (up to %g s)\n", sig,
-                   o.drain_seconds);
+      if (finished) return;
+      std::fprintf(stderr, "bitgrad serve: signal %d: new requests answered 503; draining the requests in flight (up to %g s; "
+                   "another signal ends them now)\n", sig, o.drain_seconds);
+      try {
+        cutter = std::thread([&] {
+          int again = 0;
+          ::sigwait(&stop, &again);
+          if (finished) return;
+          std::fprintf(stderr, "bitgrad serve: signal %d again: ending the requests in flight now\n", again);
+          cut = true;
+          server.cut_drain();
+        });
+      } catch (const std::system_error& e) {
+        std::fprintf(stderr, "bitgrad serve: cannot start the thread that waits for a second signal (%s): the drain runs its course\n", e.what());
+      }
       drained = server.drain(o.drain_seconds);
-      if (!drained) std::fprintf(stderr, "bitgrad serve: the drain ran out of time: the requests still running ended with an error\n");
+      if (!drained)
+        std::fprintf(stderr, "bitgrad serve: %s: the requests still running ended with an error\n",
+                     cut ? "the drain was ended by the second signal" : "the drain ran out of time");
     });
   } catch (const std::system_error& e) {
     throw bitgrad::Error(std::string("serve: cannot start the thread that waits for SIGTERM (") + e.what() + ")");
   }
   std::cout << "bitgrad serve: " << server.describe() << " on http://" << o.host << ":" << server.port() << std::endl;
   server.run();
-  ::kill(::getpid(), SIGTERM);  // blocked: ends the waiter's sigwait if no signal came
+  finished = true;
+  ::kill(::getpid(), SIGTERM);  // blocked: ends the sigwait still waiting (the waiter's if no signal came, else the cutter's)
   waiter.join();
+  if (cutter.joinable()) cutter.join();
   std::cout << "bitgrad serve: stopped" << std::endl;
   return drained ? 0 : 1;
 }

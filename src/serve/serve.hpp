@@ -49,6 +49,9 @@ class Server {
   // than `seconds`, the unfinished ones end with an error event (finish_reason "error") and this
   // returns false.
   bool drain(double seconds);
+  // Ends a drain in progress now, as if its time had run out (a second SIGTERM); callable from any
+  // thread, before or during drain().
+  void cut_drain();
 
  private:
   struct Impl;

@@ -51,6 +51,7 @@ struct Server::Impl {
   std::unique_ptr<HttpFront> front;
   int port = 0;
   std::atomic<bool> draining{false};  // new requests are answered 503
+  std::atomic<bool> cut{false};       // a drain to end now (cut_drain)
 
   static HttpResponse error(int status, const std::string& field, const std::string& message) {
     HttpResponse r;
@@ -288,16 +289,19 @@ void Server::run() { impl_->front->run(); }
 
 void Server::stop() { impl_->front->stop(); }
 
+void Server::cut_drain() { impl_->cut = true; }
+
 bool Server::drain(double seconds) {
   Impl& p = *impl_;
   p.draining = true;
   p.engine->close_intake();
   const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   auto settled = [&] { return p.engine->idle() && p.front->in_flight() == 0; };
-  while (!settled() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  while (!settled() && Clock::now() < until && !p.cut) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   const bool drained = settled();
   if (!drained) {  // what is still running ends with an error event, then the server stops
-    p.engine->abort_all("the server stopped before this request ended: it ran past the " + std::to_string(seconds) + " s drain");
+    p.engine->abort_all(p.cut ? std::string("the server stopped before this request ended: a second signal ended the drain")
+                              : "the server stopped before this request ended: it ran past the " + std::to_string(seconds) + " s drain");
     const auto grace = Clock::now() + std::chrono::seconds(5);
     while (p.front->in_flight() > 0 && Clock::now() < grace) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

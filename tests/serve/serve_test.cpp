@@ -760,7 +760,7 @@ struct Sigtermed {
   int refused_while_draining = 0;
 };
 
-Sigtermed sigterm_with_four_in_flight(const char* drain_timeout) {
+Sigtermed sigterm_with_four_in_flight(const char* drain_timeout, bool twice = false) {
   Sigtermed r;
   const std::string dir = gpt_run();
   int out[2], err[2];
@@ -811,6 +811,7 @@ Sigtermed sigterm_with_four_in_flight(const char* drain_timeout) {
     auto res = cl.Post("/v1/completions", completion("A", 3, 0, 0, 1), "application/json");
     r.refused_while_draining = res ? res->status : -1;
   }
+  if (twice) ::kill(pid, SIGTERM);  // a second signal: the drain ends now
   for (auto& t : clients) t.join();
   int ws = 0;
   if (::waitpid(pid, &ws, 0) == pid && WIFEXITED(ws)) r.exit_status = WEXITSTATUS(ws);
@@ -835,6 +836,20 @@ TEST(ServeCli, SigtermAnswersTheRequestsInFlightAndExitsZero) {
       EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n");
       EXPECT_EQ(std::count(body.begin(), body.end(), '\n') / 2, 2000 + 2) << "an event per token, the finish, [DONE]";
     }
+  }
+}
+
+TEST(ServeCli, ASecondSignalEndsTheDrainAtOnce) {
+  const auto start = std::chrono::steady_clock::now();
+  const Sigtermed r = sigterm_with_four_in_flight("120", true);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60)) << "not the 120 s drain";
+  EXPECT_EQ(r.exit_status, 1) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("again: ending the requests in flight now"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("the drain was ended by the second signal"), std::string::npos) << r.stderr_text;
+  for (int i = 1; i < 4; i += 2) {
+    const std::string& body = r.bodies[static_cast<std::size_t>(i)];
+    EXPECT_NE(body.find("\"finish_reason\":\"error\""), std::string::npos) << body.substr(body.size() > 300 ? body.size() - 300 : 0);
+    EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n");
   }
 }
 
