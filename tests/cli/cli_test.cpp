@@ -87,39 +87,33 @@ TEST(Cli, TrainEndsWithTheFingerprintAndRefusesBadInput) {
   EXPECT_NE(typo.out.find(bad_cfg + ":3: unknown key 'batch_sise' in [train]"), std::string::npos) << typo.out;
 }
 
-TEST(Cli, OutputThatCannotBeWrittenIsAnError) {
-  // stdout on a full device: not exit 0 with the results lost
-  const std::string cmd = std::string(BITGRAD_BINARY_DIR) + "/bin/bitgrad selftest --threads 1 > /dev/full 2>&1; echo \"exit $?\"";
+// What `bash -c SCRIPT` prints on stdout (the script redirects as it likes).
+std::string bash_output(const std::string& script) {
   std::string got;
-  if (FILE* p = popen(("bash -c '" + cmd + "' 2>&1").c_str(), "r")) {
+  if (FILE* p = popen(("bash -c '" + script + "'").c_str(), "r")) {
     char buf[512];
     while (std::fgets(buf, sizeof buf, p)) got += buf;
     pclose(p);
   }
+  return got;
+}
+
+TEST(Cli, OutputThatCannotBeWrittenIsAnError) {
+  const std::string bin = std::string(BITGRAD_BINARY_DIR) + "/bin/bitgrad";
+  // stdout on a full device: not exit 0 with the results lost
+  std::string got = bash_output(bin + " selftest --threads 1 > /dev/full 2>&1; echo \"exit $?\"");
   EXPECT_NE(got.find("exit 2"), std::string::npos) << got;
   // a training's output on a full device: the cause named (it said "No such file or directory")
   const std::string train_dir = ::testing::TempDir() + "/bitgrad_cli_full_" + std::to_string(::getpid());
-  const std::string full = std::string(BITGRAD_BINARY_DIR) + "/bin/bitgrad train " + std::string(BITGRAD_SOURCE_DIR) +
-                           "/examples/adder.toml --steps 2 --out " + train_dir + " 2>&1 >/dev/full; echo \"exit $?\"";
-  got.clear();
-  if (FILE* p = popen(("bash -c '" + full + "'").c_str(), "r")) {
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, p)) got += buf;
-    pclose(p);
-  }
+  got = bash_output(bin + " train " + std::string(BITGRAD_SOURCE_DIR) + "/examples/adder.toml --steps 2 --out " + train_dir +
+                    " 2>&1 >/dev/full; echo \"exit $?\"");
   EXPECT_NE(got.find("cannot write to standard output (No space left on device)"), std::string::npos) << got;
   EXPECT_NE(got.find("exit 2"), std::string::npos) << got;
   // past `ulimit -f` (SIGXFSZ would kill without a word): a write error naming the file
   const std::string dir = ::testing::TempDir() + "/bitgrad_cli_fsize_" + std::to_string(::getpid());
   const std::string cfg = std::string(BITGRAD_SOURCE_DIR) + "/examples/adder.toml";
-  const std::string limited = "ulimit -f 64; " + std::string(BITGRAD_BINARY_DIR) + "/bin/bitgrad train " + cfg + " --steps 400 --trace ops --out " + dir +
-                              " --no-progress 2>&1 >/dev/null; echo \"exit $?\"";
-  got.clear();
-  if (FILE* p = popen(("bash -c '" + limited + "'").c_str(), "r")) {
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, p)) got += buf;
-    pclose(p);
-  }
+  got = bash_output("ulimit -f 64; " + bin + " train " + cfg + " --steps 400 --trace ops --out " + dir +
+                    " --no-progress 2>&1 >/dev/null; echo \"exit $?\"");
   EXPECT_NE(got.find("File too large"), std::string::npos) << got;
   EXPECT_NE(got.find("exit 2"), std::string::npos) << got;
 }
