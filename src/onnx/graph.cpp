@@ -511,8 +511,13 @@ Tensor GraphModule::forward(const Tensor& x, const nn::Context& ctx) {
 }
 
 bool GraphModule::runs_per_block(const Shape& input) const {
-  if (input.ndim() == 0) return false;
-  const SampleAnalysis a = samples_of_batches(input.without(0));
+  if (input.ndim() == 0 || g_->input_slots.size() != 1) return false;
+  SampleAnalysis a;
+  try {
+    a = samples_of_batches(input.without(0));
+  } catch (const Error&) {
+    return false;  // a graph the analysis cannot follow at its probe shape runs whole, as it always did
+  }
   return a.mode == SampleAnalysis::Mode::per_block && !a.batch_statistics;
 }
 
