@@ -79,6 +79,13 @@ bool joins(const autograd::Node* m, const autograd::PlacedGrad& p) {
   return true;
 }
 
+// Ops whose backward hands on the incoming gradient's values, only moved or widened
+bool moves_exactly(const char* op) {
+  for (const char* m : {"cast", "permute", "transpose", "reshape", "contiguous", "squeeze", "unsqueeze", "flatten"})
+    if (std::strcmp(op, m) == 0) return true;
+  return false;
+}
+
 // Every value of `from` is a value of `to`
 bool widens_exactly(DType from, DType to) {
   if (from == to) return true;
@@ -218,7 +225,8 @@ void walk(const Tensor& root, const Tensor& seed, bool retain_graph, const LeafS
       // under a sample check: a cast's gradient widened exactly from one marked sum is that sum
       // (a bf16 or f16 product's gradient reaching an f32 parameter)
       SampleCountCheck* check = SampleCountCheck::active();
-      const bool widen = check && std::strcmp(n->op, "cast") == 0 && check->is_summed(n->grad);
+      // and so is a gradient moved exactly (a transpose's, a reshape's) from one
+      const bool widen = check && check->is_summed(n->grad) && moves_exactly(n->op);
       const DType from = n->grad.dtype();
       try {
         n->backward(*n, n->grad, gin.data());

@@ -132,6 +132,9 @@ void matmul_bw(Node& n, const Tensor& g, Tensor* gi) {
         db = Tensor::empty(Shape{B, K, N}, g.dtype());
         T* pd = kern::out_ptr<T>(db);
         ops::gemm_batch<T>(B, K, N, M, ops::Mat<T>{pa, sa.cs, sa.rs}, Ba == 1 ? 0 : sa.sb, row_major(pg, M, N), M * N, pd, K * N);
+        // x [M, K] @ w [K, N], both 2-d: w's gradient is the product over x's M rows (§5), as
+        // linear's weight gradient is
+        if (B == 1 && n.in_shape[0].ndim() == 2) autograd::SampleCountCheck::summed(db, M);
       } else {
         // b shared: a sample's rows (of all its batches) by the batch tree, then the samples by
         // the batch rule (with one batch dimension; without, every row is a sample)

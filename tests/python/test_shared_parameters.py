@@ -208,3 +208,27 @@ def test_a_tied_head_trains_like_torchs_and_its_state_goes_to_torch_and_back():
     back.load_state_dict({k: bg.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
     assert bg.fingerprint(back.head.weight) == bg.fingerprint(back.tok.weight)
     np.testing.assert_array_equal(np.array(back.tok.weight.detach()), t.tok.weight.detach().numpy())
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_plain_product_with_a_parameter_is_proven(transposed):
+    # x @ w (and x @ w.T): w's gradient is the product over the samples, moved exactly by the
+    # transpose; strict accumulation accepts it and gives the whole batch's bits
+    class Product(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(bg.randn(*((8, 16) if transposed else (16, 8))) * 0.3)
+            self.out = nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.out(bg.tanh(x @ (self.w.T if transposed else self.w)))
+
+    r = np.random.RandomState(0)
+    x, y = bg.tensor(r.randn(128, 16).astype(np.float32)), bg.tensor(r.randint(0, 4, 128).astype(np.int64))
+    bg.manual_seed(0)
+    m = Product()
+    want = whole(m, x, y)
+    for k in (2, 4):
+        m.zero_grad()
+        loss = bg.accumulate(m, pieces(x, y, k), lambda a, b, row: bg.cross_entropy(m(a), b, reduction="sum"), strict=True)
+        assert (loss.item(), grads(m)) == want, k
